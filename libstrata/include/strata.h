@@ -1,0 +1,417 @@
+/*
+ * strata.h — the C ABI of libstrata, Strata's native library.
+ *
+ * This is the only public header. Everything between STRATA_CDEF_BEGIN and
+ * STRATA_CDEF_END is plain C declarations that cffi's cdef() reads verbatim:
+ * no macros, no includes, no conditionals inside that region.
+ *
+ * Conventions (they hold for every function below unless its comment says
+ * otherwise):
+ *   - Every fallible call returns an int32_t status: STRATA_OK (0) or one of
+ *     enum strata_status. On failure, strata_last_error() returns a message
+ *     for the calling thread that says what was wrong and what is allowed.
+ *   - A failed call changes nothing: output handles are left untouched,
+ *     buffers are not written, the context stays usable — except
+ *     STRATA_ERR_DEVICE, after which the context's device state is unknown and
+ *     the context should be destroyed.
+ *   - The library never exits, aborts or lets a C++ exception escape.
+ *   - Handles are opaque and come in create/destroy pairs. The library keeps a
+ *     registry of live handles: a destroyed or foreign handle passed back is
+ *     refused with STRATA_ERR_INVALID_ARGUMENT instead of being dereferenced.
+ *     Destroying a context destroys nothing else: destroy its graphs, slots
+ *     and buffers first (destroying a context that still owns objects fails
+ *     with STRATA_ERR_STATE).
+ *   - Thread-safety: a context and everything created from it must be used
+ *     by one thread at a time (calls may move between threads). Different
+ *     contexts may be used concurrently. strata_last_error() is per thread.
+ *     Calls release no locks that Python holds; cffi releases the GIL.
+ *   - Kernels are enqueued on the context's single stream and run in the
+ *     order they were called. strata_buffer_download and
+ *     strata_context_synchronize wait for everything enqueued before them.
+ *   - Tensors are addressed as (buffer, byte offset). Activations are dense
+ *     row-major float32 unless a comment says otherwise; "row stride" counts
+ *     elements. Offsets must be multiples of the element size (4 for F32 and
+ *     I32, 2 for F16, BF16 and every quantized type). Every operand is checked
+ *     against its buffer's size.
+ *   - Batch invariance (Strata's first invariant): every kernel computes
+ *     output row r from input row r alone (attention: and from the cache cells
+ *     of row r's slot up to row r's index), with an arithmetic order that does
+ *     not depend on the number of rows, their order, or which slot they use.
+ *     Row r's output is bit-identical whatever else is in the batch.
+ *
+ * Row metadata ("rows"): a buffer of n_rows int32 pairs {slot, index}. The
+ * row's token sits at cache cell `index` of slot `slot` (0 <= index < n_ctx).
+ * A row with slot == -1 is padding: kernels that read or write slot state skip
+ * it (attention writes zeros for it). Rows whose slot or index are out of
+ * range are treated as padding, so device memory is never touched out of
+ * bounds; callers validate rows before enqueueing them.
+ */
+#ifndef STRATA_H
+#define STRATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* STRATA_CDEF_BEGIN */
+
+/* ---------------------------------------------------------------- status */
+
+enum strata_status {
+    STRATA_OK = 0,
+    STRATA_ERR_INVALID_ARGUMENT = 1, /* bad handle, pointer, shape, dtype, offset or range */
+    STRATA_ERR_OUT_OF_MEMORY = 2,    /* an allocation failed; nothing was allocated */
+    STRATA_ERR_UNSUPPORTED = 3,      /* not available in this build or on this backend */
+    STRATA_ERR_DEVICE = 4,           /* the device reported an error; destroy the context */
+    STRATA_ERR_STATE = 5,            /* not allowed now (e.g. a download while recording a graph) */
+    STRATA_ERR_INTERNAL = 6          /* a bug in libstrata; the message says where */
+};
+
+/* The ABI version this header describes. Python refuses a library whose
+ * strata_abi_version() differs. Bumped on every incompatible change. */
+enum strata_abi { STRATA_ABI_VERSION = 1 };
+
+/* Returns STRATA_ABI_VERSION of the library that was loaded. Never fails. */
+int32_t strata_abi_version(void);
+
+/* The message of the last failed call on this thread ("" if none). The
+ * pointer stays valid until the next libstrata call on this thread. */
+const char *strata_last_error(void);
+
+/* A constant name for a status code ("STRATA_ERR_STATE"), "unknown" otherwise. */
+const char *strata_status_name(int32_t status);
+
+/* A constant, human-readable description of the build: compiler, CPU
+ * instruction set in use, and whether the CUDA backend was compiled in. */
+const char *strata_build_info(void);
+
+/* ---------------------------------------------------------------- types */
+
+/* Element and block types. The values are GGUF's ggml_type ids. */
+enum strata_dtype {
+    STRATA_F32 = 0,
+    STRATA_F16 = 1,
+    STRATA_Q4_0 = 2,
+    STRATA_Q4_1 = 3,
+    STRATA_Q8_0 = 8,
+    STRATA_Q4_K = 12,
+    STRATA_Q6_K = 14,
+    STRATA_I32 = 26,
+    STRATA_BF16 = 30
+};
+
+/* Values per block and bytes per block of a dtype (1 and the element size for
+ * plain types). Fails with STRATA_ERR_INVALID_ARGUMENT for an unknown dtype. */
+int32_t strata_dtype_block(int32_t dtype, int64_t *out_block_values, int64_t *out_block_bytes);
+
+/* ---------------------------------------------------------------- context */
+
+enum strata_backend {
+    STRATA_BACKEND_CPU = 0,
+    STRATA_BACKEND_CUDA = 1
+};
+
+typedef struct strata_context strata_context;
+typedef struct strata_buffer strata_buffer;
+typedef struct strata_slots strata_slots;
+typedef struct strata_graph strata_graph;
+
+typedef struct strata_device_info {
+    int32_t backend;            /* enum strata_backend */
+    int32_t device_index;       /* N of "cuda:N"; 0 for the CPU */
+    int32_t num_threads;        /* CPU worker threads; 0 on CUDA */
+    int32_t compute_capability; /* 90 for sm_90; 0 on the CPU */
+    uint64_t free_bytes;        /* device memory (CPU: available RAM) */
+    uint64_t total_bytes;
+    char name[128];             /* NUL-terminated device name */
+} strata_device_info;
+
+/* Number of CUDA devices usable by this library: 0 when the CUDA backend was
+ * not compiled in or no device/driver is present (that is not an error). */
+int32_t strata_cuda_device_count(int32_t *out_count);
+
+/* Opens a context on `device`: "cpu" or "cuda:N" ("cuda" means "cuda:0").
+ * num_threads: CPU worker threads (0 = one per online core); ignored on CUDA.
+ * On success *out_ctx owns a stream (CUDA) or a thread pool (CPU). Fails with
+ * STRATA_ERR_UNSUPPORTED when the backend is not compiled in or no such
+ * device exists, and STRATA_ERR_INVALID_ARGUMENT for a malformed name. */
+int32_t strata_context_create(const char *device, int32_t num_threads, strata_context **out_ctx);
+
+/* Waits for queued work and frees the context. Fails with STRATA_ERR_STATE
+ * (and frees nothing) while buffers, slots or graphs of it are alive. */
+int32_t strata_context_destroy(strata_context *ctx);
+
+/* Fills *out_info; free/total memory are read now. */
+int32_t strata_context_info(strata_context *ctx, strata_device_info *out_info);
+
+/* Waits until every enqueued kernel and copy has finished. Reports
+ * asynchronous device errors as STRATA_ERR_DEVICE. Not allowed while
+ * recording a graph. */
+int32_t strata_context_synchronize(strata_context *ctx);
+
+/* ---------------------------------------------------------------- buffers */
+
+/* Allocates n_bytes (> 0) of device memory (cudaMalloc on CUDA, never managed
+ * memory; 64-byte aligned host memory on the CPU). Contents are undefined.
+ * The buffer keeps a fixed address for its whole life. */
+int32_t strata_buffer_create(strata_context *ctx, uint64_t n_bytes, strata_buffer **out_buf);
+
+/* Frees a buffer after queued work that uses it has finished. Fails with
+ * STRATA_ERR_STATE while a live graph references it. */
+int32_t strata_buffer_destroy(strata_buffer *buf);
+
+int32_t strata_buffer_size(strata_buffer *buf, uint64_t *out_bytes);
+
+/* Copies n_bytes from host memory `src` into the buffer at `offset`, after
+ * the work queued before it; `src` may be reused when the call returns.
+ * Not allowed while recording a graph. */
+int32_t strata_buffer_upload(strata_buffer *buf, uint64_t offset, const void *src, uint64_t n_bytes);
+
+/* Waits for queued work, then copies n_bytes at `offset` to host memory
+ * `dst`. Not allowed while recording a graph. */
+int32_t strata_buffer_download(strata_buffer *buf, uint64_t offset, void *dst, uint64_t n_bytes);
+
+/* Enqueues: set n_bytes at `offset` to `value`. May be recorded in a graph. */
+int32_t strata_buffer_fill(strata_buffer *buf, uint64_t offset, uint64_t n_bytes, uint8_t value);
+
+/* Enqueues a copy between buffers of the same context (ranges may not
+ * overlap). May be recorded in a graph. */
+int32_t strata_buffer_copy(strata_buffer *dst, uint64_t dst_offset, strata_buffer *src,
+                           uint64_t src_offset, uint64_t n_bytes);
+
+/* ---------------------------------------------------------------- slots */
+
+/* A slot set: n_slots slots, each owning
+ *   - a KV region: n_layers x {K, V} x n_kv_heads x n_ctx x head_dim, F16;
+ *   - a position-table region: n_ctx cells of 4 int32 positions;
+ *   - a rope delta (int32) used by strata_positions_decode;
+ *   - a length: the number of table rows written (host bookkeeping).
+ * Regions of different slots never overlap, and a kernel enqueued for rows of
+ * one slot writes only that slot's regions. n_layers may be 0 (tables only,
+ * e.g. for the vision encoder's patch positions). */
+typedef struct strata_slots_params {
+    int32_t n_slots;    /* >= 1 */
+    int32_t n_layers;   /* >= 0 */
+    int32_t n_ctx;      /* cells per slot, >= 1 */
+    int32_t n_kv_heads; /* >= 1 */
+    int32_t head_dim;   /* even, 2..512 */
+} strata_slots_params;
+
+/* Allocates the regions (tables zeroed, lengths and deltas 0). */
+int32_t strata_slots_create(strata_context *ctx, const strata_slots_params *params, strata_slots **out_slots);
+
+/* Frees the slot set. Fails with STRATA_ERR_STATE while a live graph
+ * references it. */
+int32_t strata_slots_destroy(strata_slots *slots);
+
+/* Returns a slot to empty: zeroes its table region, sets its length and delta
+ * to 0 and undoes a debug table share of this slot. KV contents are left as
+ * they are (no kernel reads a cell before writing it in the same sequence).
+ * Touches no other slot. Enqueued after prior work; not allowed while
+ * recording. */
+int32_t strata_slots_reset(strata_slots *slots, int32_t slot);
+
+/* Forgets cells n_tokens.. of a slot: zeroes those table rows and sets its
+ * length to min(length, n_tokens). 0 <= n_tokens <= n_ctx. */
+int32_t strata_slots_truncate(strata_slots *slots, int32_t slot, int32_t n_tokens);
+
+int32_t strata_slots_length(strata_slots *slots, int32_t slot, int32_t *out_length);
+
+/* Writes table rows [first_row, first_row + n_rows) of one slot from host
+ * memory: positions[4 * i + c] is component c (T, H, W, E for M-RoPE; only
+ * c = 0 for plain RoPE) of row first_row + i. Requires first_row <= length
+ * (no gaps) and first_row + n_rows <= n_ctx; sets length to
+ * max(length, first_row + n_rows). Not allowed while recording. */
+int32_t strata_slots_write_positions(strata_slots *slots, int32_t slot, int32_t first_row, int32_t n_rows,
+                                     const int32_t *positions);
+
+/* Reads table rows back into host memory (same layout). Waits for queued work. */
+int32_t strata_slots_read_positions(strata_slots *slots, int32_t slot, int32_t first_row, int32_t n_rows,
+                                    int32_t *out_positions);
+
+/* Sets the slot's rope delta: strata_positions_decode gives cell c the
+ * position c + delta on every component. Not allowed while recording. */
+int32_t strata_slots_set_delta(strata_slots *slots, int32_t slot, int32_t delta);
+
+/* NEGATIVE-CONTROL DEBUG SWITCH, never for serving: makes `slot` read and
+ * write the position-table region of `target` (target == slot undoes it).
+ * Exists so tests can show that the exactness checks catch a shared table. */
+int32_t strata_slots_debug_share_table(strata_slots *slots, int32_t slot, int32_t target);
+
+/* ---------------------------------------------------------------- kernels */
+
+/* out[r, :] = dequantized row ids[r] of `table` ([n_vocab, dim] in `dtype`,
+ * any dtype except I32; dim a multiple of the dtype's block). ids: int32.
+ * An id outside [0, n_vocab) yields a row of zeros. out: F32 [n_rows, dim]. */
+int32_t strata_embed(strata_context *ctx, strata_buffer *table, uint64_t table_offset, int32_t dtype,
+                     int64_t n_vocab, int64_t dim, strata_buffer *ids, uint64_t ids_offset, int64_t n_rows,
+                     strata_buffer *out, uint64_t out_offset);
+
+/* out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight. weight: F32
+ * [dim]. out may equal x (same buffer and offset). */
+int32_t strata_rmsnorm(strata_context *ctx, strata_buffer *x, uint64_t x_offset, strata_buffer *weight,
+                       uint64_t weight_offset, strata_buffer *out, uint64_t out_offset, int64_t n_rows,
+                       int64_t dim, float eps);
+
+/* y[r, o] = (accumulate ? y[r, o] : 0) + sum_i x[r, i] * W[o, i] (+ bias[o]).
+ * x: F32 [n_rows, k]; W: [n_out, k] in w_dtype (F32, F16, BF16, Q8_0, Q4_0,
+ * Q4_1, Q4_K, Q6_K; GGUF block layouts along k, k a multiple of the block);
+ * bias: F32 [n_out] or NULL; y: F32 [n_rows, n_out], must not overlap x.
+ * Backends may round activations inside the kernel (documented per backend
+ * in docs/kernels.md); the result of a row never depends on other rows. */
+int32_t strata_matmul(strata_context *ctx, strata_buffer *x, uint64_t x_offset, int64_t n_rows, int64_t k,
+                      strata_buffer *w, uint64_t w_offset, int32_t w_dtype, int64_t n_out, strata_buffer *bias,
+                      uint64_t bias_offset, strata_buffer *y, uint64_t y_offset, int32_t accumulate);
+
+enum strata_rope_mode {
+    STRATA_ROPE_ADJACENT = 0, /* rotate (x[2i], x[2i+1]) with theta_i, position component 0 */
+    STRATA_ROPE_HALF = 1,     /* rotate (x[i], x[i + rot_dim/2]), position component 0 */
+    STRATA_ROPE_MROPE = 2,    /* half-split; frequency pair j uses component c where
+                                 sections[0..c-1] sum <= j < sections[0..c] sum */
+    STRATA_ROPE_VISION = 3    /* half-split; pair j in section c uses component c and the
+                                 frequency of its index within the section, with
+                                 theta computed over 2 * sections[c] dims */
+};
+
+typedef struct strata_rope_params {
+    int32_t mode;        /* enum strata_rope_mode */
+    int32_t n_heads;     /* heads in each row, laid out [n_heads, head_dim] */
+    int32_t head_dim;
+    int32_t rot_dim;     /* rotated leading dims of each head (even, <= head_dim) */
+    float theta_base;    /* theta_j = position * theta_base^(-2j / rot_dim) */
+    float freq_scale;    /* positions are multiplied by this; 1 = no scaling */
+    int32_t sections[4]; /* MROPE/VISION: frequency pairs per component; sum = rot_dim / 2 */
+} strata_rope_params;
+
+/* Rotates, in place, the first n_heads * head_dim floats of each of n_rows
+ * rows of x (row stride x_row_stride >= n_heads * head_dim). Row r's
+ * positions are read from cell rows[r].index of the position table that
+ * rows[r].slot reads. freq_factors: NULL or F32 [rot_dim / 2]; theta_j is
+ * divided by freq_factors[j] (Llama 3 "rope_freqs"). Padding rows are left
+ * as they are. */
+int32_t strata_rope(strata_context *ctx, const strata_rope_params *params, strata_buffer *x, uint64_t x_offset,
+                    int64_t x_row_stride, int64_t n_rows, strata_slots *slots, strata_buffer *rows,
+                    uint64_t rows_offset, strata_buffer *freq_factors, uint64_t freq_factors_offset);
+
+/* Writes K and V (F32 rows of n_kv_heads * head_dim values, row strides in
+ * elements) into layer `layer` of each row's slot at its index, rounded to
+ * F16 (round to nearest even). Padding rows are skipped. */
+int32_t strata_kv_store(strata_context *ctx, strata_slots *slots, int32_t layer, strata_buffer *k,
+                        uint64_t k_offset, int64_t k_row_stride, strata_buffer *v, uint64_t v_offset,
+                        int64_t v_row_stride, strata_buffer *rows, uint64_t rows_offset, int64_t n_rows);
+
+/* Causal grouped-query attention over the KV cache. Row r (query heads
+ * [n_heads, head_dim] at q + r * q_row_stride) attends to cells
+ * 0..rows[r].index of layer `layer` of its slot; query head h uses KV head
+ * h / (n_heads / n_kv_heads). softmax(scale * q.k) weights V. Reductions over
+ * keys run in blocks aligned to absolute cell indices. out: F32
+ * [n_rows, n_heads * head_dim]; padding rows get zeros. */
+int32_t strata_attention(strata_context *ctx, strata_slots *slots, int32_t layer, strata_buffer *q,
+                         uint64_t q_offset, int64_t q_row_stride, int64_t n_rows, int32_t n_heads,
+                         strata_buffer *rows, uint64_t rows_offset, float scale, strata_buffer *out,
+                         uint64_t out_offset);
+
+/* Bidirectional attention within segments (the vision encoder): token t of
+ * segment s (segments[s] <= t < segments[s + 1], int32, n_segments + 1
+ * entries, non-decreasing from 0 to n_tokens) attends to every token of its
+ * segment. q, k, v: F32 rows of n_heads * head_dim values with row stride
+ * row_stride. out: F32 [n_tokens, n_heads * head_dim]. */
+int32_t strata_attention_dense(strata_context *ctx, strata_buffer *q, uint64_t q_offset, strata_buffer *k,
+                               uint64_t k_offset, strata_buffer *v, uint64_t v_offset, int64_t row_stride,
+                               int64_t n_tokens, int32_t n_heads, int32_t head_dim, strata_buffer *segments,
+                               uint64_t segments_offset, int64_t n_segments, float scale, strata_buffer *out,
+                               uint64_t out_offset);
+
+/* out[r, c] = silu(gate[r, c]) * up[r, c]; gate and up rows at their row
+ * strides; out dense [n_rows, n_cols]. silu(x) = x / (1 + exp(-x)). */
+int32_t strata_silu_mul(strata_context *ctx, strata_buffer *gate, uint64_t gate_offset, int64_t gate_row_stride,
+                        strata_buffer *up, uint64_t up_offset, int64_t up_row_stride, strata_buffer *out,
+                        uint64_t out_offset, int64_t n_rows, int64_t n_cols);
+
+/* out[i] = gelu(x[i]) with the exact erf form, for n F32 values. out may equal x. */
+int32_t strata_gelu(strata_context *ctx, strata_buffer *x, uint64_t x_offset, strata_buffer *out,
+                    uint64_t out_offset, int64_t n);
+
+/* out[i] = a[i] + b[i] for n F32 values. out may equal a or b. */
+int32_t strata_add(strata_context *ctx, strata_buffer *a, uint64_t a_offset, strata_buffer *b, uint64_t b_offset,
+                   strata_buffer *out, uint64_t out_offset, int64_t n);
+
+/* dst row i = src row idx[i] (int32, 0 <= idx[i] < n_src_rows; others give a
+ * zero row), rows of row_bytes bytes (a multiple of 4). dst must not overlap src. */
+int32_t strata_gather_rows(strata_context *ctx, strata_buffer *src, uint64_t src_offset, int64_t n_src_rows,
+                           int64_t row_bytes, strata_buffer *idx, uint64_t idx_offset, int64_t n_rows,
+                           strata_buffer *dst, uint64_t dst_offset);
+
+/* For each non-padding row: table cell rows[r].index of its slot gets the
+ * position index + delta(slot) on all 4 components. Recordable, so captured
+ * decode graphs advance M-RoPE positions without host writes. Lengths are
+ * host bookkeeping and are not changed. */
+int32_t strata_positions_decode(strata_context *ctx, strata_slots *slots, strata_buffer *rows,
+                                uint64_t rows_offset, int64_t n_rows);
+
+/* out_ids[r] = the index of the largest logit of row r (the lowest such index
+ * on ties; NaN never wins). logits: F32 [n_rows, n_vocab]; out_ids: int32. */
+int32_t strata_argmax(strata_context *ctx, strata_buffer *logits, uint64_t logits_offset, int64_t n_rows,
+                      int64_t n_vocab, strata_buffer *out_ids, uint64_t out_offset);
+
+typedef struct strata_sampling_params {
+    float temperature; /* <= 0: greedy (argmax) */
+    float top_p;       /* (0, 1]; 1 = off */
+    float min_p;       /* [0, 1); 0 = off */
+    int32_t top_k;     /* <= 0 = off */
+    uint64_t seed;
+    int64_t position;  /* the sampled token's position in its sequence */
+} strata_sampling_params;
+
+/* Samples one token per row. params: a buffer of n_rows strata_sampling_params
+ * (32 bytes each). With temperature T > 0: weights w_i = exp((l_i - max l)/T);
+ * top_k keeps tokens whose logit is >= the k-th largest (ties kept); top_p
+ * keeps the smallest set of heaviest tokens whose weight reaches top_p of the
+ * kept total (ties at the boundary kept); min_p keeps w_i >= min_p. Then
+ * u = strata_random_uniform(seed, position) picks the first kept token, in
+ * ascending id order, whose running weight sum exceeds u * (kept total).
+ * The draw depends only on (seed, position) and the row's logits. */
+int32_t strata_sample(strata_context *ctx, strata_buffer *logits, uint64_t logits_offset, int64_t n_rows,
+                      int64_t n_vocab, strata_buffer *params, uint64_t params_offset, strata_buffer *out_ids,
+                      uint64_t out_offset);
+
+/* The sampler's uniform draw in [0, 1): with splitmix64(z) = the standard
+ * 64-bit finalizer of (z + 0x9E3779B97F4A7C15),
+ * h = splitmix64(seed ^ splitmix64((uint64_t)position)), u = (h >> 40) * 2^-24.
+ * Never fails. */
+float strata_random_uniform(uint64_t seed, int64_t position);
+
+/* ---------------------------------------------------------------- graphs */
+
+/* Starts recording: kernels and buffer fills/copies enqueued on ctx until
+ * strata_graph_end are recorded, not run (CUDA: stream capture; CPU: a list
+ * of kernel calls executed in C). While recording, uploads, downloads,
+ * synchronize, slot writes and nested recording fail with STRATA_ERR_STATE.
+ *
+ * A graph stores the addresses and scalar arguments given at record time:
+ * it may only reference buffers and slot sets that stay alive, at fixed
+ * addresses, while the graph lives (the library refuses to destroy them
+ * meanwhile). To vary inputs between launches, write new contents into the
+ * same buffers (token ids, rows, sampling params, position tables). */
+int32_t strata_graph_begin(strata_context *ctx);
+
+/* Stops recording and returns the graph. If any call failed during
+ * recording, fails with STRATA_ERR_STATE, returns no graph and discards the
+ * recording; the context is back to eager execution either way. */
+int32_t strata_graph_end(strata_context *ctx, strata_graph **out_graph);
+
+/* Enqueues the recorded work once (same stream order as eager calls). */
+int32_t strata_graph_launch(strata_graph *graph);
+
+int32_t strata_graph_destroy(strata_graph *graph);
+
+/* STRATA_CDEF_END */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STRATA_H */
