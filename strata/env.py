@@ -1,0 +1,55 @@
+"""The one registry of STRATA_* environment variables.
+
+Every environment variable Strata reads is declared here, with its meaning,
+so `strata --help` and the README can list them all. Code reads them only
+through `get()`; reading os.environ for a STRATA_* name elsewhere is a bug.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    help: str
+    default: str | None = None
+
+
+REGISTRY: dict[str, EnvVar] = {}
+
+
+def declare(name: str, help: str, default: str | None = None) -> EnvVar:
+    """Registers a variable; declaring the same name twice is an error."""
+    if not name.startswith("STRATA_"):
+        raise ValueError(f"environment variable {name!r} must start with STRATA_")
+    if name in REGISTRY:
+        raise ValueError(f"environment variable {name} declared twice")
+    var = EnvVar(name, help, default)
+    REGISTRY[name] = var
+    return var
+
+
+def get(name: str) -> str | None:
+    """The variable's value, or its default when unset or empty."""
+    var = REGISTRY.get(name)
+    if var is None:
+        raise KeyError(f"{name} is not a declared STRATA_* variable (see strata/env.py)")
+    value = os.environ.get(name)
+    return value if value else var.default
+
+
+def describe() -> str:
+    """One line per variable, for --help epilogs and the README."""
+    width = max(len(n) for n in REGISTRY) if REGISTRY else 0
+    return "\n".join(f"  {v.name.ljust(width)}  {v.help}" for v in sorted(REGISTRY.values(), key=lambda v: v.name))
+
+
+declare("STRATA_LIB", "path of libstrata.so to load (default: build/libstrata.so of the checkout)")
+declare("STRATA_MODEL_CACHE", "directory of downloaded models (default: ~/.cache/strata/models)")
+declare("STRATA_API_KEY", "API key `strata serve` requires from clients (same as --api-key)")
+declare("STRATA_DEVICE", "default device for generate/serve: cpu, cuda or cuda:N (default: the GPU when present)")
+declare("STRATA_LOG_LEVEL", "log level for `strata serve` (debug, info, warning, error)", "info")
+declare("STRATA_NUM_THREADS", "CPU backend worker threads (default: one per core)")
