@@ -53,3 +53,5 @@ declare("STRATA_API_KEY", "API key `strata serve` requires from clients (same as
 declare("STRATA_DEVICE", "default device for generate/serve: cpu, cuda or cuda:N (default: the GPU when present)")
 declare("STRATA_LOG_LEVEL", "log level for `strata serve` (debug, info, warning, error)", "info")
 declare("STRATA_NUM_THREADS", "CPU backend worker threads (default: one per core)")
+declare("STRATA_MEDIA_DIR", "directory whose files clients may send as images (file:// or relative paths); unset: local files refused")
+declare("STRATA_ALLOW_REMOTE_MEDIA", "1 lets clients send http(s) image URLs for the server to fetch (default: 0, refused)", "0")
