@@ -84,7 +84,9 @@ def mrope_positions(
         raise VisionRecordError(f"token ids must be a non-empty 1-D sequence, got shape {ids.shape}")
     runs = find_image_runs(ids, image_pad_id, vision_start_id)
     if len(runs) != len(image_grids):
-        raise VisionRecordError(f"the prompt has {len(runs)} image placeholder runs but {len(image_grids)} images were given")
+        raise VisionRecordError(
+            f"the prompt has {len(runs)} image placeholder runs but {len(image_grids)} images were given"
+        )
     positions = np.zeros((ids.size, NUM_POSITION_AXES), dtype=np.int64)
     next_pos, text_start = 0, 0
     for index, ((start, end), grid) in enumerate(zip(runs, image_grids)):

@@ -34,6 +34,10 @@ _MUST_BE_TRUE = ("do_resize", "do_rescale", "do_normalize", "do_convert_rgb")
 _INT_KEYS = ("patch_size", "merge_size", "temporal_patch_size", "resample")
 
 
+def _config_error(message: str) -> PreprocessError:
+    return PreprocessError(f"preprocessor config: {message}", "invalid_config")
+
+
 @dataclass(frozen=True)
 class PreprocessConfig:
     """The image processor's settings; defaults are transformers' class defaults."""
@@ -52,21 +56,19 @@ class PreprocessConfig:
         for name in ("min_pixels", "max_pixels", "patch_size", "merge_size", "temporal_patch_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise PreprocessError(f"preprocessor config: {name} must be a positive integer, got {value!r}", "invalid_config")
+                raise _config_error(f"{name} must be a positive integer, got {value!r}")
         if self.min_pixels > self.max_pixels:
-            raise PreprocessError(
-                f"preprocessor config: min_pixels ({self.min_pixels}) exceeds max_pixels ({self.max_pixels})", "invalid_config"
-            )
+            raise _config_error(f"min_pixels ({self.min_pixels}) exceeds max_pixels ({self.max_pixels})")
         for name in ("image_mean", "image_std"):
             values = getattr(self, name)
             if len(values) != NUM_CHANNELS or not all(math.isfinite(v) for v in values):
-                raise PreprocessError(f"preprocessor config: {name} must be {NUM_CHANNELS} finite numbers, got {values!r}", "invalid_config")
+                raise _config_error(f"{name} must be {NUM_CHANNELS} finite numbers, got {values!r}")
         if not all(v > 0 for v in self.image_std):
-            raise PreprocessError(f"preprocessor config: image_std must be positive, got {self.image_std!r}", "invalid_config")
+            raise _config_error(f"image_std must be positive, got {self.image_std!r}")
         if not (math.isfinite(self.rescale_factor) and self.rescale_factor > 0):
-            raise PreprocessError(f"preprocessor config: rescale_factor must be positive, got {self.rescale_factor!r}", "invalid_config")
+            raise _config_error(f"rescale_factor must be positive, got {self.rescale_factor!r}")
         if isinstance(self.resample, bool) or self.resample not in set(Image.Resampling):
-            raise PreprocessError(f"preprocessor config: resample {self.resample!r} is not a PIL resampling filter", "invalid_config")
+            raise _config_error(f"resample {self.resample!r} is not a PIL resampling filter")
 
     @property
     def factor(self) -> int:
@@ -90,7 +92,7 @@ class PreprocessConfig:
             raise PreprocessError("preprocessor config must be a JSON object", "invalid_config")
         for key in _MUST_BE_TRUE:
             if raw.get(key, True) is not True:
-                raise PreprocessError(f"preprocessor config: {key}={raw[key]!r} is not supported (only true)", "invalid_config")
+                raise _config_error(f"{key}={raw[key]!r} is not supported (only true)")
         fields: dict[str, Any] = dict(_pixel_bounds(raw))
         for key in _INT_KEYS:
             if key in raw:
@@ -119,9 +121,10 @@ class PreprocessConfig:
 def _pixel_bounds(raw: dict[str, Any]) -> dict[str, Any]:
     size = raw.get("size") or {}
     if not isinstance(size, dict):
-        raise PreprocessError(f"preprocessor config: size must be an object, got {size!r}", "invalid_config")
+        raise _config_error(f"size must be an object, got {size!r}")
     bounds = {}
-    for field, spellings in (("min_pixels", ("min_pixels", "shortest_edge")), ("max_pixels", ("max_pixels", "longest_edge"))):
+    spellings_of = {"min_pixels": ("min_pixels", "shortest_edge"), "max_pixels": ("max_pixels", "longest_edge")}
+    for field, spellings in spellings_of.items():
         for key in spellings:
             if size.get(key) is not None:
                 bounds[field] = size[key]
@@ -132,13 +135,13 @@ def _pixel_bounds(raw: dict[str, Any]) -> dict[str, Any]:
 
 def _number(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise PreprocessError(f"preprocessor config: {name} must be a number, got {value!r}", "invalid_config")
+        raise _config_error(f"{name} must be a number, got {value!r}")
     return float(value)
 
 
 def _three_floats(name: str, value: Any) -> tuple[float, float, float]:
     if not isinstance(value, (list, tuple)) or len(value) != NUM_CHANNELS:
-        raise PreprocessError(f"preprocessor config: {name} must be a list of {NUM_CHANNELS} numbers, got {value!r}", "invalid_config")
+        raise _config_error(f"{name} must be a list of {NUM_CHANNELS} numbers, got {value!r}")
     a, b, c = (_number(name, v) for v in value)
     return (a, b, c)
 
@@ -162,7 +165,9 @@ class PreprocessedImage:
         return self.num_patches // (self.merge_size * self.merge_size)
 
 
-def smart_resize(height: int, width: int, factor: int = 28, min_pixels: int = 56 * 56, max_pixels: int = 28 * 28 * 1280) -> tuple[int, int]:
+def smart_resize(
+    height: int, width: int, factor: int = 28, min_pixels: int = 56 * 56, max_pixels: int = 28 * 28 * 1280
+) -> tuple[int, int]:
     """The (height, width) an image is resized to: multiples of `factor`, area
     within [min_pixels, max_pixels], aspect kept as closely as that allows.
 
