@@ -1,0 +1,274 @@
+// cuda_backend.cu — the CUDA backend: device, stream, memory and graphs.
+//
+// One CudaBackend per context: a device index and one non-blocking stream on
+// which every kernel, fill and copy is enqueued in call order. Memory is plain
+// cudaMalloc (never managed). Graph recording is CUDA stream capture in
+// thread-local mode; a recording becomes a cudaGraphExec launched on the same
+// stream. The kernels themselves live in one file per op family (see
+// cuda_kernels.cuh); this file only forwards to them.
+//
+// Without a driver or device (libcuda absent, no GPU), cuda_device_count()
+// returns 0 and make_cuda_backend throws STRATA_ERR_UNSUPPORTED: the CUDA
+// runtime is linked statically and reports that as an error code, never a crash.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cuda_common.cuh"
+#include "cuda_kernels.cuh"
+
+namespace strata {
+
+namespace {
+
+using cuda::check;
+
+// cudaGetDeviceCount, with the runtime's reason when it fails.
+int32_t probe_devices(std::string* reason) noexcept {
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (reason) *reason = cudaGetErrorString(err);
+        return 0;
+    }
+    if (n == 0 && reason) *reason = "no CUDA device found";
+    return (int32_t)n;
+}
+
+class CudaGraphExec final : public GraphExec {
+public:
+    CudaGraphExec(int device, cudaStream_t stream, cudaGraphExec_t exec)
+        : device_(device), stream_(stream), exec_(exec) {}
+    ~CudaGraphExec() override {
+        int cur = -1;
+        if (cudaGetDevice(&cur) != cudaSuccess || cur != device_) (void)cudaSetDevice(device_);
+        (void)cudaGraphExecDestroy(exec_);
+        (void)cudaGetLastError();
+    }
+    void launch() override {
+        int cur = -1;
+        if (cudaGetDevice(&cur) != cudaSuccess || cur != device_) check(cudaSetDevice(device_), "cudaSetDevice");
+        check(cudaGraphLaunch(exec_, stream_), "cudaGraphLaunch");
+    }
+
+private:
+    int device_;
+    cudaStream_t stream_;
+    cudaGraphExec_t exec_;
+};
+
+class CudaBackend final : public Backend {
+public:
+    explicit CudaBackend(int32_t device) : device_(device) {
+        check(cudaSetDevice(device_), "cudaSetDevice");
+        check(cudaGetDeviceProperties(&props_, device_), "cudaGetDeviceProperties");
+        if (props_.major < 9) {
+            fail(STRATA_ERR_UNSUPPORTED, "cuda:" + std::to_string(device_) + " (" + props_.name +
+                                             ") has compute capability " + std::to_string(props_.major) + "." +
+                                             std::to_string(props_.minor) +
+                                             "; this libstrata was built for sm_90 and needs 9.0 or newer");
+        }
+        check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    }
+
+    ~CudaBackend() override {
+        use_device_noexcept();
+        capture_abort();
+        (void)cudaStreamSynchronize(stream_);
+        free_deferred();
+        (void)cudaStreamDestroy(stream_);
+        (void)cudaGetLastError();
+    }
+
+    void info(strata_device_info* out) override {
+        use_device();
+        size_t free_b = 0, total_b = 0;
+        check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+        std::memset(out, 0, sizeof(*out));
+        out->backend = STRATA_BACKEND_CUDA;
+        out->device_index = device_;
+        out->num_threads = 0;
+        out->compute_capability = props_.major * 10 + props_.minor;
+        out->free_bytes = free_b;
+        out->total_bytes = total_b;
+        std::memcpy(out->name, props_.name, strnlen(props_.name, sizeof(out->name) - 1));  // memset keeps the NUL
+    }
+
+    void* alloc(uint64_t n_bytes) override {
+        use_device();
+        void* p = nullptr;
+        cudaError_t err = cudaMalloc(&p, n_bytes);
+        if (err == cudaErrorMemoryAllocation) {
+            (void)cudaGetLastError();
+            fail(STRATA_ERR_OUT_OF_MEMORY, "cudaMalloc of " + std::to_string(n_bytes) + " bytes on cuda:" +
+                                               std::to_string(device_) + " failed: out of device memory");
+        }
+        check(err, "cudaMalloc");
+        return p;
+    }
+
+    void release(void* p) noexcept override {
+        if (!p) return;
+        use_device_noexcept();
+        if (capturing()) {
+            // Synchronizing or freeing would invalidate the recording; free it
+            // once the recording has ended and the stream has drained.
+            deferred_.push_back(p);
+            return;
+        }
+        (void)cudaStreamSynchronize(stream_);
+        (void)cudaFree(p);
+        (void)cudaGetLastError();
+    }
+
+    void upload(void* dst, const void* src, uint64_t n) override {
+        use_device();
+        if (n == 0) return;
+        check(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (upload)");
+        check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (upload)");
+    }
+
+    void download(void* dst, const void* src, uint64_t n) override {
+        use_device();
+        check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (download)");
+        if (n == 0) return;
+        check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (download)");
+        check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (download)");
+    }
+
+    void fill(void* dst, uint8_t value, uint64_t n) override {
+        use_device();
+        if (n == 0) return;
+        check(cudaMemsetAsync(dst, value, n, stream_), "cudaMemsetAsync (fill)");
+    }
+
+    void copy(void* dst, const void* src, uint64_t n) override {
+        use_device();
+        if (n == 0) return;
+        check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync (copy)");
+    }
+
+    void synchronize() override {
+        use_device();
+        check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    }
+
+    void embed(const EmbedArgs& a) override { use_device(); cuda::launch_embed(a, stream_); }
+    void rmsnorm(const RmsNormArgs& a) override { use_device(); cuda::launch_rmsnorm(a, stream_); }
+    void matmul(const MatmulArgs& a) override { use_device(); cuda::launch_matmul(a, stream_); }
+    void rope(const RopeArgs& a) override { use_device(); cuda::launch_rope(a, stream_); }
+    void kv_store(const KvStoreArgs& a) override { use_device(); cuda::launch_kv_store(a, stream_); }
+    void attention(const AttentionArgs& a) override { use_device(); cuda::launch_attention(a, stream_); }
+    void attention_dense(const DenseAttentionArgs& a) override {
+        use_device();
+        cuda::launch_attention_dense(a, stream_);
+    }
+    void silu_mul(const SiluMulArgs& a) override { use_device(); cuda::launch_silu_mul(a, stream_); }
+    void gelu(const UnaryArgs& a) override { use_device(); cuda::launch_gelu(a, stream_); }
+    void add(const BinaryArgs& a) override { use_device(); cuda::launch_add(a, stream_); }
+    void gather_rows(const GatherRowsArgs& a) override { use_device(); cuda::launch_gather_rows(a, stream_); }
+    void positions_decode(const PositionsDecodeArgs& a) override {
+        use_device();
+        cuda::launch_positions_decode(a, stream_);
+    }
+    void argmax(const ArgmaxArgs& a) override { use_device(); cuda::launch_argmax(a, stream_); }
+    void sample(const SampleArgs& a) override { use_device(); cuda::launch_sample(a, stream_); }
+
+    void capture_begin() override {
+        use_device();
+        if (capturing()) fail(STRATA_ERR_STATE, "a graph is already being recorded on this context");
+        check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    }
+
+    std::unique_ptr<GraphExec> capture_end() override {
+        use_device();
+        cudaGraph_t graph = nullptr;
+        cudaError_t err = cudaStreamEndCapture(stream_, &graph);
+        if (err != cudaSuccess) {
+            (void)cudaGetLastError();
+            if (graph) (void)cudaGraphDestroy(graph);
+            free_deferred();
+            fail(STRATA_ERR_STATE, std::string("graph recording failed: ") + cudaGetErrorString(err));
+        }
+        cudaGraphExec_t exec = nullptr;
+        err = cudaGraphInstantiate(&exec, graph, 0);
+        (void)cudaGraphDestroy(graph);
+        free_deferred();
+        check(err, "cudaGraphInstantiate");
+        return std::make_unique<CudaGraphExec>(device_, stream_, exec);
+    }
+
+    void capture_abort() noexcept override {
+        if (!capturing()) {
+            free_deferred();
+            return;
+        }
+        cudaGraph_t graph = nullptr;
+        (void)cudaStreamEndCapture(stream_, &graph);
+        if (graph) (void)cudaGraphDestroy(graph);
+        (void)cudaGetLastError();
+        free_deferred();
+    }
+
+private:
+    void use_device() const {
+        int cur = -1;
+        if (cudaGetDevice(&cur) != cudaSuccess || cur != device_) check(cudaSetDevice(device_), "cudaSetDevice");
+    }
+    void use_device_noexcept() const noexcept {
+        int cur = -1;
+        if (cudaGetDevice(&cur) != cudaSuccess || cur != device_) (void)cudaSetDevice(device_);
+        (void)cudaGetLastError();
+    }
+
+    bool capturing() const noexcept {
+        cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+        if (cudaStreamIsCapturing(stream_, &status) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return false;
+        }
+        return status != cudaStreamCaptureStatusNone;
+    }
+
+    // Frees buffers released while recording (never while still recording).
+    void free_deferred() noexcept {
+        if (deferred_.empty() || capturing()) return;
+        (void)cudaStreamSynchronize(stream_);
+        for (void* p : deferred_) (void)cudaFree(p);
+        deferred_.clear();
+        (void)cudaGetLastError();
+    }
+
+    int32_t device_;
+    cudaDeviceProp props_{};
+    cudaStream_t stream_ = nullptr;
+    std::vector<void*> deferred_;
+};
+
+}  // namespace
+
+int32_t cuda_device_count() noexcept { return probe_devices(nullptr); }
+
+const char* cuda_build_info() noexcept {
+    static char info[64];
+    static const int once = std::snprintf(info, sizeof(info), "cuda %d.%d sm_90", CUDART_VERSION / 1000,
+                                          CUDART_VERSION % 1000 / 10);
+    (void)once;
+    return info;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int32_t device_index) {
+    std::string reason;
+    const int32_t n = probe_devices(&reason);
+    if (n == 0) fail(STRATA_ERR_UNSUPPORTED, "no usable CUDA device: " + reason);
+    if (device_index < 0 || device_index >= n) {
+        fail(STRATA_ERR_UNSUPPORTED, "no device cuda:" + std::to_string(device_index) + " (" + std::to_string(n) +
+                                         " CUDA device" + (n == 1 ? "" : "s") + " present: cuda:0" +
+                                         (n > 1 ? "..cuda:" + std::to_string(n - 1) : std::string()) + ")");
+    }
+    return std::make_unique<CudaBackend>(device_index);
+}
+
+}  // namespace strata

@@ -1,0 +1,212 @@
+// cuda_matmul.cu — y = x·Wᵀ (+ bias) (+ y) for every weight dtype, batch-invariant.
+//
+// First version: CUDA cores, weights decoded in registers, F32 fused
+// multiply-adds. A later tensor-core version replaces this file; it must keep
+// the property below (docs/cuda_backend.md).
+//
+// Shape: a warp computes one output column o for a tile of up to kRows rows,
+// reading W row o once per tile; kWarps warps of a block take consecutive
+// outputs; grid.y walks row tiles. Lane l decodes the units l, l+32, l+64, ...
+// of W row o (a unit is 8..32 weights, see cuda_quant.cuh) and keeps one F32
+// accumulator per row of the tile; then each accumulator is summed over the
+// warp by the fixed xor butterfly; then bias, then the old y.
+//
+// Batch invariance: which lane handles which weights, the order of the fused
+// multiply-adds inside a lane and the butterfly depend only on k and the
+// dtype. A row's accumulator sees exactly the same operations whether its tile
+// holds 1 or 8 rows and whatever the other rows contain; vector or scalar
+// loads (chosen by pointer alignment) fetch the same values. There is no
+// split-K and no atomic.
+#include "cuda_kernels.cuh"
+#include "cuda_quant.cuh"
+
+namespace strata {
+namespace cuda {
+namespace {
+
+constexpr int kRows = 8;   // rows per tile (one accumulator each per lane)
+constexpr int kWarps = 4;  // output columns per block
+constexpr int kThreads = 32 * kWarps;
+
+struct MatmulParams {
+    const float* x;
+    int64_t n_rows, k;
+    const uint8_t* w;
+    int64_t w_row_bytes, n_out, n_units;
+    const float* bias;
+    float* y;
+    bool accumulate;
+    bool x_vec;  // x rows are 16-byte aligned (float4 loads)
+    bool w_vec;  // W rows of plain dtypes are 16-byte aligned
+};
+
+// acc[r] += w8[j] * x[r][e + j] for j = 0..nvalid-1 in that order, rows r < nr.
+template <bool kPartial>
+__device__ __forceinline__ void fma_group(float (&acc)[kRows], int nr, const float* w8, const float* xt, int64_t k,
+                                          int64_t e, int nvalid, bool x_vec) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+        if (r < nr) {
+            const float* xr = xt + r * k + e;
+            float xv[8];
+            if (!kPartial && x_vec) {
+                const float4 a = __ldg(reinterpret_cast<const float4*>(xr));
+                const float4 b = __ldg(reinterpret_cast<const float4*>(xr + 4));
+                xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w;
+                xv[4] = b.x; xv[5] = b.y; xv[6] = b.z; xv[7] = b.w;
+            } else {
+#pragma unroll
+                for (int j = 0; j < 8; ++j) xv[j] = (!kPartial || j < nvalid) ? __ldg(xr + j) : 0.0f;
+            }
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+                if (!kPartial || j < nvalid) acc[r] = fmaf(w8[j], xv[j], acc[r]);
+        }
+    }
+}
+
+// Plain dtypes: unit u is elements 8u..8u+7 (the last unit of a row may be short).
+template <int kDtype>
+__device__ __forceinline__ void plain_step(const uint8_t* wrow, int64_t u, const MatmulParams& p, const float* xt,
+                                           int nr, float (&acc)[kRows]) {
+    const int64_t e = 8 * u;
+    const int nvalid = (int)min((int64_t)8, p.k - e);
+    float w[8];
+    if (kDtype == STRATA_F32) {
+        const float* wp = reinterpret_cast<const float*>(wrow) + e;
+        if (nvalid == 8 && p.w_vec) {
+            const float4 a = __ldg(reinterpret_cast<const float4*>(wp));
+            const float4 b = __ldg(reinterpret_cast<const float4*>(wp + 4));
+            w[0] = a.x; w[1] = a.y; w[2] = a.z; w[3] = a.w;
+            w[4] = b.x; w[5] = b.y; w[6] = b.z; w[7] = b.w;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; ++j) w[j] = j < nvalid ? __ldg(wp + j) : 0.0f;
+        }
+    } else {
+        const uint8_t* wp = wrow + 2 * e;
+        uint16_t h[8];
+        if (nvalid == 8 && p.w_vec) {
+            const uint4 v = __ldg(reinterpret_cast<const uint4*>(wp));
+            const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int j = 0; j < 8; ++j) h[j] = (uint16_t)(words[j >> 1] >> (16 * (j & 1)));
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; ++j) h[j] = j < nvalid ? ld_u16(wp + 2 * j) : (uint16_t)0;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) w[j] = kDtype == STRATA_F16 ? f16_to_f32(h[j]) : bf16_to_f32(h[j]);
+    }
+    if (nvalid == 8)
+        fma_group<false>(acc, nr, w, xt, p.k, e, 8, p.x_vec);
+    else
+        fma_group<true>(acc, nr, w, xt, p.k, e, nvalid, p.x_vec);
+}
+
+template <int kDtype>
+__device__ __forceinline__ void quant_step(const uint8_t* wrow, int64_t u, const MatmulParams& p, const float* xt,
+                                           int nr, float (&acc)[kRows]) {
+    using Unit = QuantUnit<kDtype>;
+    float w[8 * Unit::kGroups];
+    int64_t e[Unit::kGroups];
+    Unit::load(wrow, u, w, e);
+#pragma unroll
+    for (int g = 0; g < Unit::kGroups; ++g) fma_group<false>(acc, nr, w + 8 * g, xt, p.k, e[g], 8, p.x_vec);
+}
+
+template <int kDtype>
+__global__ void __launch_bounds__(kThreads, 6) matmul_kernel(const MatmulParams p) {
+    constexpr bool kPlain = kDtype == STRATA_F32 || kDtype == STRATA_F16 || kDtype == STRATA_BF16;
+    const int lane = threadIdx.x & 31;
+    const int64_t o = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
+    if (o >= p.n_out) return;  // whole warp; no block-wide barrier below
+    const uint8_t* wrow = p.w + o * p.w_row_bytes;
+    const int64_t n_tiles = (p.n_rows + kRows - 1) / kRows;
+
+    for (int64_t t = blockIdx.y; t < n_tiles; t += gridDim.y) {
+        const int64_t row0 = t * kRows;
+        const int nr = (int)min((int64_t)kRows, p.n_rows - row0);
+        const float* xt = p.x + row0 * p.k;
+        float acc[kRows];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
+
+#pragma unroll 2
+        for (int64_t u = lane; u < p.n_units; u += 32) {
+            if constexpr (kPlain)
+                plain_step<kDtype>(wrow, u, p, xt, nr, acc);
+            else
+                quant_step<kDtype>(wrow, u, p, xt, nr, acc);
+        }
+
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+            if (r < nr) {  // nr is the same on every lane
+                float v = warp_sum(acc[r]);
+                if (lane == r) {
+                    if (p.bias) v = __fadd_rn(v, __ldg(p.bias + o));
+                    float* yp = p.y + (row0 + r) * p.n_out + o;
+                    if (p.accumulate) v = __fadd_rn(*yp, v);
+                    *yp = v;
+                }
+            }
+        }
+    }
+}
+
+template <int kDtype>
+void launch(const MatmulParams& p, cudaStream_t stream) {
+    const int64_t n_tiles = (p.n_rows + kRows - 1) / kRows;
+    const dim3 grid(ceil_div_u(p.n_out, kWarps), (unsigned)(n_tiles < 65535 ? n_tiles : 65535));
+    matmul_kernel<kDtype><<<grid, kThreads, 0, stream>>>(p);
+    check_launch("matmul");
+}
+
+int64_t units_per_row(int dtype, int64_t k) {
+    switch (dtype) {
+    case STRATA_F32:
+    case STRATA_F16:
+    case STRATA_BF16: return (k + 7) / 8;
+    case STRATA_Q8_0: return k / 32 * QuantUnit<STRATA_Q8_0>::kUnitsPerBlock;
+    case STRATA_Q4_0: return k / 32 * QuantUnit<STRATA_Q4_0>::kUnitsPerBlock;
+    case STRATA_Q4_1: return k / 32 * QuantUnit<STRATA_Q4_1>::kUnitsPerBlock;
+    case STRATA_Q4_K: return k / 256 * QuantUnit<STRATA_Q4_K>::kUnitsPerBlock;
+    case STRATA_Q6_K: return k / 256 * QuantUnit<STRATA_Q6_K>::kUnitsPerBlock;
+    default: return -1;
+    }
+}
+
+}  // namespace
+
+void launch_matmul(const MatmulArgs& a, cudaStream_t stream) {
+    if (a.n_rows <= 0 || a.n_out <= 0) return;
+    MatmulParams p;
+    p.x = a.x;
+    p.n_rows = a.n_rows;
+    p.k = a.k;
+    p.w = static_cast<const uint8_t*>(a.w);
+    p.w_row_bytes = row_bytes(a.w_dtype, a.k);
+    p.n_out = a.n_out;
+    p.n_units = units_per_row(a.w_dtype, a.k);
+    p.bias = a.bias;
+    p.y = a.y;
+    p.accumulate = a.accumulate;
+    p.x_vec = (reinterpret_cast<uintptr_t>(a.x) % 16 == 0) && (a.k % 4 == 0);
+    p.w_vec = (reinterpret_cast<uintptr_t>(a.w) % 16 == 0) && (p.w_row_bytes % 16 == 0);
+    if (p.n_units < 0) fail(STRATA_ERR_INTERNAL, "cuda matmul: unsupported weight dtype " + std::to_string(a.w_dtype));
+    switch (a.w_dtype) {
+    case STRATA_F32: launch<STRATA_F32>(p, stream); break;
+    case STRATA_F16: launch<STRATA_F16>(p, stream); break;
+    case STRATA_BF16: launch<STRATA_BF16>(p, stream); break;
+    case STRATA_Q8_0: launch<STRATA_Q8_0>(p, stream); break;
+    case STRATA_Q4_0: launch<STRATA_Q4_0>(p, stream); break;
+    case STRATA_Q4_1: launch<STRATA_Q4_1>(p, stream); break;
+    case STRATA_Q4_K: launch<STRATA_Q4_K>(p, stream); break;
+    case STRATA_Q6_K: launch<STRATA_Q6_K>(p, stream); break;
+    default: break;
+    }
+}
+
+}  // namespace cuda
+}  // namespace strata
