@@ -3,12 +3,12 @@
 Accepted sources: `data:image/{png,jpeg,webp,gif};base64,...` URLs (strict
 base64) always; local files only inside the operator's media directory
 (file:///abs/path, or a path relative to it; `..` and symlink escapes
-refused); http(s) URLs only when the operator allows remote media, fetched
-with a byte limit enforced while streaming, a total timeout and a redirect
-limit. The bytes must decode as PNG, JPEG, WebP or GIF (first frame), and
-the pixel count is checked from the header before decoding, so a
-decompression bomb is refused without being expanded. Every refusal is a
-MediaError whose message says what was wrong and what is allowed.
+refused); http(s) URLs only when the operator allows remote media (fetched
+by fetch.py within the byte, time and redirect limits). The bytes must
+decode as PNG, JPEG, WebP or GIF (first frame), and the pixel count is
+checked from the header before decoding, so a decompression bomb is refused
+without being expanded. Every refusal is a MediaError whose message says
+what was wrong and what is allowed.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import io
 import os
 import re
 import stat
-import time
 import urllib.parse
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ import httpx
 from PIL import Image, UnidentifiedImageError
 
 from strata import env
+from strata.vision import fetch
 from strata.vision.errors import MediaError
 
 MIME_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif")
@@ -148,16 +148,7 @@ def decode_image(data: bytes, limits: MediaLimits) -> Image.Image:
 
 
 def _check_encoded_size(num_bytes: int, limits: MediaLimits) -> None:
-    if num_bytes > limits.max_encoded_bytes:
-        raise MediaError(
-            f"image is too large: {num_bytes:,} bytes or more encoded; at most {limits.max_encoded_bytes:,} bytes "
-            f"({_megabytes(limits.max_encoded_bytes)}) are accepted",
-            "image_too_large",
-        )
-
-
-def _megabytes(num_bytes: int) -> str:
-    return f"{num_bytes / 1e6:.1f} MB"
+    fetch.check_encoded_size(num_bytes, limits.max_encoded_bytes)
 
 
 def _megapixels(num_pixels: int) -> str:
@@ -215,25 +206,31 @@ def read_local_file(reference: str, limits: MediaLimits) -> bytes:
     path = _file_path(reference)
     if ".." in re.split(r"[/\\]", path):
         raise MediaError(
-            f"image path {_shorten(path)!r} contains '..'; name a file inside the media directory",
+            f"image path {fetch.shorten(path)!r} contains '..'; name a file inside the media directory",
             "image_source_not_allowed",
         )
     real = os.path.realpath(os.path.join(limits.media_dir, path))
     if os.path.commonpath([real, limits.media_dir]) != limits.media_dir:
-        raise MediaError(f"image path {_shorten(path)!r} is outside the media directory", "image_source_not_allowed")
+        raise MediaError(
+            f"image path {fetch.shorten(path)!r} is outside the media directory",
+            "image_source_not_allowed",
+        )
     try:
         if not stat.S_ISREG(os.stat(real).st_mode):  # before open: opening a FIFO would block
-            raise MediaError(f"image path {_shorten(path)!r} is not a regular file", "invalid_image_url")
+            raise MediaError(f"image path {fetch.shorten(path)!r} is not a regular file", "invalid_image_url")
         with open(real, "rb") as f:
             _check_encoded_size(os.fstat(f.fileno()).st_size, limits)
             data = f.read(limits.max_encoded_bytes + 1)
     except FileNotFoundError:
         raise MediaError(
-            f"image path {_shorten(path)!r}: no such file in the media directory",
+            f"image path {fetch.shorten(path)!r}: no such file in the media directory",
             "invalid_image_url",
         ) from None
     except OSError as e:
-        raise MediaError(f"image path {_shorten(path)!r} cannot be read: {e.strerror}", "invalid_image_url") from None
+        raise MediaError(
+            f"image path {fetch.shorten(path)!r} cannot be read: {e.strerror}",
+            "invalid_image_url",
+        ) from None
     _check_encoded_size(len(data), limits)
     return data
 
@@ -252,10 +249,6 @@ def _file_path(reference: str) -> str:
     return urllib.parse.unquote(parts.path)
 
 
-def _shorten(text: str, limit: int = 120) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
 def read_source(url: str, limits: MediaLimits) -> bytes:
     """The encoded bytes behind an image_url of any accepted kind (blocking)."""
     kind = source_kind(url)
@@ -269,7 +262,7 @@ def read_source(url: str, limits: MediaLimits) -> bytes:
 # ---- remote fetch --------------------------------------------------------------------------
 
 
-def _check_remote_allowed(url: str, limits: MediaLimits) -> None:
+def _check_remote_allowed(limits: MediaLimits) -> None:
     if not limits.allow_remote:
         raise MediaError(
             "image_url is an http(s) URL, but this server fetches no remote images (the operator sets "
@@ -278,123 +271,26 @@ def _check_remote_allowed(url: str, limits: MediaLimits) -> None:
         )
 
 
-def _client_options(limits: MediaLimits) -> dict[str, Any]:
-    return {
-        "timeout": httpx.Timeout(limits.fetch_timeout_s),
-        "follow_redirects": False,  # followed by hand, so that no redirect body is read unbounded
-        "headers": {"Accept": ", ".join(MIME_TYPES), "User-Agent": "strata"},
-    }
-
-
-def make_async_client(limits: MediaLimits) -> httpx.AsyncClient:
-    """An AsyncClient set up for image fetches, for a server to share across requests."""
-    return httpx.AsyncClient(**_client_options(limits))
-
-
-def _check_response(response: httpx.Response, url: str, limits: MediaLimits) -> None:
-    if response.status_code != 200:
-        raise MediaError(
-            f"fetching image_url {_shorten(url)} returned HTTP {response.status_code}",
-            "image_fetch_failed",
-        )
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit():
-        _check_encoded_size(int(declared), limits)
-
-
-def _fetch_error(url: str, error: Exception, limits: MediaLimits) -> MediaError:
-    if isinstance(error, (httpx.TimeoutException, TimeoutError)):
-        return MediaError(
-            f"fetching image_url {_shorten(url)} took longer than {limits.fetch_timeout_s:g} s",
-            "image_fetch_failed",
-        )
-    return MediaError(
-        f"fetching image_url {_shorten(url)} failed: {type(error).__name__}: {error}",
-        "image_fetch_failed",
-    )
-
-
-def _too_many_redirects(url: str, limits: MediaLimits) -> MediaError:
-    return MediaError(
-        f"fetching image_url {_shorten(url)} took more than {limits.max_redirects} redirects",
-        "image_fetch_failed",
-    )
-
-
-def _with_timeout(request: httpx.Request, deadline: float) -> httpx.Request:
-    """Bounds every network wait of this hop by the time left to the whole fetch."""
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        raise TimeoutError
-    request.extensions["timeout"] = httpx.Timeout(remaining).as_dict()
-    return request
-
-
 def fetch_remote(url: str, limits: MediaLimits) -> bytes:
-    """GET an http(s) URL's body within the byte, time and redirect limits (blocking).
-
-    The deadline is checked before each hop and between body chunks, and no
-    single network wait may outlast the time left when its hop began.
-    """
-    _check_remote_allowed(url, limits)
-    deadline = time.monotonic() + limits.fetch_timeout_s
-    try:
-        with httpx.Client(**_client_options(limits)) as client:
-            request = client.build_request("GET", url)
-            for _ in range(limits.max_redirects + 1):
-                response = client.send(_with_timeout(request, deadline), stream=True)
-                try:
-                    if response.next_request is None:
-                        _check_response(response, url, limits)
-                        return _read_body(response.iter_bytes(), limits, deadline)
-                    request = response.next_request
-                finally:
-                    response.close()
-    except (httpx.HTTPError, httpx.InvalidURL, TimeoutError) as e:
-        raise _fetch_error(url, e, limits) from None
-    raise _too_many_redirects(url, limits)
-
-
-def _read_body(chunks: Iterable[bytes], limits: MediaLimits, deadline: float) -> bytes:
-    body = bytearray()
-    for chunk in chunks:
-        body += chunk
-        _check_encoded_size(len(body), limits)
-        if time.monotonic() > deadline:
-            raise TimeoutError
-    return bytes(body)
+    """An http(s) URL's body within the byte, time and redirect limits (blocking)."""
+    _check_remote_allowed(limits)
+    return fetch.fetch(
+        url, max_bytes=limits.max_encoded_bytes, timeout_s=limits.fetch_timeout_s, max_redirects=limits.max_redirects
+    )
 
 
 async def fetch_remote_async(url: str, limits: MediaLimits, client: httpx.AsyncClient | None = None) -> bytes:
-    """fetch_remote for the event loop, cancelled at the deadline wherever it waits.
+    """fetch_remote for the event loop; `client` from make_async_client, or None for one per call."""
+    _check_remote_allowed(limits)
+    return await fetch.fetch_async(
+        url, max_bytes=limits.max_encoded_bytes, timeout_s=limits.fetch_timeout_s,
+        max_redirects=limits.max_redirects, client=client,
+    )
 
-    `client`: one from make_async_client (shared by a server), or None for one made per call.
-    """
-    _check_remote_allowed(url, limits)
-    own_client = client is None
-    client = client or make_async_client(limits)
-    try:
-        with anyio.fail_after(limits.fetch_timeout_s):
-            request = client.build_request("GET", url)
-            for _ in range(limits.max_redirects + 1):
-                response = await client.send(request, stream=True, follow_redirects=False)
-                try:
-                    if response.next_request is None:
-                        _check_response(response, url, limits)
-                        body = bytearray()
-                        async for chunk in response.aiter_bytes():
-                            body += chunk
-                            _check_encoded_size(len(body), limits)
-                        return bytes(body)
-                    request = response.next_request
-                finally:
-                    await response.aclose()
-    except (httpx.HTTPError, httpx.InvalidURL, TimeoutError) as e:
-        raise _fetch_error(url, e, limits) from None
-    finally:
-        if own_client:
-            await client.aclose()
-    raise _too_many_redirects(url, limits)
+
+def make_async_client(limits: MediaLimits) -> httpx.AsyncClient:
+    """An AsyncClient for image fetches, for a server to share across requests."""
+    return fetch.make_async_client(limits.fetch_timeout_s)
 
 
 # ---- the entry points ----------------------------------------------------------------------
