@@ -62,11 +62,13 @@ def random_bytes(rng: np.random.Generator, num_bytes: int) -> np.ndarray:
 
 def block_scales(rng: np.random.Generator, num_blocks: int, qtype: QT, std: float, signed: bool) -> np.ndarray:
     """One f16 scale per block, |d| = base·U[0.75, 1.25], so that the weights' std is `std`."""
-    base = std / np.sqrt(_jitter_mean_square() * QUANT_MEAN_SQUARE[qtype])
+    base = np.float32(std / np.sqrt(_jitter_mean_square() * QUANT_MEAN_SQUARE[qtype]))
     lo, hi = JITTER
-    d = base * (lo + (hi - lo) * rng.random(num_blocks, dtype=np.float32))
+    d = rng.random(num_blocks, dtype=np.float32)  # float32 throughout: float64 -> f16 is slow
+    d *= np.float32((hi - lo) * base)
+    d += np.float32(lo * base)
     if signed:
-        d = np.where(random_bytes(rng, num_blocks) & 1, -d, d)
+        np.negative(d, out=d, where=(random_bytes(rng, num_blocks) & 1).astype(bool))
     return d.astype(np.float16)  # [num_blocks]
 
 
@@ -103,30 +105,31 @@ def _float_rows(rng: np.random.Generator, qtype: QT, count: int, std: float) -> 
     return (bits >> 16).astype(np.uint16).view(np.uint8)
 
 
-def _f16_bytes(values: np.ndarray) -> np.ndarray:
-    return values.astype(np.float16).view(np.uint8).reshape(-1, 2)
+def _set_f16(blocks: np.ndarray, byte_offset: int, values: np.ndarray) -> None:
+    """Stores one f16 per block at `byte_offset` (even: every block size is even)."""
+    blocks.view(np.uint16)[:, byte_offset // 2] = values.astype(np.float16).view(np.uint16)
 
 
 def _write_q8_0(rng: np.random.Generator, blocks: np.ndarray, std: float) -> None:
-    blocks[:, 0:2] = _f16_bytes(block_scales(rng, len(blocks), QT.Q8_0, std, signed=True))
+    _set_f16(blocks, 0, block_scales(rng, len(blocks), QT.Q8_0, std, signed=True))
 
 
 def _write_q4_0(rng: np.random.Generator, blocks: np.ndarray, std: float) -> None:
-    blocks[:, 0:2] = _f16_bytes(block_scales(rng, len(blocks), QT.Q4_0, std, signed=True))
+    _set_f16(blocks, 0, block_scales(rng, len(blocks), QT.Q4_0, std, signed=True))
 
 
 def _write_q4_1(rng: np.random.Generator, blocks: np.ndarray, std: float) -> None:
     d = block_scales(rng, len(blocks), QT.Q4_1, std, signed=False)
-    blocks[:, 0:2] = _f16_bytes(d)
-    blocks[:, 2:4] = _f16_bytes(d.astype(np.float32) * -7.5)
+    _set_f16(blocks, 0, d)
+    _set_f16(blocks, 2, d.astype(np.float32) * -7.5)
 
 
 def _write_q4_k(rng: np.random.Generator, blocks: np.ndarray, std: float) -> None:
     d = block_scales(rng, len(blocks), QT.Q4_K, std, signed=False)
     scales = rng.integers(Q4_K_SCALES[0], Q4_K_SCALES[1] + 1, size=(len(blocks), 8), dtype=np.uint8)
     deltas = rng.integers(-Q4_K_MIN_DELTA, Q4_K_MIN_DELTA + 1, size=(len(blocks), 8), dtype=np.int8)
-    blocks[:, 0:2] = _f16_bytes(d)
-    blocks[:, 2:4] = _f16_bytes(d.astype(np.float32) * 7.5)
+    _set_f16(blocks, 0, d)
+    _set_f16(blocks, 2, d.astype(np.float32) * 7.5)
     blocks[:, 4:16] = pack_q4_k_scales(scales, (scales + deltas).astype(np.uint8))
 
 
@@ -135,7 +138,7 @@ def _write_q6_k(rng: np.random.Generator, blocks: np.ndarray, std: float) -> Non
     scales = rng.integers(lo, hi + 1, size=(len(blocks), 16), dtype=np.int16)
     scales = np.where(random_bytes(rng, scales.size).reshape(scales.shape) & 1, -scales, scales)
     blocks[:, 192:208] = scales.astype(np.int8).view(np.uint8)
-    blocks[:, 208:210] = _f16_bytes(block_scales(rng, len(blocks), QT.Q6_K, std, signed=False))
+    _set_f16(blocks, 208, block_scales(rng, len(blocks), QT.Q6_K, std, signed=False))
 
 
 _SCALE_WRITERS = {

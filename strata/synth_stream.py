@@ -65,7 +65,7 @@ def write_tensors(
     on_tensor: Callable[[TensorSpec], None] | None = None,
 ) -> None:
     """Appends every tensor's data (each padded to ALIGNMENT) to `out`, positioned at the data section."""
-    num_threads = num_threads or os.cpu_count() or 1
+    num_threads = num_threads or _usable_cpus()
     window = 2 * num_threads
     pending: deque[tuple[Chunk, Future[np.ndarray]]] = deque()
     with ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix="synth") as pool:
@@ -85,6 +85,12 @@ def _write_next(out: BinaryIO, pending: deque, on_tensor: Callable[[TensorSpec],
         pad_to_alignment(out)
         if on_tensor is not None:
             on_tensor(chunk.spec)
+
+
+def _usable_cpus() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
 
 
 def pad_to_alignment(out: BinaryIO) -> None:
