@@ -57,8 +57,9 @@ class ChatTemplate:
 
     @classmethod
     def for_tokenizer(cls, tokenizer: Any) -> ChatTemplate:
-        """The template a strata.tokenizer.Tokenizer carries (ChatML if none), with its BOS/EOS text."""
-        return cls(tokenizer.chat_template, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token)
+        """The template a strata.tokenizer.Tokenizer carries (ChatML if none), with its special tokens' text."""
+        pad, unk = (None if i is None else tokenizer.id_to_token(i) for i in (tokenizer.pad_id, tokenizer.unk_id))
+        return cls(tokenizer.chat_template, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token, pad_token=pad, unk_token=unk)
 
     def render(
         self,

@@ -91,6 +91,8 @@ def resolve_model(name_or_path: str | os.PathLike[str] | None = None) -> Path:
     Never downloads: a missing alias raises ModelStoreError naming the fetch command.
     """
     name = DEFAULT_MODEL if name_or_path is None else os.fspath(name_or_path)
+    if not name.strip():
+        raise ModelStoreError(f"empty model name; give a .gguf file, a Hugging Face checkpoint directory, or one of the aliases {_alias_list()}")
     path = Path(name).expanduser()
     if path.is_dir():
         return path

@@ -47,6 +47,8 @@ def test_missing_default_alias_names_the_fetch_commands(cache):
 def test_unknown_name_lists_aliases(cache):
     with pytest.raises(ModelStoreError, match="unknown model 'nope'.*smollm2-135m"):
         resolve_model("nope")
+    with pytest.raises(ModelStoreError, match="empty model name"):
+        resolve_model("")
 
 
 def test_paths_resolve_as_given(tmp_path, cache):

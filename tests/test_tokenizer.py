@@ -13,6 +13,8 @@ conversion.
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from strata import model_store
@@ -82,8 +84,8 @@ def hf_gguf(model_path):
 
 
 @pytest.fixture(scope="module")
-def hf_reference(model_path):
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_path.parent), gguf_file=model_path.name)
+def hf_reference(hf_gguf):
+    tokenizer = copy.deepcopy(hf_gguf)
     tokenizer.backend_tokenizer.pre_tokenizer = smollm2_reference_pre_tokenizer()
     return tokenizer
 
