@@ -1,0 +1,357 @@
+// cuda_sample.cu — token selection on the device: argmax and seeded sampling.
+//
+// One 256-thread block per row; every reduction has a fixed shape (thread t
+// takes elements t, t+256, ... or the contiguous chunk t, then a fixed tree),
+// so a row's token depends only on its logits and its parameters.
+//
+// argmax: the largest non-NaN logit, lowest index on ties (a selection under
+// a total order, exact in any reduction order); a row of NaNs gives 0.
+//
+// sample (strata.h semantics), with m = max logit and T > 0:
+//   w_i = 1 if l_i == m else exp((l_i − m) / T)          (NaN logits: never kept)
+//   top-k: keep l_i >= the k-th largest logit, found by an exact radix select
+//          over order-preserving integer keys (ties kept);
+//   top-p: the smallest weight threshold w* whose kept mass S(w*) reaches
+//          top_p · (kept total): a 32-way bucket search over the bits of w,
+//          6 passes, per-thread bucket sums in shared memory combined in a
+//          fixed order (no float atomics); keep w_i >= w*;
+//   min-p: keep w_i >= min_p (the max weight is 1);
+//   draw:  u = strata_random_uniform(seed, position), the same splitmix64 on
+//          the device; the running sum in ascending id order is defined
+//          chunk-wise: thread t sums its contiguous chunk, P = exclusive prefix
+//          of chunk sums (sequential), running(i) = P[t] + (chunk sum up to i).
+//          It is monotone and ends at total = P[256], so exactly one chunk
+//          holds the first i with running(i) > u · total.
+// T <= 0 (or NaN) is greedy: the argmax.
+#include <climits>
+
+#include "cuda_common.cuh"
+#include "cuda_kernels.cuh"
+
+namespace strata {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kBuckets = 32;  // top-p search: buckets per pass (5 bits)
+constexpr int kRadix = 256;   // top-k select: 8-bit digits
+
+struct Best {
+    float v;
+    int32_t i;  // INT32_MAX: nothing seen
+};
+
+__device__ __forceinline__ Best better(Best a, Best b) { return (b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a; }
+
+// Scratch of the block reductions (argmax uses only this).
+struct ReduceShared {
+    float scratch[kWarps];
+    Best best[kWarps];
+    int counts[kWarps];
+};
+
+struct SampleShared {
+    ReduceShared red;
+    union {
+        float bsum[kBuckets][kThreads];  // top-p: per-thread bucket sums (column per thread: no bank conflicts)
+        float chunk[kThreads];           // draw: chunk sums
+    } u;
+    float prefix[kThreads + 1];
+    float btot[kBuckets];
+    int hist[kRadix];
+    uint32_t lo, hi, digit;
+    int kk;
+    float above;
+    int result;
+};
+
+__device__ __forceinline__ Best block_argmax(Best x, ReduceShared& sm) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        Best o;
+        o.v = __shfl_xor_sync(kFullMask, x.v, off);
+        o.i = __shfl_xor_sync(kFullMask, x.i, off);
+        x = better(x, o);
+    }
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) sm.best[threadIdx.x >> 5] = x;
+    __syncthreads();
+    Best r = sm.best[0];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) r = better(r, sm.best[w]);
+    __syncthreads();
+    return r;
+}
+
+__device__ __forceinline__ int block_count(int c, ReduceShared& sm) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) c += __shfl_xor_sync(kFullMask, c, off);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) sm.counts[threadIdx.x >> 5] = c;
+    __syncthreads();
+    int r = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) r += sm.counts[w];
+    __syncthreads();
+    return r;
+}
+
+// The row's argmax over non-NaN logits (i == INT32_MAX when all are NaN), and
+// how many logits are not NaN.
+__device__ __forceinline__ Best row_argmax(const float* lg, int64_t n, ReduceShared& sm, int* n_ok) {
+    Best b{__int_as_float(0xff800000), INT32_MAX};
+    int ok = 0;
+    for (int64_t i = threadIdx.x; i < n; i += kThreads) {
+        const float l = lg[i];
+        if (l == l) {
+            b = better(b, Best{l, (int32_t)i});
+            ++ok;
+        }
+    }
+    if (n_ok) *n_ok = block_count(ok, sm);
+    return block_argmax(b, sm);
+}
+
+// Order-preserving key of a non-NaN float (−0 and +0 share a key).
+__device__ __forceinline__ uint32_t order_key(float f) {
+    uint32_t b = __float_as_uint(f);
+    if (b == 0x80000000u) b = 0;
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+__device__ __forceinline__ float key_value(uint32_t k) {
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+// The k-th largest non-NaN logit (1 <= k <= number of non-NaN logits).
+__device__ __forceinline__ float kth_largest(const float* lg, int64_t n, int k, SampleShared& sm) {
+    uint32_t prefix = 0, mask = 0;
+    int kk = k;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        for (int d = threadIdx.x; d < kRadix; d += kThreads) sm.hist[d] = 0;
+        __syncthreads();
+        for (int64_t i = threadIdx.x; i < n; i += kThreads) {
+            const float l = lg[i];
+            if (l != l) continue;
+            const uint32_t key = order_key(l);
+            if ((key & mask) == prefix) atomicAdd(&sm.hist[(key >> shift) & 0xffu], 1);  // integer: exact
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int above = 0, d = kRadix - 1;
+            for (; d > 0; --d) {
+                if (above + sm.hist[d] >= kk) break;
+                above += sm.hist[d];
+            }
+            sm.digit = (uint32_t)d;
+            sm.kk = kk - above;
+        }
+        __syncthreads();
+        prefix |= sm.digit << shift;
+        mask |= 0xffu << shift;
+        kk = sm.kk;
+    }
+    return key_value(prefix);
+}
+
+struct RowRule {
+    float m, T;
+    bool use_k;
+    float thr_l;  // top-k logit threshold
+    __device__ __forceinline__ bool kept_k(float l) const { return l == l && (!use_k || l >= thr_l); }
+    __device__ __forceinline__ float weight(float l) const {
+        if (l == m) return 1.0f;
+        const float w = expf(__fdiv_rn(__fsub_rn(l, m), T));
+        return w == w ? fminf(w, 1.0f) : 0.0f;  // NaN only from inf/inf
+    }
+};
+
+// Kept (top-k) mass in a fixed order.
+__device__ __forceinline__ float kept_total(const float* lg, int64_t n, const RowRule& rule, SampleShared& sm) {
+    float s = 0.0f;
+    for (int64_t i = threadIdx.x; i < n; i += kThreads) {
+        const float l = lg[i];
+        if (rule.kept_k(l)) s = __fadd_rn(s, rule.weight(l));
+    }
+    return block_sum<kWarps>(s, sm.red.scratch);
+}
+
+// The largest weight w* (as float bits in [0, 1]) whose kept mass
+// S(w*) = sum of kept w_i >= w* reaches `target`. Invariant: the answer lies in
+// [lo, hi] and `above` is the kept mass of weights above hi.
+__device__ __forceinline__ float top_p_threshold(const float* lg, int64_t n, const RowRule& rule, float target, SampleShared& sm) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    uint32_t lo = 0, hi = 0x3f800000u;  // weights lie in [0, 1]
+    float above = 0.0f;
+    while (lo < hi) {
+        const uint32_t span = hi - lo;
+        int shift = 0;
+        while ((span >> shift) >= (uint32_t)kBuckets) ++shift;
+        const int nb = (int)(span >> shift) + 1;
+
+#pragma unroll
+        for (int b = 0; b < kBuckets; ++b) sm.u.bsum[b][tid] = 0.0f;
+        for (int64_t i = tid; i < n; i += kThreads) {
+            const float l = lg[i];
+            if (!rule.kept_k(l)) continue;
+            const float w = rule.weight(l);
+            const uint32_t key = __float_as_uint(w);
+            if (key >= lo && key <= hi) {
+                float& cell = sm.u.bsum[(key - lo) >> shift][tid];
+                cell = __fadd_rn(cell, w);
+            }
+        }
+        __syncthreads();
+        // Bucket totals: warp w sums buckets w, w + 8, ... over threads in a fixed order.
+        for (int b = warp; b < kBuckets; b += kWarps) {
+            float v = 0.0f;
+#pragma unroll
+            for (int j = 0; j < kThreads / 32; ++j) v = __fadd_rn(v, sm.u.bsum[b][lane + 32 * j]);
+            v = warp_sum(v);
+            if (lane == 0) sm.btot[b] = v;
+        }
+        __syncthreads();
+        if (tid == 0) {
+            float suf = 0.0f, above_chosen = 0.0f;
+            int chosen = 0;
+            for (int b = nb - 1; b >= 0; --b) {
+                above_chosen = suf;
+                suf = __fadd_rn(suf, sm.btot[b]);
+                if (__fadd_rn(above, suf) >= target) {
+                    chosen = b;
+                    break;
+                }
+            }
+            // Without a hit (rounding only), bucket 0 is kept: above_chosen is then the mass of buckets 1..nb-1.
+            const uint32_t new_lo = lo + ((uint32_t)chosen << shift);
+            const uint32_t new_hi = new_lo + ((1u << shift) - 1u);
+            sm.lo = new_lo;
+            sm.hi = new_hi < hi ? new_hi : hi;
+            sm.above = __fadd_rn(above, above_chosen);
+        }
+        __syncthreads();
+        lo = sm.lo;
+        hi = sm.hi;
+        above = sm.above;
+        __syncthreads();  // sm.lo/hi/above and bsum are rewritten by the next pass
+    }
+    return __uint_as_float(lo);
+}
+
+__device__ __forceinline__ uint64_t splitmix64(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// strata_random_uniform on the device (rng.h): 24 random bits, exact in float.
+__device__ __forceinline__ float random_uniform(uint64_t seed, int64_t position) {
+    const uint64_t h = splitmix64(seed ^ splitmix64((uint64_t)position));
+    return (float)(h >> 40) * (1.0f / 16777216.0f);
+}
+
+// The first kept id whose running weight sum exceeds u · total (see the file comment).
+__device__ __forceinline__ int32_t draw(const float* lg, int64_t n, const RowRule& rule, float w_min, float u, SampleShared& sm) {
+    const int tid = threadIdx.x;
+    const int64_t chunk = (n + kThreads - 1) / kThreads;
+    const int64_t first = (int64_t)tid * chunk, last = min(first + chunk, n);
+    float s = 0.0f;
+    for (int64_t i = first; i < last; ++i) {
+        const float l = lg[i];
+        if (!rule.kept_k(l)) continue;
+        const float w = rule.weight(l);
+        if (w >= w_min) s = __fadd_rn(s, w);
+    }
+    sm.u.chunk[tid] = s;
+    if (tid == 0) sm.result = -1;
+    __syncthreads();
+    if (tid == 0) {
+        float p = 0.0f;
+        sm.prefix[0] = 0.0f;
+        for (int t = 0; t < kThreads; ++t) {
+            p = __fadd_rn(p, sm.u.chunk[t]);
+            sm.prefix[t + 1] = p;
+        }
+    }
+    __syncthreads();
+    const float target = __fmul_rn(u, sm.prefix[kThreads]);
+    const float base = sm.prefix[tid];
+    if (base <= target && target < sm.prefix[tid + 1]) {
+        float r = 0.0f;
+        for (int64_t i = first; i < last; ++i) {
+            const float l = lg[i];
+            if (!rule.kept_k(l)) continue;
+            const float w = rule.weight(l);
+            if (!(w >= w_min)) continue;
+            r = __fadd_rn(r, w);
+            if (__fadd_rn(base, r) > target) {
+                sm.result = (int32_t)i;
+                break;
+            }
+        }
+    }
+    __syncthreads();
+    const int32_t result = sm.result;
+    __syncthreads();
+    return result;
+}
+
+__global__ void __launch_bounds__(kThreads) argmax_kernel(const ArgmaxArgs a) {
+    __shared__ ReduceShared sm;
+    for (int64_t r = blockIdx.x; r < a.n_rows; r += gridDim.x) {
+        const Best b = row_argmax(a.logits + r * a.n_vocab, a.n_vocab, sm, nullptr);
+        if (threadIdx.x == 0) a.out_ids[r] = b.i == INT32_MAX ? 0 : b.i;
+    }
+}
+
+__global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a) {
+    __shared__ SampleShared sm;
+    for (int64_t r = blockIdx.x; r < a.n_rows; r += gridDim.x) {
+        const float* lg = a.logits + r * a.n_vocab;
+        const strata_sampling_params prm = a.params[r];
+        int n_ok = 0;
+        const Best best = row_argmax(lg, a.n_vocab, sm.red, &n_ok);
+        int32_t token = best.i == INT32_MAX ? 0 : best.i;
+
+        if (best.i != INT32_MAX && prm.temperature > 0.0f) {  // all branches below are block-uniform
+            RowRule rule;
+            rule.m = best.v;
+            rule.T = prm.temperature;
+            rule.use_k = prm.top_k > 0 && prm.top_k < n_ok;
+            rule.thr_l = rule.use_k ? kth_largest(lg, a.n_vocab, prm.top_k, sm) : 0.0f;
+
+            float w_min = 0.0f;
+            if (prm.top_p < 1.0f) {
+                const float total = kept_total(lg, a.n_vocab, rule, sm);
+                const float target = __fmul_rn(fmaxf(prm.top_p, 0.0f), total);
+                w_min = top_p_threshold(lg, a.n_vocab, rule, target, sm);
+            }
+            if (prm.min_p > 0.0f) w_min = fmaxf(w_min, fminf(prm.min_p, 1.0f));
+
+            const int32_t drawn = draw(lg, a.n_vocab, rule, w_min, random_uniform(prm.seed, prm.position), sm);
+            if (drawn >= 0) token = drawn;
+        }
+        if (threadIdx.x == 0) a.out_ids[r] = token;
+        __syncthreads();
+    }
+}
+
+unsigned row_grid(int64_t n_rows) { return (unsigned)(n_rows < (1 << 30) ? n_rows : (1 << 30)); }
+
+}  // namespace
+
+void launch_argmax(const ArgmaxArgs& a, cudaStream_t stream) {
+    if (a.n_rows <= 0 || a.n_vocab <= 0) return;
+    argmax_kernel<<<row_grid(a.n_rows), kThreads, 0, stream>>>(a);
+    check_launch("argmax");
+}
+
+void launch_sample(const SampleArgs& a, cudaStream_t stream) {
+    if (a.n_rows <= 0 || a.n_vocab <= 0) return;
+    sample_kernel<<<row_grid(a.n_rows), kThreads, 0, stream>>>(a);
+    check_launch("sample");
+}
+
+}  // namespace cuda
+}  // namespace strata
