@@ -52,8 +52,19 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="strata synth", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     epilog=describe_shapes(), formatter_class=argparse.RawDescriptionHelpFormatter)
     return configure_parser(parser)
+
+
+def describe_shapes() -> str:
+    """One line per preset shape, for --help."""
+    lines = ["shapes (vocab 49152, SmolLM2's tokenizer; weights std 0.02, norms 1.0):"]
+    for shape in PRESETS.values():
+        lines.append(f"  {shape.name:<5} {shape.num_layers} layers, hidden {shape.hidden_size}, "
+                     f"{shape.num_heads} heads / {shape.num_kv_heads} KV (head dim {shape.head_dim}), "
+                     f"ffn {shape.ffn_size}, rope base {shape.rope_base:g}, "
+                     f"{'tied' if shape.tied_embeddings else 'untied'} embeddings")
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
