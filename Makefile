@@ -1,0 +1,100 @@
+# Makefile — builds libstrata (g++ always; the CUDA backend when nvcc is on
+# PATH and CUDA is not 0), and later sets up, serves and tests Strata.
+#
+#   make lib           build/libstrata.so (CUDA backend if nvcc is found)
+#   make lib CUDA=0    CPU backend only (cuda_stub.cpp stands in for CUDA)
+#   make clean         remove build/
+
+# ---------------------------------------------------------------- settings
+
+CXX      ?= g++
+CUDA     ?= 1
+NVCC     ?= $(shell command -v nvcc 2>/dev/null)
+
+BUILD    := build
+OBJ      := $(BUILD)/obj
+SRC      := libstrata/src
+INCLUDE  := libstrata/include
+LIB      := $(BUILD)/libstrata.so
+HEADER   := $(BUILD)/strata.h
+MAPFILE  := libstrata/strata.map
+
+# No -ffast-math, and no silent FMA contraction: kernels must keep the
+# arithmetic order written in the source (batch invariance).
+CXXFLAGS := -std=c++20 -O3 -fPIC -fvisibility=hidden -ffp-contract=off -fno-math-errno \
+            -Wall -Wextra -I$(INCLUDE) -I$(SRC)
+# The CPU kernels target one fixed ISA (never -march=native: build and serving
+# machines differ). Contexts refuse CPUs without it at creation time.
+CPU_ISA  := -march=x86-64-v3
+LDFLAGS  := -shared -Wl,--version-script=$(MAPFILE) -Wl,--no-undefined -Wl,-z,defs
+LDLIBS   := -lpthread
+
+NVCCFLAGS := -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
+             -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I$(INCLUDE) -I$(SRC)
+
+# ---------------------------------------------------------------- sources
+
+CORE_SRCS := $(wildcard $(SRC)/api*.cpp) $(SRC)/call.cpp $(SRC)/handles.cpp
+CPU_SRCS  := $(wildcard $(SRC)/cpu_*.cpp) $(SRC)/thread_pool.cpp
+CU_SRCS   := $(wildcard $(SRC)/*.cu)
+
+ifneq ($(and $(filter-out 0,$(CUDA)),$(NVCC),$(CU_SRCS)),)
+  # cudart is linked statically so the library loads where no CUDA runtime is
+  # installed (and then reports 0 devices). Never cuBLAS.
+  CUDA_HOME ?= $(shell $(NVCC) --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$$ TOP=//p')
+  BACKEND_OBJS := $(CU_SRCS:$(SRC)/%.cu=$(OBJ)/%.cu.o)
+  LDLIBS += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib -lcudart_static -ldl -lrt
+  BUILD_KIND := cuda
+else
+  BACKEND_OBJS := $(OBJ)/cuda_stub.o
+  BUILD_KIND := cpu-only
+endif
+
+CORE_OBJS := $(CORE_SRCS:$(SRC)/%.cpp=$(OBJ)/%.o)
+CPU_OBJS  := $(CPU_SRCS:$(SRC)/%.cpp=$(OBJ)/%.o)
+ALL_OBJS  := $(CORE_OBJS) $(CPU_OBJS) $(BACKEND_OBJS)
+
+# Stamps that change (and force a rebuild) only when the configuration does.
+COMPILE_STAMP := $(BUILD)/compile.flags
+LINK_STAMP    := $(BUILD)/link.flags
+
+# ---------------------------------------------------------------- targets
+
+.PHONY: lib clean FORCE
+
+lib: $(LIB) $(HEADER)
+
+# The header ships beside the library: strata/_ffi.py reads its cdef region.
+$(HEADER): $(INCLUDE)/strata.h
+	@mkdir -p $(@D)
+	cp $< $@
+
+$(LIB): $(ALL_OBJS) $(MAPFILE) $(LINK_STAMP)
+	$(CXX) $(LDFLAGS) -o $@ $(ALL_OBJS) $(LDLIBS)
+	@echo "built $@ ($(BUILD_KIND))"
+
+$(CORE_OBJS) $(OBJ)/cuda_stub.o: $(OBJ)/%.o: $(SRC)/%.cpp $(COMPILE_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(CPU_OBJS): $(OBJ)/%.o: $(SRC)/%.cpp $(COMPILE_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) $(CPU_ISA) -MMD -MP -c $< -o $@
+
+$(OBJ)/%.cu.o: $(SRC)/%.cu $(COMPILE_STAMP)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
+
+$(COMPILE_STAMP): FORCE
+	@mkdir -p $(@D)
+	@echo '$(CXX) $(CXXFLAGS) $(CPU_ISA) | $(NVCC) $(NVCCFLAGS)' | cmp -s - $@ || \
+	  echo '$(CXX) $(CXXFLAGS) $(CPU_ISA) | $(NVCC) $(NVCCFLAGS)' > $@
+
+$(LINK_STAMP): FORCE
+	@mkdir -p $(@D)
+	@echo '$(BUILD_KIND) $(LDFLAGS) $(LDLIBS)' | cmp -s - $@ || echo '$(BUILD_KIND) $(LDFLAGS) $(LDLIBS)' > $@
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(wildcard $(OBJ)/*.d)

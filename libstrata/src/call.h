@@ -1,0 +1,91 @@
+// call.h — the boundary every C entry point goes through, and argument checks.
+//
+// guarded() runs an entry point's body, turns any exception into a status and
+// the thread-local strata_last_error() message ("strata_matmul: ..."), and
+// marks a context's graph recording as failed when a call on it fails while
+// recording. The check helpers resolve handles through the registry and check
+// offsets, alignment and byte ranges, so backends only see valid pointers.
+#pragma once
+
+#include <cstdint>
+#include <new>
+#include <string>
+
+#include "errors.h"
+#include "handles.h"
+
+namespace strata {
+
+using u128 = unsigned __int128;
+
+// One entry-point invocation: its name and, once known, its context.
+struct Call {
+    const char* fn;
+    strata_context* ctx = nullptr;
+};
+
+// The calling thread's last failure message ("" if none yet).
+const char* last_error_message() noexcept;
+
+// Records the failure (message, recording state) and returns `status`.
+int32_t report_failure(Call& call, int32_t status, const char* message) noexcept;
+
+template <class Body>
+int32_t guarded(const char* fn, Body&& body) noexcept {
+    Call call{fn};
+    try {
+        body(call);
+        return STRATA_OK;
+    } catch (const Error& e) {
+        return report_failure(call, e.status(), e.what());
+    } catch (const std::bad_alloc&) {
+        return report_failure(call, STRATA_ERR_OUT_OF_MEMORY, "out of host memory");
+    } catch (const std::exception& e) {
+        return report_failure(call, STRATA_ERR_INTERNAL, e.what());
+    } catch (...) {
+        return report_failure(call, STRATA_ERR_INTERNAL, "unknown exception");
+    }
+}
+
+// Saturating product of byte counts (never wraps; a huge result just fails the
+// bounds check).
+u128 mul_sat(u128 a, u128 b);
+
+// Resolves handles; the first one fixes call.ctx, later ones must match it.
+strata_context* use_context(Call& call, strata_context* ctx);
+strata_buffer* use_buffer(Call& call, strata_buffer* buf, const char* name);
+strata_slots* use_slots(Call& call, strata_slots* slots, const char* name);
+
+// Fails with STRATA_ERR_STATE while call.ctx is recording a graph.
+void require_eager(Call& call, const char* what);
+
+// A checked operand: `name` in buffer `buf` at `offset`, `n_bytes` long,
+// `offset` a multiple of `align` (`elem` names the element type for the
+// message). Returns the device address. While recording, the buffer is
+// remembered as referenced by the graph.
+uint8_t* operand(Call& call, strata_buffer* buf, const char* name, uint64_t offset, u128 n_bytes,
+                 uint64_t align, const char* elem);
+
+// Byte extent of n_rows rows of `width` elements of `elem_bytes` at a row
+// stride of `stride` elements (stride >= width is checked here).
+u128 strided_bytes(const char* name, int64_t n_rows, int64_t width, int64_t stride, int64_t elem_bytes);
+
+// Fails unless the two byte ranges are in different buffers or disjoint.
+void require_disjoint(strata_buffer* a, uint64_t a_offset, u128 a_bytes, const char* a_name,
+                      strata_buffer* b, uint64_t b_offset, u128 b_bytes, const char* b_name);
+
+// Whether two operands are exactly the same range (an allowed in-place op).
+inline bool same_place(strata_buffer* a, uint64_t a_offset, strata_buffer* b, uint64_t b_offset) {
+    return a == b && a_offset == b_offset;
+}
+
+// Fails unless lo <= value <= hi, naming the argument and the allowed range.
+void require_range(const char* name, int64_t value, int64_t lo, int64_t hi);
+void require_positive(const char* name, int64_t value);
+void require_finite(const char* name, float value);
+
+// std::to_string for messages, shorter to write.
+inline std::string str(int64_t v) { return std::to_string(v); }
+inline std::string str_u(uint64_t v) { return std::to_string(v); }
+
+}  // namespace strata

@@ -1,0 +1,41 @@
+// cpu_kernels.h — the CPU backend's kernels, one function per op.
+//
+// Each takes the backend's thread pool and the already-validated argument
+// struct from backend.h, and computes synchronously (the CPU "stream" is the
+// calling thread). Work is split over output rows, columns or heads, never
+// over a reduction, and every output's arithmetic is independent of the split
+// and of the other rows (see docs/kernels.md).
+#pragma once
+
+#include "backend.h"
+#include "thread_pool.h"
+
+namespace strata {
+namespace cpu {
+
+void embed(ThreadPool& pool, const EmbedArgs& a);
+void rmsnorm(ThreadPool& pool, const RmsNormArgs& a);
+void matmul(ThreadPool& pool, const MatmulArgs& a);
+void rope(ThreadPool& pool, const RopeArgs& a);
+void kv_store(ThreadPool& pool, const KvStoreArgs& a);
+void attention(ThreadPool& pool, const AttentionArgs& a);
+void attention_dense(ThreadPool& pool, const DenseAttentionArgs& a);
+void silu_mul(ThreadPool& pool, const SiluMulArgs& a);
+void gelu(ThreadPool& pool, const UnaryArgs& a);
+void add(ThreadPool& pool, const BinaryArgs& a);
+void gather_rows(ThreadPool& pool, const GatherRowsArgs& a);
+void positions_decode(const PositionsDecodeArgs& a);
+void argmax(ThreadPool& pool, const ArgmaxArgs& a);
+void sample(ThreadPool& pool, const SampleArgs& a);
+
+// Splits [0, n) into `parts` contiguous ranges; returns range `t`.
+inline void split_range(int64_t n, int t, int parts, int64_t* begin, int64_t* end) {
+    *begin = n * t / parts;
+    *end = n * (t + 1) / parts;
+}
+
+// Threads worth using for `work` units of roughly one multiply-add each.
+inline int64_t threads_for(int64_t work) { return work < (1 << 14) ? 1 : (work >> 14); }
+
+}  // namespace cpu
+}  // namespace strata

@@ -1,0 +1,547 @@
+"""strata._ffi — the binding to libstrata; the only module that imports cffi.
+
+ABI mode: the library is opened with ``ffi.dlopen`` and declared with the text
+between STRATA_CDEF_BEGIN and STRATA_CDEF_END of strata.h, read verbatim from
+the header that ships beside the library (``build/strata.h``; the repository's
+``libstrata/include/strata.h`` as a fallback). The library is ``$STRATA_LIB``
+or ``<repo>/build/libstrata.so``.
+
+Every bad status raises StrataError(status, message). The wrappers own their
+handles (``close()`` is idempotent, ``with`` closes) and refuse use after
+close in Python, before C sees it. Kernels are plain functions taking
+(Buffer, byte offset) operands, kept thin: they run hundreds of times per
+decode step.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import cffi
+import numpy as np
+
+__all__ = [
+    "StrataError", "DType", "RopeMode", "SAMPLING_PARAMS_DTYPE", "Context", "Buffer", "Slots", "Graph",
+    "DeviceInfo", "load", "cuda_device_count", "abi_version", "build_info", "dtype_block", "random_uniform",
+    "status_name", "rope_params", "embed", "rmsnorm", "matmul", "rope", "kv_store", "attention",
+    "attention_dense", "silu_mul", "gelu", "add", "gather_rows", "positions_decode", "argmax", "sample",
+]
+
+_REPO = Path(__file__).resolve().parent.parent
+_CDEF = re.compile(r"/\* STRATA_CDEF_BEGIN \*/(.*?)/\* STRATA_CDEF_END \*/", re.S)
+_ABI = re.compile(r"STRATA_ABI_VERSION\s*=\s*(\d+)")
+
+ffi = cffi.FFI()
+_lib = None
+_load_lock = threading.Lock()
+
+STATUS_NAMES = {
+    0: "STRATA_OK", 1: "STRATA_ERR_INVALID_ARGUMENT", 2: "STRATA_ERR_OUT_OF_MEMORY", 3: "STRATA_ERR_UNSUPPORTED",
+    4: "STRATA_ERR_DEVICE", 5: "STRATA_ERR_STATE", 6: "STRATA_ERR_INTERNAL",
+}
+
+
+class StrataError(RuntimeError):
+    """A libstrata call failed: `status` (enum strata_status), its name, and the library's message."""
+
+    def __init__(self, status: int, message: str):
+        self.status = int(status)
+        self.status_name = STATUS_NAMES.get(self.status, "unknown")
+        self.message = message
+        super().__init__(f"{self.status_name}: {message}")
+
+
+class DType(enum.IntEnum):
+    """enum strata_dtype (GGUF's ggml_type ids)."""
+
+    F32 = 0
+    F16 = 1
+    Q4_0 = 2
+    Q4_1 = 3
+    Q8_0 = 8
+    Q4_K = 12
+    Q6_K = 14
+    I32 = 26
+    BF16 = 30
+
+
+class RopeMode(enum.IntEnum):
+    """enum strata_rope_mode."""
+
+    ADJACENT = 0
+    HALF = 1
+    MROPE = 2
+    VISION = 3
+
+
+# One strata_sampling_params (32 bytes); build an array of these and upload it.
+SAMPLING_PARAMS_DTYPE = np.dtype([
+    ("temperature", "<f4"), ("top_p", "<f4"), ("min_p", "<f4"), ("top_k", "<i4"),
+    ("seed", "<u8"), ("position", "<i8"),
+])
+
+
+# ---------------------------------------------------------------- loading
+
+def library_path() -> Path:
+    """$STRATA_LIB, else <repo>/build/libstrata.so."""
+    env = os.environ.get("STRATA_LIB")
+    return Path(env) if env else _REPO / "build" / "libstrata.so"
+
+
+def header_path(lib_path: Path) -> Path:
+    """strata.h beside the library, else the repository's copy."""
+    for candidate in (lib_path.parent / "strata.h", _REPO / "libstrata" / "include" / "strata.h"):
+        if candidate.is_file():
+            return candidate
+    raise StrataError(3, f"strata.h not found beside {lib_path} nor in {_REPO / 'libstrata/include'}; run `make lib`")
+
+
+def header_cdef(text: str) -> str:
+    """The declarations between STRATA_CDEF_BEGIN and STRATA_CDEF_END."""
+    match = _CDEF.search(text)
+    if match is None:
+        raise StrataError(6, "strata.h has no STRATA_CDEF_BEGIN/STRATA_CDEF_END region")
+    return match.group(1)
+
+
+def load():
+    """Opens libstrata once (thread-safe) and returns the cffi library object."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    with _load_lock:
+        if _lib is not None:
+            return _lib
+        path = library_path()
+        if not path.is_file():
+            raise StrataError(3, f"libstrata not found at {path}; run `make lib` (or set STRATA_LIB)")
+        text = header_path(path).read_text()
+        ffi.cdef(header_cdef(text))
+        lib = ffi.dlopen(str(path))
+        expected = int(_ABI.search(text).group(1))
+        if lib.strata_abi_version() != expected:
+            raise StrataError(3, f"{path} implements ABI {lib.strata_abi_version()} but strata.h describes "
+                                 f"ABI {expected}; rebuild with `make lib`")
+        _lib = lib
+    return _lib
+
+
+def _raise(status: int):
+    raise StrataError(status, ffi.string(_lib.strata_last_error()).decode("utf-8", "replace"))
+
+
+def _check(status: int):
+    if status:
+        _raise(status)
+
+
+def _closed(obj):
+    raise StrataError(1, f"{type(obj).__name__} used after close()")
+
+
+# ---------------------------------------------------------------- library-wide
+
+def abi_version() -> int:
+    return load().strata_abi_version()
+
+
+def build_info() -> str:
+    return ffi.string(load().strata_build_info()).decode()
+
+
+def status_name(status: int) -> str:
+    return ffi.string(load().strata_status_name(status)).decode()
+
+
+def cuda_device_count() -> int:
+    """CUDA devices usable by this build (0 without the CUDA backend, a driver or a GPU)."""
+    out = ffi.new("int32_t *")
+    _check(load().strata_cuda_device_count(out))
+    return out[0]
+
+
+def dtype_block(dtype: int) -> tuple[int, int]:
+    """(values per block, bytes per block) of a dtype."""
+    values, nbytes = ffi.new("int64_t *"), ffi.new("int64_t *")
+    _check(load().strata_dtype_block(int(dtype), values, nbytes))
+    return values[0], nbytes[0]
+
+
+def random_uniform(seed: int, position: int) -> float:
+    """The sampler's draw in [0, 1) for (seed, position)."""
+    return load().strata_random_uniform(seed, position)
+
+
+# ---------------------------------------------------------------- handles
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    backend: int
+    device_index: int
+    num_threads: int
+    compute_capability: int
+    free_bytes: int
+    total_bytes: int
+    name: str
+
+
+class Context:
+    """A device context: "cpu" or "cuda:N"; num_threads = CPU workers (0 = one per core)."""
+
+    __slots__ = ("_ptr", "device", "__weakref__")
+
+    def __init__(self, device: str = "cpu", num_threads: int = 0):
+        self._ptr = None
+        lib = load()
+        out = ffi.new("strata_context **")
+        _check(lib.strata_context_create(device.encode(), num_threads, out))
+        self._ptr = out[0]
+        self.device = device
+
+    def info(self) -> DeviceInfo:
+        raw = ffi.new("strata_device_info *")
+        _check(_lib.strata_context_info(self._ptr or _closed(self), raw))
+        return DeviceInfo(raw.backend, raw.device_index, raw.num_threads, raw.compute_capability,
+                          raw.free_bytes, raw.total_bytes, ffi.string(raw.name).decode("utf-8", "replace"))
+
+    def synchronize(self):
+        _check(_lib.strata_context_synchronize(self._ptr or _closed(self)))
+
+    def graph_begin(self):
+        _check(_lib.strata_graph_begin(self._ptr or _closed(self)))
+
+    def graph_end(self) -> Graph:
+        out = ffi.new("strata_graph **")
+        _check(_lib.strata_graph_end(self._ptr or _closed(self), out))
+        return Graph(self, out[0])
+
+    def close(self):
+        if self._ptr is not None:
+            _check(_lib.strata_context_destroy(self._ptr))
+            self._ptr = None
+
+    @property
+    def closed(self) -> bool:
+        return self._ptr is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        return f"Context({self.device!r}{', closed' if self._ptr is None else ''})"
+
+
+class Buffer:
+    """Device memory of a fixed size; offsets and sizes in bytes."""
+
+    __slots__ = ("_ptr", "ctx", "size", "__weakref__")
+
+    def __init__(self, ctx: Context, n_bytes: int):
+        self._ptr = None
+        out = ffi.new("strata_buffer **")
+        _check(_lib.strata_buffer_create(ctx._ptr or _closed(ctx), n_bytes, out))
+        self._ptr = out[0]
+        self.ctx = ctx
+        self.size = int(n_bytes)
+
+    @classmethod
+    def from_array(cls, ctx: Context, array) -> Buffer:
+        """A new buffer holding a copy of `array` (any dtype, made C-contiguous)."""
+        array = np.ascontiguousarray(array)
+        buf = cls(ctx, max(array.nbytes, 1))
+        buf.upload(array)
+        return buf
+
+    def upload(self, data, offset: int = 0):
+        """Copies a numpy array or bytes-like object into the buffer at `offset`."""
+        if isinstance(data, np.ndarray) and not data.flags.c_contiguous:
+            data = np.ascontiguousarray(data)
+        src = ffi.from_buffer(data)
+        _check(_lib.strata_buffer_upload(self._ptr or _closed(self), offset, src, len(src)))
+
+    def download(self, out: np.ndarray, offset: int = 0) -> np.ndarray:
+        """Fills the C-contiguous array `out` from the buffer at `offset` and returns it."""
+        dst = ffi.from_buffer(out, require_writable=True)
+        _check(_lib.strata_buffer_download(self._ptr or _closed(self), offset, dst, len(dst)))
+        return out
+
+    def to_numpy(self, dtype, shape, offset: int = 0) -> np.ndarray:
+        """A new array of `dtype` and `shape` read from `offset`."""
+        return self.download(np.empty(shape, dtype=dtype), offset)
+
+    def fill(self, value: int = 0, offset: int = 0, n_bytes: int | None = None):
+        n = self.size - offset if n_bytes is None else n_bytes
+        _check(_lib.strata_buffer_fill(self._ptr or _closed(self), offset, n, value))
+
+    def copy_from(self, src: Buffer, dst_offset: int = 0, src_offset: int = 0, n_bytes: int | None = None):
+        n = src.size - src_offset if n_bytes is None else n_bytes
+        _check(_lib.strata_buffer_copy(self._ptr or _closed(self), dst_offset, src._ptr or _closed(src),
+                                       src_offset, n))
+
+    def close(self):
+        if self._ptr is not None:
+            _check(_lib.strata_buffer_destroy(self._ptr))
+            self._ptr = None
+
+    @property
+    def closed(self) -> bool:
+        return self._ptr is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        return f"Buffer({self.size} bytes{', closed' if self._ptr is None else ''})"
+
+
+class Slots:
+    """A slot set: per-slot KV cache, position table, rope delta and length."""
+
+    __slots__ = ("_ptr", "ctx", "n_slots", "n_layers", "n_ctx", "n_kv_heads", "head_dim", "__weakref__")
+
+    def __init__(self, ctx: Context, n_slots: int, n_layers: int, n_ctx: int, n_kv_heads: int, head_dim: int):
+        self._ptr = None
+        params = ffi.new("strata_slots_params *", {
+            "n_slots": n_slots, "n_layers": n_layers, "n_ctx": n_ctx, "n_kv_heads": n_kv_heads,
+            "head_dim": head_dim})
+        out = ffi.new("strata_slots **")
+        _check(_lib.strata_slots_create(ctx._ptr or _closed(ctx), params, out))
+        self._ptr = out[0]
+        self.ctx = ctx
+        self.n_slots, self.n_layers, self.n_ctx = n_slots, n_layers, n_ctx
+        self.n_kv_heads, self.head_dim = n_kv_heads, head_dim
+
+    def reset(self, slot: int):
+        _check(_lib.strata_slots_reset(self._ptr or _closed(self), slot))
+
+    def truncate(self, slot: int, n_tokens: int):
+        _check(_lib.strata_slots_truncate(self._ptr or _closed(self), slot, n_tokens))
+
+    def length(self, slot: int) -> int:
+        out = ffi.new("int32_t *")
+        _check(_lib.strata_slots_length(self._ptr or _closed(self), slot, out))
+        return out[0]
+
+    def write_positions(self, slot: int, first_row: int, positions):
+        """positions: int32 [n_rows, 4] (T, H, W, E; plain RoPE reads column 0)."""
+        positions = np.ascontiguousarray(positions, dtype=np.int32).reshape(-1, 4)
+        ptr = ffi.cast("const int32_t *", ffi.from_buffer(positions))
+        _check(_lib.strata_slots_write_positions(self._ptr or _closed(self), slot, first_row, len(positions), ptr))
+
+    def read_positions(self, slot: int, first_row: int, n_rows: int) -> np.ndarray:
+        out = np.empty((n_rows, 4), dtype=np.int32)  # [n_rows, 4]
+        ptr = ffi.cast("int32_t *", ffi.from_buffer(out, require_writable=True))
+        _check(_lib.strata_slots_read_positions(self._ptr or _closed(self), slot, first_row, n_rows, ptr))
+        return out
+
+    def set_delta(self, slot: int, delta: int):
+        _check(_lib.strata_slots_set_delta(self._ptr or _closed(self), slot, delta))
+
+    def debug_share_table(self, slot: int, target: int):
+        """Negative-control switch for tests only: `slot` uses `target`'s position table."""
+        _check(_lib.strata_slots_debug_share_table(self._ptr or _closed(self), slot, target))
+
+    def close(self):
+        if self._ptr is not None:
+            _check(_lib.strata_slots_destroy(self._ptr))
+            self._ptr = None
+
+    @property
+    def closed(self) -> bool:
+        return self._ptr is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Graph:
+    """A recorded sequence of kernel launches (Context.graph_begin / graph_end)."""
+
+    __slots__ = ("_ptr", "ctx", "__weakref__")
+
+    def __init__(self, ctx: Context, ptr):
+        self._ptr = ptr
+        self.ctx = ctx
+
+    def launch(self):
+        _check(_lib.strata_graph_launch(self._ptr or _closed(self)))
+
+    def close(self):
+        if self._ptr is not None:
+            _check(_lib.strata_graph_destroy(self._ptr))
+            self._ptr = None
+
+    @property
+    def closed(self) -> bool:
+        return self._ptr is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+# ---------------------------------------------------------------- kernels
+
+def rope_params(mode: int, n_heads: int, head_dim: int, rot_dim: int | None = None, theta_base: float = 10000.0,
+                freq_scale: float = 1.0, sections=(0, 0, 0, 0)):
+    """A strata_rope_params cdata; build it once and reuse it across calls."""
+    load()
+    return ffi.new("strata_rope_params *", {
+        "mode": int(mode), "n_heads": n_heads, "head_dim": head_dim,
+        "rot_dim": head_dim if rot_dim is None else rot_dim, "theta_base": theta_base, "freq_scale": freq_scale,
+        "sections": list(sections) + [0] * (4 - len(sections))})
+
+
+def embed(ctx, table, table_offset, dtype, n_vocab, dim, ids, ids_offset, n_rows, out, out_offset):
+    st = _lib.strata_embed(ctx._ptr or _closed(ctx), table._ptr or _closed(table), table_offset, dtype, n_vocab,
+                           dim, ids._ptr or _closed(ids), ids_offset, n_rows, out._ptr or _closed(out), out_offset)
+    if st:
+        _raise(st)
+
+
+def rmsnorm(ctx, x, x_offset, weight, weight_offset, out, out_offset, n_rows, dim, eps):
+    st = _lib.strata_rmsnorm(ctx._ptr or _closed(ctx), x._ptr or _closed(x), x_offset,
+                             weight._ptr or _closed(weight), weight_offset, out._ptr or _closed(out), out_offset,
+                             n_rows, dim, eps)
+    if st:
+        _raise(st)
+
+
+def matmul(ctx, x, x_offset, n_rows, k, w, w_offset, w_dtype, n_out, bias, bias_offset, y, y_offset,
+           accumulate=False):
+    st = _lib.strata_matmul(ctx._ptr or _closed(ctx), x._ptr or _closed(x), x_offset, n_rows, k,
+                            w._ptr or _closed(w), w_offset, w_dtype, n_out,
+                            ffi.NULL if bias is None else (bias._ptr or _closed(bias)), bias_offset,
+                            y._ptr or _closed(y), y_offset, 1 if accumulate else 0)
+    if st:
+        _raise(st)
+
+
+def rope(ctx, params, x, x_offset, x_row_stride, n_rows, slots, rows, rows_offset, freq_factors=None,
+         freq_factors_offset=0):
+    st = _lib.strata_rope(ctx._ptr or _closed(ctx), params, x._ptr or _closed(x), x_offset, x_row_stride, n_rows,
+                          slots._ptr or _closed(slots), rows._ptr or _closed(rows), rows_offset,
+                          ffi.NULL if freq_factors is None else (freq_factors._ptr or _closed(freq_factors)),
+                          freq_factors_offset)
+    if st:
+        _raise(st)
+
+
+def kv_store(ctx, slots, layer, k, k_offset, k_row_stride, v, v_offset, v_row_stride, rows, rows_offset, n_rows):
+    st = _lib.strata_kv_store(ctx._ptr or _closed(ctx), slots._ptr or _closed(slots), layer, k._ptr or _closed(k),
+                              k_offset, k_row_stride, v._ptr or _closed(v), v_offset, v_row_stride,
+                              rows._ptr or _closed(rows), rows_offset, n_rows)
+    if st:
+        _raise(st)
+
+
+def attention(ctx, slots, layer, q, q_offset, q_row_stride, n_rows, n_heads, rows, rows_offset, scale, out,
+              out_offset):
+    st = _lib.strata_attention(ctx._ptr or _closed(ctx), slots._ptr or _closed(slots), layer,
+                               q._ptr or _closed(q), q_offset, q_row_stride, n_rows, n_heads,
+                               rows._ptr or _closed(rows), rows_offset, scale, out._ptr or _closed(out), out_offset)
+    if st:
+        _raise(st)
+
+
+def attention_dense(ctx, q, q_offset, k, k_offset, v, v_offset, row_stride, n_tokens, n_heads, head_dim, segments,
+                    segments_offset, n_segments, scale, out, out_offset):
+    st = _lib.strata_attention_dense(ctx._ptr or _closed(ctx), q._ptr or _closed(q), q_offset, k._ptr or _closed(k),
+                                     k_offset, v._ptr or _closed(v), v_offset, row_stride, n_tokens, n_heads,
+                                     head_dim, segments._ptr or _closed(segments), segments_offset, n_segments,
+                                     scale, out._ptr or _closed(out), out_offset)
+    if st:
+        _raise(st)
+
+
+def silu_mul(ctx, gate, gate_offset, gate_row_stride, up, up_offset, up_row_stride, out, out_offset, n_rows, n_cols):
+    st = _lib.strata_silu_mul(ctx._ptr or _closed(ctx), gate._ptr or _closed(gate), gate_offset, gate_row_stride,
+                              up._ptr or _closed(up), up_offset, up_row_stride, out._ptr or _closed(out), out_offset,
+                              n_rows, n_cols)
+    if st:
+        _raise(st)
+
+
+def gelu(ctx, x, x_offset, out, out_offset, n):
+    st = _lib.strata_gelu(ctx._ptr or _closed(ctx), x._ptr or _closed(x), x_offset, out._ptr or _closed(out),
+                          out_offset, n)
+    if st:
+        _raise(st)
+
+
+def add(ctx, a, a_offset, b, b_offset, out, out_offset, n):
+    st = _lib.strata_add(ctx._ptr or _closed(ctx), a._ptr or _closed(a), a_offset, b._ptr or _closed(b), b_offset,
+                         out._ptr or _closed(out), out_offset, n)
+    if st:
+        _raise(st)
+
+
+def gather_rows(ctx, src, src_offset, n_src_rows, row_bytes, idx, idx_offset, n_rows, dst, dst_offset):
+    st = _lib.strata_gather_rows(ctx._ptr or _closed(ctx), src._ptr or _closed(src), src_offset, n_src_rows,
+                                 row_bytes, idx._ptr or _closed(idx), idx_offset, n_rows, dst._ptr or _closed(dst),
+                                 dst_offset)
+    if st:
+        _raise(st)
+
+
+def positions_decode(ctx, slots, rows, rows_offset, n_rows):
+    st = _lib.strata_positions_decode(ctx._ptr or _closed(ctx), slots._ptr or _closed(slots),
+                                      rows._ptr or _closed(rows), rows_offset, n_rows)
+    if st:
+        _raise(st)
+
+
+def argmax(ctx, logits, logits_offset, n_rows, n_vocab, out_ids, out_offset):
+    st = _lib.strata_argmax(ctx._ptr or _closed(ctx), logits._ptr or _closed(logits), logits_offset, n_rows, n_vocab,
+                            out_ids._ptr or _closed(out_ids), out_offset)
+    if st:
+        _raise(st)
+
+
+def sample(ctx, logits, logits_offset, n_rows, n_vocab, params, params_offset, out_ids, out_offset):
+    st = _lib.strata_sample(ctx._ptr or _closed(ctx), logits._ptr or _closed(logits), logits_offset, n_rows, n_vocab,
+                            params._ptr or _closed(params), params_offset, out_ids._ptr or _closed(out_ids),
+                            out_offset)
+    if st:
+        _raise(st)
