@@ -1,0 +1,125 @@
+"""Float64 NumPy references and test-data builders shared by the kernel tests.
+
+Weights for every dtype are built as raw GGUF blocks plus their float64
+dequantization by gguf.quants (F16/BF16/Q8_0/Q4_0/Q4_1 quantized by gguf;
+Q4_K/Q6_K, which gguf cannot write, as valid random blocks with small finite
+f16 scales).
+"""
+
+import numpy as np
+from gguf import GGMLQuantizationType as QT
+from gguf.quants import dequantize, quantize
+
+from strata import _ffi as S
+
+GGUF_TYPE = {
+    S.DType.F32: QT.F32, S.DType.F16: QT.F16, S.DType.BF16: QT.BF16, S.DType.Q8_0: QT.Q8_0,
+    S.DType.Q4_0: QT.Q4_0, S.DType.Q4_1: QT.Q4_1, S.DType.Q4_K: QT.Q4_K, S.DType.Q6_K: QT.Q6_K,
+}
+WEIGHT_DTYPES = list(GGUF_TYPE)
+BLOCK_VALUES = {S.DType.F32: 1, S.DType.F16: 1, S.DType.BF16: 1, S.DType.Q8_0: 32, S.DType.Q4_0: 32,
+                S.DType.Q4_1: 32, S.DType.Q4_K: 256, S.DType.Q6_K: 256}
+
+
+def _f16_bytes(values):
+    return np.asarray(values, dtype=np.float16).view(np.uint8).reshape(-1, 2)
+
+
+def _random_q4_k(rng, n_blocks):
+    d = _f16_bytes(rng.uniform(0.0005, 0.004, n_blocks))
+    dmin = _f16_bytes(rng.uniform(0.0005, 0.004, n_blocks))
+    scales = rng.integers(0, 256, (n_blocks, 12), dtype=np.uint8)
+    qs = rng.integers(0, 256, (n_blocks, 128), dtype=np.uint8)
+    return np.concatenate([d, dmin, scales, qs], axis=1)
+
+
+def _random_q6_k(rng, n_blocks):
+    ql = rng.integers(0, 256, (n_blocks, 128), dtype=np.uint8)
+    qh = rng.integers(0, 256, (n_blocks, 64), dtype=np.uint8)
+    scales = rng.integers(-128, 128, (n_blocks, 16)).astype(np.int8).view(np.uint8)
+    d = _f16_bytes(rng.uniform(0.0002, 0.002, n_blocks))
+    return np.concatenate([ql, qh, scales, d], axis=1)
+
+
+def make_weights(rng, dtype, n_rows, k):
+    """(raw bytes uint8 [n_rows, row_bytes], float64 values [n_rows, k]) for a weight dtype."""
+    qtype = GGUF_TYPE[dtype]
+    if dtype == S.DType.F32:
+        values = rng.standard_normal((n_rows, k), dtype=np.float32)
+        return values.view(np.uint8).reshape(n_rows, -1), values.astype(np.float64)
+    if dtype in (S.DType.Q4_K, S.DType.Q6_K):
+        make = _random_q4_k if dtype == S.DType.Q4_K else _random_q6_k
+        raw = make(rng, n_rows * k // 256).reshape(n_rows, -1)
+    else:
+        raw = quantize(rng.standard_normal((n_rows, k), dtype=np.float32), qtype)
+    values = dequantize(raw, qtype).astype(np.float64).reshape(n_rows, k)
+    assert np.isfinite(values).all()
+    return np.ascontiguousarray(raw).reshape(n_rows, -1), values
+
+
+def buffer_of(ctx, array, pad_front=0):
+    """A buffer holding `array`'s bytes after `pad_front` junk bytes; returns (buffer, offset)."""
+    data = np.ascontiguousarray(array).view(np.uint8).reshape(-1)
+    junk = np.full(pad_front, 0xA5, dtype=np.uint8)
+    return S.Buffer.from_array(ctx, np.concatenate([junk, data])), pad_front
+
+
+def rows_array(pairs):
+    """int32 [n_rows, 2] {slot, index} row metadata."""
+    return np.asarray(pairs, dtype=np.int32).reshape(-1, 2)
+
+
+def rope_inverse_frequencies(mode, rot_dim, theta_base, sections=(0, 0, 0, 0)):
+    """Per-pair float32 inverse frequencies and position components, computed the
+    way transformers does (float32 pow, then 1/x)."""
+    half = rot_dim // 2
+    j = np.arange(half)
+    inv = (np.float32(1) / np.power(np.float32(theta_base),
+                                    (2 * j).astype(np.float32) / np.float32(rot_dim))).astype(np.float32)
+    comp = np.zeros(half, dtype=np.int64)
+    if mode in (S.RopeMode.MROPE, S.RopeMode.VISION):
+        start = 0
+        for c, n in enumerate(sections):
+            comp[start:start + n] = c
+            if mode == S.RopeMode.VISION:
+                i = np.arange(n)
+                inv[start:start + n] = np.float32(1) / np.power(
+                    np.float32(theta_base), (2 * i).astype(np.float32) / np.float32(2 * n))
+            start += n
+    return inv, comp
+
+
+def rope_reference(x, positions, mode, head_dim, rot_dim, theta_base, freq_scale=1.0, sections=(0, 0, 0, 0),
+                   freq_factors=None):
+    """x: float [n_rows, n_heads * head_dim]; positions: int [n_rows, 4]. float64 result."""
+    inv, comp = rope_inverse_frequencies(mode, rot_dim, theta_base, sections)
+    if freq_factors is not None:
+        inv = (inv / np.asarray(freq_factors, dtype=np.float32)).astype(np.float32)
+    out = x.astype(np.float64).copy()
+    n_rows = x.shape[0]
+    heads = out.reshape(n_rows, -1, head_dim)
+    half = rot_dim // 2
+    for r in range(n_rows):
+        pos = np.float32(positions[r][comp]) * np.float32(freq_scale)
+        angle = (pos.astype(np.float32) * inv).astype(np.float32).astype(np.float64)
+        c, s = np.cos(angle), np.sin(angle)
+        if mode == S.RopeMode.ADJACENT:
+            a, b = heads[r, :, 0:rot_dim:2].copy(), heads[r, :, 1:rot_dim:2].copy()
+            heads[r, :, 0:rot_dim:2], heads[r, :, 1:rot_dim:2] = a * c - b * s, b * c + a * s
+        else:
+            a, b = heads[r, :, :half].copy(), heads[r, :, half:rot_dim].copy()
+            heads[r, :, :half], heads[r, :, half:rot_dim] = a * c - b * s, b * c + a * s
+    return out
+
+
+def attention_reference(q, keys, values, scale):
+    """q: [n_heads, hd]; keys/values: [n_keys, n_kv_heads, hd] (float64). Returns [n_heads * hd]."""
+    n_heads, hd = q.shape
+    group = n_heads // keys.shape[1]
+    out = np.empty((n_heads, hd))
+    for h in range(n_heads):
+        k, v = keys[:, h // group, :], values[:, h // group, :]
+        s = scale * (k @ q[h])
+        p = np.exp(s - s.max())
+        out[h] = (p @ v) / p.sum()
+    return out.reshape(-1)
