@@ -367,10 +367,13 @@ typedef struct strata_sampling_params {
 } strata_sampling_params;
 
 /* Samples one token per row. params: a buffer of n_rows strata_sampling_params
- * (32 bytes each). With temperature T > 0: weights w_i = exp((l_i - max l)/T);
+ * (32 bytes each; params_offset a multiple of 8, the struct's alignment).
+ * With temperature T > 0: weights w_i = exp((l_i - max l)/T);
  * top_k keeps tokens whose logit is >= the k-th largest (ties kept); top_p
  * keeps the smallest set of heaviest tokens whose weight reaches top_p of the
- * kept total (ties at the boundary kept); min_p keeps w_i >= min_p. Then
+ * kept total (ties at the boundary kept); min_p keeps w_i >= min_p; the
+ * filters apply in that order (top_k, top_p, min_p). NaN logits are never
+ * kept. Then
  * u = strata_random_uniform(seed, position) picks the first kept token, in
  * ascending id order, whose running weight sum exceeds u * (kept total).
  * The draw depends only on (seed, position) and the row's logits. */
@@ -389,7 +392,8 @@ float strata_random_uniform(uint64_t seed, int64_t position);
 /* Starts recording: kernels and buffer fills/copies enqueued on ctx until
  * strata_graph_end are recorded, not run (CUDA: stream capture; CPU: a list
  * of kernel calls executed in C). While recording, uploads, downloads,
- * synchronize, slot writes and nested recording fail with STRATA_ERR_STATE.
+ * synchronize, slot writes and reads, creating or destroying buffers and slot
+ * sets, graph launches and nested recording fail with STRATA_ERR_STATE.
  *
  * A graph stores the addresses and scalar arguments given at record time:
  * it may only reference buffers and slot sets that stay alive, at fixed
