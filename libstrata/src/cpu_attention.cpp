@@ -103,7 +103,7 @@ void attention(ThreadPool& pool, const AttentionArgs& a) {
     const int64_t n_tasks = a.n_rows * a.n_heads;
     int64_t keys = 0;
     for (int64_t r = 0; r < a.n_rows; r++) keys += s.row_valid(a.rows[2 * r], a.rows[2 * r + 1]) ? a.rows[2 * r + 1] + 1 : 0;
-    pool.run(std::min(threads_for(keys * a.n_heads * hd * 4), n_tasks), [&](int t, int parts) {
+    pool.run(std::min(chunks_for(pool, keys * a.n_heads * hd * 4), n_tasks), [&](int t, int parts) {
         for (int64_t task = t; task < n_tasks; task += parts) {  // interleaved: causal rows differ in cost
             const int64_t r = task / a.n_heads;
             const int h = int(task % a.n_heads);
@@ -133,7 +133,7 @@ void attention_dense(ThreadPool& pool, const DenseAttentionArgs& a) {
     }
     const int hd = a.head_dim;
     const int64_t n_tasks = a.n_tokens * a.n_heads;
-    pool.run(std::min(threads_for(work * a.n_heads * hd * 4), n_tasks), [&](int t, int parts) {
+    pool.run(std::min(chunks_for(pool, work * a.n_heads * hd * 4), n_tasks), [&](int t, int parts) {
         for (int64_t task = t; task < n_tasks; task += parts) {
             const int64_t tok = task / a.n_heads;
             const int h = int(task % a.n_heads);

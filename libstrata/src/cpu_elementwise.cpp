@@ -55,7 +55,7 @@ void silu_mul_row(const float* gate, const float* up, float* out, int64_t n) {
 // Splits n elements into chunks for element-wise kernels (multiples of 8).
 template <class F>
 void for_chunks(ThreadPool& pool, int64_t n, int64_t cost_per_element, F&& f) {
-    pool.run(threads_for(n * cost_per_element), [&](int t, int parts) {
+    pool.run(chunks_for(pool, n * cost_per_element), [&](int t, int parts) {
         int64_t begin, end;
         split_range((n + 7) / 8, t, parts, &begin, &end);
         f(begin * 8, std::min(n, end * 8));
@@ -65,7 +65,7 @@ void for_chunks(ThreadPool& pool, int64_t n, int64_t cost_per_element, F&& f) {
 }  // namespace
 
 void rmsnorm(ThreadPool& pool, const RmsNormArgs& a) {
-    pool.run(std::min(threads_for(a.n_rows * a.dim * 2), a.n_rows), [&](int t, int parts) {
+    pool.run(std::min(chunks_for(pool, a.n_rows * a.dim * 2), a.n_rows), [&](int t, int parts) {
         int64_t begin, end;
         split_range(a.n_rows, t, parts, &begin, &end);
         for (int64_t r = begin; r < end; r++) rmsnorm_row(a.x + r * a.dim, a.weight, a.out + r * a.dim, a.dim, a.eps);
@@ -73,7 +73,7 @@ void rmsnorm(ThreadPool& pool, const RmsNormArgs& a) {
 }
 
 void silu_mul(ThreadPool& pool, const SiluMulArgs& a) {
-    pool.run(std::min(threads_for(a.n_rows * a.n_cols * 16), a.n_rows), [&](int t, int parts) {
+    pool.run(std::min(chunks_for(pool, a.n_rows * a.n_cols * 16), a.n_rows), [&](int t, int parts) {
         int64_t begin, end;
         split_range(a.n_rows, t, parts, &begin, &end);
         for (int64_t r = begin; r < end; r++)
@@ -100,7 +100,7 @@ void add(ThreadPool& pool, const BinaryArgs& a) {
 }
 
 void gather_rows(ThreadPool& pool, const GatherRowsArgs& a) {
-    pool.run(std::min(threads_for(a.n_rows * a.row_bytes / 4), a.n_rows), [&](int t, int parts) {
+    pool.run(std::min(chunks_for(pool, a.n_rows * a.row_bytes / 4), a.n_rows), [&](int t, int parts) {
         int64_t begin, end;
         split_range(a.n_rows, t, parts, &begin, &end);
         const uint8_t* src = static_cast<const uint8_t*>(a.src);

@@ -95,7 +95,7 @@ void embed(ThreadPool& pool, const EmbedArgs& a) {
     if (dtype_info(a.dtype) == nullptr || a.dtype == STRATA_I32)
         fail(STRATA_ERR_INTERNAL, "cpu embed: unhandled dtype " + std::to_string(a.dtype));
     const int64_t row_bytes = dtype_row_bytes(a.dtype, a.dim);
-    pool.run(std::min(threads_for(a.n_rows * a.dim * 4), a.n_rows), [&](int t, int parts) {
+    pool.run(std::min(chunks_for(pool, a.n_rows * a.dim * 4), a.n_rows), [&](int t, int parts) {
         int64_t begin, end;
         split_range(a.n_rows, t, parts, &begin, &end);
         for (int64_t r = begin; r < end; r++) {

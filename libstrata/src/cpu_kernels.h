@@ -28,14 +28,20 @@ void positions_decode(const PositionsDecodeArgs& a);
 void argmax(ThreadPool& pool, const ArgmaxArgs& a);
 void sample(ThreadPool& pool, const SampleArgs& a);
 
-// Splits [0, n) into `parts` contiguous ranges; returns range `t`.
+// Splits [0, n) into `parts` contiguous ranges; returns range `t` (a chunk).
 inline void split_range(int64_t n, int t, int parts, int64_t* begin, int64_t* end) {
     *begin = n * t / parts;
     *end = n * (t + 1) / parts;
 }
 
-// Threads worth using for `work` units of roughly one multiply-add each.
-inline int64_t threads_for(int64_t work) { return work < (1 << 14) ? 1 : (work >> 14); }
+// Chunks worth splitting `work` units (roughly one multiply-add each) into:
+// none below ~16K units, then up to 4 per thread so that a slow thread's
+// share is picked up by the others.
+inline int64_t chunks_for(const ThreadPool& pool, int64_t work) {
+    if (pool.size() == 1 || work < (int64_t(1) << 14)) return 1;
+    const int64_t most = 4 * int64_t(pool.size());
+    return (work >> 14) < most ? (work >> 14) : most;
+}
 
 }  // namespace cpu
 }  // namespace strata

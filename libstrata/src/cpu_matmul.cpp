@@ -1,6 +1,6 @@
 // cpu_matmul.cpp — y = x·Wᵀ on the CPU, weights dequantized on the fly.
 //
-// Threads take contiguous ranges of output columns (weight rows), so each
+// Chunks are contiguous ranges of output columns (weight rows), so each
 // streams its own part of W once. Within a range, columns are tiled so that a
 // tile of W stays in cache while groups of up to 4 activation rows pass over
 // it; the inner loops (cpu_matmul_dot.h) give each row the same arithmetic
@@ -91,8 +91,8 @@ void matmul_columns(const MatmulArgs& a, const DotKernel& kern, int64_t o_begin,
 
 void matmul(ThreadPool& pool, const MatmulArgs& a) {
     const DotKernel kern = kernel_for(a.w_dtype);
-    const int64_t n_threads = std::min(threads_for(a.n_rows * a.n_out * a.k), a.n_out);
-    pool.run(n_threads, [&](int t, int parts) {
+    const int64_t n_chunks = std::min(chunks_for(pool, a.n_rows * a.n_out * a.k), a.n_out);
+    pool.run(n_chunks, [&](int t, int parts) {
         int64_t o_begin, o_end;
         split_range(a.n_out, t, parts, &o_begin, &o_end);
         matmul_columns(a, kern, o_begin, o_end);

@@ -80,7 +80,7 @@ void rope(ThreadPool& pool, const RopeArgs& a) {
     int comp[kMaxPairs];
     pair_frequencies(a, inv, comp);
     const int64_t work = a.n_rows * (int64_t(a.p.n_heads) * a.p.rot_dim * 2 + a.p.rot_dim * 20);
-    pool.run(std::min(threads_for(work), a.n_rows), [&](int t, int parts) {
+    pool.run(std::min(chunks_for(pool, work), a.n_rows), [&](int t, int parts) {
         int64_t begin, end;
         split_range(a.n_rows, t, parts, &begin, &end);
         for (int64_t r = begin; r < end; r++) rope_row(a, inv, comp, r);
@@ -90,7 +90,7 @@ void rope(ThreadPool& pool, const RopeArgs& a) {
 void kv_store(ThreadPool& pool, const KvStoreArgs& a) {
     const SlotsView& s = a.slots;
     const int64_t width = int64_t(s.n_kv_heads) * s.head_dim;
-    pool.run(std::min(threads_for(a.n_rows * width * 2), a.n_rows), [&](int t, int parts) {
+    pool.run(std::min(chunks_for(pool, a.n_rows * width * 2), a.n_rows), [&](int t, int parts) {
         int64_t begin, end;
         split_range(a.n_rows, t, parts, &begin, &end);
         for (int64_t r = begin; r < end; r++) {

@@ -123,7 +123,7 @@ int32_t sample_row(const float* l, int64_t n, const strata_sampling_params& p, s
 }  // namespace
 
 void argmax(ThreadPool& pool, const ArgmaxArgs& a) {
-    pool.run(std::min(threads_for(a.n_rows * a.n_vocab / 4), a.n_rows), [&](int t, int parts) {
+    pool.run(std::min(chunks_for(pool, a.n_rows * a.n_vocab / 4), a.n_rows), [&](int t, int parts) {
         int64_t begin, end;
         split_range(a.n_rows, t, parts, &begin, &end);
         for (int64_t r = begin; r < end; r++) a.out_ids[r] = argmax_row(a.logits + r * a.n_vocab, a.n_vocab);
@@ -131,7 +131,7 @@ void argmax(ThreadPool& pool, const ArgmaxArgs& a) {
 }
 
 void sample(ThreadPool& pool, const SampleArgs& a) {
-    pool.run(std::min(threads_for(a.n_rows * a.n_vocab * 8), a.n_rows), [&](int t, int parts) {
+    pool.run(std::min(chunks_for(pool, a.n_rows * a.n_vocab * 8), a.n_rows), [&](int t, int parts) {
         thread_local std::vector<float> w, scratch;
         int64_t begin, end;
         split_range(a.n_rows, t, parts, &begin, &end);
