@@ -37,6 +37,21 @@ int32_t probe_devices(std::string* reason) noexcept {
     return (int32_t)n;
 }
 
+// While a stream is being captured in thread-local mode, calls such as
+// cudaMalloc are refused on the capturing thread (and would invalidate the
+// recording). They touch no stream, so this thread is switched to relaxed
+// mode around them and back afterwards.
+class RelaxedCaptureMode {
+public:
+    RelaxedCaptureMode() noexcept { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+    ~RelaxedCaptureMode() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+    RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+    RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+private:
+    cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
 class CudaGraphExec final : public GraphExec {
 public:
     CudaGraphExec(int device, cudaStream_t stream, cudaGraphExec_t exec)
@@ -85,7 +100,10 @@ public:
     void info(strata_device_info* out) override {
         use_device();
         size_t free_b = 0, total_b = 0;
-        check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+        {
+            RelaxedCaptureMode relaxed;
+            check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+        }
         std::memset(out, 0, sizeof(*out));
         out->backend = STRATA_BACKEND_CUDA;
         out->device_index = device_;
@@ -99,7 +117,11 @@ public:
     void* alloc(uint64_t n_bytes) override {
         use_device();
         void* p = nullptr;
-        cudaError_t err = cudaMalloc(&p, n_bytes);
+        cudaError_t err;
+        {
+            RelaxedCaptureMode relaxed;  // allocating never joins a recording
+            err = cudaMalloc(&p, n_bytes);
+        }
         if (err == cudaErrorMemoryAllocation) {
             (void)cudaGetLastError();
             fail(STRATA_ERR_OUT_OF_MEMORY, "cudaMalloc of " + std::to_string(n_bytes) + " bytes on cuda:" +

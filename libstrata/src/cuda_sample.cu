@@ -22,7 +22,7 @@
 //          of chunk sums (sequential), running(i) = P[t] + (chunk sum up to i).
 //          It is monotone and ends at total = P[256], so exactly one chunk
 //          holds the first i with running(i) > u · total.
-// T <= 0 (or NaN) is greedy: the argmax.
+// T <= 0 (or NaN) is greedy: the argmax; so is a row whose largest logit is −inf.
 #include <climits>
 
 #include "cuda_common.cuh"
@@ -314,7 +314,9 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a) {
         const Best best = row_argmax(lg, a.n_vocab, sm.red, &n_ok);
         int32_t token = best.i == INT32_MAX ? 0 : best.i;
 
-        if (best.i != INT32_MAX && prm.temperature > 0.0f) {  // all branches below are block-uniform
+        // Greedy for T <= 0 (or NaN) and for rows without a finite-or-+inf maximum.
+        const bool greedy = best.i == INT32_MAX || best.v == __int_as_float(0xff800000) || !(prm.temperature > 0.0f);
+        if (!greedy) {  // every branch below is block-uniform
             RowRule rule;
             rule.m = best.v;
             rule.T = prm.temperature;
