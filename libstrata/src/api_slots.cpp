@@ -91,7 +91,7 @@ STRATA_EXPORT int32_t strata_slots_create(strata_context* ctx, const strata_slot
 
 STRATA_EXPORT int32_t strata_slots_destroy(strata_slots* slots) {
     return guarded("strata_slots_destroy", [&](Call& call) {
-        use_slots(call, slots, "slots");
+        use_slots(call, slots, "slots", false);
         require_eager(call, "destroying slots");
         if (slots->graph_refs > 0)
             fail(STRATA_ERR_STATE, "the slot set is used by " + str(slots->graph_refs) +
@@ -104,7 +104,7 @@ STRATA_EXPORT int32_t strata_slots_destroy(strata_slots* slots) {
 
 STRATA_EXPORT int32_t strata_slots_reset(strata_slots* slots, int32_t slot) {
     return guarded("strata_slots_reset", [&](Call& call) {
-        use_slots(call, slots, "slots");
+        use_slots(call, slots, "slots", false);
         require_eager(call, "resetting a slot");
         require_slot(slots, "slot", slot);
         Backend& be = *slots->ctx->backend;
@@ -119,7 +119,7 @@ STRATA_EXPORT int32_t strata_slots_reset(strata_slots* slots, int32_t slot) {
 
 STRATA_EXPORT int32_t strata_slots_truncate(strata_slots* slots, int32_t slot, int32_t n_tokens) {
     return guarded("strata_slots_truncate", [&](Call& call) {
-        use_slots(call, slots, "slots");
+        use_slots(call, slots, "slots", false);
         require_eager(call, "truncating a slot");
         require_slot(slots, "slot", slot);
         require_range("n_tokens", n_tokens, 0, slots->view.n_ctx);
@@ -133,7 +133,7 @@ STRATA_EXPORT int32_t strata_slots_truncate(strata_slots* slots, int32_t slot, i
 
 STRATA_EXPORT int32_t strata_slots_length(strata_slots* slots, int32_t slot, int32_t* out_length) {
     return guarded("strata_slots_length", [&](Call& call) {
-        use_slots(call, slots, "slots");
+        use_slots(call, slots, "slots", false);
         require_slot(slots, "slot", slot);
         if (out_length == nullptr) invalid("out_length is NULL");
         *out_length = slots->lengths[slot];
@@ -143,7 +143,7 @@ STRATA_EXPORT int32_t strata_slots_length(strata_slots* slots, int32_t slot, int
 STRATA_EXPORT int32_t strata_slots_write_positions(strata_slots* slots, int32_t slot, int32_t first_row,
                                                    int32_t n_rows, const int32_t* positions) {
     return guarded("strata_slots_write_positions", [&](Call& call) {
-        use_slots(call, slots, "slots");
+        use_slots(call, slots, "slots", false);
         require_eager(call, "writing positions");
         require_slot(slots, "slot", slot);
         int32_t length = slots->lengths[slot];
@@ -161,7 +161,7 @@ STRATA_EXPORT int32_t strata_slots_write_positions(strata_slots* slots, int32_t 
 STRATA_EXPORT int32_t strata_slots_read_positions(strata_slots* slots, int32_t slot, int32_t first_row,
                                                   int32_t n_rows, int32_t* out_positions) {
     return guarded("strata_slots_read_positions", [&](Call& call) {
-        use_slots(call, slots, "slots");
+        use_slots(call, slots, "slots", false);
         require_eager(call, "reading positions");
         require_slot(slots, "slot", slot);
         require_range("first_row", first_row, 0, slots->view.n_ctx - 1);
@@ -174,7 +174,7 @@ STRATA_EXPORT int32_t strata_slots_read_positions(strata_slots* slots, int32_t s
 
 STRATA_EXPORT int32_t strata_slots_set_delta(strata_slots* slots, int32_t slot, int32_t delta) {
     return guarded("strata_slots_set_delta", [&](Call& call) {
-        use_slots(call, slots, "slots");
+        use_slots(call, slots, "slots", false);
         require_eager(call, "setting a rope delta");
         require_slot(slots, "slot", slot);
         slots->ctx->backend->upload(slots->view.delta + slot, &delta, sizeof delta);
@@ -183,7 +183,7 @@ STRATA_EXPORT int32_t strata_slots_set_delta(strata_slots* slots, int32_t slot, 
 
 STRATA_EXPORT int32_t strata_slots_debug_share_table(strata_slots* slots, int32_t slot, int32_t target) {
     return guarded("strata_slots_debug_share_table", [&](Call& call) {
-        use_slots(call, slots, "slots");
+        use_slots(call, slots, "slots", false);
         require_eager(call, "sharing a table");
         require_slot(slots, "slot", slot);
         require_slot(slots, "target", target);

@@ -50,12 +50,12 @@ strata_buffer* use_buffer(Call& call, strata_buffer* buf, const char* name) {
     return buf;
 }
 
-strata_slots* use_slots(Call& call, strata_slots* slots, const char* name) {
+strata_slots* use_slots(Call& call, strata_slots* slots, const char* name, bool record) {
     if (!registry_contains(slots, HandleKind::Slots))
         invalid(std::string(name) + (slots == nullptr ? " is NULL" : " is not a live slot set (destroyed or never created)"));
     if (call.ctx == nullptr) call.ctx = slots->ctx;
     else if (slots->ctx != call.ctx) invalid(std::string(name) + " belongs to a different context");
-    if (call.ctx->recording) call.ctx->recorded_slots.insert(slots);
+    if (record && call.ctx->recording) call.ctx->recorded_slots.insert(slots);
     return slots;
 }
 

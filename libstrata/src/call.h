@@ -52,9 +52,11 @@ int32_t guarded(const char* fn, Body&& body) noexcept {
 u128 mul_sat(u128 a, u128 b);
 
 // Resolves handles; the first one fixes call.ctx, later ones must match it.
+// use_slots also marks the slot set as referenced by a graph being recorded
+// unless `record` is false (slot management calls, which are not recorded).
 strata_context* use_context(Call& call, strata_context* ctx);
 strata_buffer* use_buffer(Call& call, strata_buffer* buf, const char* name);
-strata_slots* use_slots(Call& call, strata_slots* slots, const char* name);
+strata_slots* use_slots(Call& call, strata_slots* slots, const char* name, bool record = true);
 
 // Fails with STRATA_ERR_STATE while call.ctx is recording a graph.
 void require_eager(Call& call, const char* what);

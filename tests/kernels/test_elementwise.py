@@ -71,7 +71,7 @@ def test_silu_mul(ctx, rng, n_rows, n_cols):
     g, u = gate[:, :n_cols].astype(np.float64), up[:, :n_cols].astype(np.float64)
     ref = g / (1 + np.exp(-g)) * u
     got = download(out, 0, (n_rows, n_cols))
-    assert np.all(np.abs(got - ref) <= 1e-6 * np.abs(ref) + 1e-30)
+    assert np.all(np.abs(got - ref) <= 2e-6 * np.abs(ref) + 1e-30)  # a few float32 ulps
     for b in (bg, bu, out):
         b.close()
 

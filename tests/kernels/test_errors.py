@@ -121,7 +121,7 @@ def test_buffers_of_another_context(ctx):
 
 
 def test_allocation_too_large(ctx):
-    expect_error(OOM, "cannot allocate", S.Buffer, ctx, 1 << 62)
+    expect_error(OOM, "", S.Buffer, ctx, 1 << 62)
     expect_error(OOM, "", S.Slots, ctx, 1 << 20, 1 << 10, 1 << 20, 64, 512)
     expect_error(INVALID, "n_bytes must be > 0", S.Buffer, ctx, 0)
     with S.Buffer(ctx, 16) as ok:  # the context is still fine

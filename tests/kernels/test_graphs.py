@@ -146,11 +146,14 @@ def test_failed_kernel_poisons_recording(ctx):
 def test_graph_keeps_buffers_and_slots_alive(ctx):
     a, b = S.Buffer(ctx, 64), S.Buffer(ctx, 64)
     slots = S.Slots(ctx, 1, 1, 4, 1, 2)
+    unused = S.Slots(ctx, 1, 0, 4, 1, 2)
     rows = S.Buffer.from_array(ctx, rows_array([(0, 0)]))
     ctx.graph_begin()
     a.fill(3)
     S.positions_decode(ctx, slots, rows, 0, 1)
+    assert unused.length(0) == 0 and b.size == 64  # host queries are fine and pin nothing
     graph = ctx.graph_end()
+    unused.close()
     for obj in (a, slots, rows):
         with pytest.raises(S.StrataError) as e:
             obj.close()
