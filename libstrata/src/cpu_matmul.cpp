@@ -3,8 +3,9 @@
 // Chunks are contiguous ranges of output columns (weight rows), so each
 // streams its own part of W once. Within a range, columns are tiled so that a
 // tile of W stays in cache while groups of up to 4 activation rows pass over
-// it; the inner loops (cpu_matmul_dot.h) give each row the same arithmetic
-// whatever the group size, so results are batch-invariant.
+// it (single rows take two columns per pass); the inner loops
+// (cpu_matmul_dot.h) give each (row, column) the same arithmetic whatever the
+// grouping, so results are batch-invariant.
 #include <algorithm>
 #include <vector>
 
@@ -17,30 +18,33 @@ namespace strata {
 namespace cpu {
 namespace {
 
-using DotFn = void (*)(const DotRows&, const uint8_t*, int64_t, float*);
+// (rows, weight row, weight row stride, k, out[column * R + row])
+using DotFn = void (*)(const DotRows&, const uint8_t*, int64_t, int64_t, float*);
 
 struct DotKernel {
-    DotFn fn[4];    // for 1..4 rows
+    DotFn fn[4];    // for 1..4 rows, one column
+    DotFn pair;     // one row, two columns (nullptr: use fn[0] twice)
     bool needs_sx;  // uses per-row 32-block sums
 };
 
+#define STRATA_DOT_KERNEL(f, pair, sx) DotKernel{{&f<1>, &f<2>, &f<3>, &f<4>}, pair, sx}
 
-#define STRATA_DOT_KERNEL(f, sx) DotKernel{{&f<1>, &f<2>, &f<3>, &f<4>}, sx}
-
-template <int R> void dot_f32(const DotRows& in, const uint8_t* w, int64_t k, float* out) { dot_plain<LoadF32, R>(in, w, k, out); }
-template <int R> void dot_f16(const DotRows& in, const uint8_t* w, int64_t k, float* out) { dot_plain<LoadF16, R>(in, w, k, out); }
-template <int R> void dot_bf16(const DotRows& in, const uint8_t* w, int64_t k, float* out) { dot_plain<LoadBF16, R>(in, w, k, out); }
+template <int R> void dot_f32(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_plain<LoadF32, R>(in, w, s, k, out); }
+template <int R> void dot_f16(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_plain<LoadF16, R>(in, w, s, k, out); }
+template <int R> void dot_bf16(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_plain<LoadBF16, R>(in, w, s, k, out); }
+template <int R> void dot_q8_0_1(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_q8_0<R, 1>(in, w, s, k, out); }
+template <int R> void dot_q4_1_1(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_q4_1<R, 1>(in, w, s, k, out); }
 
 DotKernel kernel_for(int32_t dtype) {
     switch (dtype) {
-        case STRATA_F32: return STRATA_DOT_KERNEL(dot_f32, false);
-        case STRATA_F16: return STRATA_DOT_KERNEL(dot_f16, false);
-        case STRATA_BF16: return STRATA_DOT_KERNEL(dot_bf16, false);
-        case STRATA_Q8_0: return STRATA_DOT_KERNEL(dot_q8_0, false);
-        case STRATA_Q4_0: return STRATA_DOT_KERNEL(dot_q4_0, false);
-        case STRATA_Q4_1: return STRATA_DOT_KERNEL(dot_q4_1, true);
-        case STRATA_Q4_K: return STRATA_DOT_KERNEL(dot_q4_k, true);
-        case STRATA_Q6_K: return STRATA_DOT_KERNEL(dot_q6_k, false);
+        case STRATA_F32: return STRATA_DOT_KERNEL(dot_f32, nullptr, false);
+        case STRATA_F16: return STRATA_DOT_KERNEL(dot_f16, nullptr, false);
+        case STRATA_BF16: return STRATA_DOT_KERNEL(dot_bf16, nullptr, false);
+        case STRATA_Q8_0: return STRATA_DOT_KERNEL(dot_q8_0_1, (&dot_q8_0<1, 2>), false);
+        case STRATA_Q4_0: return STRATA_DOT_KERNEL(dot_q4_0, nullptr, false);
+        case STRATA_Q4_1: return STRATA_DOT_KERNEL(dot_q4_1_1, (&dot_q4_1<1, 2>), true);
+        case STRATA_Q4_K: return STRATA_DOT_KERNEL(dot_q4_k, nullptr, true);
+        case STRATA_Q6_K: return STRATA_DOT_KERNEL(dot_q6_k, nullptr, false);
         default: fail(STRATA_ERR_INTERNAL, "cpu matmul: unhandled dtype " + std::to_string(dtype));
     }
 }
@@ -78,9 +82,17 @@ void matmul_columns(const MatmulArgs& a, const DotKernel& kern, int64_t o_begin,
                 rows.sx[i] = kern.needs_sx ? sx.data() + (r0 + i) * n_blocks32 * kSumStride : nullptr;
             }
             const DotFn fn = kern.fn[n - 1];
-            float out[kRowGroup];
-            for (int64_t o = t0; o < t1; o++) {
-                fn(rows, w + o * row_bytes, a.k, out);
+            float out[2 * kRowGroup];
+            int64_t o = t0;
+            if (n == 1 && kern.pair != nullptr) {
+                for (; o + 2 <= t1; o += 2) {
+                    kern.pair(rows, w + o * row_bytes, row_bytes, a.k, out);
+                    finish(a, r0, o, out[0]);
+                    finish(a, r0, o + 1, out[1]);
+                }
+            }
+            for (; o < t1; o++) {
+                fn(rows, w + o * row_bytes, row_bytes, a.k, out);
                 for (int i = 0; i < n; i++) finish(a, r0 + i, o, out[i]);
             }
         }

@@ -71,25 +71,44 @@ inline void store_results(const __m256* total, const float* macc, float* out) {
     for (int r = 0; r < R; r++) out[r] = hsum(total[r]) + macc[r];
 }
 
+// Kernels take C weight rows (w, w + w_stride, ...) and R activation rows and
+// write out[c * R + r]. C > 1 (two output columns at once, used for single-row
+// calls) shares the activation loads; every (row, column) pair still runs the
+// same operations as with R = C = 1.
+
 // Q8_0: 34-byte blocks {f16 d, int8 q[32]}, value d*q.
-template <int R>
-void dot_q8_0(const DotRows& in, const uint8_t* w, int64_t k, float* out) {
-    __m256 total[R];
-    float macc[R];
-    for (int r = 0; r < R; r++) total[r] = _mm256_setzero_ps(), macc[r] = 0.0f;
+template <int R, int C = 1>
+void dot_q8_0(const DotRows& in, const uint8_t* w, int64_t w_stride, int64_t k, float* out) {
+    __m256 total[C][R];
+    float macc[C][R];
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++) total[c][r] = _mm256_setzero_ps(), macc[c][r] = 0.0f;
     for (int64_t b = 0; b < k / 32; b++, w += 34) {
-        const __m256 d = bcast_f16(w);
-        const __m256 q0 = f32_of(load8_i8(w + 2)), q1 = f32_of(load8_i8(w + 10));
-        const __m256 q2 = f32_of(load8_i8(w + 18)), q3 = f32_of(load8_i8(w + 26));
-        for (int r = 0; r < R; r++)
-            total[r] = _mm256_fmadd_ps(d, dot32(in.x[r] + 32 * b, q0, q1, q2, q3), total[r]);
+        __m256 d[C], q[C][4];
+        for (int c = 0; c < C; c++) {
+            const uint8_t* wc = w + c * w_stride;
+            d[c] = bcast_f16(wc);
+            for (int i = 0; i < 4; i++) q[c][i] = f32_of(load8_i8(wc + 2 + 8 * i));
+        }
+        for (int r = 0; r < R; r++) {
+            const float* x = in.x[r] + 32 * b;
+            const __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
+            const __m256 x2 = _mm256_loadu_ps(x + 16), x3 = _mm256_loadu_ps(x + 24);
+            for (int c = 0; c < C; c++) {
+                __m256 s = _mm256_mul_ps(x0, q[c][0]);
+                s = _mm256_fmadd_ps(x1, q[c][1], s);
+                s = _mm256_fmadd_ps(x2, q[c][2], s);
+                s = _mm256_fmadd_ps(x3, q[c][3], s);
+                total[c][r] = _mm256_fmadd_ps(d[c], s, total[c][r]);
+            }
+        }
     }
-    store_results<R>(total, macc, out);
+    for (int c = 0; c < C; c++) store_results<R>(total[c], macc[c], out + c * R);
 }
 
 // Q4_0: 18-byte blocks {f16 d, 16 bytes}; x[j] = d*(lo(q[j]) - 8), x[j+16] = d*(hi(q[j]) - 8).
 template <int R>
-void dot_q4_0(const DotRows& in, const uint8_t* w, int64_t k, float* out) {
+void dot_q4_0(const DotRows& in, const uint8_t* w, int64_t, int64_t k, float* out) {
     const __m256i low4 = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
     __m256 total[R];
     float macc[R];
@@ -110,32 +129,52 @@ void dot_q4_0(const DotRows& in, const uint8_t* w, int64_t k, float* out) {
 // Q4_1: 20-byte blocks {f16 d, f16 m, 16 bytes}; value d*q + m, computed as
 // d*sum(x*q) + m*sum(x). {d, m} are converted together; lane 1 of a 4-lane
 // FMA against the block's {0, sum(x), 0, 0} accumulates the min term.
-template <int R>
-void dot_q4_1(const DotRows& in, const uint8_t* w, int64_t k, float* out) {
+template <int R, int C = 1>
+void dot_q4_1(const DotRows& in, const uint8_t* w, int64_t w_stride, int64_t k, float* out) {
     const __m256i low4 = _mm256_set1_epi32(15);
-    __m256 total[R];
-    __m128 macc[R];
-    for (int r = 0; r < R; r++) total[r] = _mm256_setzero_ps(), macc[r] = _mm_setzero_ps();
+    __m256 total[C][R];
+    __m128 macc[C][R];
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++) total[c][r] = _mm256_setzero_ps(), macc[c][r] = _mm_setzero_ps();
     for (int64_t b = 0; b < k / 32; b++, w += 20) {
-        int32_t dm_bits;
-        std::memcpy(&dm_bits, w, 4);
-        const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(dm_bits));  // {d, m, 0, 0}
-        const __m256 d = _mm256_broadcastss_ps(dm);
-        const __m256i va = load8_u8(w + 4), vb = load8_u8(w + 12);
-        const __m256 q0 = f32_of(_mm256_and_si256(va, low4)), q1 = f32_of(_mm256_and_si256(vb, low4));
-        const __m256 q2 = f32_of(_mm256_srli_epi32(va, 4)), q3 = f32_of(_mm256_srli_epi32(vb, 4));
+        __m128 dm[C];
+        __m256 d[C], q[C][4];
+        for (int c = 0; c < C; c++) {
+            const uint8_t* wc = w + c * w_stride;
+            int32_t dm_bits;
+            std::memcpy(&dm_bits, wc, 4);
+            dm[c] = _mm_cvtph_ps(_mm_cvtsi32_si128(dm_bits));  // {d, m, 0, 0}
+            d[c] = _mm256_broadcastss_ps(dm[c]);
+            const __m256i va = load8_u8(wc + 4), vb = load8_u8(wc + 12);
+            q[c][0] = f32_of(_mm256_and_si256(va, low4));
+            q[c][1] = f32_of(_mm256_and_si256(vb, low4));
+            q[c][2] = f32_of(_mm256_srli_epi32(va, 4));
+            q[c][3] = f32_of(_mm256_srli_epi32(vb, 4));
+        }
         for (int r = 0; r < R; r++) {
-            total[r] = _mm256_fmadd_ps(d, dot32(in.x[r] + 32 * b, q0, q1, q2, q3), total[r]);
-            macc[r] = _mm_fmadd_ps(dm, _mm_loadu_ps(in.sx[r] + kSumStride * b), macc[r]);
+            const float* x = in.x[r] + 32 * b;
+            const __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
+            const __m256 x2 = _mm256_loadu_ps(x + 16), x3 = _mm256_loadu_ps(x + 24);
+            const __m128 sx = _mm_loadu_ps(in.sx[r] + kSumStride * b);
+            for (int c = 0; c < C; c++) {
+                __m256 s = _mm256_mul_ps(x0, q[c][0]);
+                s = _mm256_fmadd_ps(x1, q[c][1], s);
+                s = _mm256_fmadd_ps(x2, q[c][2], s);
+                s = _mm256_fmadd_ps(x3, q[c][3], s);
+                total[c][r] = _mm256_fmadd_ps(d[c], s, total[c][r]);
+                macc[c][r] = _mm_fmadd_ps(dm[c], sx, macc[c][r]);
+            }
         }
     }
-    for (int r = 0; r < R; r++) out[r] = hsum(total[r]) + _mm_cvtss_f32(_mm_movehdup_ps(macc[r]));
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++)
+            out[c * R + r] = hsum(total[c][r]) + _mm_cvtss_f32(_mm_movehdup_ps(macc[c][r]));
 }
 
 // Q4_K: 144-byte super-blocks of 256 {f16 d, f16 dmin, 12 bytes of 6-bit
 // scales/mins, 128 bytes}; sub-block j value (d*sc_j)*q - (dmin*m_j).
 template <int R>
-void dot_q4_k(const DotRows& in, const uint8_t* w, int64_t k, float* out) {
+void dot_q4_k(const DotRows& in, const uint8_t* w, int64_t, int64_t k, float* out) {
     const __m256i low4 = _mm256_set1_epi32(15);
     __m256 total[R];
     float macc[R];
@@ -169,7 +208,7 @@ void dot_q4_k(const DotRows& in, const uint8_t* w, int64_t k, float* out) {
 // Q6_K: 210-byte super-blocks of 256 {128 ql, 64 qh, int8 scales[16], f16 d};
 // value (d*scale_g)*(q - 32) for 16-value group g.
 template <int R>
-void dot_q6_k(const DotRows& in, const uint8_t* w, int64_t k, float* out) {
+void dot_q6_k(const DotRows& in, const uint8_t* w, int64_t, int64_t k, float* out) {
     const __m256i m0f = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), c32 = _mm256_set1_epi8(32);
     alignas(32) int8_t q[256];
     __m256 total[R];
@@ -223,7 +262,7 @@ struct LoadBF16 {
 };
 
 template <class L, int R>
-void dot_plain(const DotRows& in, const uint8_t* w, int64_t k, float* out) {
+void dot_plain(const DotRows& in, const uint8_t* w, int64_t, int64_t k, float* out) {
     __m256 total[R];
     float macc[R];
     for (int r = 0; r < R; r++) total[r] = _mm256_setzero_ps(), macc[r] = 0.0f;
