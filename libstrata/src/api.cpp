@@ -75,10 +75,14 @@ STRATA_EXPORT const char* strata_status_name(int32_t status) {
 }
 
 STRATA_EXPORT const char* strata_build_info(void) {
-    static const std::string info = std::string("libstrata abi ") + std::to_string(STRATA_ABI_VERSION) +
-                                    "; g++ " + __VERSION__ +
-                                    "; cpu kernels x86-64-v3 (AVX2, FMA, F16C); " + cuda_build_info();
-    return info.c_str();
+    try {
+        static const std::string info = std::string("libstrata abi ") + std::to_string(STRATA_ABI_VERSION) +
+                                        "; g++ " + __VERSION__ +
+                                        "; cpu kernels x86-64-v3 (AVX2, FMA, F16C); " + cuda_build_info();
+        return info.c_str();
+    } catch (...) {
+        return "libstrata (build description unavailable: out of memory)";
+    }
 }
 
 STRATA_EXPORT int32_t strata_dtype_block(int32_t dtype, int64_t* out_block_values, int64_t* out_block_bytes) {

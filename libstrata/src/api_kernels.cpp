@@ -107,6 +107,7 @@ STRATA_EXPORT int32_t strata_matmul(strata_context* ctx, strata_buffer* x, uint6
                                        operand(call, bias, "bias", bias_offset, u128(n_out) * 4, 4, "F32"));
         a.y = reinterpret_cast<float*>(operand(call, y, "y", y_offset, y_bytes, 4, "F32"));
         require_disjoint(y, y_offset, y_bytes, "y", x, x_offset, x_bytes, "x");
+        if (bias != nullptr) require_disjoint(y, y_offset, y_bytes, "y", bias, bias_offset, u128(n_out) * 4, "bias");
         a.n_rows = n_rows;
         a.k = k;
         a.w_dtype = w_dtype;
