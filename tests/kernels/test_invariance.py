@@ -176,3 +176,24 @@ def test_dense_attention_invariant_to_neighbours(ctx, rng):
     alone = run(0)
     for prefix in (1, 5, 31, 64):
         assert np.array_equal(bits(run(prefix)), bits(alone)), f"after {prefix} other tokens"
+
+
+def test_cpu_results_do_not_depend_on_thread_count(rng):
+    """The CPU split (chunks claimed by however many threads) never changes a value."""
+    raw, _ = make_weights(rng, S.DType.Q4_1, 301, 576)
+    x = rng.standard_normal((13, 576), dtype=np.float32)
+    logits = rng.standard_normal((3, 5000), dtype=np.float32)
+    params = np.zeros(3, S.SAMPLING_PARAMS_DTYPE)
+    params["temperature"], params["top_p"], params["seed"], params["position"] = 1.0, 0.9, 5, [1, 2, 3]
+    results = []
+    for threads in (1, 2, 3):
+        with S.Context("cpu", threads) as ctx:
+            bufs = [S.Buffer.from_array(ctx, a) for a in (raw, x, logits, params)]
+            y, ids = S.Buffer(ctx, 13 * 301 * 4), S.Buffer(ctx, 12)
+            S.matmul(ctx, bufs[1], 0, 13, 576, bufs[0], 0, S.DType.Q4_1, 301, None, 0, y, 0)
+            S.sample(ctx, bufs[2], 0, 3, 5000, bufs[3], 0, ids, 0)
+            results.append((y.to_numpy(np.float32, (13 * 301,)).view(np.uint32), ids.to_numpy(np.int32, (3,))))
+            for b in bufs + [y, ids]:
+                b.close()
+    for y, ids in results[1:]:
+        assert np.array_equal(y, results[0][0]) and np.array_equal(ids, results[0][1])
