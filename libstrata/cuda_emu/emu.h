@@ -1,0 +1,87 @@
+// emu.h — a host emulation of the CUDA execution model, so the CUDA kernels'
+// logic can be checked on a machine without a GPU.
+//
+// One OS thread per CUDA thread; __syncthreads is a std::barrier over the
+// block; __shfl_xor_sync is a per-warp barrier plus an exchange array (so it
+// is exactly as synchronous as on the device); __shared__ becomes a static
+// (one block runs at a time); __ldg aborts on a misaligned address. Math uses
+// host libm, so results match the GPU's only to rounding: this checks
+// indexing, control flow, barriers and batch invariance, not device numerics.
+#pragma once
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+#include <cstdio>
+#include <cstdlib>
+#define __device__
+#define __host__
+#define __global__
+#define __forceinline__ inline
+#define __shared__ static
+#define __launch_bounds__(...)
+struct uint2 { unsigned int x, y; };
+struct uint4 { unsigned int x, y, z, w; };
+struct float2 { float x, y; };
+struct float4 { float x, y, z, w; };
+inline float2 make_float2(float a, float b) { return {a, b}; }
+typedef void* cudaStream_t;
+template <class T> inline T __ldg(const T* p) {
+    size_t al = sizeof(T) >= 16 ? 16 : sizeof(T);
+    if (reinterpret_cast<uintptr_t>(p) % al != 0) { fprintf(stderr, "misaligned __ldg of %zu bytes at %p\n", sizeof(T), (const void*)p); abort(); }
+    T v; std::memcpy(&v, p, sizeof(T)); return v; }
+inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
+inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
+inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
+inline float __fdiv_rn(float a, float b) { volatile float r = a / b; return r; }
+inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+inline float __uint_as_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline uint32_t __float_as_uint(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+inline float __int_as_float(int32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+struct __half { uint16_t b; };
+struct __half2 { __half x, y; };
+inline __half __ushort_as_half(uint16_t b) { return {b}; }
+inline float __half2float(__half h) { _Float16 f; std::memcpy(&f, &h.b, 2); return (float)f; }
+inline __half __float2half_rn(float x) { _Float16 f = (_Float16)x; __half h; std::memcpy(&h.b, &f, 2); return h; }
+inline float2 __half22float2(__half2 h) { return {__half2float(h.x), __half2float(h.y)}; }
+template <class T> inline T min(T a, T b) { return a < b ? a : b; }
+template <class T> inline T max(T a, T b) { return a > b ? a : b; }
+
+struct Dim { unsigned x = 0, y = 0, z = 0; };
+inline thread_local Dim threadIdx, blockIdx;
+inline Dim blockDim, gridDim;
+inline std::barrier<>* g_block_barrier = nullptr;
+inline std::vector<std::unique_ptr<std::barrier<>>> g_warp_barriers;
+inline uint64_t g_xchg[64][32];
+inline void __syncthreads() { g_block_barrier->arrive_and_wait(); }
+template <class T> inline T __shfl_xor_sync(unsigned, T v, int off) {
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    uint64_t bits = 0; std::memcpy(&bits, &v, sizeof(T));
+    g_xchg[warp][lane] = bits;
+    g_warp_barriers[warp]->arrive_and_wait();
+    uint64_t o = g_xchg[warp][lane ^ off];
+    g_warp_barriers[warp]->arrive_and_wait();
+    T r; std::memcpy(&r, &o, sizeof(T)); return r;
+}
+inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+// Runs kernel() for every block of the grid with `block` threads each.
+inline void run_grid(unsigned gx, unsigned gy, unsigned block, const std::function<void()>& kernel) {
+    gridDim = {gx, gy, 1}; blockDim = {block, 1, 1};
+    for (unsigned by = 0; by < gy; ++by) for (unsigned bx = 0; bx < gx; ++bx) {
+        std::barrier<> bar((std::ptrdiff_t)block); g_block_barrier = &bar;
+        g_warp_barriers.clear();
+        for (unsigned w = 0; w < (block + 31) / 32; ++w) g_warp_barriers.push_back(std::make_unique<std::barrier<>>(32));
+        std::vector<std::thread> ts;
+        for (unsigned t = 0; t < block; ++t) ts.emplace_back([&, t] { threadIdx = {t, 0, 0}; blockIdx = {bx, by, 0}; kernel(); });
+        for (auto& th : ts) th.join();
+    }
+}

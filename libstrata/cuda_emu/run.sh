@@ -1,0 +1,21 @@
+#!/bin/sh
+# run.sh — builds and runs the host emulation checks of the CUDA kernels
+# (no GPU needed): libstrata/cuda_emu/run.sh [quant|sample|matmul|attention|dense|rope|misc]
+# Takes a few minutes in all (one OS thread per emulated CUDA thread).
+set -e
+here=$(cd "$(dirname "$0")" && pwd)
+root=$here/../..
+out=$root/build/cuda_emu
+python3 "$here/mk.py" "$root/libstrata/src" "$out/src"
+CXX=${CXX:-g++}
+flags="-std=c++20 -O2 -ffp-contract=off -pthread -I$here -I$out/src -I$root/libstrata/include -I$root/libstrata/src"
+what=${1:-all}
+for t in quant sample kernels; do
+    case "$what" in
+        all) ;;
+        quant|sample) [ "$t" = "$what" ] || continue ;;
+        *) [ "$t" = kernels ] || continue ;;
+    esac
+    $CXX $flags "$here/test_$t.cpp" -o "$out/test_$t"
+    if [ "$t" = kernels ] && [ "$what" != all ]; then "$out/test_$t" "$what"; else "$out/test_$t"; fi
+done

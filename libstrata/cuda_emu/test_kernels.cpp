@@ -1,0 +1,286 @@
+// test_kernels.cpp — the CUDA kernels (run under emu.h) against float64
+// references: matmul for every dtype (odd k, misaligned x, bias, accumulate),
+// kv_store + causal GQA attention (unwritten cells hold NaN and must never be
+// read), dense attention (empty and odd-head-dim segments), rope in all four
+// modes (padding rows and tails untouched, a debug-shared table), rmsnorm in
+// place, embed with bad ids, gather_rows, silu_mul, gelu, positions_decode;
+// and batch invariance bit for bit (a row alone vs in a batch, a segment
+// moved). Usage: test_kernels [matmul|attention|dense|rope|misc].
+#include "emu.h"
+#include "cuda_matmul.cu"
+#include "cuda_attention.cu"
+#include "cuda_attention_dense.cu"
+#include "cuda_norm_rope.cu"
+#include "cuda_embed.cu"
+#include "cuda_elementwise.cu"
+#include <cstdio>
+#include <random>
+using namespace strata;
+using namespace strata::cuda;
+static std::mt19937_64 rng(3);
+static int fails = 0;
+#define CHECK(c, ...) do { if (!(c)) { ++fails; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
+static float randn() { static std::normal_distribution<float> nd(0, 1); return nd(rng); }
+static uint16_t f2h(float x) { return __float2half_rn(x).b; }
+static float h2f(uint16_t b) { return __half2float(__half{b}); }
+
+// ---------------------------------------------------------------- matmul
+static std::vector<uint8_t> random_weights(int dt, int64_t n_out, int64_t k) {
+    int64_t rb = row_bytes(dt, k); std::vector<uint8_t> w(n_out * rb + 16);
+    for (auto& b : w) b = rng() & 255;
+    auto fixh = [&](int64_t off) { w[off] = rng() & 255; w[off + 1] = (rng() & 0x03) | 0x28 | ((rng() & 1) << 7); };  // small finite f16
+    for (int64_t o = 0; o < n_out; ++o) {
+        uint8_t* r = w.data() + o * rb; int64_t base = r - w.data();
+        switch (dt) {
+        case STRATA_F32: for (int64_t i = 0; i < k; ++i) { float v = randn(); memcpy(r + 4 * i, &v, 4); } break;
+        case STRATA_F16: for (int64_t i = 0; i < k; ++i) { uint16_t h = f2h(randn()); memcpy(r + 2 * i, &h, 2); } break;
+        case STRATA_BF16: for (int64_t i = 0; i < k; ++i) { float v = randn(); uint32_t u; memcpy(&u, &v, 4); uint16_t h = u >> 16; memcpy(r + 2 * i, &h, 2); } break;
+        case STRATA_Q8_0: for (int64_t b = 0; b < k / 32; ++b) fixh(base + 34 * b); break;
+        case STRATA_Q4_0: for (int64_t b = 0; b < k / 32; ++b) fixh(base + 18 * b); break;
+        case STRATA_Q4_1: for (int64_t b = 0; b < k / 32; ++b) { fixh(base + 20 * b); fixh(base + 20 * b + 2); } break;
+        case STRATA_Q4_K: for (int64_t b = 0; b < k / 256; ++b) { fixh(base + 144 * b); fixh(base + 144 * b + 2); } break;
+        case STRATA_Q6_K: for (int64_t b = 0; b < k / 256; ++b) fixh(base + 210 * b + 208); break;
+        }
+    }
+    return w;
+}
+static void run_matmul(int dt, const float* x, int64_t n_rows, int64_t k, const uint8_t* w, int64_t n_out, const float* bias, float* y, bool acc) {
+    T_cuda_matmul::MatmulParams p;
+    p.x = x; p.n_rows = n_rows; p.k = k; p.w = w; p.w_row_bytes = row_bytes(dt, k); p.n_out = n_out;
+    p.n_units = T_cuda_matmul::units_per_row(dt, k); p.bias = bias; p.y = y; p.accumulate = acc;
+    p.x_vec = (reinterpret_cast<uintptr_t>(x) % 16 == 0) && (k % 4 == 0);
+    p.w_vec = (reinterpret_cast<uintptr_t>(w) % 16 == 0) && (p.w_row_bytes % 16 == 0);
+    const int64_t n_tiles = (n_rows + 7) / 8;
+    unsigned gx = (unsigned)((n_out + 3) / 4), gy = (unsigned)std::min<int64_t>(n_tiles, 3);  // gy < tiles: exercises the stride loop
+    auto go = [&](auto tag) { constexpr int D = decltype(tag)::value; run_grid(gx, gy, 128, [&] { T_cuda_matmul::matmul_kernel<D>(p); }); };
+    switch (dt) {
+    case STRATA_F32: go(std::integral_constant<int, STRATA_F32>()); break;
+    case STRATA_F16: go(std::integral_constant<int, STRATA_F16>()); break;
+    case STRATA_BF16: go(std::integral_constant<int, STRATA_BF16>()); break;
+    case STRATA_Q8_0: go(std::integral_constant<int, STRATA_Q8_0>()); break;
+    case STRATA_Q4_0: go(std::integral_constant<int, STRATA_Q4_0>()); break;
+    case STRATA_Q4_1: go(std::integral_constant<int, STRATA_Q4_1>()); break;
+    case STRATA_Q4_K: go(std::integral_constant<int, STRATA_Q4_K>()); break;
+    case STRATA_Q6_K: go(std::integral_constant<int, STRATA_Q6_K>()); break;
+    }
+}
+static void test_matmul() {
+    struct Case { int dt; int64_t k; };
+    std::vector<Case> cases = {{STRATA_F32, 1}, {STRATA_F32, 7}, {STRATA_F32, 36}, {STRATA_F32, 576}, {STRATA_F16, 5}, {STRATA_F16, 64}, {STRATA_F16, 1176},
+        {STRATA_BF16, 9}, {STRATA_BF16, 576}, {STRATA_Q8_0, 32}, {STRATA_Q8_0, 576}, {STRATA_Q4_0, 64}, {STRATA_Q4_0, 1536}, {STRATA_Q4_1, 576},
+        {STRATA_Q4_1, 2080}, {STRATA_Q4_K, 256}, {STRATA_Q4_K, 2304}, {STRATA_Q6_K, 256}, {STRATA_Q6_K, 1536}};
+    for (auto c : cases) for (int xoff : {0, 1}) {
+        const int64_t n_out = 9, n_rows = 13, k = c.k;
+        auto wv = random_weights(c.dt, n_out, k);
+        const uint8_t* w = wv.data();
+        std::vector<float> xs(n_rows * k + 8); for (auto& v : xs) v = randn();
+        const float* x = xs.data() + xoff;
+        std::vector<float> bias(n_out); for (auto& v : bias) v = randn();
+        std::vector<float> y(n_rows * n_out, 0.f), y0(n_rows * n_out);
+        for (auto& v : y) v = randn(); y0 = y;
+        run_matmul(c.dt, x, n_rows, k, w, n_out, bias.data(), y.data(), true);
+        const int64_t rb = row_bytes(c.dt, k);
+        for (int64_t r = 0; r < n_rows; ++r) for (int64_t o = 0; o < n_out; ++o) {
+            double s = 0, mag = 0; for (int64_t i = 0; i < k; ++i) { double wv_ = dequant_value(w + o * rb, c.dt, i); s += wv_ * x[r * k + i]; mag += std::fabs(wv_ * x[r * k + i]); }
+            double want = y0[r * n_out + o] + s + bias[o], got = y[r * n_out + o];
+            CHECK(std::fabs(got - want) <= 1e-5 * (mag + std::fabs(y0[r*n_out+o]) + std::fabs(bias[o])) + 1e-30, "matmul dt=%d k=%ld r=%ld o=%ld got %g want %g", c.dt, (long)k, (long)r, (long)o, got, want);
+        }
+        // batch invariance: each row alone (and a 3-row batch starting at it) gives the same bits
+        std::vector<float> z(n_rows * n_out, 0.f);
+        run_matmul(c.dt, x, n_rows, k, w, n_out, nullptr, z.data(), false);
+        for (int64_t r = 0; r < n_rows; r += 4) {
+            std::vector<float> z1(n_out, 0.f), z3(3 * n_out, 0.f);
+            run_matmul(c.dt, x + r * k, 1, k, w, n_out, nullptr, z1.data(), false);
+            if (r + 3 <= n_rows) run_matmul(c.dt, x + r * k, 3, k, w, n_out, nullptr, z3.data(), false);
+            for (int64_t o = 0; o < n_out; ++o) {
+                CHECK(memcmp(&z1[o], &z[r * n_out + o], 4) == 0, "matmul invariance dt=%d k=%ld r=%ld", c.dt, (long)k, (long)r);
+                if (r + 3 <= n_rows) CHECK(memcmp(&z3[o], &z[r * n_out + o], 4) == 0, "matmul invariance(3) dt=%d", c.dt);
+            }
+        }
+    }
+    printf("matmul done\n");
+}
+
+// ---------------------------------------------------------------- attention
+static void test_attention() {
+    for (int hd : {64, 80, 128, 256}) {
+        SlotsView s; s.n_slots = 3; s.n_layers = 2; s.n_ctx = 150; s.n_kv_heads = 2; s.head_dim = hd;
+        std::vector<uint16_t> kv(s.n_slots * s.slot_kv_elems(), 0x7e00);  // NaN everywhere not written
+        std::vector<int32_t> table(s.n_slots * s.n_ctx * 4), delta(s.n_slots), table_of = {0, 1, 2};
+        s.kv = kv.data(); s.table = table.data(); s.delta = delta.data(); s.table_of = table_of.data();
+        const int layer = 1, n_heads = 6;
+        std::vector<int32_t> rows = {0, 0, 1, 63, 1, 64, 2, 149, -1, 5, 0, 100, 2, 150, 5, 3, 1, 129};
+        const int64_t n_rows = rows.size() / 2;
+        // write cells 0..index of each referenced slot via kv_store of random rows
+        int maxidx[3] = {100, 129, 149};
+        for (int sl = 0; sl < 3; ++sl) {
+            const int64_t nr = maxidx[sl] + 1, width = s.n_kv_heads * hd;
+            std::vector<float> k(nr * width), v(nr * width); for (auto& x : k) x = randn(); for (auto& x : v) x = randn();
+            std::vector<int32_t> rr; for (int i = 0; i < nr; ++i) { rr.push_back(sl); rr.push_back(i); }
+            KvStoreArgs a{s, layer, k.data(), width, v.data(), width, rr.data(), nr};
+            run_grid(3, 1, 256, [&] { T_cuda_attention::kv_store_kernel(a); });  // grid-stride over rows
+            for (int i = 0; i < nr; ++i) for (int h = 0; h < s.n_kv_heads; ++h) for (int d = 0; d < hd; ++d)
+                CHECK(kv[s.kv_index(sl, layer, 0, h, i) + d] == f2h(k[i * width + h * hd + d]), "kv_store K");
+        }
+        const int64_t qstride = n_heads * hd + 3;
+        std::vector<float> q(n_rows * qstride); for (auto& x : q) x = randn();
+        std::vector<float> out(n_rows * n_heads * hd, 123.f);
+        const float scale = 1.0f / std::sqrt((float)hd);
+        AttentionArgs a{s, layer, q.data(), qstride, n_rows, n_heads, rows.data(), scale, out.data()};
+        auto run = [&](const AttentionArgs& aa) {
+            int Q = hd <= 64 ? 2 : hd <= 128 ? 4 : hd <= 256 ? 8 : 16;
+            unsigned grid = (unsigned)(aa.n_rows * aa.n_heads);
+            if (Q == 2) run_grid(grid, 1, 128, [&] { T_cuda_attention::attention_kernel<2>(aa); });
+            if (Q == 4) run_grid(grid, 1, 128, [&] { T_cuda_attention::attention_kernel<4>(aa); });
+            if (Q == 8) run_grid(grid, 1, 128, [&] { T_cuda_attention::attention_kernel<8>(aa); });
+        };
+        run(a);
+        for (int64_t r = 0; r < n_rows; ++r) {
+            int slot = rows[2 * r], index = rows[2 * r + 1];
+            bool valid = slot >= 0 && slot < 3 && index >= 0 && index < s.n_ctx;
+            for (int h = 0; h < n_heads; ++h) {
+                const float* o = &out[r * n_heads * hd + h * hd];
+                if (!valid) { for (int d = 0; d < hd; ++d) CHECK(o[d] == 0.f, "padding row not zero"); continue; }
+                int kvh = h / (n_heads / s.n_kv_heads);
+                std::vector<double> sc(index + 1); double mx = -1e300;
+                for (int c = 0; c <= index; ++c) { double dd = 0; for (int d = 0; d < hd; ++d) dd += (double)q[r * qstride + h * hd + d] * h2f(kv[s.kv_index(slot, layer, 0, kvh, c) + d]); sc[c] = dd * scale; mx = std::max(mx, sc[c]); }
+                double l = 0; for (auto& v : sc) { v = std::exp(v - mx); l += v; }
+                for (int d = 0; d < hd; ++d) { double acc = 0; for (int c = 0; c <= index; ++c) acc += sc[c] * h2f(kv[s.kv_index(slot, layer, 1, kvh, c) + d]);
+                    CHECK(std::fabs(acc / l - o[d]) < 2e-5, "attention hd=%d r=%ld h=%d d=%d got %g want %g", hd, (long)r, h, d, o[d], acc / l); }
+            }
+        }
+        // invariance: row 3 alone, and rows 3..5 as a batch
+        for (int64_t r0 : {3, 5}) {
+            std::vector<float> o1(n_heads * hd);
+            AttentionArgs b = a; b.q = q.data() + r0 * qstride; b.rows = rows.data() + 2 * r0; b.n_rows = 1; b.out = o1.data();
+            run(b);
+            CHECK(memcmp(o1.data(), &out[r0 * n_heads * hd], o1.size() * 4) == 0, "attention invariance hd=%d", hd);
+        }
+    }
+    printf("attention done\n");
+}
+
+static void test_dense() {
+    for (int hd : {80, 33, 64, 128}) {
+        const int n_heads = 2; const int64_t n_tokens = 200; const int64_t stride = n_heads * hd + 5;
+        std::vector<int32_t> seg = {0, 5, 5, 70, 200}; const int64_t n_seg = 4;
+        std::vector<float> q(n_tokens * stride), k(n_tokens * stride), v(n_tokens * stride);
+        for (auto* vec : {&q, &k, &v}) for (auto& x : *vec) x = randn();
+        std::vector<float> out(n_tokens * n_heads * hd);
+        const float scale = 0.125f;
+        DenseAttentionArgs a{q.data(), k.data(), v.data(), stride, n_tokens, n_heads, hd, seg.data(), n_seg, scale, out.data()};
+        int Q = hd <= 64 ? 2 : hd <= 128 ? 4 : 8;
+        unsigned grid = n_tokens * n_heads;
+        if (Q == 2) run_grid(grid, 1, 128, [&] { T_cuda_attention_dense::attention_dense_kernel<2>(a); });
+        if (Q == 4) run_grid(grid, 1, 128, [&] { T_cuda_attention_dense::attention_dense_kernel<4>(a); });
+        for (int64_t t = 0; t < n_tokens; ++t) {
+            int s = 0; while (!(seg[s] <= t && t < seg[s + 1])) ++s;
+            for (int h = 0; h < n_heads; ++h) {
+                std::vector<double> sc; double mx = -1e300;
+                for (int64_t u = seg[s]; u < seg[s + 1]; ++u) { double dd = 0; for (int d = 0; d < hd; ++d) dd += (double)q[t * stride + h * hd + d] * k[u * stride + h * hd + d]; sc.push_back(dd * scale); mx = std::max(mx, sc.back()); }
+                double l = 0; for (auto& x : sc) { x = std::exp(x - mx); l += x; }
+                for (int d = 0; d < hd; ++d) { double acc = 0; for (size_t j = 0; j < sc.size(); ++j) acc += sc[j] * v[(seg[s] + j) * stride + h * hd + d];
+                    CHECK(std::fabs(acc / l - out[t * n_heads * hd + h * hd + d]) < 2e-5, "dense hd=%d t=%ld", hd, (long)t); }
+            }
+        }
+        // segment shift invariance: segment [70,200) alone as tokens 0..129
+        std::vector<int32_t> seg2 = {0, 130};
+        std::vector<float> out2(130 * n_heads * hd);
+        DenseAttentionArgs b{q.data() + 70 * stride, k.data() + 70 * stride, v.data() + 70 * stride, stride, 130, n_heads, hd, seg2.data(), 1, scale, out2.data()};
+        if (Q == 2) run_grid(130 * n_heads, 1, 128, [&] { T_cuda_attention_dense::attention_dense_kernel<2>(b); });
+        if (Q == 4) run_grid(130 * n_heads, 1, 128, [&] { T_cuda_attention_dense::attention_dense_kernel<4>(b); });
+        CHECK(memcmp(out2.data(), &out[70 * n_heads * hd], out2.size() * 4) == 0, "dense segment invariance hd=%d", hd);
+    }
+    printf("dense done\n");
+}
+
+// ---------------------------------------------------------------- rope, norm, misc
+static void test_rope() {
+    SlotsView s; s.n_slots = 3; s.n_layers = 0; s.n_ctx = 40; s.n_kv_heads = 1; s.head_dim = 128;
+    std::vector<int32_t> table(s.n_slots * s.n_ctx * 4), delta = {0, 7, -3}, table_of = {0, 1, 1};  // slot 2 debug-shares slot 1's table
+    for (auto& v : table) v = (int32_t)(rng() % 5000);
+    s.table = table.data(); s.delta = delta.data(); s.table_of = table_of.data();
+    for (int mode = 0; mode < 4; ++mode) for (int hd : {64, 80, 128}) {
+        strata_rope_params p{}; p.mode = mode; p.n_heads = 3; p.head_dim = hd; p.rot_dim = (mode == 0 && hd == 64) ? 32 : hd;
+        p.theta_base = 10000.f; p.freq_scale = mode == 1 ? 0.5f : 1.f;
+        int half = p.rot_dim / 2;
+        if (mode == 2) { p.sections[0] = half / 4; p.sections[1] = (half - half / 4) / 2; p.sections[2] = half - p.sections[0] - p.sections[1]; p.sections[3] = 0; }
+        if (mode == 3) { p.sections[0] = half / 2; p.sections[1] = half - half / 2; }
+        std::vector<float> ff(half); for (auto& v : ff) v = 1.f + (rng() % 4);
+        std::vector<int32_t> rows = {0, 3, 1, 39, -1, 2, 2, 10, 0, 40};
+        const int64_t n_rows = 5, stride = p.n_heads * hd + 2;
+        std::vector<float> x(n_rows * stride); for (auto& v : x) v = randn();
+        auto x0 = x;
+        RopeArgs a; a.p = p; a.x = x.data(); a.x_row_stride = stride; a.n_rows = n_rows; a.slots = s; a.rows = rows.data(); a.freq_factors = mode == 0 ? ff.data() : nullptr;
+        run_grid(n_rows, 1, 256, [&] { T_cuda_norm_rope::rope_kernel(a); });
+        for (int64_t r = 0; r < n_rows; ++r) {
+            int slot = rows[2 * r], index = rows[2 * r + 1];
+            bool valid = slot >= 0 && slot < 3 && index >= 0 && index < s.n_ctx;
+            if (!valid) { CHECK(memcmp(&x[r * stride], &x0[r * stride], stride * 4) == 0, "rope padding touched"); continue; }
+            const int32_t* pos = &table[(table_of[slot] * s.n_ctx + index) * 4];
+            for (int h = 0; h < p.n_heads; ++h) for (int j = 0; j < half; ++j) {
+                int c = 0, jj = j, start = 0; double D = p.rot_dim;
+                if (mode >= 2) { for (c = 0; c < 4; ++c) { if (j < start + p.sections[c]) break; start += p.sections[c]; } if (mode == 3) { jj = j - start; D = 2.0 * p.sections[c]; } }
+                double th = pos[c] * (double)p.freq_scale * std::pow(10000.0, -2.0 * jj / D); if (a.freq_factors) th /= ff[j];
+                int i0 = mode == 0 ? 2 * j : j, i1 = mode == 0 ? 2 * j + 1 : j + half;
+                double a0 = x0[r * stride + h * hd + i0], a1 = x0[r * stride + h * hd + i1];
+                double w0 = a0 * std::cos(th) - a1 * std::sin(th), w1 = a0 * std::sin(th) + a1 * std::cos(th);
+                CHECK(std::fabs(w0 - x[r * stride + h * hd + i0]) < 1e-5 && std::fabs(w1 - x[r * stride + h * hd + i1]) < 1e-5, "rope mode=%d hd=%d", mode, hd);
+            }
+            for (int h = 0; h < p.n_heads; ++h) for (int d = p.rot_dim; d < hd; ++d) CHECK(x[r*stride+h*hd+d] == x0[r*stride+h*hd+d], "rope tail touched");
+        }
+    }
+    // positions_decode
+    std::vector<int32_t> rows = {1, 5, -1, 0, 2, 39, 0, 40};
+    PositionsDecodeArgs pd{s, rows.data(), 4};
+    run_grid(1, 1, 128, [&] { T_cuda_norm_rope::positions_decode_kernel(pd); });
+    for (int c = 0; c < 4; ++c) { CHECK(table[(1 * 40 + 5) * 4 + c] == 12, "positions_decode"); CHECK(table[(1 * 40 + 39) * 4 + c] == 36, "positions_decode shared table"); }
+    printf("rope done\n");
+}
+
+static void test_misc() {
+    // rmsnorm, in place and odd dims
+    for (int64_t dim : {1, 7, 576, 1000}) {
+        const int64_t n = 5; std::vector<float> x(n * dim), w(dim); for (auto& v : x) v = randn(); for (auto& v : w) v = randn();
+        auto x0 = x; RmsNormArgs a{x.data(), w.data(), x.data(), n, dim, 1e-5f};
+        run_grid(n, 1, 256, [&] { T_cuda_norm_rope::rmsnorm_kernel(a); });
+        for (int64_t r = 0; r < n; ++r) { double ss = 0; for (int64_t i = 0; i < dim; ++i) ss += (double)x0[r*dim+i] * x0[r*dim+i];
+            double inv = 1 / std::sqrt(ss / dim + 1e-5); for (int64_t i = 0; i < dim; ++i) CHECK(std::fabs(x0[r*dim+i] * inv * w[i] - x[r*dim+i]) < 1e-5 * (1 + std::fabs(x[r*dim+i])), "rmsnorm"); }
+    }
+    // embed with quantized table and bad ids
+    for (int dt : {STRATA_F32, STRATA_F16, STRATA_Q4_K, STRATA_Q6_K, STRATA_Q4_0}) {
+        const int64_t n_vocab = 11, dim = 512; auto t = random_weights(dt, n_vocab, dim);
+        std::vector<int32_t> ids = {3, -1, 10, 11, 0}; std::vector<float> out(ids.size() * dim, 5.f);
+        const uint8_t* tab = t.data(); int64_t rb = row_bytes(dt, dim);
+        run_grid(ids.size(), 1, 256, [&] { T_cuda_embed::embed_kernel(tab, dt, n_vocab, dim, rb, ids.data(), ids.size(), out.data()); });
+        for (size_t r = 0; r < ids.size(); ++r) for (int64_t e = 0; e < dim; ++e) {
+            float want = (ids[r] >= 0 && ids[r] < n_vocab) ? dequant_value(tab + ids[r] * rb, dt, e) : 0.f;
+            CHECK(memcmp(&want, &out[r * dim + e], 4) == 0, "embed dt=%d", dt);
+        }
+    }
+    // gather rows
+    { std::vector<uint32_t> src(4 * 3); for (auto& v : src) v = rng(); std::vector<int32_t> idx = {2, 4, -1, 0}; std::vector<uint32_t> dst(4 * 3, 9);
+      run_grid(4, 1, 256, [&] { T_cuda_embed::gather_rows_kernel<uint32_t>(src.data(), 4, 3, idx.data(), 4, dst.data()); });
+      for (int r = 0; r < 4; ++r) for (int w = 0; w < 3; ++w) CHECK(dst[r*3+w] == ((idx[r] >= 0 && idx[r] < 4) ? src[idx[r]*3+w] : 0u), "gather"); }
+    // elementwise
+    { const int64_t rows = 3, cols = 1000; std::vector<float> g(rows * 1003), u(rows * 1001), o(rows * cols); for (auto& v : g) v = 4 * randn(); for (auto& v : u) v = randn();
+      SiluMulArgs a{g.data(), 1003, u.data(), 1001, o.data(), rows, cols};
+      run_grid(2, 1, 256, [&] { T_cuda_elementwise::silu_mul_kernel(a); });
+      for (int64_t r = 0; r < rows; ++r) for (int64_t c = 0; c < cols; ++c) { double gg = g[r*1003+c]; double want = gg / (1 + std::exp(-gg)) * u[r*1001+c]; CHECK(std::fabs(want - o[r*cols+c]) < 1e-5 * (1 + std::fabs(want)), "silu_mul"); }
+      std::vector<float> x(1234), y(1234); for (auto& v : x) v = 3 * randn(); UnaryArgs ga{x.data(), y.data(), 1234};
+      run_grid(3, 1, 256, [&] { T_cuda_elementwise::gelu_kernel(ga); });
+      for (int i = 0; i < 1234; ++i) { double want = 0.5 * x[i] * (1 + std::erf(x[i] / std::sqrt(2.0))); CHECK(std::fabs(want - y[i]) < 1e-5 * (1 + std::fabs(want)), "gelu"); }
+    }
+    printf("misc done\n");
+}
+
+int main(int argc, char** argv) {
+    std::string only = argc > 1 ? argv[1] : "";
+    if (only.empty() || only == "matmul") test_matmul();
+    if (only.empty() || only == "attention") test_attention();
+    if (only.empty() || only == "dense") test_dense();
+    if (only.empty() || only == "rope") test_rope();
+    if (only.empty() || only == "misc") test_misc();
+    printf("%s: %d failures\n", fails ? "FAIL" : "ok", fails);
+    return fails != 0;
+}
