@@ -7,7 +7,7 @@
 // Shape: a warp computes one output column o for a tile of up to kRows rows,
 // reading W row o once per tile; kWarps warps of a block take consecutive
 // outputs; grid.y walks row tiles. Lane l decodes the units l, l+32, l+64, ...
-// of W row o (a unit is 8..32 weights, see cuda_quant.cuh) and keeps one F32
+// of W row o (a unit is 8 or 16 weights, see cuda_quant.cuh) and keeps one F32
 // accumulator per row of the tile; then each accumulator is summed over the
 // warp by the fixed xor butterfly; then bias, then the old y.
 //
