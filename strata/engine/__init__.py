@@ -1,0 +1,1 @@
+"""The engine: slots, scheduler, model runner, sampling, and the anyio loop that ties them."""

@@ -1,0 +1,235 @@
+"""Engine: the anyio loop that owns the device and serves requests through streams.
+
+One loop task schedules steps; each step's device work runs in a worker
+thread (cffi releases the GIL), so the event loop keeps serving clients while
+the device computes. Requests come in through `submit`, which validates them
+first (DESIGN invariant 3), and their tokens leave through one anyio
+memory-object stream per request, as soon as each token exists.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import anyio
+
+from .. import _ffi
+from ..config import EngineConfig, backend_of, default_device
+from .metrics import EngineMetrics
+from .output import Event, OutputProcessor
+from .request import Request
+from .runner import ModelRunner
+from .sampling import InvalidRequest, SamplingParams
+from .scheduler import QueueFull, Scheduler, StepPlan
+from .stream import RequestStream
+
+log = logging.getLogger("strata.engine")
+
+__all__ = ["Engine", "InvalidRequest", "QueueFull"]
+
+
+class Engine:
+    def __init__(self, ctx: _ffi.Context, model, config: EngineConfig):
+        self.ctx, self.model, self.config = ctx, model, config
+        self.tokenizer = model.tokenizer
+        self.runner = ModelRunner(ctx, model, config)
+        self.scheduler = Scheduler(config.batch, config.chunk, config.max_queue)
+        self.metrics = EngineMetrics()
+        self.step_observers: list = []          # callables(plan, result); tests watch interleaving with them
+        self._outputs: dict[Request, tuple] = {}
+        self._wake: anyio.Event | None = None
+        self._limiter: anyio.CapacityLimiter | None = None
+        self._running = False
+
+    @classmethod
+    def create(cls, config: EngineConfig) -> "Engine":
+        """Opens the device, loads the model and sizes the slots (blocking; seconds)."""
+        from ..models.loader import load_model
+
+        device = config.device or default_device()
+        backend = backend_of(device)
+        ctx = _ffi.Context(device, config.num_threads)
+        model = load_model(config.model, ctx)
+        config = config.resolve(backend, model.spec.ctx_train)
+        config = type(config)(**{**config.__dict__, "device": device})
+        return cls(ctx, model, config)
+
+    # ------------------------------------------------------------ requests
+
+    def validate(self, prompt_ids, params: SamplingParams) -> SamplingParams:
+        if not isinstance(prompt_ids, (list, tuple)) or not prompt_ids:
+            raise InvalidRequest("the prompt must contain at least one token", "prompt")
+        vocab = self.model.spec.vocab
+        for t in prompt_ids:
+            if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab:
+                raise InvalidRequest(f"token id {t!r} is out of range: ids must be integers in [0, {vocab})", "prompt")
+        if len(prompt_ids) >= self.config.ctx:
+            raise InvalidRequest(
+                f"the prompt has {len(prompt_ids)} tokens but a slot holds {self.config.ctx} "
+                f"(at most {self.config.ctx - 1} prompt tokens)", "prompt")
+        return params.validated()
+
+    def submit(self, prompt_ids, params: SamplingParams, *, positions=None, rope_delta: int = 0,
+               vision=None) -> RequestStream:
+        """Validates and queues a request; raises InvalidRequest or QueueFull, changing nothing."""
+        params = self.validate(list(prompt_ids), params)
+        request = Request(list(prompt_ids), params, positions=positions, rope_delta=rope_delta, vision=vision)
+        send, receive = anyio.create_memory_object_stream[Event](math.inf)
+        eos = frozenset() if params.ignore_eos else frozenset(self.tokenizer.eos_ids)
+        processor = OutputProcessor(self.tokenizer, params.stop, eos, params.stop_token_ids)
+        try:
+            self.scheduler.submit(request)
+        except QueueFull:
+            self.metrics.count_outcome("rejected")
+            raise
+        self._outputs[request] = (send, processor)
+        self._notify()
+        return RequestStream(self, request, receive)
+
+    def cancel(self, request: Request) -> None:
+        if not request.finished:
+            request.cancelled = True
+            self._notify()
+
+    def _notify(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    # ------------------------------------------------------------ the loop
+
+    async def run(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+        """Serves until cancelled; on the way out, every open stream gets a final event."""
+        self._wake = anyio.Event()
+        self._limiter = anyio.CapacityLimiter(1)
+        self._running = True
+        task_status.started()
+        try:
+            while True:
+                if not self.scheduler.has_work():
+                    await self._wake.wait()
+                    self._wake = anyio.Event()
+                    continue
+                await self._step()
+        finally:
+            self._running = False
+            self._abort_all("cancelled", "the server is shutting down")
+
+    async def _step(self) -> None:
+        plan = self.scheduler.schedule()
+        for request in list(self._outputs):
+            if request.finished:
+                self._close(request)
+        released = self.scheduler.take_released()
+        try:
+            result = await anyio.to_thread.run_sync(self.runner.step, released, plan, limiter=self._limiter)
+        except Exception as exc:   # a device or library failure: fail this step's requests, keep serving
+            log.exception("engine step failed")
+            for request in {*plan.decode, *(c.request for c in plan.prefill), *plan.admitted}:
+                self._finish(request, "error", Event(error=f"internal error: {exc}"))
+            self.scheduler.return_slots(self._reset_quietly(released + self.scheduler.take_released()))
+            return
+        self.scheduler.return_slots(released)
+        self.metrics.steps += 1
+        self._postprocess(plan, result)
+        for observer in self.step_observers:
+            observer(plan, result)
+
+    def _reset_quietly(self, slots: list[int]) -> list[int]:
+        try:
+            self.runner.release(slots)
+        except Exception:
+            log.exception("resetting slots %s failed", slots)
+        return slots
+
+    def _postprocess(self, plan: StepPlan, result) -> None:
+        now = time.monotonic()
+        for chunk in plan.prefill:
+            chunk.request.num_computed += chunk.length
+            chunk.request.num_prefill_steps += 1
+        for request in plan.decode:
+            request.num_computed += 1
+        logprobs = result.logprobs or [None] * len(result.sampled)
+        for request, token, lp in zip(plan.sampled_requests(), result.sampled, logprobs):
+            if request.finished or request.cancelled:
+                continue
+            self._accept_token(request, token, lp, now)
+
+    def _accept_token(self, request: Request, token: int, logprob, now: float) -> None:
+        first = request.first_token_time is None
+        request.record_token(token, now)
+        m = self.metrics
+        m.generated_tokens += 1
+        if first:
+            m.prompt_tokens += request.num_prompt
+            m.ttft.observe(request.ttft)
+        else:
+            m.itl.observe(request.token_times[-1] - request.token_times[-2])
+        _, processor = self._outputs[request]
+        text, reason = processor.push(token)
+        if reason is None and (len(request.output_ids) >= request.params.max_tokens
+                               or request.num_tokens > self.config.ctx):
+            reason = "length"
+            text += processor.finish()
+        event = Event([token], text, [logprob] if logprob is not None else None)
+        if reason is None:
+            self._send(request, event)
+        else:
+            self._finish(request, reason, event)
+
+    def _send(self, request: Request, event: Event) -> None:
+        send, _ = self._outputs.get(request, (None, None))
+        if send is None:
+            return
+        try:
+            send.send_nowait(event)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self.cancel(request)          # the client went away
+
+    def _finish(self, request: Request, reason: str, event: Event | None = None) -> None:
+        self.scheduler.finish(request, reason)
+        self.metrics.count_outcome(reason)
+        event = event or Event()
+        event.finish_reason = reason
+        event.prompt_tokens = request.num_prompt
+        event.completion_tokens = len(request.output_ids)
+        self._send(request, event)
+        self._close(request)
+        self._notify()
+
+    def _close(self, request: Request) -> None:
+        send, _ = self._outputs.pop(request, (None, None))
+        if send is not None:
+            if request.finish_reason == "cancelled" and not request.error:
+                try:
+                    send.send_nowait(Event(finish_reason="cancelled", prompt_tokens=request.num_prompt,
+                                           completion_tokens=len(request.output_ids)))
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.WouldBlock):
+                    pass
+                self.metrics.count_outcome("cancelled")
+            send.close()
+
+    def _abort_all(self, reason: str, message: str) -> None:
+        for request in list(self._outputs):
+            if not request.finished:
+                self._finish(request, reason, Event(error=message))
+
+    # ------------------------------------------------------------ state for /slots and /metrics
+
+    def slot_states(self) -> list[dict]:
+        out = []
+        for slot in range(self.config.batch):
+            request = self.scheduler.running.get(slot)
+            if request is None:
+                out.append({"id": slot, "state": "idle"})
+            else:
+                out.append({"id": slot, "state": "prefill" if request.in_prefill else "decode",
+                             "request_id": request.request_id, "prompt_tokens": request.num_prompt,
+                             "generated_tokens": len(request.output_ids), "cached_tokens": request.num_computed})
+        return out
+
+    def close(self) -> None:
+        self.runner.close()
+        self.model.close()
+        self.ctx.close()

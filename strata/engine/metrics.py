@@ -1,0 +1,49 @@
+"""The numbers the server shows: request outcomes, token counts, latencies.
+
+Updated by the engine loop only (one thread), read by /metrics and /slots.
+Histograms use fixed buckets so Prometheus can aggregate them.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+@dataclass
+class Histogram:
+    buckets: tuple[float, ...] = LATENCY_BUCKETS
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    count: int = 0
+
+    def __post_init__(self):
+        self.counts = [0] * (len(self.buckets) + 1)
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.buckets, value)] += 1
+        self.total += value
+        self.count += 1
+
+    def cumulative(self) -> list[tuple[str, int]]:
+        """(le, cumulative count) pairs, ending with +Inf."""
+        out, running = [], 0
+        for le, n in zip([*map(repr, self.buckets), "+Inf"], self.counts):
+            running += n
+            out.append((le, running))
+        return out
+
+
+@dataclass
+class EngineMetrics:
+    requests: dict[str, int] = field(default_factory=dict)   # outcome -> count
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    steps: int = 0
+    ttft: Histogram = field(default_factory=Histogram)
+    itl: Histogram = field(default_factory=Histogram)
+
+    def count_outcome(self, outcome: str) -> None:
+        self.requests[outcome] = self.requests.get(outcome, 0) + 1

@@ -1,0 +1,81 @@
+"""Sampling parameters of one request, checked at the boundary.
+
+The device sampler (libstrata's strata_sample) draws with randomness keyed by
+(seed, position) only, so a request's tokens never depend on its slot, its
+batch or timing. A request without a seed gets a fresh random one here,
+once, so that its whole stream is still reproducible from the seed it got.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field, replace
+
+MAX_TOP_LOGPROBS = 20
+
+
+class InvalidRequest(ValueError):
+    """A request that cannot be served as asked; the message says what is allowed."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+    logprobs: bool = False
+    top_logprobs: int = 0
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0 or self.top_k == 1
+
+    def validated(self) -> "SamplingParams":
+        """Returns these parameters with a seed filled in, or raises InvalidRequest."""
+        _check_int("max_tokens", self.max_tokens, 1, 1 << 30)
+        _check_float("temperature", self.temperature, 0.0, 100.0)
+        _check_float("top_p", self.top_p, 0.0, 1.0, low_open=True)
+        _check_int("top_k", self.top_k, -1, 1 << 30)
+        _check_float("min_p", self.min_p, 0.0, 1.0, high_open=True)
+        _check_int("top_logprobs", self.top_logprobs, 0, MAX_TOP_LOGPROBS)
+        if self.top_logprobs and not self.logprobs:
+            raise InvalidRequest("top_logprobs requires logprobs to be true", "top_logprobs")
+        if self.seed is not None:
+            _check_int("seed", self.seed, -(1 << 63), (1 << 64) - 1)
+        stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+        if len(stop) > 16 or any(not isinstance(s, str) or not s or len(s) > 256 for s in stop):
+            raise InvalidRequest("stop must be at most 16 non-empty strings of at most 256 characters", "stop")
+        for t in self.stop_token_ids:
+            _check_int("stop_token_ids", t, 0, 1 << 31)
+        seed = self.seed if self.seed is not None else secrets.randbits(63)
+        return replace(self, seed=seed % (1 << 64), stop=stop, top_k=max(self.top_k, 0))
+
+
+def _check_int(name: str, value, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidRequest(f"{name} must be an integer, got {type(value).__name__}", name)
+    if not low <= value <= high:
+        raise InvalidRequest(f"{name} must be between {low} and {high}, got {value}", name)
+
+
+def _check_float(name: str, value, low: float, high: float, low_open=False, high_open=False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidRequest(f"{name} must be a number, got {type(value).__name__}", name)
+    value = float(value)
+    too_low = value <= low if low_open else value < low
+    too_high = value >= high if high_open else value > high
+    if value != value or too_low or too_high:
+        lo = "(" if low_open else "["
+        hi = ")" if high_open else "]"
+        raise InvalidRequest(f"{name} must be in {lo}{low:g}, {high:g}{hi}, got {value:g}", name)

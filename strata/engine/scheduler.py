@@ -1,0 +1,138 @@
+"""Which rows run in the next step: admission, decode rows and prefill chunks.
+
+There are no prefill or decode phases (vLLM v1's rule): each running
+request's computed-token count catches up with its token count. A step holds
+one decode row for every request whose prompt is done, plus prompt chunks of
+admitted requests within the token budget (`chunk`). A prompt longer than the
+budget yields at each chunk boundary and resumes next step (BYIELD), so
+decoding slots never wait for more than one chunk.
+
+Pure bookkeeping: no device, no threads, no clocks besides timestamps.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from dataclasses import dataclass, field
+
+from .request import Request, State
+
+
+class QueueFull(RuntimeError):
+    """All slots are busy and the waiting queue is at its bound; retry later."""
+
+
+@dataclass
+class PrefillChunk:
+    request: Request
+    start: int        # first prompt index of the chunk
+    length: int
+
+    @property
+    def completes_prompt(self) -> bool:
+        return self.start + self.length == self.request.num_prompt
+
+
+@dataclass
+class StepPlan:
+    admitted: list[Request] = field(default_factory=list)   # given a slot this step
+    decode: list[Request] = field(default_factory=list)     # one row each, by slot
+    prefill: list[PrefillChunk] = field(default_factory=list)
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.decode) + sum(c.length for c in self.prefill)
+
+    @property
+    def empty(self) -> bool:
+        return not self.decode and not self.prefill
+
+    def sampled_requests(self) -> list[Request]:
+        """Requests that get a token from this step, in row order."""
+        return self.decode + [c.request for c in self.prefill if c.completes_prompt]
+
+
+class Scheduler:
+    def __init__(self, num_slots: int, chunk: int, max_queue: int):
+        if num_slots < 1 or chunk < 1 or max_queue < 0:
+            raise ValueError("num_slots and chunk must be >= 1 and max_queue >= 0")
+        self.num_slots = num_slots
+        self.chunk = chunk
+        self.max_queue = max_queue
+        self.waiting: collections.deque[Request] = collections.deque()
+        self.running: dict[int, Request] = {}
+        self.free_slots: list[int] = list(range(num_slots))
+        self.released: list[int] = []        # slots freed since the runner last looked
+
+    @property
+    def queue_len(self) -> int:
+        return len(self.waiting)
+
+    @property
+    def busy_slots(self) -> int:
+        return len(self.running)
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running or self.released)
+
+    def submit(self, request: Request) -> None:
+        """Queues a validated request; raises QueueFull past the bound (free slots absorb some)."""
+        if len(self.waiting) >= self.max_queue + len(self.free_slots):
+            raise QueueFull(
+                f"all {self.num_slots} slots are busy and {len(self.waiting)} requests are waiting "
+                f"(the queue bound is {self.max_queue}); retry later")
+        self.waiting.append(request)
+
+    def finish(self, request: Request, reason: str) -> None:
+        """Ends a request; its slot (if any) is released for reset and reuse."""
+        if request.state is State.FINISHED:
+            return
+        if request.state is State.WAITING:
+            try:
+                self.waiting.remove(request)
+            except ValueError:
+                pass
+        if request.slot is not None and self.running.get(request.slot) is request:
+            del self.running[request.slot]
+            self.released.append(request.slot)
+        request.state = State.FINISHED
+        request.finish_reason = reason
+
+    def take_released(self) -> list[int]:
+        slots, self.released = self.released, []
+        return slots
+
+    def return_slots(self, slots: list[int]) -> None:
+        """The runner has reset these slots: they may be admitted into again."""
+        self.free_slots.extend(slots)
+        self.free_slots.sort()
+
+    def schedule(self) -> StepPlan:
+        plan = StepPlan()
+        self._drop_cancelled()
+        self._admit(plan)
+        plan.decode = [r for _, r in sorted(self.running.items()) if not r.in_prefill]
+        budget = self.chunk
+        for request in sorted(self.running.values(), key=lambda r: (r.admit_time, r.slot)):
+            if budget == 0:
+                break
+            if request.in_prefill:
+                n = min(request.num_prompt - request.num_computed, budget)
+                plan.prefill.append(PrefillChunk(request, request.num_computed, n))
+                budget -= n
+        return plan
+
+    def _drop_cancelled(self) -> None:
+        for request in [r for r in self.waiting if r.cancelled] + [r for r in self.running.values() if r.cancelled]:
+            self.finish(request, "cancelled")
+
+    def _admit(self, plan: StepPlan) -> None:
+        now = time.monotonic()
+        while self.waiting and self.free_slots:
+            request = self.waiting.popleft()
+            request.slot = self.free_slots.pop(0)
+            request.state = State.RUNNING
+            request.admit_time = now
+            self.running[request.slot] = request
+            plan.admitted.append(request)

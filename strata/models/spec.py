@@ -1,0 +1,57 @@
+"""ModelSpec: the hyperparameters a forward pass needs, whatever file they came from.
+
+Loaders (GGUF, Hugging Face) fill one of these; the decoder reads only this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# RoPE modes; the values are libstrata's enum strata_rope_mode.
+ROPE_ADJACENT = 0
+ROPE_HALF = 1
+ROPE_MROPE = 2
+ROPE_VISION = 3
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    arch: str                 # "llama", "qwen2", "qwen2_5_vl"
+    n_layers: int
+    hidden: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    ffn: int
+    vocab: int
+    ctx_train: int
+    rms_eps: float
+    rope_mode: int
+    rope_dim: int
+    rope_base: float
+    rope_sections: tuple[int, int, int, int] = (0, 0, 0, 0)
+    rope_freq_scale: float = 1.0
+    tied_output: bool = False
+    qkv_bias: bool = False
+    name: str = ""
+
+    def __post_init__(self):
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"n_heads {self.n_heads} is not a multiple of n_kv_heads {self.n_kv_heads}")
+        if self.rope_dim % 2 or self.rope_dim > self.head_dim:
+            raise ValueError(f"rope dimension {self.rope_dim} must be even and <= head_dim {self.head_dim}")
+
+    @property
+    def q_dim(self) -> int:
+        return self.n_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.n_kv_heads * self.head_dim
+
+    @property
+    def uses_mrope(self) -> bool:
+        return self.rope_mode == ROPE_MROPE
+
+    def kv_bytes_per_token(self) -> int:
+        return self.n_layers * 2 * self.kv_dim * 2
