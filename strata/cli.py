@@ -1,0 +1,173 @@
+"""The `strata` command: serve, generate, models, synth.
+
+    strata serve                      # the default model on :8080, the GPU when present
+    strata generate --chat --prompt "What is the capital of France?" --temperature 0
+    strata models fetch               # the default model into the cache
+    strata synth --shape 8b --dtype Q4_0 --out /tmp/8b.gguf
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from . import env
+
+EPILOG = "environment variables:\n" + "{env}" + "\n\nRun `strata COMMAND --help` for a command's flags."
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    return args.handler(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="strata", description="Strata: an LLM server whose answers never depend on who else is served.",
+        epilog=EPILOG.format(env=env.describe()), formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="serve the OpenAI-compatible HTTP API",
+                                description="Serve a model over an OpenAI-compatible HTTP API (hypercorn + Quart).",
+                                epilog="environment variables:\n" + env.describe(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_engine_flags(serve)
+    add_serve_flags(serve)
+    serve.set_defaults(handler=_serve)
+
+    generate = commands.add_parser("generate", help="generate text for one prompt, streamed to stdout",
+                                   description="Generate text for one prompt and stream it to stdout.")
+    add_engine_flags(generate)
+    add_generate_flags(generate)
+    generate.set_defaults(handler=_generate)
+
+    models = commands.add_parser("models", help="list, fetch or locate cached models", add_help=False)
+    models.add_argument("rest", nargs=argparse.REMAINDER)
+    models.set_defaults(handler=_models)
+
+    from . import synth
+
+    synth_parser = commands.add_parser("synth", help="write a random-weight GGUF of a llama shape",
+                                       description="Write a random-weight llama GGUF (for benchmarks and tests).",
+                                       epilog=synth.describe_shapes(),
+                                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    synth.configure_parser(synth_parser)
+    synth_parser.set_defaults(handler=synth.run)
+    return parser
+
+
+def add_engine_flags(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("model and engine")
+    g.add_argument("--model", default=None,
+                   help="a GGUF file, a Hugging Face checkpoint directory, or an alias (default: smollm2-135m)")
+    g.add_argument("--device", default=None,
+                   help="cpu, cuda or cuda:N (default: $STRATA_DEVICE, else the GPU when present, else cpu)")
+    g.add_argument("--batch", type=int, default=None,
+                   help="slots: requests decoded together (default: 4 on cpu, 32 on cuda)")
+    g.add_argument("--ctx", type=int, default=None,
+                   help="tokens per slot (default: the model's context, at most 4096 on cpu, 8192 on cuda)")
+    g.add_argument("--chunk", type=int, default=None,
+                   help="prompt tokens read per step; longer prompts resume next step (default: 128 cpu, 512 cuda)")
+    g.add_argument("--max-queue", type=int, default=256,
+                   help="requests that may wait for a slot before new ones get 503 (default: 256)")
+    g.add_argument("--threads", type=int, default=None,
+                   help="CPU backend worker threads (default: $STRATA_NUM_THREADS, else one per core)")
+    g.add_argument("--no-graphs", action="store_true", help="run decode steps eagerly instead of as graphs")
+
+
+def add_serve_flags(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("server")
+    g.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    g.add_argument("--port", type=int, default=8080, help="port to listen on (default: 8080)")
+    g.add_argument("--api-key", default=None,
+                   help="require 'Authorization: Bearer KEY' on /v1 and admin routes (default: $STRATA_API_KEY)")
+    g.add_argument("--log-level", default=None, choices=["debug", "info", "warning", "error"],
+                   help="log verbosity (default: $STRATA_LOG_LEVEL, else info)")
+    g.add_argument("--served-model-name", default=None,
+                   help="the model id clients use (default: the --model value or the alias)")
+    g.add_argument("--media-dir", default=None,
+                   help="directory image_url file paths may read from (default: none; $STRATA_MEDIA_DIR)")
+    g.add_argument("--allow-remote-media", action="store_true",
+                   help="let image_url fetch http(s) URLs (default: off; $STRATA_ALLOW_REMOTE_MEDIA)")
+
+
+def add_generate_flags(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("generation")
+    g.add_argument("--prompt", required=True, help="the prompt text (the user message with --chat)")
+    g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    g.add_argument("--system", default=None, help="a system message (with --chat)")
+    g.add_argument("--max-tokens", type=int, default=256, help="tokens to generate at most (default: 256)")
+    g.add_argument("--temperature", type=float, default=0.8, help="0 = greedy (default: 0.8)")
+    g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (default: 1, off)")
+    g.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (default: 0, off)")
+    g.add_argument("--min-p", type=float, default=0.0, help="drop tokens below min-p x the top probability")
+    g.add_argument("--seed", type=int, default=None, help="seed for sampling (default: random)")
+    g.add_argument("--stop", action="append", default=[], help="a stop string (repeatable)")
+
+
+def engine_config(args):
+    from .config import EngineConfig
+
+    threads = args.threads if args.threads is not None else int(env.get("STRATA_NUM_THREADS") or 0)
+    return EngineConfig(model=args.model or "smollm2-135m", device=args.device, batch=args.batch, ctx=args.ctx,
+                        chunk=args.chunk, max_queue=args.max_queue, num_threads=threads,
+                        graphs=not args.no_graphs)
+
+
+def _generate(args) -> int:
+    from .config import ConfigError
+    from .engine.sampling import InvalidRequest, SamplingParams
+    from .llm import LLM
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
+                                top_k=args.top_k, min_p=args.min_p, seed=args.seed, stop=tuple(args.stop))
+        params.validated()
+        config = engine_config(args)
+        settings = {k: v for k, v in config.__dict__.items() if k != "model"}
+        if settings["batch"] is None:
+            settings["batch"] = 1
+        with LLM(config.model, **settings) as llm:
+            if args.chat:
+                messages = ([{"role": "system", "content": args.system}] if args.system else [])
+                ids = llm.render_chat(messages + [{"role": "user", "content": args.prompt}])
+            else:
+                ids = llm.encode_prompt(args.prompt)
+            for event in llm.stream(ids, params):
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
+                if event.error:
+                    print(f"\nerror: {event.error}", file=sys.stderr)
+                    return 1
+            sys.stdout.write("\n")
+        return 0
+    except (InvalidRequest, ConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # model files, devices: say what failed, no traceback for users
+        if logging.getLogger().isEnabledFor(logging.DEBUG):
+            raise
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _serve(args) -> int:
+    from server.serve import serve
+
+    return serve(args, engine_config(args))
+
+
+def _models(args) -> int:
+    from . import model_store
+
+    return model_store.main(args.rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
