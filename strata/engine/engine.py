@@ -192,6 +192,7 @@ class Engine:
         self.metrics.count_outcome(reason)
         event = event or Event()
         event.finish_reason = reason
+        request.error = request.error or event.error     # _close then sends no second final event
         event.prompt_tokens = request.num_prompt
         event.completion_tokens = len(request.output_ids)
         self._send(request, event)
