@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import _ffi as F
 from ..config import EngineConfig
+from .image_rows import ImageRows
 from .output import TokenLogprob
 from .scheduler import StepPlan
 from .step_io import StepIO
@@ -43,12 +44,14 @@ class ModelRunner:
         self.act = Activations(ctx, spec, self.max_rows, self.max_logits)
         self.graphs: dict[int, F.Graph] = {}
         self.use_graphs = config.graphs
+        self.images = ImageRows(ctx, spec.hidden)      # per-slot image embeddings, injected in prefill
 
     # ------------------------------------------------------------ slot state
 
     def release(self, slots: list[int]) -> None:
         for slot in slots:
             self.slots.reset(slot)
+            self.images.release(slot)
 
     def admit(self, request) -> None:
         """Writes the request's prompt positions into its own slot's table."""
@@ -60,6 +63,7 @@ class ModelRunner:
             positions[:, 3] = 0
         self.slots.write_positions(request.slot, 0, positions)
         self.slots.set_delta(request.slot, int(request.rope_delta))
+        self.images.admit(request)
 
     # ------------------------------------------------------------ a step
 
@@ -76,7 +80,8 @@ class ModelRunner:
         else:
             self.io.clear(n_rows, n_logits)
             self.io.upload()
-            self.model.decoder.record(self.io, self.act, self.slots, n_rows, n_decode, n_logits)
+            self.model.decoder.record(self.io, self.act, self.slots, n_rows, n_decode, n_logits,
+                                      inject=self.images.inject_for(plan))
         sampled = self.io.download_ids(n_logits).tolist()
         logprobs = self._logprobs(wants_logprobs, sampled) if any(wants_logprobs) else None
         return StepResult(sampled, logprobs)
@@ -146,6 +151,7 @@ class ModelRunner:
         for graph in self.graphs.values():
             graph.close()
         self.graphs.clear()
+        self.images.close()
         self.io.close()
         self.act.close()
         self.slots.close()
