@@ -24,6 +24,7 @@ from .runner import ModelRunner
 from .sampling import InvalidRequest, SamplingParams
 from .scheduler import QueueFull, Scheduler, StepPlan
 from .stream import RequestStream
+from ..vision.engine_inputs import check_submission, record_limits
 
 log = logging.getLogger("strata.engine")
 
@@ -42,6 +43,7 @@ class Engine:
         self._wake: anyio.Event | None = None
         self._limiter: anyio.CapacityLimiter | None = None
         self._running = False
+        self._record_limits = record_limits(model, config.ctx)   # None for a text-only model
 
     @classmethod
     def create(cls, config: EngineConfig) -> "Engine":
@@ -75,6 +77,7 @@ class Engine:
                vision=None) -> RequestStream:
         """Validates and queues a request; raises InvalidRequest or QueueFull, changing nothing."""
         params = self.validate(list(prompt_ids), params)
+        check_submission(list(prompt_ids), positions, rope_delta, vision, self._record_limits)
         request = Request(list(prompt_ids), params, positions=positions, rope_delta=rope_delta, vision=vision)
         send, receive = anyio.create_memory_object_stream[Event](math.inf)
         eos = frozenset() if params.ignore_eos else frozenset(self.tokenizer.eos_ids)
@@ -87,6 +90,12 @@ class Engine:
         self._outputs[request] = (send, processor)
         self._notify()
         return RequestStream(self, request, receive)
+
+    async def run_on_device(self, fn, *args):
+        """fn(*args) in a worker thread, never beside an engine step (the vision encoder shares the device)."""
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(1)
+        return await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
 
     def cancel(self, request: Request) -> None:
         if not request.finished:
@@ -102,7 +111,8 @@ class Engine:
     async def run(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
         """Serves until cancelled; on the way out, every open stream gets a final event."""
         self._wake = anyio.Event()
-        self._limiter = anyio.CapacityLimiter(1)
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(1)
         self._running = True
         task_status.started()
         try:
