@@ -36,6 +36,8 @@ class LoadedModel:
     vision: object | None = None      # the vision encoder, when the checkpoint has one
 
     def close(self) -> None:
+        if self.vision is not None:
+            self.vision.close()
         self.weights.close()
 
 
