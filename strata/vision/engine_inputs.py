@@ -62,8 +62,11 @@ def check_submission(prompt_ids: list[int], positions, rope_delta, vision, limit
         return
     ids = np.asarray(prompt_ids, dtype=np.int64)
     if positions is None and vision is None:
-        positions = mrope_positions(ids, [], image_pad_id=limits.image_pad_id,
-                                    vision_start_id=limits.vision_start_id).positions
+        try:
+            positions = mrope_positions(ids, [], image_pad_id=limits.image_pad_id,
+                                        vision_start_id=limits.vision_start_id).positions
+        except VisionRecordError as exc:
+            raise VisionRecordError(f"vision record: {exc.message}") from None
     images = _images(vision, limits)
     validate_record(VisionRecord(ids, positions, rope_delta, images), limits)
     if vision is not None:
