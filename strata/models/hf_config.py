@@ -76,7 +76,8 @@ def read_config(directory: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ModelFormatError(f"{directory} has no config.json; a Hugging Face checkpoint directory needs one") from None
+        raise ModelFormatError(f"{directory} has no config.json; a Hugging Face checkpoint directory needs "
+                               "one") from None
     except (OSError, json.JSONDecodeError) as exc:
         raise ModelFormatError(f"cannot read {path}: {exc}") from None
 
