@@ -6,7 +6,9 @@
 
 It runs the same Engine as `strata serve`, in an event loop on a background
 thread (an anyio blocking portal), so batched calls here are exact in the same
-way: every prompt gets the tokens it would get alone.
+way: every prompt gets the tokens it would get alone. `chat` takes OpenAI
+content parts, images included (`{"type": "image_url", "image_url": {"url":
+"data:image/png;base64,..."}}`) for a model with a vision tower.
 """
 
 from __future__ import annotations
@@ -20,14 +22,19 @@ from .config import EngineConfig
 from .engine.engine import Engine
 from .engine.sampling import SamplingParams
 from .engine.stream import Completion
+from .vision.chat_inputs import chat_inputs
+from .vision.engine_inputs import EngineInput
+from .vision.media import MediaLimits
 
 Prompt = str | Sequence[int]
 
 
 class LLM:
-    def __init__(self, model: str | None = None, **settings):
-        """settings: EngineConfig fields (device, batch, ctx, chunk, max_queue, num_threads, graphs)."""
+    def __init__(self, model: str | None = None, *, media: MediaLimits | None = None, **settings):
+        """settings: EngineConfig fields (device, batch, ctx, chunk, max_queue, num_threads, graphs);
+        media: where chat images may come from and how large they may be (default: data: URLs only)."""
         config = EngineConfig(model=model or EngineConfig.model, **settings)
+        self.media = media or MediaLimits()
         self.engine = Engine.create(config)
         self.tokenizer = self.engine.tokenizer
         self._portal_cm = start_blocking_portal()
@@ -50,14 +57,15 @@ class LLM:
         """Generates for every prompt concurrently; results in prompt order."""
         if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
             prompts = [prompts]
-        ids = [self.encode_prompt(p) for p in prompts]
-        return self._run_all(ids, params)
+        return self._run_all([EngineInput(self.encode_prompt(p)) for p in prompts], params)
 
     def chat(self, conversations: list[dict] | list[list[dict]], params=None) -> list[Completion]:
-        """One conversation (a list of messages) or several; returns one Completion each."""
+        """One conversation (a list of messages) or several; returns one Completion each.
+        Images in content parts are loaded under `media`, encoded and validated before anything is queued."""
         if conversations and isinstance(conversations[0], dict):
             conversations = [conversations]
-        return self._run_all([self.render_chat(c) for c in conversations], params)
+        inputs = [self._portal.call(chat_inputs, self.engine, c, self.media) for c in conversations]
+        return self._run_all(inputs, params)
 
     def stream(self, prompt_ids: list[int], params: SamplingParams | None = None) -> Iterator:
         """Yields Events (text deltas and token ids) as the engine produces them."""
@@ -71,18 +79,18 @@ class LLM:
         finally:
             self._portal.call(stream.aclose)
 
-    def _run_all(self, ids: list[list[int]], params) -> list[Completion]:
+    def _run_all(self, inputs: list[EngineInput], params) -> list[Completion]:
         if not isinstance(params, list):
-            params = [params or SamplingParams()] * len(ids)
-        if len(params) != len(ids):
-            raise ValueError(f"{len(ids)} prompts but {len(params)} SamplingParams")
-        return self._portal.call(self._collect_all, ids, params)
+            params = [params or SamplingParams()] * len(inputs)
+        if len(params) != len(inputs):
+            raise ValueError(f"{len(inputs)} prompts but {len(params)} SamplingParams")
+        return self._portal.call(self._collect_all, inputs, params)
 
     async def _submit(self, prompt_ids, params):
         return self.engine.submit(prompt_ids, params)
 
-    async def _collect_all(self, ids, params) -> list[Completion]:
-        streams = [self.engine.submit(p, sp) for p, sp in zip(ids, params)]
+    async def _collect_all(self, inputs: list[EngineInput], params) -> list[Completion]:
+        streams = [self.engine.submit(i.prompt_ids, sp, **i.submit_kwargs()) for i, sp in zip(inputs, params)]
         results: list[Completion | None] = [None] * len(streams)
 
         async def collect(i, stream):
