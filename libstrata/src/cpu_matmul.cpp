@@ -50,6 +50,17 @@ DotKernel kernel_for(int32_t dtype) {
 }
 
 constexpr int kRowGroup = 4;
+// Single rows stream W from memory: prefetch the weight rows this many bytes
+// ahead (measured on a 2-core EPYC: ~20% faster decode than hardware
+// prefetching alone; 2-4 KiB all did about as well).
+constexpr int64_t kPrefetchBytes = 3072;
+
+// Prefetches `count` (<= 0: none) weight rows starting at row `first`.
+inline void prefetch_rows(const uint8_t* w, int64_t row_bytes, int64_t first, int64_t count) {
+    const uint8_t* p = w + first * row_bytes;
+    for (int64_t off = 0; off < count * row_bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+}
+
 constexpr int64_t kTileBytes = 48 * 1024;  // weight bytes per column tile
 
 // The finished value of y[r, o]: y = (accumulate ? y : 0) + (dot + bias).
@@ -71,6 +82,7 @@ void matmul_columns(const MatmulArgs& a, const DotKernel& kern, int64_t o_begin,
             block_sums(a.x + r * a.k, n_blocks32, sx.data() + r * n_blocks32 * kSumStride);
     }
     const int64_t tile = std::max<int64_t>(8, kTileBytes / row_bytes);
+    const int64_t ahead = (kPrefetchBytes / row_bytes + 1) & ~int64_t(1);  // even: pairs stay aligned
     const uint8_t* w = static_cast<const uint8_t*>(a.w);
     for (int64_t t0 = o_begin; t0 < o_end; t0 += tile) {
         const int64_t t1 = std::min(o_end, t0 + tile);
@@ -86,12 +98,14 @@ void matmul_columns(const MatmulArgs& a, const DotKernel& kern, int64_t o_begin,
             int64_t o = t0;
             if (n == 1 && kern.pair != nullptr) {
                 for (; o + 2 <= t1; o += 2) {
+                    prefetch_rows(w, row_bytes, o + ahead, std::min<int64_t>(2, a.n_out - o - ahead));
                     kern.pair(rows, w + o * row_bytes, row_bytes, a.k, out);
                     finish(a, r0, o, out[0]);
                     finish(a, r0, o + 1, out[1]);
                 }
             }
             for (; o < t1; o++) {
+                if (n == 1) prefetch_rows(w, row_bytes, o + ahead, std::min<int64_t>(1, a.n_out - o - ahead));
                 fn(rows, w + o * row_bytes, row_bytes, a.k, out);
                 for (int i = 0; i < n; i++) finish(a, r0 + i, o, out[i]);
             }
