@@ -388,7 +388,11 @@ class Slots:
 
 
 class Graph:
-    """A recorded sequence of kernel launches (Context.graph_begin / graph_end)."""
+    """A recorded sequence of kernel launches (Context.graph_begin / graph_end).
+
+    The library refuses to free buffers and slot sets a live graph uses, so keep
+    their Python objects alive as long as the graph: one collected earlier
+    cannot be freed by its finalizer and stays allocated."""
 
     __slots__ = ("_ptr", "ctx", "__weakref__")
 
