@@ -1,9 +1,15 @@
 # Makefile — builds libstrata (g++ always; the CUDA backend when nvcc is on
-# PATH and CUDA is not 0), and later sets up, serves and tests Strata.
+# PATH and CUDA is not 0), sets up the virtual environment, serves and tests.
 #
+#   make serve         .venv + libstrata + the default model, then `strata serve` on :8080
+#   make test          the same set-up plus test dependencies, then the whole test suite
+#   make test-gpu      the GPU tests (run on a machine with a CUDA device)
 #   make lib           build/libstrata.so (CUDA backend if nvcc is found)
 #   make lib CUDA=0    CPU backend only (cuda_stub.cpp stands in for CUDA)
-#   make clean         remove build/
+#   make model         fetch the default model (SmolLM2-135M-Instruct Q4_1) into the model cache
+#   make clean         remove build/ (keeps .venv and the model cache)
+#
+# SERVE_ARGS / TEST_ARGS pass extra flags, e.g. make serve SERVE_ARGS="--port 9000".
 
 # ---------------------------------------------------------------- settings
 
@@ -60,7 +66,7 @@ LINK_STAMP    := $(BUILD)/link.flags
 
 # ---------------------------------------------------------------- targets
 
-.PHONY: lib clean FORCE
+.PHONY: lib clean FORCE venv test-deps model serve test test-gpu
 
 lib: $(LIB) $(HEADER)
 
@@ -98,3 +104,40 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(wildcard $(OBJ)/*.d)
+
+# ---------------------------------------------------------------- set-up, serve, test
+
+PYTHON   ?= python3
+VENV     := .venv
+VPY      := $(VENV)/bin/python
+PIP      := $(VPY) -m pip install --quiet --disable-pip-version-check
+JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) -e .
+	@touch $@
+
+# transformers and a CPU torch are test-only references (torch 2.13.0 is a CPU build on local disk).
+test-deps: $(VENV)/.test-installed
+
+$(VENV)/.test-installed: $(VENV)/.installed
+	$(PIP) -e '.[test]'
+	@touch $@
+
+model: venv
+	$(VPY) -m strata.model_store fetch
+
+serve: venv model
+	$(MAKE) --no-print-directory -j$(JOBS) lib
+	$(VENV)/bin/strata serve $(SERVE_ARGS)
+
+test: test-deps model
+	$(MAKE) --no-print-directory -j$(JOBS) lib
+	$(VPY) -m pytest $(TEST_ARGS)
+
+test-gpu: test-deps model
+	$(MAKE) --no-print-directory -j$(JOBS) lib
+	$(VPY) -m pytest -m gpu $(TEST_ARGS)

@@ -82,7 +82,7 @@ class ModelRunner:
             self.io.upload()
             self.model.decoder.record(self.io, self.act, self.slots, n_rows, n_decode, n_logits,
                                       inject=self.images.inject_for(plan))
-        sampled = self.io.download_ids(n_logits).tolist()
+        sampled = self.io.download_ids(n_logits).tolist() if n_logits else []
         logprobs = self._logprobs(wants_logprobs, sampled) if any(wants_logprobs) else None
         return StepResult(sampled, logprobs)
 

@@ -102,6 +102,8 @@ class Decoder:
             self._mlp_block(layer, act, n_rows)
         if n_logits == 0:            # prefill chunks that complete no prompt: nothing to sample
             return
+        if n_logits == 0:
+            return          # a prompt chunk that does not end its prompt: nothing to sample yet
         F.gather_rows(ctx, A, act.x, n_rows, s.hidden * 4, io_buf, io.logit_idx_off, n_logits, A, act.xs)
         n = self.output_norm
         F.rmsnorm(ctx, A, act.xs, n.buffer, n.offset, A, act.xs, n_logits, s.hidden, s.rms_eps)

@@ -1,0 +1,125 @@
+"""Agreement with an independent implementation: transformers on the same GGUF.
+
+transformers dequantizes the default model's GGUF to float32 and runs its own
+Llama. Strata keeps the Q4_1/Q8_0 blocks and dequantizes inside its float32
+kernels (no activation quantization), so the two should agree to float32
+rounding: last-position logits within a small error with the same top-20, and
+greedy continuations identical token for token. A divergence is accepted only
+at a near-tie visible in the reference logits (top-1/top-2 gap below
+NEAR_TIE), and the test reports it.
+
+Measured on the CPU backend (2026-11-29): max |logit error| over 12 prompts
+about 2e-4, top-20 overlap 20/20 everywhere, 12 of 12 greedy continuations
+of 40 tokens identical.
+"""
+
+import numpy as np
+import pytest
+
+from strata.engine.sampling import SamplingParams
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+NEAR_TIE = 0.02
+MAX_LOGIT_ERROR = 2e-3
+CONTINUATION = 40
+
+CHAT = [
+    "What is the capital of France? Answer in one sentence.",
+    "Write a haiku about autumn leaves.",
+    "Explain recursion to a ten-year-old.",
+    "What are the three primary colors?",
+    "Give two tips for writing clean Python code.",
+    "How many legs does a spider have?",
+    "Name a famous painting by Leonardo da Vinci.",
+    "What is the boiling point of water at sea level in Celsius?",
+]
+RAW = [
+    "Once upon a time, in a small village by the sea,",
+    "def fibonacci(n):\n    ",
+    "The three laws of thermodynamics are",
+    "1, 1, 2, 3, 5, 8, 13,",
+]
+
+
+@pytest.fixture(scope="module")
+def llm(model_path):
+    from strata import LLM
+
+    with LLM(str(model_path), device="cpu", batch=1, ctx=512) as engine:
+        yield engine
+
+
+@pytest.fixture(scope="module")
+def reference(model_path):
+    torch.set_num_threads(2)
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        str(model_path.parent), gguf_file=model_path.name, dtype=torch.float32)
+    model.eval()
+    return model
+
+
+@pytest.fixture(scope="module")
+def model_path():
+    from strata.model_store import ModelStoreError, resolve_model
+
+    try:
+        return resolve_model("smollm2-135m")
+    except ModelStoreError as exc:
+        pytest.skip(f"the default model is not in the cache ({exc}); run `make model`")
+
+
+def prompt_ids(llm) -> list[tuple[str, list[int]]]:
+    chats = [(q, llm.render_chat([{"role": "user", "content": q}])) for q in CHAT]
+    raws = [(t, llm.encode_prompt(t)) for t in RAW]
+    return chats + raws
+
+
+def strata_logits(llm, ids: list[int]) -> np.ndarray:
+    llm.generate([ids], SamplingParams(temperature=0, max_tokens=1))
+    runner = llm.engine.runner
+    return runner.act.buffer.to_numpy(np.float32, (llm.engine.model.spec.vocab,), runner.act.logits)
+
+
+def reference_logits(model, ids: list[int]) -> np.ndarray:
+    with torch.no_grad():
+        out = model(torch.tensor([ids]))
+    return out.logits[0, -1].double().numpy()
+
+
+def test_last_position_logits_agree(llm, reference):
+    worst = 0.0
+    for text, ids in prompt_ids(llm):
+        ours = strata_logits(llm, ids).astype(np.float64)
+        ref = reference_logits(reference, ids)
+        error = float(np.abs(ours - ref).max())
+        worst = max(worst, error)
+        top_ours = set(np.argsort(-ours)[:20])
+        top_ref = set(np.argsort(-ref)[:20])
+        assert error < MAX_LOGIT_ERROR, f"{text!r}: max |logit error| {error:.2e}"
+        assert len(top_ours & top_ref) >= 19, f"{text!r}: top-20 overlap {len(top_ours & top_ref)}"
+    print(f"max |logit error| over {len(CHAT) + len(RAW)} prompts: {worst:.2e}")
+
+
+def test_greedy_continuations_match(llm, reference):
+    near_ties = []
+    for text, ids in prompt_ids(llm):
+        ours = llm.generate([ids], SamplingParams(temperature=0, max_tokens=CONTINUATION, ignore_eos=True))[0]
+        with torch.no_grad():
+            out = reference.generate(torch.tensor([ids]), max_new_tokens=CONTINUATION, do_sample=False,
+                                     min_new_tokens=CONTINUATION, output_scores=True,
+                                     return_dict_in_generate=True, pad_token_id=2)
+        theirs = out.sequences[0, len(ids):].tolist()
+        if ours.token_ids == theirs:
+            continue
+        at = next(i for i, (a, b) in enumerate(zip(ours.token_ids, theirs)) if a != b)
+        scores = out.scores[at][0].double().numpy()
+        top2 = np.sort(scores)[-2:]
+        gap = float(top2[1] - top2[0])
+        assert gap < NEAR_TIE, (f"{text!r}: greedy tokens diverge at step {at} "
+                                f"({ours.token_ids[at]} vs {theirs[at]}) with a top-1/top-2 gap of {gap:.4f}")
+        near_ties.append((text, at, gap))
+    for text, at, gap in near_ties:
+        print(f"near-tie divergence on {text!r} at token {at}: reference gap {gap:.4f}")
+    assert len(near_ties) <= 2, f"too many divergences, even if each is a near-tie: {near_ties}"
