@@ -1,0 +1,67 @@
+"""GET /metrics in the Prometheus text exposition format (version 0.0.4).
+
+Counters and histograms come from the engine's EngineMetrics (outcomes,
+tokens, time to first token, inter-token latency) plus the requests the HTTP
+layer refused before they reached the engine; gauges are read at scrape
+time (queue length, busy slots).
+"""
+
+from __future__ import annotations
+
+from strata.engine.metrics import Histogram
+
+from .state import ServerState
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+OUTCOMES = ("stop", "length", "cancelled", "error", "rejected", "invalid", "unauthorized")
+
+
+def render(state: ServerState) -> str:
+    engine = state.engine
+    m = engine.metrics
+    out: list[str] = []
+    outcomes = {o: 0 for o in OUTCOMES} | m.requests | state.outcomes
+    _family(out, "strata_requests_total", "counter",
+            "Requests by outcome: stop/length finished, cancelled (client gone or shutdown), error (engine failure), "
+            "rejected (queue full), invalid (bad input), unauthorized (missing or wrong API key).",
+            [({"outcome": o}, n) for o, n in sorted(outcomes.items())])
+    _family(out, "strata_prompt_tokens_total", "counter", "Prompt tokens of requests that produced a token.",
+            [({}, m.prompt_tokens)])
+    _family(out, "strata_generation_tokens_total", "counter", "Tokens generated.", [({}, m.generated_tokens)])
+    _family(out, "strata_engine_steps_total", "counter", "Engine steps run.", [({}, m.steps)])
+    _family(out, "strata_queue_length", "gauge", "Requests waiting for a slot.", [({}, engine.scheduler.queue_len)])
+    _family(out, "strata_busy_slots", "gauge", "Slots holding a request.", [({}, engine.scheduler.busy_slots)])
+    _family(out, "strata_slots", "gauge", "Slots of the engine.", [({}, engine.config.batch)])
+    _family(out, "strata_engine_up", "gauge", "1 while the engine loop runs.", [({}, int(state.engine_running))])
+    _histogram(out, "strata_time_to_first_token_seconds", "Seconds from arrival to the first generated token.",
+               m.ttft)
+    _histogram(out, "strata_inter_token_latency_seconds", "Seconds between consecutive tokens of a request.", m.itl)
+    return "\n".join(out) + "\n"
+
+
+def _family(out: list[str], name: str, kind: str, help_text: str, samples) -> None:
+    out.append(f"# HELP {name} {help_text}")
+    out.append(f"# TYPE {name} {kind}")
+    for labels, value in samples:
+        out.append(f"{name}{_labels(labels)} {_number(value)}")
+
+
+def _histogram(out: list[str], name: str, help_text: str, hist: Histogram) -> None:
+    out.append(f"# HELP {name} {help_text}")
+    out.append(f"# TYPE {name} histogram")
+    for le, count in hist.cumulative():
+        out.append(f'{name}_bucket{{le="{le}"}} {count}')
+    out.append(f"{name}_sum {_number(hist.total)}")
+    out.append(f"{name}_count {hist.count}")
+
+
+def _labels(labels: dict) -> str:
+    if not labels:
+        return ""
+    escaped = (f'{k}="{str(v).replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"'
+               for k, v in labels.items())
+    return "{" + ",".join(escaped) + "}"
+
+
+def _number(value) -> str:
+    return repr(float(value)) if isinstance(value, float) else str(value)

@@ -1,0 +1,71 @@
+"""The operator routes: GET /health, /metrics, /slots; POST /tokenize, /detokenize.
+
+/health needs no API key (load balancers probe it) and answers 503 while
+the engine is not serving; the others follow the key like the /v1 routes.
+"""
+
+from __future__ import annotations
+
+from quart import Blueprint, Response, request
+
+from strata.tokenizer import TokenizerError
+
+from . import prometheus, prompts, schemas
+from .errors import bad_request
+from .responses import json_response
+from .state import current_state
+
+bp = Blueprint("admin", __name__)
+
+
+@bp.get("/health")
+async def health():
+    state = current_state()
+    if state.draining:
+        return json_response({"status": "shutting_down"}, 503)
+    if not state.engine_running:
+        return json_response({"status": "engine_stopped"}, 503)
+    return json_response({"status": "ok", "model": state.settings.model_name})
+
+
+@bp.get("/metrics")
+async def metrics():
+    return Response(prometheus.render(current_state()), content_type=prometheus.CONTENT_TYPE)
+
+
+@bp.get("/slots")
+async def slots():
+    engine = current_state().engine
+    return json_response({"num_slots": engine.config.batch, "busy_slots": engine.scheduler.busy_slots,
+                          "queue_len": engine.scheduler.queue_len, "slots": engine.slot_states()})
+
+
+@bp.post("/tokenize")
+async def tokenize():
+    """{"prompt": text, "add_special_tokens": bool} or {"messages": [...]} -> {"tokens", "count", "max_model_len"}."""
+    state = current_state()
+    f = schemas.Fields(schemas.parse_json(await request.get_data()))
+    schemas.check_model(f, state.settings.model_name)
+    messages = f.optional("messages", list, "an array of messages")
+    if messages is not None:
+        ids = prompts.chat_prompt_ids(state.engine, schemas.parse_messages(messages))
+    else:
+        prompt = f.required("prompt", str, "a string (or send messages)")
+        add_special = f.optional("add_special_tokens", bool, "a boolean")
+        ids = state.engine.tokenizer.encode(prompt, add_special=True if add_special is None else add_special)
+    return json_response({"tokens": ids, "count": len(ids), "max_model_len": state.engine.config.ctx})
+
+
+@bp.post("/detokenize")
+async def detokenize():
+    """{"tokens": [ids]} -> {"prompt": text}."""
+    state = current_state()
+    f = schemas.Fields(schemas.parse_json(await request.get_data()))
+    schemas.check_model(f, state.settings.model_name)
+    tokens = f.required("tokens", list, "an array of token ids")
+    ids = schemas.int_list(tokens, "tokens")
+    try:
+        text = state.engine.tokenizer.decode(ids)
+    except TokenizerError as exc:
+        raise bad_request(str(exc), "tokens") from None
+    return json_response({"prompt": text})

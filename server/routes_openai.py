@@ -1,0 +1,100 @@
+"""The OpenAI routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models.
+
+A generation request goes body -> typed request (schemas) -> prompt ids
+(prompts) -> engine.submit, which refuses bad input or a full queue before
+anything starts, so errors are plain JSON with their status; then either the
+whole answer as one JSON body or server-sent events (sse). Either way, a
+client that goes away cancels its request.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from quart import Blueprint, Response, request
+
+from strata.engine.sampling import InvalidRequest
+from strata.engine.scheduler import QueueFull
+
+from . import prompts, schemas, sse
+from .errors import APIError, bad_request, overloaded, shutting_down
+from .responses import formatter_for, json_response
+from .schemas import Options
+from .state import ServerState, current_state
+
+log = logging.getLogger("strata.server")
+
+bp = Blueprint("openai", __name__)
+
+
+@bp.post("/v1/chat/completions")
+async def chat_completions():
+    state = current_state()
+    parsed = schemas.parse_chat(schemas.parse_json(await request.get_data()), state.settings.model_name)
+    _check_serving(state)
+    ids = prompts.chat_prompt_ids(state.engine, parsed.messages, parsed.template_kwargs)
+    return await _generate(state, "chat", ids, parsed.options)
+
+
+@bp.post("/v1/completions")
+async def completions():
+    state = current_state()
+    parsed = schemas.parse_completion(schemas.parse_json(await request.get_data()), state.settings.model_name)
+    _check_serving(state)
+    ids = prompts.completion_prompt_ids(state.engine, parsed.prompt)
+    return await _generate(state, "completion", ids, parsed.options)
+
+
+@bp.get("/v1/models")
+async def list_models():
+    return json_response({"object": "list", "data": [_model_card(current_state())]})
+
+
+@bp.get("/v1/models/<path:model>")
+async def get_model(model: str):
+    state = current_state()
+    if model != state.settings.model_name:
+        raise APIError(404, f"the model {model!r} does not exist here; this server serves "
+                            f"{state.settings.model_name!r}", param="model", code="model_not_found")
+    return json_response(_model_card(state))
+
+
+def _model_card(state: ServerState) -> dict:
+    return {"id": state.settings.model_name, "object": "model", "created": state.started_at, "owned_by": "strata",
+            "max_model_len": state.engine.config.ctx}
+
+
+def _check_serving(state: ServerState) -> None:
+    if state.draining:
+        raise shutting_down()
+    if not state.engine_running:
+        raise APIError(503, "the engine is not running; see the server log", code="engine_stopped",
+                       headers={"Retry-After": "5"})
+
+
+async def _generate(state: ServerState, kind: str, ids: list[int], options: Options) -> Response:
+    engine = state.engine
+    params = schemas.params_for(options, len(ids), engine.config.ctx, kind)
+    try:
+        stream = engine.submit(ids, params)
+    except InvalidRequest as exc:
+        param = schemas.PROMPT_PARAM[kind] if exc.param == "prompt" else exc.param
+        raise bad_request(str(exc), param) from None
+    except QueueFull as exc:
+        raise overloaded(str(exc), state.settings.retry_after_s) from None
+    log.debug("%s: %d prompt tokens, max_tokens %d, stream %s", stream.request_id, len(ids), params.max_tokens,
+              options.stream)
+    fmt = formatter_for(kind, options, engine.tokenizer)
+    if options.stream:
+        response = Response(sse.EventStreamBody(stream, fmt), content_type=sse.CONTENT_TYPE, headers=sse.HEADERS)
+        response.timeout = None
+        return response
+    try:
+        done = await stream.collect()
+    finally:
+        await stream.aclose()
+    if done.finish_reason not in sse.FINISH_REASONS:
+        if done.finish_reason == "cancelled":
+            raise shutting_down()
+        raise APIError(500, done.error or "the request failed inside the engine", code="internal_error")
+    return json_response(fmt.response(done))

@@ -1,0 +1,102 @@
+"""`strata serve`: load the model, then serve the Quart app with hypercorn until SIGINT/SIGTERM.
+
+The engine is created before the event loop starts (loading blocks for
+seconds), and its loop runs as a background task of the app. The first
+SIGINT or SIGTERM starts a graceful shutdown: new requests get 503, every
+stream in flight ends with a final event and `[DONE]`, then hypercorn closes
+the connections; a second signal stops at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+from hypercorn.asyncio import serve as hypercorn_serve
+from hypercorn.config import Config as HypercornConfig
+
+from strata import env
+from strata.config import ConfigError, EngineConfig
+from strata.engine.engine import Engine
+
+from .app import create_app
+from .settings import ServerSettings
+from .state import ServerState
+
+log = logging.getLogger("strata.server")
+
+GRACEFUL_TIMEOUT_S = 5.0        # for connections to finish once their streams have ended
+
+
+def serve(args, engine_config: EngineConfig) -> int:
+    level = (args.log_level or env.get("STRATA_LOG_LEVEL") or "info").upper()
+    logging.basicConfig(level=getattr(logging, level, logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        engine_config.check()
+        engine = Engine.create(engine_config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:       # model files, devices: say what failed
+        if log.isEnabledFor(logging.DEBUG):
+            raise
+        print(f"error: could not load {engine_config.model!r}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    settings = ServerSettings.from_args(args, engine_config.model)
+    _log_start(engine, settings, args)
+    app = create_app(engine, settings)
+    try:
+        asyncio.run(_serve(app, app.extensions["strata"], _hypercorn_config(args)))
+    except OSError as exc:
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        engine.close()
+    log.info("stopped")
+    return 0
+
+
+async def _serve(app, state: ServerState, config: HypercornConfig) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signum: int) -> None:
+        log.info("%s received: shutting down (send it again to stop at once)", signal.Signals(signum).name)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)      # a second signal takes the default action
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig)
+
+    async def shutdown_trigger() -> None:
+        await stop.wait()
+        busy = state.engine.scheduler.busy_slots + state.engine.scheduler.queue_len
+        if busy:
+            log.info("ending %d request(s) in flight", busy)
+        await state.begin_shutdown()
+
+    await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)
+
+
+def _hypercorn_config(args) -> HypercornConfig:
+    config = HypercornConfig()
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    config.bind = [f"{host}:{args.port}"]
+    config.graceful_timeout = GRACEFUL_TIMEOUT_S
+    config.errorlog = logging.getLogger("hypercorn.error")
+    config.accesslog = logging.getLogger("strata.access") if log.isEnabledFor(logging.DEBUG) else None
+    return config
+
+
+def _log_start(engine: Engine, settings: ServerSettings, args) -> None:
+    cfg, spec = engine.config, engine.model.spec
+    log.info("model %s: %s (%s, %d layers, vocab %d)", settings.model_name, engine.model.path, spec.arch,
+             spec.n_layers, spec.vocab)
+    log.info("backend %s: %d slots x %d tokens, prefill chunk %d, queue bound %d, graphs %s",
+             cfg.device, cfg.batch, cfg.ctx, cfg.chunk, cfg.max_queue, "on" if cfg.graphs else "off")
+    log.info("API key %s; listening on http://%s:%d", "required" if settings.api_key else "not required",
+             args.host, args.port)

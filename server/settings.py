@@ -1,0 +1,30 @@
+"""ServerSettings: what the HTTP layer needs to know beyond the engine.
+
+Built once from the `strata serve` flags (environment variables only through
+strata.env), then read by every route. The engine's own settings live in
+strata.config.EngineConfig.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from strata import env
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    model_name: str                      # the id clients send as "model" and /v1/models lists
+    api_key: str | None = None           # None: no key required
+    retry_after_s: int = 1               # Retry-After on a full queue
+    media_dir: str | None = None         # where image_url file paths may read from (vision)
+    allow_remote_media: bool = False     # whether image_url may fetch http(s) (vision)
+
+    @classmethod
+    def from_args(cls, args, model: str) -> "ServerSettings":
+        """Flags first, then STRATA_* variables; `model` is the --model value or the default alias."""
+        api_key = args.api_key if args.api_key is not None else env.get("STRATA_API_KEY")
+        media_dir = getattr(args, "media_dir", None) or env.get("STRATA_MEDIA_DIR")
+        remote = bool(getattr(args, "allow_remote_media", False)) or env.get("STRATA_ALLOW_REMOTE_MEDIA") == "1"
+        return cls(model_name=args.served_model_name or model, api_key=api_key or None,
+                   media_dir=media_dir, allow_remote_media=remote)
