@@ -4,12 +4,17 @@ Chat messages are rendered by the model's own chat template (sandboxed) and
 tokenized without adding BOS/EOS again; a completion prompt is tokenized as
 text, or taken as token ids (the engine checks their range). Image content
 parts need a vision model; a text-only model refuses them here, naming the
-part, before anything reaches the engine.
+part, before anything reaches the engine. For a vision model,
+strata.vision.chat_inputs loads, encodes and validates the images (VisionError
+-> 400) and returns the prompt with its positions and image rows.
 """
 
 from __future__ import annotations
 
 from strata.chat_template import IMAGE_PART_TYPES, ChatTemplateError
+from strata.vision.chat_inputs import chat_inputs as vision_chat_inputs
+from strata.vision.engine_inputs import EngineInput
+from strata.vision.media import MediaLimits
 
 from .errors import bad_request
 
@@ -22,6 +27,17 @@ def chat_prompt_ids(engine, messages: list[dict], template_kwargs: dict | None =
     except ChatTemplateError as exc:
         raise bad_request(str(exc), "messages", code="chat_template_error") from None
     return engine.tokenizer.encode(text, add_special=False)
+
+
+async def chat_inputs(engine, messages: list[dict], template_kwargs: dict | None, limits: MediaLimits
+                      ) -> EngineInput:
+    """The prompt of a chat request; with images (vision models only) their positions and rows too."""
+    if engine.model.vision is None:
+        return EngineInput(chat_prompt_ids(engine, messages, template_kwargs))
+    try:
+        return await vision_chat_inputs(engine, messages, limits, template_kwargs=template_kwargs)
+    except ChatTemplateError as exc:
+        raise bad_request(str(exc), "messages", code="chat_template_error") from None
 
 
 def completion_prompt_ids(engine, prompt: str | list[int]) -> list[int]:
@@ -42,4 +58,3 @@ def _refuse_images(engine, messages: list[dict]) -> None:
                     raise bad_request(f"{where} is an image, but the model {engine.model.name!r} reads text only; "
                                       "send text content, or serve a vision model (e.g. Qwen2.5-VL)",
                                       where, code="images_not_supported")
-                raise bad_request(f"{where}: image input is not served yet", where, code="images_not_supported")

@@ -32,8 +32,9 @@ async def chat_completions():
     state = current_state()
     parsed = schemas.parse_chat(schemas.parse_json(await request.get_data()), state.settings.model_name)
     _check_serving(state)
-    ids = prompts.chat_prompt_ids(state.engine, parsed.messages, parsed.template_kwargs)
-    return await _generate(state, "chat", ids, parsed.options)
+    inputs = await prompts.chat_inputs(state.engine, parsed.messages, parsed.template_kwargs,
+                                       state.settings.media_limits)
+    return await _generate(state, "chat", inputs.prompt_ids, parsed.options, inputs.submit_kwargs())
 
 
 @bp.post("/v1/completions")
@@ -72,11 +73,13 @@ def _check_serving(state: ServerState) -> None:
                        headers={"Retry-After": "5"})
 
 
-async def _generate(state: ServerState, kind: str, ids: list[int], options: Options) -> Response:
+async def _generate(state: ServerState, kind: str, ids: list[int], options: Options, vision: dict | None = None
+                    ) -> Response:
+    """vision: submit's positions, rope_delta and image rows for a prompt with images."""
     engine = state.engine
     params = schemas.params_for(options, len(ids), engine.config.ctx, kind)
     try:
-        stream = engine.submit(ids, params)
+        stream = engine.submit(ids, params, **(vision or {}))
     except InvalidRequest as exc:
         param = schemas.PROMPT_PARAM[kind] if exc.param == "prompt" else exc.param
         raise bad_request(str(exc), param) from None

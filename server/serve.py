@@ -46,6 +46,12 @@ def serve(args, engine_config: EngineConfig) -> int:
         print(f"error: could not load {engine_config.model!r}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     settings = ServerSettings.from_args(args, engine_config.model)
+    try:
+        settings.media_limits
+    except ValueError as exc:
+        engine.close()
+        print(f"error: --media-dir: {exc}", file=sys.stderr)
+        return 2
     _log_start(engine, settings, args)
     app = create_app(engine, settings)
     try:

@@ -8,8 +8,10 @@ strata.config.EngineConfig.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from strata import env
+from strata.vision.media import MediaLimits
 
 
 @dataclass(frozen=True)
@@ -28,3 +30,8 @@ class ServerSettings:
         remote = bool(getattr(args, "allow_remote_media", False)) or env.get("STRATA_ALLOW_REMOTE_MEDIA") == "1"
         return cls(model_name=args.served_model_name or model, api_key=api_key or None,
                    media_dir=media_dir, allow_remote_media=remote)
+
+    @cached_property
+    def media_limits(self) -> MediaLimits:
+        """Where chat images may come from; ValueError for a --media-dir that is not a directory."""
+        return MediaLimits(media_dir=self.media_dir, allow_remote=self.allow_remote_media)
