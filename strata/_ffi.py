@@ -38,6 +38,7 @@ _ABI = re.compile(r"STRATA_ABI_VERSION\s*=\s*(\d+)")
 
 ffi = cffi.FFI()
 _lib = None
+_declared = False
 _load_lock = threading.Lock()
 
 STATUS_NAMES = {
@@ -122,8 +123,14 @@ def load():
         if not path.is_file():
             raise StrataError(3, f"libstrata not found at {path}; run `make lib` (or set STRATA_LIB)")
         text = header_path(path).read_text()
-        ffi.cdef(header_cdef(text))
-        lib = ffi.dlopen(str(path))
+        global _declared
+        if not _declared:  # cdef once, even if a load failed after it
+            ffi.cdef(header_cdef(text))
+            _declared = True
+        try:
+            lib = ffi.dlopen(str(path))
+        except OSError as exc:
+            raise StrataError(3, f"cannot load {path} ({exc}); rebuild it with `make lib`") from exc
         expected = int(_ABI.search(text).group(1))
         if lib.strata_abi_version() != expected:
             raise StrataError(3, f"{path} implements ABI {lib.strata_abi_version()} but strata.h describes "
