@@ -30,6 +30,7 @@ from .loader import LoadedModel
 from .spec import ModelSpec
 from .vision_encoder import PREFIX as VISION_PREFIX
 from .vision_encoder import VisionEncoder, weight_names
+from .weights import WeightArena
 
 log = logging.getLogger("strata.models")
 
@@ -143,7 +144,7 @@ def load_hf_checkpoint(path: Path, ctx: _ffi.Context, name: str) -> LoadedModel:
             raise ModelFormatError(f"vision out_hidden_size {vision.out_hidden} differs from the text hidden_size "
                                    f"{spec.hidden}")
     tensors = map_tensors(safetensors_io.read_tensors(path), spec, vision, path)
-    weights = _arena(ctx, tensors, path)
+    weights = WeightArena(ctx, tensors, label=f"loading {path.name}")
     try:
         decoder = Decoder(ctx, spec, weights)
         encoder = _encoder(ctx, vision, weights, path) if vision is not None else None
@@ -154,12 +155,6 @@ def load_hf_checkpoint(path: Path, ctx: _ffi.Context, name: str) -> LoadedModel:
              f", vision tower of {vision.depth} blocks" if vision else "", weights.nbytes / 1e6,
              time.monotonic() - start)
     return LoadedModel(name, path, spec, weights, decoder, tokenizer, ChatTemplate.for_tokenizer(tokenizer), encoder)
-
-
-def _arena(ctx, tensors, path):
-    from .weights import WeightArena
-
-    return WeightArena(ctx, tensors, label=f"loading {path.name}")
 
 
 def _encoder(ctx, vision: hf_config.VisionSpec, weights, path: Path) -> VisionEncoder:

@@ -29,33 +29,36 @@ from .vision_windows import WindowLayout, window_layout
 from .weights import WeightArena
 
 PREFIX = "v."
+MERGER_WEIGHTS = ("merger.ln_q.weight", "merger.mlp.0.weight", "merger.mlp.0.bias", "merger.mlp.2.weight",
+                  "merger.mlp.2.bias")
+BLOCK_WEIGHTS = ("norm1.weight", "norm2.weight", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight",
+                 "attn.proj.bias", "mlp.gate_proj.weight", "mlp.gate_proj.bias", "mlp.up_proj.weight",
+                 "mlp.up_proj.bias", "mlp.down_proj.weight", "mlp.down_proj.bias")
 
 
 def weight_names(spec: VisionSpec) -> list[str]:
     """The arena names the encoder reads (HF names under `visual.`, prefixed `v.`)."""
-    names = ["patch_embed.proj.weight", "merger.ln_q.weight", "merger.mlp.0.weight", "merger.mlp.0.bias",
-             "merger.mlp.2.weight", "merger.mlp.2.bias"]
-    for i in range(spec.depth):
-        names += [f"blocks.{i}.{n}" for n in (
-            "norm1.weight", "norm2.weight", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight",
-            "attn.proj.bias", "mlp.gate_proj.weight", "mlp.gate_proj.bias", "mlp.up_proj.weight",
-            "mlp.up_proj.bias", "mlp.down_proj.weight", "mlp.down_proj.bias")]
+    names = ["patch_embed.proj.weight", *MERGER_WEIGHTS]
+    names += [f"blocks.{i}.{n}" for i in range(spec.depth) for n in BLOCK_WEIGHTS]
     return [PREFIX + n for n in names]
 
 
 class _Scratch:
-    """One device buffer split into float32 regions for an image of n patches (grown on demand)."""
+    """One device buffer split into float32 regions for an image of n patches (grown on demand).
+    Regions never live at the same time share space: the embedded patches (x0) with the attention
+    output (att), the qkv rows with the merger's hidden rows (m1)."""
 
     def __init__(self, ctx: F.Context, spec: VisionSpec, n: int):
         d, m = spec.hidden, n // (spec.merge_size ** 2)
         regions = {"pix": n * spec.patch_dim, "x0": n * d, "x": n * d, "h": n * d, "qkv": n * 3 * d,
-                   "att": n * d, "gate": n * spec.ffn, "up": n * spec.ffn, "act": n * spec.ffn,
-                   "m1": n * d, "y": m * spec.out_hidden, "z": m * spec.out_hidden,
+                   "gate": n * spec.ffn, "up": n * spec.ffn, "act": n * spec.ffn,
+                   "y": m * spec.out_hidden, "z": m * spec.out_hidden,
                    "order": n, "restore": m, "rows": 2 * n, "win": n + 1, "full": n + 1}
         self.off, total = {}, 0
         for name, count in regions.items():
             self.off[name] = total
             total += -(-count * 4 // 256) * 256
+        self.off["att"], self.off["m1"] = self.off["x0"], self.off["qkv"]
         self.n = n
         self.buffer = F.Buffer(ctx, total)
 
@@ -74,12 +77,8 @@ class VisionEncoder:
         self._scratch: _Scratch | None = None
         w = lambda name: weights[PREFIX + name]   # noqa: E731
         self.patch = w("patch_embed.proj.weight")
-        self.merger = [w("merger.ln_q.weight"), w("merger.mlp.0.weight"), w("merger.mlp.0.bias"),
-                       w("merger.mlp.2.weight"), w("merger.mlp.2.bias")]
-        self.blocks = [{n: w(f"blocks.{i}.{n}") for n in (
-            "norm1.weight", "norm2.weight", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight",
-            "attn.proj.bias", "mlp.gate_proj.weight", "mlp.gate_proj.bias", "mlp.up_proj.weight",
-            "mlp.up_proj.bias", "mlp.down_proj.weight", "mlp.down_proj.bias")} for i in range(spec.depth)]
+        self.merger = [w(n) for n in MERGER_WEIGHTS]
+        self.blocks = [{n: w(f"blocks.{i}.{n}") for n in BLOCK_WEIGHTS} for i in range(spec.depth)]
 
     # ------------------------------------------------------------ the public call
 
