@@ -81,7 +81,8 @@ def from_exception(exc: Exception, retry_after: int = 1) -> APIError | None:
 
 
 def json_error(error: APIError) -> Response:
-    response = Response(json.dumps(error.body(), ensure_ascii=False), status=error.status, content_type="application/json")
+    body = json.dumps(error.body(), ensure_ascii=False)
+    response = Response(body, status=error.status, content_type="application/json")
     for name, value in error.headers.items():
         response.headers[name] = value
     return response
@@ -114,7 +115,8 @@ def _from_http(error: HTTPException) -> APIError:
         return APIError(404, "no such route; the API serves /v1/chat/completions, /v1/completions, /v1/models, "
                              "/health, /metrics, /slots, /tokenize and /detokenize", code="not_found")
     if status == 405:
-        return APIError(405, f"method not allowed here: {error.description}", code="method_not_allowed")
+        allowed = ", ".join(sorted(getattr(error, "valid_methods", None) or [])) or "another method"
+        return APIError(405, f"this route does not take that method; use {allowed}", code="method_not_allowed")
     if status == 413:
         return APIError(413, "the request body is too large", code="body_too_large")
     return APIError(status, error.description or error.name, code=error.name.lower().replace(" ", "_"))

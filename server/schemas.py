@@ -57,6 +57,12 @@ def parse_json(data: bytes) -> dict:
         raise bad_request(f"the request body is not valid JSON: {exc}", code="invalid_json") from None
     if not isinstance(body, dict):
         raise bad_request(f"the request body must be a JSON object, got {_type_name(body)}", code="invalid_json")
+    try:
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise bad_request("the request body holds an unpaired UTF-16 surrogate escape (such as \\ud800), which is "
+                          "not text; write characters outside the BMP as surrogate pairs",
+                          code="invalid_json") from None
     return body
 
 

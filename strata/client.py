@@ -149,14 +149,16 @@ class Client(_Base):
     def chat(self, messages, **options) -> Completion:
         """messages: a list of {"role", "content"} or one user message as a string. options:
         max_tokens, temperature, top_p, top_k, min_p, seed, stop, logprobs, top_logprobs, ignore_eos, ..."""
-        return parse_completion(self._request("POST", "/v1/chat/completions", self._chat_body(messages, False, options)))
+        body = self._chat_body(messages, False, options)
+        return parse_completion(self._request("POST", "/v1/chat/completions", body))
 
     def chat_stream(self, messages, **options) -> Iterator[CompletionChunk]:
         yield from self._stream("/v1/chat/completions", self._chat_body(messages, True, options))
 
     def complete(self, prompt: str | list[int], **options) -> Completion:
         """prompt: text or token ids; options as chat(), but logprobs is a count of alternatives."""
-        return parse_completion(self._request("POST", "/v1/completions", self._body({"prompt": prompt}, False, options)))
+        body = self._body({"prompt": prompt}, False, options)
+        return parse_completion(self._request("POST", "/v1/completions", body))
 
     def complete_stream(self, prompt: str | list[int], **options) -> Iterator[CompletionChunk]:
         yield from self._stream("/v1/completions", self._body({"prompt": prompt}, True, options))

@@ -75,7 +75,8 @@ def test_busy_slots_and_queue_show_in_metrics_and_slots(server, http):
 
 
 def test_tokenize_detokenize_round_trip(http):
-    for text in ["Hello, world!", "  leading spaces and\nnew lines\t", "émigré naïve 東京 🙂", "<|im_start|>user"]:
+    texts = ["Hello, world!", "  leading spaces and\nnew lines\t", "émigré naïve 東京 🙂", "<|im_start|>user"]
+    for text in texts:
         r = http.post("/tokenize", json={"prompt": text}).json()
         assert r["count"] == len(r["tokens"]) > 0 and r["max_model_len"] == CTX
         assert http.post("/detokenize", json={"tokens": r["tokens"]}).json() == {"prompt": text}

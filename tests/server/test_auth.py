@@ -10,7 +10,8 @@ from server_helpers import MODEL, metric
 GUARDED = [
     ("GET", "/v1/models", None),
     ("GET", f"/v1/models/{MODEL}", None),
-    ("POST", "/v1/chat/completions", {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}),
+    ("POST", "/v1/chat/completions", {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}],
+                                      "max_tokens": 1}),
     ("POST", "/v1/completions", {"model": MODEL, "prompt": "Hi", "max_tokens": 1}),
     ("GET", "/metrics", None),
     ("GET", "/slots", None),

@@ -134,3 +134,49 @@ def test_queue_full_is_a_503(tiny_server):
             stream.close()
         wait_idle(tiny_server)
         assert client.completions.create(model="tiny", prompt="Hi", max_tokens=1).choices
+
+
+def test_stop_strings_end_the_answer_before_them(client):
+    full = client.chat.completions.create(model=MODEL, messages=QUESTION, temperature=0, max_tokens=16)
+    text = full.choices[0].message.content
+    assert "Paris" in text
+    cut = client.chat.completions.create(model=MODEL, messages=QUESTION, temperature=0, max_tokens=16,
+                                         stop=["Paris", "never appears"])
+    assert cut.choices[0].finish_reason == "stop"
+    assert cut.choices[0].message.content == text[:text.index("Paris")]
+    chunks = list(client.chat.completions.create(model=MODEL, messages=QUESTION, temperature=0, max_tokens=16,
+                                                 stop="Paris", stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == cut.choices[0].message.content
+    assert chunks[-1].choices[0].finish_reason == "stop"
+
+
+def test_max_completion_tokens_and_default_lengths(client):
+    r = client.chat.completions.create(model=MODEL, messages=QUESTION, max_completion_tokens=3,
+                                       extra_body={"ignore_eos": True})
+    assert r.usage.completion_tokens == 3 and r.choices[0].finish_reason == "length"
+    r = client.completions.create(model=MODEL, prompt="Once upon a time", extra_body={"ignore_eos": True})
+    assert r.usage.completion_tokens == 16                 # OpenAI's default for completions
+
+
+def test_content_parts_and_developer_role(client):
+    as_text = client.chat.completions.create(
+        model=MODEL, temperature=0, max_tokens=8,
+        messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a fruit.\nOne word."}])
+    as_parts = client.chat.completions.create(
+        model=MODEL, temperature=0, max_tokens=8,
+        messages=[{"role": "developer", "content": [{"type": "text", "text": "Be brief."}]},
+                  {"role": "user", "content": [{"type": "text", "text": "Name a fruit."},
+                                               {"type": "text", "text": "One word."}]}])
+    assert as_parts.choices[0].message.content == as_text.choices[0].message.content
+    assert as_parts.usage.prompt_tokens == as_text.usage.prompt_tokens
+
+
+def test_seeded_sampling_is_reproducible_and_seeds_differ(client):
+    def sample(seed):
+        return client.completions.create(model=MODEL, prompt="My favourite word is", max_tokens=8, temperature=1.0,
+                                         seed=seed, extra_body={"return_token_ids": True, "min_p": 0.05}
+                                         ).choices[0].model_extra["token_ids"]
+
+    first = sample(1)
+    assert sample(1) == first
+    assert any(sample(s) != first for s in (2, 3, 4))
