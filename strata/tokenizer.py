@@ -248,6 +248,9 @@ class StreamDecoder:
     def push(self, ids: int | Iterable[int]) -> str:
         """Adds ids; returns the text they complete (possibly '')."""
         ids = [ids] if isinstance(ids, int) else ids
+        table_len = len(self._tokenizer._token_bytes)
+        # A model may sample ids past the tokenizer's table (Qwen pads its embedding rows): no text.
+        ids = [i for i in ids if 0 <= i < table_len]
         self._pending += self._tokenizer.decode_bytes(ids, self._skip_special)
         cut = _complete_prefix_len(self._pending)
         ready, self._pending = self._pending[:cut], self._pending[cut:]

@@ -19,6 +19,8 @@ import pytest
 
 from strata.engine.sampling import SamplingParams
 
+from reference_prompts import CHAT, RAW
+
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
@@ -26,22 +28,6 @@ NEAR_TIE = 0.02
 MAX_LOGIT_ERROR = 5e-2
 CONTINUATION = 40
 
-CHAT = [
-    "What is the capital of France? Answer in one sentence.",
-    "Write a haiku about autumn leaves.",
-    "Explain recursion to a ten-year-old.",
-    "What are the three primary colors?",
-    "Give two tips for writing clean Python code.",
-    "How many legs does a spider have?",
-    "Name a famous painting by Leonardo da Vinci.",
-    "What is the boiling point of water at sea level in Celsius?",
-]
-RAW = [
-    "Once upon a time, in a small village by the sea,",
-    "def fibonacci(n):\n    ",
-    "The three laws of thermodynamics are",
-    "1, 1, 2, 3, 5, 8, 13,",
-]
 
 
 @pytest.fixture(scope="module")

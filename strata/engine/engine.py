@@ -164,7 +164,11 @@ class Engine:
         for request, token, lp in zip(plan.sampled_requests(), result.sampled, logprobs):
             if request.finished or request.cancelled:
                 continue
-            self._accept_token(request, token, lp, now)
+            try:
+                self._accept_token(request, token, lp, now)
+            except Exception as exc:   # one request's output failed: end it, keep serving the others
+                log.exception("processing the output of %s failed", request.request_id)
+                self._finish(request, "error", Event(error=f"internal error: {exc}"))
 
     def _accept_token(self, request: Request, token: int, logprob, now: float) -> None:
         first = request.first_token_time is None
