@@ -88,8 +88,15 @@ class Formatter:
         return {"id": self.id, "object": object_name, "created": self.created, "model": self.options.model,
                 "system_fingerprint": None, "choices": choices}
 
+    def token_bytes(self, token_id: int) -> bytes:
+        """A token's bytes; ids past the tokenizer's table (padded embedding rows) have none."""
+        try:
+            return self.tokenizer.token_bytes(token_id)
+        except IndexError:
+            return b""
+
     def token_text(self, token_id: int) -> str:
-        return self.tokenizer.token_bytes(token_id).decode("utf-8", errors="replace")
+        return self.token_bytes(token_id).decode("utf-8", errors="replace")
 
     def _choice(self, text: str, logprobs: list[TokenLogprob] | None) -> dict:
         raise NotImplementedError
@@ -123,7 +130,7 @@ class ChatFormatter(Formatter):
 
     def _entry(self, token_id: int, logprob: float, top=None) -> dict:
         text = self.token_text(token_id)
-        entry = {"token": text, "logprob": logprob, "bytes": list(self.tokenizer.token_bytes(token_id))}
+        entry = {"token": text, "logprob": logprob, "bytes": list(self.token_bytes(token_id))}
         if top is not None:
             entry["top_logprobs"] = [self._entry(t, lp) for t, lp in top]
         return entry

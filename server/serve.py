@@ -106,3 +106,6 @@ def _log_start(engine: Engine, settings: ServerSettings, args) -> None:
              cfg.device, cfg.batch, cfg.ctx, cfg.chunk, cfg.max_queue, "on" if cfg.graphs else "off")
     log.info("API key %s; listening on http://%s:%d", "required" if settings.api_key else "not required",
              args.host, args.port)
+    if not settings.api_key and args.host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("serving on %s without an API key: anyone who can reach this address can use it "
+                    "(set --api-key or STRATA_API_KEY)", args.host)

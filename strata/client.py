@@ -6,7 +6,9 @@
         for chunk in client.chat_stream("Tell me a story", max_tokens=64):
             print(chunk.text, end="", flush=True)
 
-AsyncClient has the same methods as coroutines and async iterators. Results
+AsyncClient has the same methods as coroutines and async iterators (to stop
+reading a stream early and hang up at once, wrap it in contextlib.closing or
+contextlib.aclosing; the server then cancels the request). Results
 are dataclasses (strata.client_types) and carry the generated token ids.
 A 503 (queue full) or 429 is retried after the server's Retry-After (or an
 exponential backoff), at most `max_retries` times; any other error raises

@@ -67,16 +67,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(log_dir: Path, *flags: str, api_key: str | None = None) -> ServerProcess:
+def start_server(log_dir: Path, *flags: str, api_key: str | None = None, env: dict | None = None) -> ServerProcess:
     port = _free_port()
     log_path = log_dir / f"serve-{port}.log"
     cmd = [*_strata_command(), "serve", "--device", "cpu", "--port", str(port), "--ctx", str(CTX), *flags]
     if api_key:
         cmd += ["--api-key", api_key]
-    env = {k: v for k, v in os.environ.items() if k != "STRATA_API_KEY"}
+    env = {**{k: v for k, v in os.environ.items() if k != "STRATA_API_KEY"}, **(env or {})}
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-    server = ServerProcess(proc, port, log_path, api_key)
+    server = ServerProcess(proc, port, log_path, api_key or (env or {}).get("STRATA_API_KEY"))
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from server_helpers import MODEL, metric
+from server_helpers import MODEL, metric, start_server
 
 GUARDED = [
     ("GET", "/v1/models", None),
@@ -53,3 +53,14 @@ def test_refused_keys_are_counted(key_server):
 
 def test_no_key_needed_when_none_is_set(server):
     assert httpx.get(f"{server.url}/v1/models", headers={"Authorization": "Bearer anything"}).status_code == 200
+
+
+def test_key_from_the_environment(model_available, tmp_path):
+    server = start_server(tmp_path, "--batch", "1", env={"STRATA_API_KEY": "from-env"})
+    try:
+        assert httpx.get(f"{server.url}/v1/models").status_code == 401
+        assert httpx.get(f"{server.url}/v1/models", headers={"Authorization": "Bearer from-env"}).status_code == 200
+        assert httpx.get(f"{server.url}/health").status_code == 200
+        assert "API key required" in server.log()
+    finally:
+        server.stop()

@@ -29,7 +29,8 @@ def _requests() -> list[tuple[str, object, dict]]:
             prompt = f"Here is a long list of things about {topic}: " + ", ".join(f"item {n}" for n in range(20))
             out.append(("complete", prompt, options))                 # > 32 tokens: prefill takes several steps
         else:
-            out.append(("chat", f"Write one sentence about {topic}.", options))
+            out.append(("chat", [{"role": "system", "content": "Be brief."},     # short: prefill is the cost here
+                                 {"role": "user", "content": f"One sentence about {topic}."}], options))
     return out
 
 
