@@ -1,0 +1,174 @@
+"""GPU serving speed against the llama.cpp anchors (shared/ANCHORS.md), through Strata's engine.
+
+For each model: prompt tokens/s (one 512-token prompt), batch-1 decode
+tokens/s (128 tokens), and aggregate decode tokens/s with 1, 4, 16 and 64
+concurrent sequences of 128 prompt + 128 generated tokens each — all through
+the real engine (scheduler, runner, captured decode graphs, exactness on).
+Prints one table with each figure's share of the memory roofline and its
+ratio to llama.cpp.
+
+    python bench/gpu_decode.py                       # synth 135m/1b/8b x Q4_0/Q8_0/F16 + the default model
+    python bench/gpu_decode.py --shapes 135m --types Q4_0 --concurrency 1 4
+
+Synthesized checkpoints are written to --synth-dir once (strata synth) and reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from strata import _ffi  # noqa: E402
+from strata.config import EngineConfig  # noqa: E402
+from strata.engine.engine import Engine  # noqa: E402
+from strata.engine.sampling import SamplingParams  # noqa: E402
+
+ROOFLINE = 4.27e12
+# (shape, type) -> (pp512, tg128) from ANCHORS.md; concurrent figures for 8b Q4_0 only.
+ANCHORS = {
+    ("135m", "Q4_0"): (51491, 951), ("135m", "Q8_0"): (52646, 920), ("135m", "F16"): (86570, 978),
+    ("1b", "Q4_0"): (43153, 1032), ("1b", "Q8_0"): (48011, 871), ("1b", "F16"): (70375, 859),
+    ("8b", "Q4_0"): (11057, 341), ("8b", "Q8_0"): (11012, 256), ("8b", "F16"): (23019, 214),
+}
+ANCHOR_CONCURRENT = {("8b", "Q4_0"): {1: 343, 4: 982, 16: 2287, 64: 5191}}
+
+
+async def timed_requests(engine: Engine, prompts: list[list[int]], max_tokens: int) -> dict:
+    """Runs the prompts concurrently; returns first/last token times and token counts."""
+    params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
+    out = {"first": [], "done": [], "tokens": [], "times": []}
+    async with anyio.create_task_group() as tg:
+        await tg.start(engine.run)
+        start = time.perf_counter()
+
+        async def one(prompt):
+            stream = engine.submit(prompt, params)
+            times = []
+            async for event in stream:
+                if event.token_ids:
+                    times.append(time.perf_counter())
+            out["first"].append(times[0] - start)
+            out["done"].append(times[-1] - start)
+            out["tokens"].append(len(times))
+            out["times"].append(times)
+
+        async with anyio.create_task_group() as clients:
+            for p in prompts:
+                clients.start_soon(one, p)
+        tg.cancel_scope.cancel()
+    return out
+
+
+def decode_rate(result: dict) -> float:
+    """Generated tokens per second once every prompt is done (llama-batched-bench's S_TG)."""
+    all_started = max(times[0] for times in result["times"])
+    last = max(times[-1] for times in result["times"])
+    after = sum(sum(1 for t in times if t > all_started) for times in result["times"])
+    return after / (last - all_started) if last > all_started else float("nan")
+
+
+def bench_model(path: str, device: str, concurrency: list[int]) -> dict:
+    from strata.models.loader import load_model
+
+    ctx = _ffi.Context(device)
+    model = load_model(path, ctx)
+    spec = model.spec
+    weight_bytes = model.weights.nbytes
+    results = {"weight_bytes": weight_bytes}
+    rng_ids = [(i * 7919 + 13) % 30000 + 100 for i in range(4096)]
+
+    def engine(batch, chunk):
+        cfg = EngineConfig(model=path, device=device, batch=batch, chunk=chunk, ctx=1024).resolve("cuda", spec.ctx_train)
+        return Engine(ctx, model, cfg)
+
+    e = engine(1, 512)
+    anyio.run(timed_requests, e, [rng_ids[:512]], 4)        # warm-up: graphs, caches
+    r = anyio.run(timed_requests, e, [rng_ids[:512]], 1)
+    results["pp512"] = 512 / r["first"][0]
+    r = anyio.run(timed_requests, e, [rng_ids[:32]], 129)
+    t = r["times"][0]
+    results["tg128"] = 128 / (t[-1] - t[0])
+    e.runner.close()
+    results["concurrent"] = {}
+    for n in concurrency:
+        e = engine(n, 512)
+        prompts = [rng_ids[i * 17: i * 17 + 128] for i in range(n)]
+        anyio.run(timed_requests, e, prompts, 4)           # warm-up (captures the graph buckets)
+        r = anyio.run(timed_requests, e, prompts, 128)
+        results["concurrent"][n] = decode_rate(r)
+        e.runner.close()
+    model.close()
+    ctx.close()
+    return results
+
+
+def ensure_synth(shape: str, dtype: str, directory: Path) -> Path:
+    from strata.synth_writer import write_llama_gguf
+
+    path = directory / f"synth-{shape}-{dtype}.gguf"
+    if not path.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        write_llama_gguf(path, shape, dtype, seed=0, num_threads=os.cpu_count() or 4)
+    return path
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--shapes", nargs="*", default=["135m", "1b", "8b"])
+    ap.add_argument("--types", nargs="*", default=["Q4_0", "Q8_0", "F16"])
+    ap.add_argument("--concurrency", nargs="*", type=int, default=[1, 4, 16, 64])
+    ap.add_argument("--synth-dir", default="/tmp/strata-synth")
+    ap.add_argument("--default-model", action="store_true", help="also the real default model (Q4_1)")
+    ap.add_argument("--json", default=None, help="write the raw figures here")
+    args = ap.parse_args(argv)
+
+    rows = []
+    todo = [(s, t, None) for s in args.shapes for t in args.types]
+    if args.default_model:
+        from strata.model_store import resolve_model
+
+        todo.insert(0, ("135m*", "Q4_1", str(resolve_model("smollm2-135m"))))
+    for shape, dtype, path in todo:
+        path = path or str(ensure_synth(shape, dtype, Path(args.synth_dir)))
+        t0 = time.time()
+        res = bench_model(path, args.device, args.concurrency)
+        res.update(shape=shape, dtype=dtype, seconds=time.time() - t0)
+        rows.append(res)
+        print(f"# {shape} {dtype}: {json.dumps({k: v for k, v in res.items() if k != 'weight_bytes'})}",
+              flush=True)
+    print_table(rows, args.concurrency)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+def print_table(rows, concurrency) -> None:
+    head = "| model | type | MiB | pp512 tok/s (x llama.cpp) | tg128 tok/s (% roofline, x llama.cpp) |"
+    head += "".join(f" {n} seq tok/s |" for n in concurrency)
+    print(head)
+    print("|" + " --- |" * (5 + len(concurrency)))
+    for r in rows:
+        key = (r["shape"].rstrip("*"), r["dtype"])
+        pp_a, tg_a = ANCHORS.get(key, (None, None))
+        roof = ROOFLINE / r["weight_bytes"]
+        pp = f"{r['pp512']:,.0f}" + (f" ({r['pp512'] / pp_a:.2f}x)" if pp_a else "")
+        tg = f"{r['tg128']:,.0f} ({100 * r['tg128'] / roof:.0f}%" + (f", {r['tg128'] / tg_a:.2f}x)" if tg_a else ")")
+        conc = ""
+        for n in concurrency:
+            v = r["concurrent"].get(n, float("nan"))
+            a = ANCHOR_CONCURRENT.get(key, {}).get(n)
+            conc += f" {v:,.0f}" + (f" ({v / a:.2f}x)" if a else "") + " |"
+        print(f"| {r['shape']} | {r['dtype']} | {r['weight_bytes'] / 2**20:,.0f} | {pp} | {tg} |{conc}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

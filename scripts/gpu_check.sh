@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# On the GPU machine, second call: join the default model, then run the GPU tests and, if asked, the
+# benchmark. Logs go under $OUT; a short summary prints last.
+#   bash scripts/gpu_check.sh [pytest selection ...]     default: every gpu-marked test
+set -uo pipefail
+export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1 STRATA_MODEL_CACHE=/tmp/models
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+M=/tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf
+[ -f "$M" ] || { cat /tmp/models/part_a .carry_b/model.part > "$M" && rm -f /tmp/models/part_a; }
+sha256sum "$M" | cut -c1-16
+make -j"$(nproc)" lib > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+sel=("$@"); [ ${#sel[@]} -gt 0 ] || sel=(tests)
+start=$(date +%s)
+python3 -m pytest -m gpu -q -p no:cacheprovider --durations=15 "${sel[@]}" 2>&1 | tee "$OUT/gpu_tests.log" | tail -60
+echo "gpu tests took $(( $(date +%s) - start )) s"
