@@ -7,9 +7,10 @@
 //
 // rope: one block per row. Position components come from cell rows[r].index
 // of the table region the row's slot reads (table_of). Per frequency pair j
-// the angle is computed in double — theta = pos·freq_scale·base^(−2j'/D) /
-// freq_factors[j] with (j', D) = (j, rot_dim), or for VISION (j − section
-// start, 2·sections[c]) — then cos/sin are rounded to float and the pair is
+// the angle is float32 as in transformers and the CPU backend —
+// inv = 1/base^(2j'/D) [/ freq_factors[j]] with (j', D) = (j, rot_dim), or for
+// VISION (j − section start, 2·sections[c]); angle = (pos·freq_scale)·inv —
+// then cos/sin (from double) are rounded to float and the pair is
 // rotated in float: (x0·c − x1·s, x0·s + x1·c), each product rounded. Pairs
 // are (2j, 2j+1) for ADJACENT and (j, j + rot_dim/2) otherwise; dims past
 // rot_dim are untouched, as are padding rows. Nothing is reduced.
@@ -89,11 +90,15 @@ __global__ void __launch_bounds__(kRopeThreads) rope_kernel(const RopeArgs a) {
                     denom = 2.0 * (double)(p.sections[c] > 0 ? p.sections[c] : 1);
                 }
             }
-            const double pos = (double)cell[c] * (double)p.freq_scale;
-            double theta = pos * pow((double)p.theta_base, -2.0 * (double)jj / denom);
-            if (a.freq_factors) theta /= (double)a.freq_factors[j];
+            // float32 like transformers and the CPU backend: inv_j = 1 / base^(2jj/D) with the
+            // power correctly rounded (via double), angle = (pos * freq_scale) * inv_j in float,
+            // then cos/sin of that float angle rounded from double.
+            const float expo = __fdiv_rn((float)(2 * jj), (float)denom);
+            float inv = __fdiv_rn(1.0f, (float)pow((double)p.theta_base, (double)expo));
+            if (a.freq_factors) inv = __fdiv_rn(inv, a.freq_factors[j]);
+            const float angle = __fmul_rn(__fmul_rn((float)cell[c], p.freq_scale), inv);
             double sn, cs;
-            sincos(theta, &sn, &cs);
+            sincos((double)angle, &sn, &cs);
             cos_s[j] = (float)cs;
             sin_s[j] = (float)sn;
         }
