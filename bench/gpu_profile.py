@@ -1,0 +1,135 @@
+"""Per-kernel time breakdown of one decode step (where the time of a token goes).
+
+Runs the model's decode step eagerly, synchronizing after every kernel, and
+sums the time per kernel kind (matmuls by role and shape). Each figure
+includes one launch + synchronize (measured separately as `sync overhead`),
+so small kernels look slower than inside a captured graph; the graph time of
+the whole step is printed beside the sum for comparison.
+
+    python bench/gpu_profile.py --model /tmp/strata-synth/synth-8b-Q4_0.gguf --rows 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from strata import _ffi  # noqa: E402
+from strata.config import EngineConfig  # noqa: E402
+from strata.engine.runner import ModelRunner  # noqa: E402
+from strata.models import decoder as decoder_module  # noqa: E402
+from strata.models.loader import load_model  # noqa: E402
+
+
+class TimingProxy:
+    """Stands in for the _ffi module inside the decoder: times every kernel call."""
+
+    def __init__(self, ctx, spec):
+        self.ctx, self.spec = ctx, spec
+        self.totals: dict[str, list[float]] = collections.defaultdict(list)
+
+    def __getattr__(self, name):
+        real = getattr(_ffi, name)
+        if not callable(real) or name[0].isupper() or name in ("rope_params",):
+            return real
+
+        def timed(*args, **kw):
+            self.ctx.synchronize()
+            t0 = time.perf_counter()
+            real(*args, **kw)
+            self.ctx.synchronize()
+            self.totals[self._label(name, args)].append(time.perf_counter() - t0)
+
+        return timed
+
+    def _label(self, name, args):
+        if name != "matmul":
+            return name
+        n_rows, k, dtype, n_out = args[3], args[4], args[7], args[8]
+        return f"matmul {_ffi.DType(dtype).name} {n_out}x{k}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--rows", type=int, default=1, help="decode rows (concurrent sequences)")
+    ap.add_argument("--context", type=int, default=128, help="tokens already in each slot")
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args(argv)
+
+    ctx = _ffi.Context(args.device)
+    model = load_model(args.model, ctx)
+    spec = model.spec
+    cfg = EngineConfig(batch=args.rows, chunk=64, ctx=max(args.context + 16, 256)).resolve(
+        "cuda" if args.device.startswith("cuda") else "cpu", spec.ctx_train)
+    runner = ModelRunner(ctx, model, cfg)
+    io, rows = runner.io, args.rows
+    for slot in range(rows):
+        positions = np.repeat(np.arange(args.context + 1, dtype=np.int32)[:, None], 4, axis=1)
+        runner.slots.write_positions(slot, 0, positions)
+    io.ids[:rows] = 100
+    io.rows[:rows, 0] = np.arange(rows)
+    io.rows[:rows, 1] = args.context
+    io.logit_idx[:rows] = np.arange(rows)
+    io.clear(rows, rows)
+    io.upload()
+
+    def step():
+        model.decoder.record(io, runner.act, runner.slots, rows, rows, rows)
+
+    step()
+    ctx.synchronize()
+    ctx.graph_begin()
+    step()
+    graph = ctx.graph_end()
+    graph.launch()
+    ctx.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(20):
+        graph.launch()
+    ctx.synchronize()
+    graph_ms = (time.perf_counter() - t0) / 20 * 1e3
+
+    proxy = TimingProxy(ctx, spec)
+    decoder_module.F = proxy
+    try:
+        for _ in range(args.repeat):
+            step()
+    finally:
+        decoder_module.F = _ffi
+    t0 = time.perf_counter()
+    for _ in range(200):
+        ctx.synchronize()
+    sync_us = (time.perf_counter() - t0) / 200 * 1e6
+
+    rows_out = []
+    for label, times in proxy.totals.items():
+        per_step = sum(times) / args.repeat
+        rows_out.append((per_step, label, len(times) // args.repeat))
+    total = sum(r[0] for r in rows_out)
+    print(f"model {model.path.name}: {model.weights.nbytes / 2**20:,.0f} MiB of weights, {rows} decode rows, "
+          f"context {args.context}, device {args.device}")
+    print(f"captured graph: {graph_ms:.3f} ms/step ({rows * 1e3 / graph_ms:,.0f} tokens/s); "
+          f"weights at 4.27 TB/s: {model.weights.nbytes / 4.27e12 * 1e3:.3f} ms")
+    print(f"sum of synchronized kernels: {total * 1e3:.3f} ms/step; sync overhead ~{sync_us:.0f} us per call")
+    print("| kernel | calls/step | ms/step | share |")
+    print("| --- | ---: | ---: | ---: |")
+    for per_step, label, calls in sorted(rows_out, reverse=True):
+        print(f"| {label} | {calls} | {per_step * 1e3:.3f} | {100 * per_step / total:.1f}% |")
+    graph.close()
+    runner.close()
+    model.close()
+    ctx.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
