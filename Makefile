@@ -75,8 +75,10 @@ $(HEADER): $(INCLUDE)/strata.h
 	@mkdir -p $(@D)
 	cp $< $@
 
+# Linked to a temporary name first: a failed link leaves the previous library.
 $(LIB): $(ALL_OBJS) $(MAPFILE) $(LINK_STAMP)
-	$(CXX) $(LDFLAGS) -o $@ $(ALL_OBJS) $(LDLIBS)
+	$(CXX) $(LDFLAGS) -o $@.tmp $(ALL_OBJS) $(LDLIBS)
+	mv -f $@.tmp $@
 	@echo "built $@ ($(BUILD_KIND))"
 
 $(CORE_OBJS) $(OBJ)/cuda_stub.o: $(OBJ)/%.o: $(SRC)/%.cpp $(COMPILE_STAMP)
