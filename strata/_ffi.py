@@ -30,6 +30,7 @@ __all__ = [
     "DeviceInfo", "load", "cuda_device_count", "abi_version", "build_info", "dtype_block", "random_uniform",
     "status_name", "rope_params", "embed", "rmsnorm", "matmul", "rope", "kv_store", "attention",
     "attention_dense", "silu_mul", "gelu", "add", "gather_rows", "positions_decode", "argmax", "sample",
+    "HostBuffer", "step_advance",
 ]
 
 _REPO = Path(__file__).resolve().parent.parent
@@ -394,6 +395,55 @@ class Slots:
             pass
 
 
+class HostBuffer:
+    """Host memory the device copies into asynchronously (page-locked on CUDA); `array` views it."""
+
+    __slots__ = ("_ptr", "ctx", "size", "array", "__weakref__")
+
+    def __init__(self, ctx: Context, n_bytes: int):
+        self._ptr = None
+        out, data = ffi.new("strata_host_buffer **"), ffi.new("void **")
+        _check(_lib.strata_host_buffer_create(ctx._ptr or _closed(ctx), n_bytes, out, data))
+        self._ptr = out[0]
+        self.ctx = ctx
+        self.size = int(n_bytes)
+        self.array = np.frombuffer(ffi.buffer(data[0], n_bytes), dtype=np.uint8)   # [n_bytes] view
+
+    def copy_from(self, src: Buffer, dst_offset: int, src_offset: int, n_bytes: int):
+        """Enqueues a device-to-host copy; read `array` after waiting for a later marker."""
+        _check(_lib.strata_buffer_copy_to_host(self._ptr or _closed(self), dst_offset, src._ptr or _closed(src),
+                                               src_offset, n_bytes))
+
+    def close(self):
+        if self._ptr is not None:
+            self.array = None
+            _check(_lib.strata_host_buffer_destroy(self._ptr))
+            self._ptr = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def marker(ctx: Context) -> int:
+    """Enqueues a marker; wait(ctx, marker) returns once the work enqueued before it is done."""
+    out = ffi.new("uint64_t *")
+    _check(_lib.strata_context_marker(ctx._ptr or _closed(ctx), out))
+    return out[0]
+
+
+def wait(ctx: Context, marker_id: int):
+    _check(_lib.strata_context_wait(ctx._ptr or _closed(ctx), marker_id))
+
+
 class Graph:
     """A recorded sequence of kernel launches (Context.graph_begin / graph_end).
 
@@ -554,5 +604,12 @@ def sample(ctx, logits, logits_offset, n_rows, n_vocab, params, params_offset, o
     st = _lib.strata_sample(ctx._ptr or _closed(ctx), logits._ptr or _closed(logits), logits_offset, n_rows, n_vocab,
                             params._ptr or _closed(params), params_offset, out_ids._ptr or _closed(out_ids),
                             out_offset)
+    if st:
+        _raise(st)
+
+
+def step_advance(ctx, io, ids_offset, rows_offset, params_offset, out_ids_offset, n_rows):
+    st = _lib.strata_step_advance(ctx._ptr or _closed(ctx), io._ptr or _closed(io), ids_offset, rows_offset,
+                                  params_offset, out_ids_offset, n_rows)
     if st:
         _raise(st)

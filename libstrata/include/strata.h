@@ -72,7 +72,7 @@ enum strata_status {
 
 /* The ABI version this header describes. Python refuses a library whose
  * strata_abi_version() differs. Bumped on every incompatible change. */
-enum strata_abi { STRATA_ABI_VERSION = 1 };
+enum strata_abi { STRATA_ABI_VERSION = 2 };
 
 /* Returns STRATA_ABI_VERSION of the library that was loaded. Never fails. */
 int32_t strata_abi_version(void);
@@ -401,6 +401,47 @@ float strata_random_uniform(uint64_t seed, int64_t position);
  * meanwhile). To vary inputs between launches, write new contents into the
  * same buffers (token ids, rows, sampling params, position tables). */
 int32_t strata_graph_begin(strata_context *ctx);
+
+/* ---------------------------------------------------------------- host buffers, markers, step advance
+ *
+ * For a decode loop that keeps the device busy: results are copied into a
+ * host buffer by work enqueued on the stream, and a marker says when they
+ * have arrived, so the host can enqueue the next step first and read the
+ * previous one while the device computes. */
+
+typedef struct strata_host_buffer strata_host_buffer;
+
+/* Allocates n_bytes (> 0) of host memory the device can copy into
+ * asynchronously (page-locked on CUDA, 64-byte aligned memory on the CPU).
+ * *out_data receives its address, valid until strata_host_buffer_destroy. */
+int32_t strata_host_buffer_create(strata_context *ctx, uint64_t n_bytes, strata_host_buffer **out_hb,
+                                  void **out_data);
+
+/* Frees it after queued work has finished. */
+int32_t strata_host_buffer_destroy(strata_host_buffer *hb);
+
+/* Enqueues a copy of n_bytes from a device buffer into a host buffer of the
+ * same context. Not allowed while recording. Read the host memory only after
+ * a marker enqueued later has been waited for. */
+int32_t strata_buffer_copy_to_host(strata_host_buffer *dst, uint64_t dst_offset, strata_buffer *src,
+                                   uint64_t src_offset, uint64_t n_bytes);
+
+/* Enqueues a marker and returns its number (increasing from 1). Not allowed
+ * while recording. */
+int32_t strata_context_marker(strata_context *ctx, uint64_t *out_marker);
+
+/* Waits until all work enqueued before `marker` has finished (at least; it
+ * may wait for later work too). Reports asynchronous device errors as
+ * STRATA_ERR_DEVICE. Not allowed while recording. */
+int32_t strata_context_wait(strata_context *ctx, uint64_t marker);
+
+/* For each of n_rows rows whose rows[r].slot >= 0: ids[r] = out_ids[r],
+ * rows[r].index += 1, params[r].position += 1 (all in buffer `io` at the
+ * given offsets; ids, rows, out_ids int32, params strata_sampling_params).
+ * Padding rows are left as they are. Recordable: a decode step begun with it
+ * continues the previous step's sequences with no host writes. */
+int32_t strata_step_advance(strata_context *ctx, strata_buffer *io, uint64_t ids_offset, uint64_t rows_offset,
+                            uint64_t params_offset, uint64_t out_ids_offset, int64_t n_rows);
 
 /* Stops recording and returns the graph. If any call failed during
  * recording, fails with STRATA_ERR_STATE, returns no graph and discards the

@@ -130,9 +130,10 @@ STRATA_EXPORT int32_t strata_context_create(const char* device, int32_t num_thre
 STRATA_EXPORT int32_t strata_context_destroy(strata_context* ctx) {
     return guarded("strata_context_destroy", [&](Call& call) {
         use_context(call, ctx);
-        if (ctx->n_buffers + ctx->n_slot_sets + ctx->n_graphs > 0)
+        if (ctx->n_buffers + ctx->n_slot_sets + ctx->n_graphs + ctx->n_host_buffers > 0)
             fail(STRATA_ERR_STATE, "the context still owns " + str(ctx->n_buffers) + " buffer(s), " +
-                                       str(ctx->n_slot_sets) + " slot set(s) and " + str(ctx->n_graphs) +
+                                       str(ctx->n_host_buffers) + " host buffer(s), " + str(ctx->n_slot_sets) +
+                                       " slot set(s) and " + str(ctx->n_graphs) +
                                        " graph(s); destroy them first");
         if (ctx->recording) ctx->backend->capture_abort();
         ctx->recording = false;

@@ -119,6 +119,10 @@ struct SampleArgs {
 
 // A finished recording, launched any number of times.
 class GraphExec {
+struct StepAdvanceArgs {
+    int32_t* ids; int32_t* rows; strata_sampling_params* params; const int32_t* out_ids; int64_t n_rows;
+};
+
 public:
     virtual ~GraphExec() = default;
     virtual void launch() = 0;
@@ -169,3 +173,13 @@ int32_t cuda_device_count() noexcept;  // 0 when not compiled in or no device
 const char* cuda_build_info() noexcept;  // e.g. "cuda 13.0 sm_90" or "no cuda"
 
 }  // namespace strata
+    // Host memory the device copies into asynchronously; markers that say when
+    // enqueued work has finished. Synchronous backends (the CPU) finish
+    // everything before a call returns, so their markers are always reached.
+    virtual void* host_alloc(uint64_t n_bytes) = 0;
+    virtual void host_release(void* p) noexcept = 0;
+    virtual void copy_to_host(void* dst, const void* src, uint64_t n) = 0;   // enqueued (never recorded)
+    virtual uint64_t marker() = 0;
+    virtual void wait_marker(uint64_t marker) = 0;
+    virtual void step_advance(const StepAdvanceArgs& a) = 0;                 // enqueued, recordable
+

@@ -108,6 +108,26 @@ public:
     void argmax(const ArgmaxArgs& a) override { enqueue([this, a] { cpu::argmax(pool_, a); }); }
     void sample(const SampleArgs& a) override { enqueue([this, a] { cpu::sample(pool_, a); }); }
 
+    // The CPU finishes everything before a call returns: host buffers are plain
+    // memory, copies happen at once, and every marker is already reached.
+    void* host_alloc(uint64_t n_bytes) override { return alloc(n_bytes); }
+    void host_release(void* p) noexcept override { std::free(p); }
+    void copy_to_host(void* dst, const void* src, uint64_t n) override {
+        enqueue([dst, src, n] { std::memcpy(dst, src, size_t(n)); });
+    }
+    uint64_t marker() override { return ++markers_; }
+    void wait_marker(uint64_t) override {}
+    void step_advance(const StepAdvanceArgs& a) override {
+        enqueue([a] {
+            for (int64_t r = 0; r < a.n_rows; r++) {
+                if (a.rows[2 * r] < 0) continue;
+                a.ids[r] = a.out_ids[r];
+                a.rows[2 * r + 1] += 1;
+                a.params[r].position += 1;
+            }
+        });
+    }
+
     void capture_begin() override {
         ops_.clear();
         recording_ = true;
@@ -129,6 +149,7 @@ private:
     }
 
     ThreadPool pool_;
+    uint64_t markers_ = 0;
     bool recording_ = false;
     std::vector<Op> ops_;
 };

@@ -93,6 +93,8 @@ public:
         capture_abort();
         (void)cudaStreamSynchronize(stream_);
         free_deferred();
+        for (cudaEvent_t ev : events_)
+            if (ev) (void)cudaEventDestroy(ev);
         (void)cudaStreamDestroy(stream_);
         (void)cudaGetLastError();
     }
@@ -199,6 +201,55 @@ public:
     void sample(const SampleArgs& a) override { use_device(); cuda::launch_sample(a, stream_); }
 
     void capture_begin() override {
+    void* host_alloc(uint64_t n_bytes) override {
+        use_device();
+        void* p = nullptr;
+        cudaError_t err;
+        {
+            RelaxedCaptureMode relaxed;
+            err = cudaHostAlloc(&p, n_bytes, cudaHostAllocDefault);
+        }
+        if (err == cudaErrorMemoryAllocation) {
+            (void)cudaGetLastError();
+            fail(STRATA_ERR_OUT_OF_MEMORY, "cudaHostAlloc of " + std::to_string(n_bytes) + " bytes failed");
+        }
+        check(err, "cudaHostAlloc");
+        return p;
+    }
+
+    void host_release(void* p) noexcept override {
+        if (!p) return;
+        use_device_noexcept();
+        (void)cudaStreamSynchronize(stream_);
+        (void)cudaFreeHost(p);
+        (void)cudaGetLastError();
+    }
+
+    void copy_to_host(void* dst, const void* src, uint64_t n) override {
+        use_device();
+        check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (copy_to_host)");
+    }
+
+    // Markers are events from a ring; waiting on a marker whose event was
+    // since reused waits for that later work, which the contract allows.
+    uint64_t marker() override {
+        use_device();
+        const uint64_t id = ++markers_;
+        cudaEvent_t& ev = events_[id % kMarkerRing];
+        if (ev == nullptr) check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
+        check(cudaEventRecord(ev, stream_), "cudaEventRecord (marker)");
+        return id;
+    }
+
+    void wait_marker(uint64_t marker) override {
+        use_device();
+        if (marker == 0 || marker > markers_) fail(STRATA_ERR_INVALID_ARGUMENT, "no such marker");
+        if (markers_ - marker >= kMarkerRing) return;   // long finished: later markers have been waited on
+        check(cudaEventSynchronize(events_[marker % kMarkerRing]), "cudaEventSynchronize (marker)");
+    }
+
+    void step_advance(const StepAdvanceArgs& a) override { use_device(); cuda::launch_step_advance(a, stream_); }
+
         use_device();
         if (capturing()) fail(STRATA_ERR_STATE, "a graph is already being recorded on this context");
         check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
@@ -264,10 +315,13 @@ private:
     }
 
     int32_t device_;
+    static constexpr uint64_t kMarkerRing = 64;
     cudaDeviceProp props_{};
     cudaStream_t stream_ = nullptr;
     std::vector<void*> deferred_;
 };
+    uint64_t markers_ = 0;
+    cudaEvent_t events_[kMarkerRing] = {};
 
 }  // namespace
 

@@ -17,7 +17,7 @@
 
 namespace strata {
 
-enum class HandleKind { Context, Buffer, Slots, Graph };
+enum class HandleKind { Context, Buffer, Slots, Graph, HostBuffer };
 
 struct HandleBase {
     virtual ~HandleBase() = default;
@@ -30,7 +30,7 @@ struct strata_context : strata::HandleBase {
     int32_t backend_kind = STRATA_BACKEND_CPU;
     int32_t device_index = 0;
     // Live objects created from this context (it cannot be destroyed before them).
-    int64_t n_buffers = 0, n_slot_sets = 0, n_graphs = 0;
+    int64_t n_buffers = 0, n_slot_sets = 0, n_graphs = 0, n_host_buffers = 0;
 
     // Graph recording state.
     bool recording = false;
@@ -45,6 +45,12 @@ struct strata_buffer : strata::HandleBase {
     uint8_t* ptr = nullptr;
     uint64_t size = 0;
     int64_t graph_refs = 0;  // live graphs that reference this buffer
+};
+
+struct strata_host_buffer : strata::HandleBase {
+    strata_context* ctx = nullptr;
+    uint8_t* ptr = nullptr;
+    uint64_t size = 0;
 };
 
 struct strata_slots : strata::HandleBase {

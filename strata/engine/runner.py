@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import _ffi as F
 from ..config import EngineConfig
+from .decode_ahead import DecodeAhead
 from .image_rows import ImageRows
 from .output import TokenLogprob
 from .scheduler import StepPlan
@@ -45,6 +46,8 @@ class ModelRunner:
         self.graphs: dict[int, F.Graph] = {}
         self.use_graphs = config.graphs
         self.images = ImageRows(ctx, spec.hidden)      # per-slot image embeddings, injected in prefill
+        on_gpu = ctx.info().backend == 1
+        self.ahead = DecodeAhead(ctx, self.io, self.max_logits) if on_gpu and config.graphs else None
 
     # ------------------------------------------------------------ slot state
 
@@ -68,23 +71,55 @@ class ModelRunner:
     # ------------------------------------------------------------ a step
 
     def step(self, released: list[int], plan: StepPlan) -> StepResult:
+        if self.ahead is not None and (released or plan.admitted):
+            self.ahead.drop()
         self.release(released)
         for request in plan.admitted:
             self.admit(request)
         if plan.empty:
             return StepResult([])
+        if self.use_graphs and plan.decode and not plan.prefill:
+            return self._graph_step(plan)
+        if self.ahead is not None:
+            self.ahead.drop()
         n_rows, n_logits, wants_logprobs = self._fill_inputs(plan)
-        n_decode = len(plan.decode)
-        if self.use_graphs and n_decode == n_rows:
-            self._run_graph(n_rows, n_logits)
-        else:
+        self.io.clear(n_rows, n_logits)
+        self.io.upload()
+        self.model.decoder.record(self.io, self.act, self.slots, n_rows, len(plan.decode), n_logits,
+                                  inject=self.images.inject_for(plan))
+        sampled = self.io.download_ids(n_logits).tolist() if n_logits else []
+        logprobs = self._logprobs(wants_logprobs, sampled) if any(w >= 0 for w in wants_logprobs) else None
+        return StepResult(sampled, logprobs)
+
+    def _graph_step(self, plan: StepPlan) -> StepResult:
+        """A decode-only step: a captured graph per batch-size bucket, run one step ahead on CUDA."""
+        n = len(plan.decode)
+        bucket = self._bucket(n)
+        graph = self._graph(bucket)
+        wants = [r.params.top_logprobs if r.params.logprobs else -1 for r in plan.decode]
+        ahead = self.ahead if all(w < 0 for w in wants) else None
+        if ahead is None and self.ahead is not None:
+            self.ahead.drop()
+        rows = [(r.slot, r.num_computed) for r in plan.decode]
+        launched = ahead.take(rows) if ahead is not None else None
+        if launched is None:
+            n_rows, n_logits, wants = self._fill_inputs(plan)
             self.io.clear(n_rows, n_logits)
             self.io.upload()
-            self.model.decoder.record(self.io, self.act, self.slots, n_rows, n_decode, n_logits,
-                                      inject=self.images.inject_for(plan))
-        sampled = self.io.download_ids(n_logits).tolist() if n_logits else []
-        logprobs = self._logprobs(wants_logprobs, sampled) if any(wants_logprobs) else None
-        return StepResult(sampled, logprobs)
+            if ahead is None:
+                graph.launch()
+                sampled = self.io.download_ids(n_logits).tolist()
+                logprobs = self._logprobs(wants, sampled) if any(w >= 0 for w in wants) else None
+                return StepResult(sampled, logprobs)
+            launched = ahead.launch(graph, n_logits)
+        if self._may_continue(plan):
+            ahead.launch_guess(graph, bucket, n, rows)
+        return StepResult(ahead.tokens(launched))
+
+    def _may_continue(self, plan: StepPlan) -> bool:
+        """Whether every request of this decode step may still be decoding in the next one."""
+        return all(not r.cancelled and len(r.output_ids) + 1 < r.params.max_tokens
+                   and r.num_tokens + 1 <= self.config.ctx for r in plan.decode)
 
     def _fill_inputs(self, plan: StepPlan):
         io = self.io
@@ -110,12 +145,14 @@ class ModelRunner:
             wants.append(p.top_logprobs if p.logprobs else -1)
         return row, len(logit_rows), wants
 
-    def _run_graph(self, n_rows: int, n_logits: int) -> None:
+    def _bucket(self, n_rows: int) -> int:
         bucket = 1
         while bucket < n_rows:
             bucket *= 2
-        bucket = min(bucket, self.max_logits)
-        self.io.clear(n_rows, n_logits)
+        return min(bucket, self.max_logits)
+
+    def _graph(self, bucket: int) -> F.Graph:
+        """The decode graph for `bucket` rows, captured on first use (rows past the batch are padding)."""
         graph = self.graphs.get(bucket)
         if graph is None:
             self.ctx.graph_begin()
@@ -130,8 +167,7 @@ class ModelRunner:
             graph = self.ctx.graph_end()
             self.graphs[bucket] = graph
             log.debug("captured the decode graph for %d rows", bucket)
-        self.io.upload()
-        graph.launch()
+        return graph
 
     def _logprobs(self, wants: list[int], sampled: list[int]) -> list[TokenLogprob | None]:
         vocab = self.spec.vocab
@@ -148,6 +184,8 @@ class ModelRunner:
         return out
 
     def close(self) -> None:
+        if self.ahead is not None:
+            self.ahead.close()
         for graph in self.graphs.values():
             graph.close()
         self.graphs.clear()
