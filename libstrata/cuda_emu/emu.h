@@ -34,6 +34,8 @@ struct uint4 { unsigned int x, y, z, w; };
 struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
 inline float2 make_float2(float a, float b) { return {a, b}; }
+inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+inline void sincosf(float x, float* s, float* c) { *s = std::sin(x); *c = std::cos(x); }
 typedef void* cudaStream_t;
 template <class T> inline T __ldg(const T* p) {
     size_t al = sizeof(T) >= 16 ? 16 : sizeof(T);
@@ -44,6 +46,7 @@ inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
 inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
 inline float __fdiv_rn(float a, float b) { volatile float r = a / b; return r; }
 inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+inline float __frsqrt_rn(float a) { return (float)(1.0 / std::sqrt((double)a)); }
 inline float __uint_as_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline uint32_t __float_as_uint(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 inline float __int_as_float(int32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
@@ -59,29 +62,60 @@ template <class T> inline T max(T a, T b) { return a > b ? a : b; }
 struct Dim { unsigned x = 0, y = 0, z = 0; };
 inline thread_local Dim threadIdx, blockIdx;
 inline Dim blockDim, gridDim;
-inline std::barrier<>* g_block_barrier = nullptr;
-inline std::vector<std::unique_ptr<std::barrier<>>> g_warp_barriers;
-inline uint64_t g_xchg[64][32];
-inline void __syncthreads() { g_block_barrier->arrive_and_wait(); }
+// Per-block state, reached through thread-local pointers so that the blocks of
+// one cluster can run at the same time (each with its own barriers, shuffle
+// exchange and dynamic shared memory).
+struct EmuBlock {
+    std::unique_ptr<std::barrier<>> bar;
+    std::vector<std::unique_ptr<std::barrier<>>> warp_bars;
+    uint64_t xchg[64][32];
+    std::vector<unsigned char> smem;
+};
+inline thread_local EmuBlock* t_block = nullptr;
+inline thread_local std::barrier<>* t_cluster_bar = nullptr;
+inline thread_local std::vector<EmuBlock*>* t_cluster = nullptr;
+inline thread_local int t_cluster_rank = 0;
+inline void __syncthreads() { t_block->bar->arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { t_block->warp_bars[threadIdx.x >> 5]->arrive_and_wait(); }
 template <class T> inline T __shfl_xor_sync(unsigned, T v, int off) {
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     uint64_t bits = 0; std::memcpy(&bits, &v, sizeof(T));
-    g_xchg[warp][lane] = bits;
-    g_warp_barriers[warp]->arrive_and_wait();
-    uint64_t o = g_xchg[warp][lane ^ off];
-    g_warp_barriers[warp]->arrive_and_wait();
+    t_block->xchg[warp][lane] = bits;
+    t_block->warp_bars[warp]->arrive_and_wait();
+    uint64_t o = t_block->xchg[warp][lane ^ off];
+    t_block->warp_bars[warp]->arrive_and_wait();
     T r; std::memcpy(&r, &o, sizeof(T)); return r;
 }
 inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
-// Runs kernel() for every block of the grid with `block` threads each.
-inline void run_grid(unsigned gx, unsigned gy, unsigned block, const std::function<void()>& kernel) {
+// Runs kernel() for every block of a gx x gy grid, `cluster` consecutive blocks
+// (along x) at a time and concurrently, each with `block` threads and
+// `smem_bytes` of dynamic shared memory (filled with 0xFF bytes: NaN floats).
+inline void run_grid_ex(unsigned gx, unsigned gy, unsigned block, unsigned cluster, size_t smem_bytes,
+                        const std::function<void()>& kernel) {
+    if (cluster == 0 || gx % cluster != 0) { fprintf(stderr, "bad cluster\n"); abort(); }
     gridDim = {gx, gy, 1}; blockDim = {block, 1, 1};
-    for (unsigned by = 0; by < gy; ++by) for (unsigned bx = 0; bx < gx; ++bx) {
-        std::barrier<> bar((std::ptrdiff_t)block); g_block_barrier = &bar;
-        g_warp_barriers.clear();
-        for (unsigned w = 0; w < (block + 31) / 32; ++w) g_warp_barriers.push_back(std::make_unique<std::barrier<>>(32));
+    for (unsigned by = 0; by < gy; ++by) for (unsigned c0 = 0; c0 < gx; c0 += cluster) {
+        std::vector<std::unique_ptr<EmuBlock>> blocks;
+        std::vector<EmuBlock*> ptrs;
+        for (unsigned b = 0; b < cluster; ++b) {
+            auto eb = std::make_unique<EmuBlock>();
+            eb->bar = std::make_unique<std::barrier<>>((std::ptrdiff_t)block);
+            for (unsigned w = 0; w < (block + 31) / 32; ++w) eb->warp_bars.push_back(std::make_unique<std::barrier<>>(32));
+            eb->smem.assign(smem_bytes + 16, 0xFF);
+            ptrs.push_back(eb.get());
+            blocks.push_back(std::move(eb));
+        }
+        std::barrier<> cbar((std::ptrdiff_t)(block * cluster));
         std::vector<std::thread> ts;
-        for (unsigned t = 0; t < block; ++t) ts.emplace_back([&, t] { threadIdx = {t, 0, 0}; blockIdx = {bx, by, 0}; kernel(); });
+        for (unsigned b = 0; b < cluster; ++b) for (unsigned t = 0; t < block; ++t)
+            ts.emplace_back([&, b, t] {
+                threadIdx = {t, 0, 0}; blockIdx = {c0 + b, by, 0};
+                t_block = ptrs[b]; t_cluster_bar = &cbar; t_cluster = &ptrs; t_cluster_rank = (int)b;
+                kernel();
+            });
         for (auto& th : ts) th.join();
     }
+}
+inline void run_grid(unsigned gx, unsigned gy, unsigned block, const std::function<void()>& kernel) {
+    run_grid_ex(gx, gy, block, 1, 0, kernel);
 }

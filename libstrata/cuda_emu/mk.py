@@ -1,8 +1,9 @@
 """mk.py SRC OUT — host-compilable copies of the CUDA sources for emu.h.
 
 Drops the CUDA includes, the host error helpers of cuda_common.cuh and the
-launchers (everything after each file's anonymous namespace, which is renamed
-T_<file> so the files can share one test binary).
+launchers (everything after each file's first anonymous namespace, which is
+renamed T_<file> so the files can share one test binary). cuda_async.cuh is
+not copied: the emulator's own version (cuda_emu/cuda_async.cuh) replaces it.
 """
 import os
 import sys
@@ -11,6 +12,7 @@ src, out = sys.argv[1], sys.argv[2]
 os.makedirs(out, exist_ok=True)
 for f in os.listdir(src):
     if not (f.startswith('cuda_') and (f.endswith('.cu') or f.endswith('.cuh'))): continue
+    if f == 'cuda_async.cuh': continue  # cuda_emu/cuda_async.cuh stands in for it
     s = open(os.path.join(src, f)).read()
     s = s.replace('#include <cuda_fp16.h>\n', '').replace('#include <cuda_runtime.h>\n', '')
     if f == 'cuda_common.cuh':

@@ -334,6 +334,21 @@ int32_t strata_silu_mul(strata_context *ctx, strata_buffer *gate, uint64_t gate_
 /* out[i] = gelu(x[i]) with the exact erf form, for n F32 values. out may equal x. */
 int32_t strata_gelu(strata_context *ctx, strata_buffer *x, uint64_t x_offset, strata_buffer *out,
                     uint64_t out_offset, int64_t n);
+/* The fused form of rope(q), rope(k) and kv_store(k, v) for rows laid out as
+ * one qkv projection's output: row r (at qkv + r * row_stride elements) holds
+ * [q: q_params->n_heads x head_dim | k: n_kv_heads x head_dim | v: the same],
+ * F32. Rotates q and k in place exactly as strata_rope does with q_params and
+ * k_params, then stores the rotated k and v into layer `layer` of each row's
+ * slot at its index as strata_kv_store does. Requires k_params->n_heads ==
+ * the slot set's n_kv_heads and both head_dims == its head_dim. freq_factors:
+ * NULL or F32 [max(rot_dim) / 2], used by both. Padding rows are skipped. The
+ * result is bit-identical to the three separate calls on the same backend. */
+int32_t strata_rope_kv_store(strata_context *ctx, const strata_rope_params *q_params,
+                             const strata_rope_params *k_params, strata_slots *slots, int32_t layer,
+                             strata_buffer *qkv, uint64_t qkv_offset, int64_t row_stride, int64_t n_rows,
+                             strata_buffer *rows, uint64_t rows_offset, strata_buffer *freq_factors,
+                             uint64_t freq_factors_offset);
+
 
 /* out[i] = a[i] + b[i] for n F32 values. out may equal a or b. */
 int32_t strata_add(strata_context *ctx, strata_buffer *a, uint64_t a_offset, strata_buffer *b, uint64_t b_offset,

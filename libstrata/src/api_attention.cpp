@@ -1,5 +1,6 @@
 // api_attention.cpp — C entry points of the position-aware kernels: RoPE,
-// KV stores, causal and dense attention, and decode position updates.
+// KV stores (alone and fused with RoPE), causal and dense attention, and
+// decode position updates.
 //
 // Row metadata ("rows": {slot, index} int32 pairs) is read by the kernels on
 // the device; rows out of range are padding there, so no check here needs
@@ -95,6 +96,50 @@ STRATA_EXPORT int32_t strata_kv_store(strata_context* ctx, strata_slots* slots, 
         a.v_row_stride = v_row_stride;
         a.n_rows = n_rows;
         ctx->backend->kv_store(a);
+    });
+}
+
+STRATA_EXPORT int32_t strata_rope_kv_store(strata_context* ctx, const strata_rope_params* q_params,
+                                           const strata_rope_params* k_params, strata_slots* slots, int32_t layer,
+                                           strata_buffer* qkv, uint64_t qkv_offset, int64_t row_stride,
+                                           int64_t n_rows, strata_buffer* rows, uint64_t rows_offset,
+                                           strata_buffer* freq_factors, uint64_t freq_factors_offset) {
+    return guarded("strata_rope_kv_store", [&](Call& call) {
+        use_context(call, ctx);
+        if (q_params == nullptr || k_params == nullptr) invalid("q_params and k_params must not be NULL");
+        RopeKvStoreArgs a;
+        a.q_params = *q_params;
+        a.k_params = *k_params;
+        check_rope_params(a.q_params);
+        check_rope_params(a.k_params);
+        a.slots = use_slots(call, slots, "slots")->view;
+        require_layer(slots, layer);
+        const int32_t hd = a.slots.head_dim;
+        if (a.q_params.head_dim != hd || a.k_params.head_dim != hd)
+            invalid("q_params.head_dim=" + str(a.q_params.head_dim) + " and k_params.head_dim=" +
+                    str(a.k_params.head_dim) + " must equal the slot set's head_dim=" + str(hd));
+        if (a.k_params.n_heads != a.slots.n_kv_heads)
+            invalid("k_params.n_heads=" + str(a.k_params.n_heads) + " must equal the slot set's n_kv_heads=" +
+                    str(a.slots.n_kv_heads));
+        require_positive("n_rows", n_rows);
+        const int64_t width = (int64_t(a.q_params.n_heads) + 2 * int64_t(a.slots.n_kv_heads)) * hd;
+        const u128 qkv_bytes = strided_bytes("qkv", n_rows, width, row_stride, 4);
+        a.qkv = reinterpret_cast<float*>(operand(call, qkv, "qkv", qkv_offset, qkv_bytes, 4, "F32"));
+        a.rows = rows_operand(call, rows, rows_offset, n_rows);
+        require_disjoint(qkv, qkv_offset, qkv_bytes, "qkv", rows, rows_offset, u128(n_rows) * 8, "rows");
+        a.freq_factors = nullptr;
+        if (freq_factors != nullptr) {
+            const int32_t rot = a.q_params.rot_dim > a.k_params.rot_dim ? a.q_params.rot_dim : a.k_params.rot_dim;
+            const u128 ff_bytes = u128(rot / 2) * 4;
+            a.freq_factors = reinterpret_cast<const float*>(
+                operand(call, freq_factors, "freq_factors", freq_factors_offset, ff_bytes, 4, "F32"));
+            require_disjoint(qkv, qkv_offset, qkv_bytes, "qkv", freq_factors, freq_factors_offset, ff_bytes,
+                             "freq_factors");
+        }
+        a.layer = layer;
+        a.row_stride = row_stride;
+        a.n_rows = n_rows;
+        ctx->backend->rope_kv_store(a);
     });
 }
 

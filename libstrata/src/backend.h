@@ -85,6 +85,16 @@ struct AttentionArgs {
     float* out;  // [n_rows][n_heads * head_dim]
 };
 
+// rope(q) and rope(k) in place, then kv_store(k, v), over rows [q | k | v]
+// of one buffer (the fused qkv projection's output).
+struct RopeKvStoreArgs {
+    strata_rope_params q_params, k_params;  // k_params.n_heads == slots.n_kv_heads
+    SlotsView slots; int32_t layer;
+    float* qkv; int64_t row_stride, n_rows;
+    const int32_t* rows;
+    const float* freq_factors;  // may be null
+};
+
 struct DenseAttentionArgs {
     const float* q; const float* k; const float* v; int64_t row_stride;
     int64_t n_tokens; int32_t n_heads, head_dim;
@@ -156,6 +166,15 @@ public:
     virtual void add(const BinaryArgs& a) = 0;
     virtual void gather_rows(const GatherRowsArgs& a) = 0;
     virtual void positions_decode(const PositionsDecodeArgs& a) = 0;
+    // Must equal the three calls below bit for bit; backends override it to fuse them.
+    virtual void rope_kv_store(const RopeKvStoreArgs& a) {
+        const int64_t q_width = int64_t(a.q_params.n_heads) * a.q_params.head_dim;
+        const int64_t kv_width = int64_t(a.k_params.n_heads) * a.k_params.head_dim;
+        rope(RopeArgs{a.q_params, a.qkv, a.row_stride, a.n_rows, a.slots, a.rows, a.freq_factors});
+        rope(RopeArgs{a.k_params, a.qkv + q_width, a.row_stride, a.n_rows, a.slots, a.rows, a.freq_factors});
+        kv_store(KvStoreArgs{a.slots, a.layer, a.qkv + q_width, a.row_stride, a.qkv + q_width + kv_width,
+                             a.row_stride, a.rows, a.n_rows});
+    }
     virtual void argmax(const ArgmaxArgs& a) = 0;
     virtual void sample(const SampleArgs& a) = 0;
 

@@ -1,20 +1,89 @@
-// cuda_attention.cu — the KV cache: kv_store writes it, attention reads it.
+// cuda_attention.cu — causal grouped-query attention over the F16 KV cache,
+// for decode and prefill rows alike, batch-invariant by construction.
 //
-// kv_store: K and V rows (F32) are rounded to F16 (round to nearest even) into
-// cell `index` of the row's slot, layer `layer`; padding rows are skipped.
-// attention: causal grouped-query attention of row r over cells 0..index of
-// its slot, one block per (row, query head), key tiles aligned to absolute
-// cell indices 0, 64, 128, ... (cuda_attention.cuh). Padding rows get zeros.
-// A row's result depends only on its query, its slot's cells 0..index and
-// head_dim: never on n_rows, the other rows, or which slot holds it.
+// The arithmetic of one query vector (row r, head h; its KV head is
+// h / (n_heads / n_kv_heads)) is fixed by the row's own index alone:
+//   - keys come in tiles of kTile = 32 cells at absolute cells 32t, and tiles
+//     in chunks of kChunkTiles = 8 (256 cells at absolute cells 256k);
+//   - within chunk k, worker w (w = 0..3) takes tiles 8k+w and 8k+w+4, in that
+//     order, with an online softmax: per tile, s_c = ((q·k_c over even dims) +
+//     (q·k_c over odd dims)) · scale, each partial an FMA chain in ascending
+//     dim order; m' = max(m, max_c s_c); α = e^(m − m'); p_c = e^(s_c − m');
+//     l = l·α + Σ_c p_c (xor butterfly over the 32 cells); acc = acc·α, then
+//     acc = fma(p_c, v_c, acc) over the tile's cells in ascending order;
+//   - the worker states are folded into the row state in the order (chunk 0,
+//     worker 0), (0, 1), (0, 2), (0, 3), (1, 0), ...: with (m, l, acc) and a
+//     worker state x: m' = max(m, m_x), α = e^(m − m'), β = e^(m_x − m'),
+//     l = fma(l_x, β, l·α), acc = fma(acc_x, β, acc·α); an empty state (no
+//     cell, m = −inf) is skipped and the first non-empty one is copied;
+//   - out = acc / l (0 for padding rows).
+// Cells past the row's index are never used (they are not even copied for the
+// row's last tile), so NaN there cannot leak in. Nothing depends on n_rows,
+// the other rows, the slot, or on how the work below is spread over the GPU.
+//
+// Execution (free to change without changing a bit of the results): a block
+// of 4 warps (warp w = worker w) handles up to R rows x Gc query heads of one
+// KV head ("vectors", NQ at most). Each warp stages its tiles' K and V rows in
+// shared memory with cp.async, two tiles ahead; lane c scores cell c; the
+// probabilities go through shared memory to the PV step, where a lane owns
+// the head-dim pairs lane, lane + 32, ... After each round of chunks the warps
+// write their states to shared memory and every thread folds the elements
+// (vector, dim) it owns. Long rows with few (row, KV head) items are split
+// over a cluster of S blocks: block s of the cluster computes chunks s, s+S,
+// ..., and the fold reads the other blocks' worker states through distributed
+// shared memory, in chunk order. R > 1 rows of one block share the staged
+// K/V tiles when they all read the same slot (prefill chunks); otherwise the
+// block takes its rows one after the other.
 #include <cuda_fp16.h>
 
-#include "cuda_attention.cuh"
+#include <cstring>
+#include <mutex>
+
+#include "cuda_async.cuh"
+#include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
 
 namespace strata {
 namespace cuda {
+
+// The launch plan of one attention call (decided on the host, see launch_attention).
+struct AttnPlan {
+    AttentionArgs a;
+    int32_t group;          // G: query heads per KV head
+    int32_t heads_per_cta;  // Gc: query heads of one KV head handled by a block
+    int32_t n_hgroups;      // ceil(G / Gc)
+    int32_t rows_per_cta;   // R
+    int32_t split;          // S: blocks per (rows, KV head, head group) item = cluster size
+    int32_t copy16;         // 1: K/V rows are copied in 16-byte pieces (head_dim % 8 == 0, aligned cache)
+};
+
 namespace {
+
+constexpr int kTile = 32;       // cells per tile
+constexpr int kChunkTiles = 8;  // tiles per chunk
+constexpr int kWorkers = 4;     // workers (warps) per chunk
+constexpr int kThreads = 32 * kWorkers;
+constexpr int kMaxSplit = 8;    // portable cluster size
+constexpr float kNegInf = -__builtin_huge_valf();
+
+// Shared-memory layout (bytes), the same on host and device.
+struct AttnLayout {
+    int hd8, krow;  // head_dim rounded up to 8; halves per staged K/V row (padded by 8: no bank conflicts)
+    int q_off, kv_off, p_off, ws_off, ws_worker, total;
+};
+
+__host__ __device__ __forceinline__ AttnLayout attn_layout(int hd, int nq, int stages) {
+    AttnLayout L;
+    L.hd8 = (hd + 7) & ~7;
+    L.krow = L.hd8 + 8;
+    L.q_off = 0;                                                        // float [nq][hd8]
+    L.kv_off = L.q_off + nq * L.hd8 * 4;                                // half [warp][stage][K|V][32][krow]
+    L.p_off = L.kv_off + kWorkers * stages * 2 * kTile * L.krow * 2;    // float [warp][nq][32]
+    L.ws_worker = nq * (2 + L.hd8);                                     // floats: m[nq], l[nq], acc[nq][hd8]
+    L.ws_off = L.p_off + kWorkers * nq * kTile * 4;                     // float [parity][worker][ws_worker]
+    L.total = L.ws_off + 2 * kWorkers * L.ws_worker * 4;
+    return L;
+}
 
 __device__ __forceinline__ bool row_valid(const SlotsView& s, int32_t slot, int32_t index) {
     return slot >= 0 && slot < s.n_slots && index >= 0 && index < s.n_ctx;
@@ -27,102 +96,414 @@ __device__ __forceinline__ size_t kv_plane(const SlotsView& s, int32_t slot, int
            (size_t)head * s.n_ctx * s.head_dim;
 }
 
-constexpr int kStoreThreads = 256;
+__device__ __forceinline__ float2 half2_bits_to_float2(uint32_t bits) {
+    __half2 h;
+    memcpy(&h, &bits, 4);
+    return __half22float2(h);
+}
 
-__global__ void __launch_bounds__(kStoreThreads) kv_store_kernel(const KvStoreArgs a) {
-    const SlotsView& s = a.slots;
-    const int hd = s.head_dim;
-    const int64_t width = (int64_t)s.n_kv_heads * hd;
-    for (int64_t r = blockIdx.x; r < a.n_rows; r += gridDim.x) {
-        const int32_t slot = a.rows[2 * r], index = a.rows[2 * r + 1];
-        if (!row_valid(s, slot, index) || a.layer < 0 || a.layer >= s.n_layers) continue;
-        const float* k = a.k + r * a.k_row_stride;
-        const float* v = a.v + r * a.v_row_stride;
-        for (int64_t e = threadIdx.x; e < width; e += kStoreThreads) {
-            const int32_t h = (int32_t)(e / hd);
-            const int d = (int)(e % hd);
-            const size_t cell = (size_t)index * hd + d;
-            __half* kv = reinterpret_cast<__half*>(s.kv);
-            kv[kv_plane(s, slot, a.layer, 0, h) + cell] = __float2half_rn(k[e]);
-            kv[kv_plane(s, slot, a.layer, 1, h) + cell] = __float2half_rn(v[e]);
+// One warp's copy of the K and V rows [cell0, cell0 + count) into a stage.
+__device__ __forceinline__ void stage_tile(const __half* kbase, const __half* vbase, int hd, int krow, bool copy16,
+                                           int64_t cell0, int count, __half* ks, __half* vs, int lane) {
+    if (copy16) {
+        const int per_row = hd >> 3;  // 16-byte pieces per row
+        const int n = count * per_row;
+        for (int i = lane; i < 2 * n; i += 32) {
+            const int which = i >= n, ii = i - which * n;
+            const int c = ii / per_row, j = ii - c * per_row;
+            const __half* src = (which ? vbase : kbase) + (cell0 + c) * hd + 8 * j;
+            cp_async16((which ? vs : ks) + c * krow + 8 * j, src);
+        }
+    } else {
+        const int per_row = hd >> 1;  // 4-byte pieces per row
+        const int n = count * per_row;
+        for (int i = lane; i < 2 * n; i += 32) {
+            const int which = i >= n, ii = i - which * n;
+            const int c = ii / per_row, j = ii - c * per_row;
+            const __half* src = (which ? vbase : kbase) + (cell0 + c) * hd + 2 * j;
+            cp_async4((which ? vs : ks) + c * krow + 2 * j, src);
         }
     }
 }
 
-// A lane holds head-dim pairs (2p, 2p+1) for p = lane, lane + 32, ...: slot s
-// of a lane is dim 2 * (lane + 32 * (s / 2)) + s % 2. head_dim is even.
-struct CacheKV {
-    const __half* k;
-    const __half* v;
-    int hd;
-    __device__ __forceinline__ static int dim(int lane, int s) { return 2 * (lane + 32 * (s >> 1)) + (s & 1); }
-    template <int Q>
-    __device__ __forceinline__ void load_k(int64_t cell, int lane, float (&kr)[Q]) const {
-        const __half* row = k + cell * hd;
+template <int PPL, int NQ, int STAGES>
+__global__ void __launch_bounds__(kThreads) attention_kernel(const AttnPlan P) {
+    const AttentionArgs& a = P.a;
+    const SlotsView& s = a.slots;
+    const int hd = s.head_dim;
+    const AttnLayout L = attn_layout(hd, NQ, STAGES);
+    const int hd8 = L.hd8, krow = L.krow, half_pairs = hd >> 1;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int S = P.split, rank = (int)(blockIdx.x % (unsigned)S);
+
+    unsigned char* smem = dynamic_smem<unsigned char>();
+    float* q_s = reinterpret_cast<float*>(smem + L.q_off);
+    __half* kv_s = reinterpret_cast<__half*>(smem + L.kv_off) + (size_t)warp * STAGES * 2 * kTile * krow;
+    float* p_s = reinterpret_cast<float*>(smem + L.p_off) + warp * NQ * kTile;
+    float* ws = reinterpret_cast<float*>(smem + L.ws_off);
+
+    // Which rows, KV head and query heads this block (and its cluster) serves.
+    const int64_t item = blockIdx.x / (unsigned)S;
+    const int hg = (int)(item % P.n_hgroups);
+    const int64_t rest = item / P.n_hgroups;
+    const int kvh = (int)(rest % s.n_kv_heads);
+    const int64_t r0 = (rest / s.n_kv_heads) * P.rows_per_cta;
+    const int nr = (int)min((int64_t)P.rows_per_cta, a.n_rows - r0);
+    const int h0 = kvh * P.group + hg * P.heads_per_cta;
+    const int nh = min(P.heads_per_cta, P.group - hg * P.heads_per_cta);
+    const bool plane_ok = a.layer >= 0 && a.layer < s.n_layers && kvh < s.n_kv_heads && nh > 0;
+
+    // Rows share staged tiles when every valid one reads the same slot.
+    bool shared = true;
+    int32_t slot0 = -1;
+    for (int i = 0; i < nr; ++i) {
+        const int32_t sl = a.rows[2 * (r0 + i)], ix = a.rows[2 * (r0 + i) + 1];
+        if (!plane_ok || !row_valid(s, sl, ix)) continue;
+        if (slot0 < 0) slot0 = sl;
+        else if (sl != slot0) shared = false;
+    }
+    const int n_pass = shared ? 1 : nr;
+
+    for (int pass = 0; pass < n_pass; ++pass) {
+        const int first = shared ? 0 : pass, rows_here = shared ? nr : 1;
+        const int nv = rows_here * nh;  // vectors: v -> row first + v / nh, head h0 + v % nh
+
+        // The last cell of each vector's row (-1: padding), and the pass's slot.
+        int vlast[NQ];
+        int max_last = -1, slot = -1;
 #pragma unroll
-        for (int m = 0; m < Q / 2; ++m) {
-            const int d = 2 * (lane + 32 * m);
-            float2 f = make_float2(0.0f, 0.0f);
-            if (d < hd) f = __half22float2(*reinterpret_cast<const __half2*>(row + d));
-            kr[2 * m] = f.x;
-            kr[2 * m + 1] = f.y;
+        for (int v = 0; v < NQ; ++v) {
+            vlast[v] = -1;
+            if (v < nv) {
+                const int64_t r = r0 + first + v / nh;
+                const int32_t sl = a.rows[2 * r], ix = a.rows[2 * r + 1];
+                if (plane_ok && row_valid(s, sl, ix)) {
+                    vlast[v] = ix;
+                    max_last = max(max_last, (int)ix);
+                    slot = sl;
+                }
+            }
         }
-    }
-    __device__ __forceinline__ float load_v(int64_t cell, int d) const { return __half2float(v[cell * hd + d]); }
-};
-
-template <int Q>
-__global__ void __launch_bounds__(kAttnThreads) attention_kernel(const AttentionArgs a) {
-    __shared__ AttnShared sm;
-    const SlotsView& s = a.slots;
-    const int hd = s.head_dim;
-    const int64_t total = a.n_rows * a.n_heads;
-    const int32_t group = a.n_heads / s.n_kv_heads;
-    for (int64_t b = blockIdx.x; b < total; b += gridDim.x) {
-        const int64_t row = b / a.n_heads;
-        const int32_t h = (int32_t)(b % a.n_heads);
-        const int32_t slot = a.rows[2 * row], index = a.rows[2 * row + 1];
-        float* out = a.out + row * ((int64_t)a.n_heads * hd) + (int64_t)h * hd;
-        const int32_t kvh = group > 0 ? h / group : -1;
-        if (!row_valid(s, slot, index) || kvh < 0 || kvh >= s.n_kv_heads || a.layer < 0 || a.layer >= s.n_layers) {
-            for (int d = threadIdx.x; d < hd; d += kAttnThreads) out[d] = 0.0f;
-            continue;
-        }
+        const int n_tiles = max_last < 0 ? 0 : max_last / kTile + 1;
+        const int n_chunks = (n_tiles + kChunkTiles - 1) / kChunkTiles;
+        const int n_rounds = (n_chunks + S - 1) / S;
         const __half* kv = reinterpret_cast<const __half*>(s.kv);
-        const CacheKV keys{kv + kv_plane(s, slot, a.layer, 0, kvh), kv + kv_plane(s, slot, a.layer, 1, kvh), hd};
-        attend<Q>(keys, a.q + row * a.q_row_stride + (int64_t)h * hd, hd, 0, (int64_t)index + 1, a.scale, out, sm);
+        const __half* kbase = slot >= 0 ? kv + kv_plane(s, slot, a.layer, 0, kvh) : nullptr;
+        const __half* vbase = slot >= 0 ? kv + kv_plane(s, slot, a.layer, 1, kvh) : nullptr;
+
+        // Step n of this warp is tile 8 (round·S + rank) + warp + 4 (n % 2), round = n / 2.
+        auto tile_of = [&](int n) { return ((n >> 1) * S + rank) * kChunkTiles + warp + kWorkers * (n & 1); };
+        auto issue = [&](int n) {
+            const int t = tile_of(n);
+            if (n < 2 * n_rounds && t < n_tiles) {
+                __half* ks = kv_s + (size_t)(n % STAGES) * 2 * kTile * krow;
+                stage_tile(kbase, vbase, hd, krow, P.copy16 != 0, (int64_t)t * kTile,
+                           min(kTile, max_last + 1 - t * kTile), ks, ks + kTile * krow, lane);
+            }
+            cp_async_commit();
+        };
+#pragma unroll
+        for (int n = 0; n < STAGES; ++n) issue(n);
+
+        // Query vectors into shared memory (zero past head_dim).
+        for (int e = tid; e < nv * hd8; e += kThreads) {
+            const int v = e / hd8, d = e - v * hd8;
+            const int64_t r = r0 + first + v / nh;
+            const int h = h0 + v % nh;
+            q_s[e] = d < hd ? a.q[r * a.q_row_stride + (int64_t)h * hd + d] : 0.0f;
+        }
+
+        // The row-state elements this thread owns: e = (k·S + rank)·128 + tid.
+        constexpr int kElems = (NQ * 64 * PPL + kThreads - 1) / kThreads;
+        float em[kElems], el[kElems], ea[kElems];
+        int ev[kElems], ed[kElems];
+#pragma unroll
+        for (int k = 0; k < kElems; ++k) {
+            const int e = (k * S + rank) * kThreads + tid;
+            ev[k] = e < nv * hd ? e / hd : -1;
+            ed[k] = e < nv * hd ? e - ev[k] * hd : 0;
+            em[k] = kNegInf;
+            el[k] = 0.0f;
+            ea[k] = 0.0f;
+        }
         __syncthreads();
+
+        // This warp's state for the current round.
+        float m[NQ], l[NQ];
+        float2 acc[NQ][PPL];
+        auto reset = [&] {
+#pragma unroll
+            for (int v = 0; v < NQ; ++v) {
+                m[v] = kNegInf;
+                l[v] = 0.0f;
+#pragma unroll
+                for (int j = 0; j < PPL; ++j) acc[v][j] = make_float2(0.0f, 0.0f);
+            }
+        };
+        reset();
+        int parity = 0;
+
+        for (int n = 0; n < 2 * n_rounds; ++n) {
+            cp_async_wait<STAGES - 1>();
+            __syncwarp();
+            const int t = tile_of(n);
+            if (t < n_tiles) {
+                const __half* ks = kv_s + (size_t)(n % STAGES) * 2 * kTile * krow;
+                const __half* vs = ks + kTile * krow;
+                const int cell0 = t * kTile;
+
+                // Scores: lane c takes cell c (stale rows past the copied ones are masked below).
+                float se[NQ], so[NQ];
+#pragma unroll
+                for (int v = 0; v < NQ; ++v) se[v] = so[v] = 0.0f;
+                const __half* krow_p = ks + lane * krow;
+                for (int d0 = 0; d0 < hd8; d0 += 8) {
+                    const uint4 raw = *reinterpret_cast<const uint4*>(krow_p + d0);
+                    float2 k01 = half2_bits_to_float2(raw.x), k23 = half2_bits_to_float2(raw.y);
+                    float2 k45 = half2_bits_to_float2(raw.z), k67 = half2_bits_to_float2(raw.w);
+                    if (d0 + 8 > hd) {  // head_dim % 8 != 0: the padding holds no data
+                        const int left = hd - d0;
+                        if (left <= 0) k01 = make_float2(0.0f, 0.0f);
+                        if (left <= 2) k23 = make_float2(0.0f, 0.0f);
+                        if (left <= 4) k45 = make_float2(0.0f, 0.0f);
+                        if (left <= 6) k67 = make_float2(0.0f, 0.0f);
+                    }
+#pragma unroll
+                    for (int v = 0; v < NQ; ++v) {
+                        if (v < nv) {
+                            const float4 qa = *reinterpret_cast<const float4*>(q_s + v * hd8 + d0);
+                            const float4 qb = *reinterpret_cast<const float4*>(q_s + v * hd8 + d0 + 4);
+                            se[v] = fmaf(qa.x, k01.x, se[v]);
+                            so[v] = fmaf(qa.y, k01.y, so[v]);
+                            se[v] = fmaf(qa.z, k23.x, se[v]);
+                            so[v] = fmaf(qa.w, k23.y, so[v]);
+                            se[v] = fmaf(qb.x, k45.x, se[v]);
+                            so[v] = fmaf(qb.y, k45.y, so[v]);
+                            se[v] = fmaf(qb.z, k67.x, se[v]);
+                            so[v] = fmaf(qb.w, k67.y, so[v]);
+                        }
+                    }
+                }
+
+                // Online softmax per vector; cnt[v] = the vector's cells in this tile.
+                int cnt[NQ];
+#pragma unroll
+                for (int v = 0; v < NQ; ++v) {
+                    cnt[v] = 0;
+                    if (v < nv) cnt[v] = max(0, min(kTile, vlast[v] + 1 - cell0));
+                    if (cnt[v] > 0) {
+                        const float sc = lane < cnt[v] ? __fmul_rn(__fadd_rn(se[v], so[v]), a.scale) : kNegInf;
+                        const float m_new = fmaxf(m[v], warp_max(sc));
+                        if (m_new == kNegInf) {
+                            cnt[v] = 0;  // every score so far is -inf: nothing to add
+                        } else {
+                            const float alpha = expf(__fsub_rn(m[v], m_new));
+                            const float p = expf(__fsub_rn(sc, m_new));
+                            l[v] = __fadd_rn(__fmul_rn(l[v], alpha), warp_sum(p));
+#pragma unroll
+                            for (int j = 0; j < PPL; ++j) {
+                                acc[v][j].x = __fmul_rn(acc[v][j].x, alpha);
+                                acc[v][j].y = __fmul_rn(acc[v][j].y, alpha);
+                            }
+                            m[v] = m_new;
+                            p_s[v * kTile + lane] = p;
+                        }
+                    }
+                }
+                __syncwarp();
+
+                // PV: cells in ascending order; lane owns head-dim pairs lane + 32 j.
+                const int n_cells = min(kTile, max_last + 1 - cell0);
+                for (int c = 0; c < n_cells; ++c) {
+                    float2 vf[PPL];
+#pragma unroll
+                    for (int j = 0; j < PPL; ++j) {
+                        const int pj = lane + 32 * j;
+                        vf[j] = pj < half_pairs
+                                    ? half2_bits_to_float2(*reinterpret_cast<const uint32_t*>(vs + c * krow + 2 * pj))
+                                    : make_float2(0.0f, 0.0f);
+                    }
+#pragma unroll
+                    for (int v = 0; v < NQ; ++v) {
+                        if (c < cnt[v]) {
+                            const float p = p_s[v * kTile + c];
+#pragma unroll
+                            for (int j = 0; j < PPL; ++j) {
+                                acc[v][j].x = fmaf(p, vf[j].x, acc[v][j].x);
+                                acc[v][j].y = fmaf(p, vf[j].y, acc[v][j].y);
+                            }
+                        }
+                    }
+                }
+            }
+            __syncwarp();  // the stage and p_s may be overwritten from here on
+            issue(n + STAGES);
+
+            if (n & 1) {
+                // End of a round: publish this worker's state, then fold the round's states in order.
+                float* mine = ws + (size_t)(parity * kWorkers + warp) * L.ws_worker;
+#pragma unroll
+                for (int v = 0; v < NQ; ++v) {
+                    if (v < nv) {
+                        if (lane == 0) {
+                            mine[v] = m[v];
+                            mine[NQ + v] = l[v];
+                        }
+#pragma unroll
+                        for (int j = 0; j < PPL; ++j) {
+                            const int pj = lane + 32 * j;
+                            if (pj < half_pairs) {
+                                mine[2 * NQ + v * hd8 + 2 * pj] = acc[v][j].x;
+                                mine[2 * NQ + v * hd8 + 2 * pj + 1] = acc[v][j].y;
+                            }
+                        }
+                    }
+                }
+                reset();
+                if (S > 1) cluster_sync();
+                else __syncthreads();
+
+                const int round = n >> 1;
+                const float* base = ws + (size_t)parity * kWorkers * L.ws_worker;
+                for (int b = 0; b < S && round * S + b < n_chunks; ++b) {
+                    const float* src = b == rank ? base : cluster_map(base, b);
+                    for (int w = 0; w < kWorkers; ++w) {
+                        const float* x = src + w * L.ws_worker;
+#pragma unroll
+                        for (int k = 0; k < kElems; ++k) {
+                            if (ev[k] < 0) continue;
+                            const float mx = x[ev[k]];
+                            if (mx == kNegInf) continue;
+                            const float lx = x[NQ + ev[k]], ax = x[2 * NQ + ev[k] * hd8 + ed[k]];
+                            if (em[k] == kNegInf) {
+                                em[k] = mx;
+                                el[k] = lx;
+                                ea[k] = ax;
+                            } else {
+                                const float mn = fmaxf(em[k], mx);
+                                const float al = expf(__fsub_rn(em[k], mn)), be = expf(__fsub_rn(mx, mn));
+                                el[k] = fmaf(lx, be, __fmul_rn(el[k], al));
+                                ea[k] = fmaf(ax, be, __fmul_rn(ea[k], al));
+                                em[k] = mn;
+                            }
+                        }
+                    }
+                }
+                parity ^= 1;
+            }
+        }
+        // Remote reads of this pass are done before any block exits or reuses its states.
+        if (S > 1) cluster_sync();
+
+#pragma unroll
+        for (int k = 0; k < kElems; ++k) {
+            if (ev[k] < 0) continue;
+            const int v = ev[k];
+            const int64_t r = r0 + first + v / nh;
+            const int h = h0 + v % nh;
+            a.out[r * ((int64_t)a.n_heads * hd) + (int64_t)h * hd + ed[k]] =
+                el[k] > 0.0f ? __fdiv_rn(ea[k], el[k]) : 0.0f;
+        }
+        __syncthreads();  // q_s and the worker states are rewritten by the next pass
     }
 }
-
-constexpr unsigned kMaxGrid = 1u << 30;
-
-unsigned grid_for(int64_t items) { return (unsigned)(items < (int64_t)kMaxGrid ? items : kMaxGrid); }
 
 }  // namespace
 
-void launch_kv_store(const KvStoreArgs& a, cudaStream_t stream) {
-    if (a.n_rows <= 0 || a.slots.n_kv_heads <= 0 || a.slots.head_dim <= 0) return;
-    kv_store_kernel<<<grid_for(a.n_rows < 65535 ? a.n_rows : 65535), kStoreThreads, 0, stream>>>(a);
-    check_launch("kv_store");
+// ------------------------------------------------------------------ host
+
+namespace {
+
+using Kernel = void (*)(AttnPlan);
+
+struct Variant {
+    Kernel fn;
+    int ppl, nq, stages;
+};
+
+template <int PPL, int NQ, int STAGES>
+constexpr Variant variant() {
+    return Variant{attention_kernel<PPL, NQ, STAGES>, PPL, NQ, STAGES};
 }
+
+// Raises a kernel's dynamic shared-memory limit once per device (a function
+// attribute, not stream work: safe while a graph is being recorded).
+void allow_smem(const Variant& k, int bytes) {
+    constexpr int kMaxDevices = 64;
+    static std::mutex mu;
+    static int raised[kMaxDevices][8] = {};
+    int dev = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    const int slot = (k.ppl == 1 ? (k.nq == 4 ? 0 : 1) : k.ppl == 2 ? (k.nq == 4 ? 2 : 3) : k.ppl == 4 ? 4 : 5);
+    std::lock_guard<std::mutex> lock(mu);
+    if (dev >= 0 && dev < kMaxDevices && raised[dev][slot] >= bytes) return;
+    check(cudaFuncSetAttribute(k.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+          "cudaFuncSetAttribute (attention shared memory)");
+    if (dev >= 0 && dev < kMaxDevices) raised[dev][slot] = bytes;
+}
+
+int sm_count() {
+    int dev = 0, n = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+    return n > 0 ? n : 1;
+}
+
+}  // namespace
 
 void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
     if (a.n_rows <= 0 || a.n_heads <= 0) return;
-    const int hd = a.slots.head_dim;
+    const SlotsView& s = a.slots;
+    const int hd = s.head_dim;
     if (hd <= 0 || hd % 2 != 0 || hd > 512)
         fail(STRATA_ERR_INTERNAL, "cuda attention: head_dim " + std::to_string(hd) + " outside 2..512 or odd");
-    if (reinterpret_cast<uintptr_t>(a.slots.kv) % 4 != 0)
+    if (reinterpret_cast<uintptr_t>(s.kv) % 4 != 0)
         fail(STRATA_ERR_INTERNAL, "cuda attention: KV cache base is not 4-byte aligned");
-    const unsigned grid = grid_for(a.n_rows * a.n_heads);
-    if (hd <= 64)
-        attention_kernel<2><<<grid, kAttnThreads, 0, stream>>>(a);
-    else if (hd <= 128)
-        attention_kernel<4><<<grid, kAttnThreads, 0, stream>>>(a);
-    else if (hd <= 256)
-        attention_kernel<8><<<grid, kAttnThreads, 0, stream>>>(a);
-    else
-        attention_kernel<16><<<grid, kAttnThreads, 0, stream>>>(a);
+    if (s.n_kv_heads <= 0 || a.n_heads % s.n_kv_heads != 0)
+        fail(STRATA_ERR_INTERNAL, "cuda attention: n_heads is not a multiple of n_kv_heads");
+
+    // Variant: head-dim pairs per lane, and vectors per block (registers: NQ x 2 PPL accumulators).
+    const int ppl = hd <= 64 ? 1 : hd <= 128 ? 2 : hd <= 256 ? 4 : 8;
+    const int group = a.n_heads / s.n_kv_heads;
+    const bool prefill = a.n_rows >= 64;  // enough rows that blocks of R rows still fill the GPU
+    Variant k{};
+    if (ppl == 1) k = (!prefill && group <= 4) ? variant<1, 4, 2>() : variant<1, 16, 2>();
+    else if (ppl == 2) k = (!prefill && group <= 4) ? variant<2, 4, 2>() : variant<2, 8, 2>();
+    else if (ppl == 4) k = variant<4, 4, 2>();
+    else k = variant<8, 2, 1>();
+
+    AttnPlan P;
+    P.a = a;
+    P.group = group;
+    P.heads_per_cta = group < k.nq ? group : k.nq;
+    P.n_hgroups = (group + P.heads_per_cta - 1) / P.heads_per_cta;
+    P.rows_per_cta = prefill ? (k.nq / P.heads_per_cta > 0 ? k.nq / P.heads_per_cta : 1) : 1;
+    P.copy16 = (hd % 8 == 0 && reinterpret_cast<uintptr_t>(s.kv) % 16 == 0) ? 1 : 0;
+
+    const int64_t items = (a.n_rows + P.rows_per_cta - 1) / P.rows_per_cta * s.n_kv_heads * P.n_hgroups;
+    const int64_t max_chunks = ((int64_t)s.n_ctx + kTile * kChunkTiles - 1) / (kTile * kChunkTiles);
+    const int64_t target = 2 * (int64_t)sm_count();
+    int split = 1;
+    while (split < kMaxSplit && items * split * 2 <= target && split * 2 <= max_chunks) split *= 2;
+    P.split = split;
+    if (items * split > (int64_t)INT32_MAX)
+        fail(STRATA_ERR_INTERNAL, "cuda attention: too many rows for one launch");
+
+    const AttnLayout L = attn_layout(hd, k.nq, k.stages);
+    allow_smem(k, L.total);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(items * split));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = (size_t)L.total;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)split;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = split > 1 ? 1 : 0;
+    check(cudaLaunchKernelEx(&cfg, k.fn, P), "attention launch");
     check_launch("attention");
 }
 

@@ -184,6 +184,7 @@ public:
     void matmul(const MatmulArgs& a) override { use_device(); cuda::launch_matmul(a, stream_); }
     void rope(const RopeArgs& a) override { use_device(); cuda::launch_rope(a, stream_); }
     void kv_store(const KvStoreArgs& a) override { use_device(); cuda::launch_kv_store(a, stream_); }
+    void rope_kv_store(const RopeKvStoreArgs& a) override { use_device(); cuda::launch_rope_kv_store(a, stream_); }
     void attention(const AttentionArgs& a) override { use_device(); cuda::launch_attention(a, stream_); }
     void attention_dense(const DenseAttentionArgs& a) override {
         use_device();

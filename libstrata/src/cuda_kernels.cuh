@@ -22,7 +22,8 @@ void launch_matmul(const MatmulArgs& a, cudaStream_t stream);            // cuda
 void launch_rmsnorm(const RmsNormArgs& a, cudaStream_t stream);          // cuda_norm_rope.cu
 void launch_rope(const RopeArgs& a, cudaStream_t stream);                // cuda_norm_rope.cu
 void launch_positions_decode(const PositionsDecodeArgs& a, cudaStream_t stream);  // cuda_norm_rope.cu
-void launch_kv_store(const KvStoreArgs& a, cudaStream_t stream);         // cuda_attention.cu
+void launch_kv_store(const KvStoreArgs& a, cudaStream_t stream);         // cuda_kv_store.cu
+void launch_rope_kv_store(const RopeKvStoreArgs& a, cudaStream_t stream);  // cuda_kv_store.cu
 void launch_attention(const AttentionArgs& a, cudaStream_t stream);      // cuda_attention.cu
 void launch_attention_dense(const DenseAttentionArgs& a, cudaStream_t stream);  // cuda_attention_dense.cu
 void launch_silu_mul(const SiluMulArgs& a, cudaStream_t stream);         // cuda_elementwise.cu
