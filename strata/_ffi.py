@@ -28,7 +28,8 @@ import numpy as np
 __all__ = [
     "StrataError", "DType", "RopeMode", "SAMPLING_PARAMS_DTYPE", "Context", "Buffer", "Slots", "Graph",
     "DeviceInfo", "load", "cuda_device_count", "abi_version", "build_info", "dtype_block", "random_uniform",
-    "status_name", "rope_params", "embed", "rmsnorm", "matmul", "rope", "kv_store", "attention",
+    "status_name", "rope_params", "embed", "rmsnorm", "matmul", "MatmulPrologue", "matmul_params", "matmul_ex",
+    "rope", "kv_store", "rope_kv_store", "attention",
     "attention_dense", "silu_mul", "gelu", "add", "gather_rows", "positions_decode", "argmax", "sample",
     "HostBuffer", "step_advance",
 ]
@@ -70,6 +71,14 @@ class DType(enum.IntEnum):
     Q6_K = 14
     I32 = 26
     BF16 = 30
+
+
+class MatmulPrologue(enum.IntEnum):
+    """enum strata_matmul_prologue."""
+
+    NONE = 0
+    RMSNORM = 1
+    SILU_MUL = 2
 
 
 class RopeMode(enum.IntEnum):
@@ -519,6 +528,27 @@ def matmul(ctx, x, x_offset, n_rows, k, w, w_offset, w_dtype, n_out, bias, bias_
         _raise(st)
 
 
+def matmul_params(prologue=MatmulPrologue.NONE, accumulate=False, eps=0.0, norm_weight=None, norm_weight_offset=0,
+                  bias=None, bias_offset=0, x_row_stride=0):
+    """A strata_matmul_params cdata for matmul_ex; build it once per call site and reuse it. It holds the
+    buffers' handles, not the Buffer objects: keep them open while it is used."""
+    load()
+    return ffi.new("strata_matmul_params *", {
+        "prologue": int(prologue), "accumulate": 1 if accumulate else 0, "eps": eps, "reserved": 0,
+        "norm_weight": ffi.NULL if norm_weight is None else (norm_weight._ptr or _closed(norm_weight)),
+        "norm_weight_offset": norm_weight_offset,
+        "bias": ffi.NULL if bias is None else (bias._ptr or _closed(bias)), "bias_offset": bias_offset,
+        "x_row_stride": x_row_stride})
+
+
+def matmul_ex(ctx, params, x, x_offset, n_rows, k, w, w_offset, w_dtype, n_out, y, y_offset):
+    """y = prologue(x)·Wᵀ (+ bias) (+ y) with the options of a matmul_params() cdata."""
+    st = _lib.strata_matmul_ex(ctx._ptr or _closed(ctx), params, x._ptr or _closed(x), x_offset, n_rows, k,
+                               w._ptr or _closed(w), w_offset, w_dtype, n_out, y._ptr or _closed(y), y_offset)
+    if st:
+        _raise(st)
+
+
 def rope(ctx, params, x, x_offset, x_row_stride, n_rows, slots, rows, rows_offset, freq_factors=None,
          freq_factors_offset=0):
     st = _lib.strata_rope(ctx._ptr or _closed(ctx), params, x._ptr or _closed(x), x_offset, x_row_stride, n_rows,
@@ -533,6 +563,18 @@ def kv_store(ctx, slots, layer, k, k_offset, k_row_stride, v, v_offset, v_row_st
     st = _lib.strata_kv_store(ctx._ptr or _closed(ctx), slots._ptr or _closed(slots), layer, k._ptr or _closed(k),
                               k_offset, k_row_stride, v._ptr or _closed(v), v_offset, v_row_stride,
                               rows._ptr or _closed(rows), rows_offset, n_rows)
+    if st:
+        _raise(st)
+
+
+def rope_kv_store(ctx, q_params, k_params, slots, layer, qkv, qkv_offset, row_stride, n_rows, rows, rows_offset,
+                  freq_factors=None, freq_factors_offset=0):
+    """rope(q), rope(k) in place and kv_store(k, v) for rows [q | k | v] of one buffer, in one call."""
+    st = _lib.strata_rope_kv_store(ctx._ptr or _closed(ctx), q_params, k_params, slots._ptr or _closed(slots), layer,
+                                   qkv._ptr or _closed(qkv), qkv_offset, row_stride, n_rows,
+                                   rows._ptr or _closed(rows), rows_offset,
+                                   ffi.NULL if freq_factors is None else (freq_factors._ptr or _closed(freq_factors)),
+                                   freq_factors_offset)
     if st:
         _raise(st)
 

@@ -266,6 +266,37 @@ int32_t strata_matmul(strata_context *ctx, strata_buffer *x, uint64_t x_offset, 
                       strata_buffer *w, uint64_t w_offset, int32_t w_dtype, int64_t n_out, strata_buffer *bias,
                       uint64_t bias_offset, strata_buffer *y, uint64_t y_offset, int32_t accumulate);
 
+/* What strata_matmul_ex computes from each x row before the product. */
+enum strata_matmul_prologue {
+    STRATA_PROLOGUE_NONE = 0,     /* x' = x (k values per row) */
+    STRATA_PROLOGUE_RMSNORM = 1,  /* x' = x / sqrt(mean(x^2) + eps) * norm_weight (k values per row) */
+    STRATA_PROLOGUE_SILU_MUL = 2  /* rows hold [gate (k values) | up (k values)]; x' = silu(gate) * up */
+};
+
+/* Options of strata_matmul_ex. A zeroed struct is a plain matmul (no
+ * prologue, no bias, y overwritten, dense rows). */
+typedef struct strata_matmul_params {
+    int32_t prologue;          /* enum strata_matmul_prologue */
+    int32_t accumulate;        /* nonzero: y += result */
+    float eps;                 /* RMSNORM: in [0, 1] */
+    int32_t reserved;          /* 0 */
+    strata_buffer *norm_weight; /* RMSNORM: F32 [k]; otherwise NULL */
+    uint64_t norm_weight_offset;
+    strata_buffer *bias;       /* F32 [n_out] or NULL */
+    uint64_t bias_offset;
+    int64_t x_row_stride;      /* elements between x rows; 0 = dense (k, or 2k for SILU_MUL) */
+} strata_matmul_params;
+
+/* y[r, :] = (accumulate ? y[r, :] : 0) + x'[r, :]·Wᵀ (+ bias), x' the
+ * prologue of row r of x (F32, n_rows rows at x_row_stride). W, bias, y and
+ * the rounding rules as strata_matmul (per backend in docs/kernels.md: the
+ * CPU computes the prologue rows exactly as strata_rmsnorm / strata_silu_mul
+ * would, then the matmul). One launch instead of two; y must not overlap x,
+ * norm_weight or bias. */
+int32_t strata_matmul_ex(strata_context *ctx, const strata_matmul_params *params, strata_buffer *x,
+                         uint64_t x_offset, int64_t n_rows, int64_t k, strata_buffer *w, uint64_t w_offset,
+                         int32_t w_dtype, int64_t n_out, strata_buffer *y, uint64_t y_offset);
+
 enum strata_rope_mode {
     STRATA_ROPE_ADJACENT = 0, /* rotate (x[2i], x[2i+1]) with theta_i, position component 0 */
     STRATA_ROPE_HALF = 1,     /* rotate (x[i], x[i + rot_dim/2]), position component 0 */
@@ -303,6 +334,21 @@ int32_t strata_kv_store(strata_context *ctx, strata_slots *slots, int32_t layer,
                         uint64_t k_offset, int64_t k_row_stride, strata_buffer *v, uint64_t v_offset,
                         int64_t v_row_stride, strata_buffer *rows, uint64_t rows_offset, int64_t n_rows);
 
+/* The fused form of rope(q), rope(k) and kv_store(k, v) for rows laid out as
+ * one qkv projection's output: row r (at qkv + r * row_stride elements) holds
+ * [q: q_params->n_heads x head_dim | k: n_kv_heads x head_dim | v: the same],
+ * F32. Rotates q and k in place exactly as strata_rope does with q_params and
+ * k_params, then stores the rotated k and v into layer `layer` of each row's
+ * slot at its index as strata_kv_store does. Requires k_params->n_heads ==
+ * the slot set's n_kv_heads and both head_dims == its head_dim. freq_factors:
+ * NULL or F32 [max(rot_dim) / 2], used by both. Padding rows are skipped. The
+ * result is bit-identical to the three separate calls on the same backend. */
+int32_t strata_rope_kv_store(strata_context *ctx, const strata_rope_params *q_params,
+                             const strata_rope_params *k_params, strata_slots *slots, int32_t layer,
+                             strata_buffer *qkv, uint64_t qkv_offset, int64_t row_stride, int64_t n_rows,
+                             strata_buffer *rows, uint64_t rows_offset, strata_buffer *freq_factors,
+                             uint64_t freq_factors_offset);
+
 /* Causal grouped-query attention over the KV cache. Row r (query heads
  * [n_heads, head_dim] at q + r * q_row_stride) attends to cells
  * 0..rows[r].index of layer `layer` of its slot; query head h uses KV head
@@ -334,21 +380,6 @@ int32_t strata_silu_mul(strata_context *ctx, strata_buffer *gate, uint64_t gate_
 /* out[i] = gelu(x[i]) with the exact erf form, for n F32 values. out may equal x. */
 int32_t strata_gelu(strata_context *ctx, strata_buffer *x, uint64_t x_offset, strata_buffer *out,
                     uint64_t out_offset, int64_t n);
-/* The fused form of rope(q), rope(k) and kv_store(k, v) for rows laid out as
- * one qkv projection's output: row r (at qkv + r * row_stride elements) holds
- * [q: q_params->n_heads x head_dim | k: n_kv_heads x head_dim | v: the same],
- * F32. Rotates q and k in place exactly as strata_rope does with q_params and
- * k_params, then stores the rotated k and v into layer `layer` of each row's
- * slot at its index as strata_kv_store does. Requires k_params->n_heads ==
- * the slot set's n_kv_heads and both head_dims == its head_dim. freq_factors:
- * NULL or F32 [max(rot_dim) / 2], used by both. Padding rows are skipped. The
- * result is bit-identical to the three separate calls on the same backend. */
-int32_t strata_rope_kv_store(strata_context *ctx, const strata_rope_params *q_params,
-                             const strata_rope_params *k_params, strata_slots *slots, int32_t layer,
-                             strata_buffer *qkv, uint64_t qkv_offset, int64_t row_stride, int64_t n_rows,
-                             strata_buffer *rows, uint64_t rows_offset, strata_buffer *freq_factors,
-                             uint64_t freq_factors_offset);
-
 
 /* out[i] = a[i] + b[i] for n F32 values. out may equal a or b. */
 int32_t strata_add(strata_context *ctx, strata_buffer *a, uint64_t a_offset, strata_buffer *b, uint64_t b_offset,
@@ -402,21 +433,6 @@ int32_t strata_sample(strata_context *ctx, strata_buffer *logits, uint64_t logit
  * Never fails. */
 float strata_random_uniform(uint64_t seed, int64_t position);
 
-/* ---------------------------------------------------------------- graphs */
-
-/* Starts recording: kernels and buffer fills/copies enqueued on ctx until
- * strata_graph_end are recorded, not run (CUDA: stream capture; CPU: a list
- * of kernel calls executed in C). While recording, uploads, downloads,
- * synchronize, slot writes and reads, creating or destroying buffers and slot
- * sets, graph launches and nested recording fail with STRATA_ERR_STATE.
- *
- * A graph stores the addresses and scalar arguments given at record time:
- * it may only reference buffers and slot sets that stay alive, at fixed
- * addresses, while the graph lives (the library refuses to destroy them
- * meanwhile). To vary inputs between launches, write new contents into the
- * same buffers (token ids, rows, sampling params, position tables). */
-int32_t strata_graph_begin(strata_context *ctx);
-
 /* ---------------------------------------------------------------- host buffers, markers, step advance
  *
  * For a decode loop that keeps the device busy: results are copied into a
@@ -457,6 +473,21 @@ int32_t strata_context_wait(strata_context *ctx, uint64_t marker);
  * continues the previous step's sequences with no host writes. */
 int32_t strata_step_advance(strata_context *ctx, strata_buffer *io, uint64_t ids_offset, uint64_t rows_offset,
                             uint64_t params_offset, uint64_t out_ids_offset, int64_t n_rows);
+
+/* ---------------------------------------------------------------- graphs */
+
+/* Starts recording: kernels and buffer fills/copies enqueued on ctx until
+ * strata_graph_end are recorded, not run (CUDA: stream capture; CPU: a list
+ * of kernel calls executed in C). While recording, uploads, downloads,
+ * synchronize, slot writes and reads, creating or destroying buffers and slot
+ * sets, graph launches and nested recording fail with STRATA_ERR_STATE.
+ *
+ * A graph stores the addresses and scalar arguments given at record time:
+ * it may only reference buffers and slot sets that stay alive, at fixed
+ * addresses, while the graph lives (the library refuses to destroy them
+ * meanwhile). To vary inputs between launches, write new contents into the
+ * same buffers (token ids, rows, sampling params, position tables). */
+int32_t strata_graph_begin(strata_context *ctx);
 
 /* Stops recording and returns the graph. If any call failed during
  * recording, fails with STRATA_ERR_STATE, returns no graph and discards the

@@ -3,6 +3,7 @@
 //
 // Each entry point checks shapes, dtypes, offsets, byte ranges and overlaps,
 // then hands the backend plain pointers (backend.h argument structs).
+#include <cstdint>
 #include <string>
 
 #include "call.h"
@@ -113,6 +114,60 @@ STRATA_EXPORT int32_t strata_matmul(strata_context* ctx, strata_buffer* x, uint6
         a.w_dtype = w_dtype;
         a.n_out = n_out;
         a.accumulate = accumulate != 0;
+        ctx->backend->matmul(a);
+    });
+}
+
+STRATA_EXPORT int32_t strata_matmul_ex(strata_context* ctx, const strata_matmul_params* params, strata_buffer* x,
+                                       uint64_t x_offset, int64_t n_rows, int64_t k, strata_buffer* w,
+                                       uint64_t w_offset, int32_t w_dtype, int64_t n_out, strata_buffer* y,
+                                       uint64_t y_offset) {
+    return guarded("strata_matmul_ex", [&](Call& call) {
+        use_context(call, ctx);
+        if (params == nullptr) invalid("params is NULL");
+        const strata_matmul_params& pr = *params;
+        if (pr.prologue < STRATA_PROLOGUE_NONE || pr.prologue > STRATA_PROLOGUE_SILU_MUL)
+            invalid("prologue=" + str(pr.prologue) + " is not one of NONE (0), RMSNORM (1), SILU_MUL (2)");
+        if (pr.reserved != 0) invalid("reserved must be 0");
+        const DtypeInfo& info = weight_dtype("w_dtype", w_dtype);
+        require_positive("n_rows", n_rows);
+        require_positive("k", k);
+        require_positive("n_out", n_out);
+        require_blocks("k", k, info);
+        const bool silu = pr.prologue == STRATA_PROLOGUE_SILU_MUL, rms = pr.prologue == STRATA_PROLOGUE_RMSNORM;
+        if (k > (INT64_MAX / 2)) invalid("k=" + str(k) + " is too large");
+        const int64_t width = silu ? 2 * k : k;
+        const int64_t stride = pr.x_row_stride == 0 ? width : pr.x_row_stride;
+        if (pr.x_row_stride < 0) invalid("x_row_stride=" + str(pr.x_row_stride) + " must be >= 0");
+        if (rms && (!(pr.eps >= 0.0f) || pr.eps > 1.0f)) invalid("eps must be in [0, 1]");
+        if (rms && pr.norm_weight == nullptr) invalid("norm_weight is NULL (RMSNORM needs it)");
+        if (!rms && pr.norm_weight != nullptr) invalid("norm_weight is given but prologue is not RMSNORM");
+        MatmulArgs a;
+        const u128 x_bytes = strided_bytes("x", n_rows, width, stride, 4);
+        const u128 y_bytes = mul_sat(u128(n_rows) * n_out, kF32);
+        a.x = reinterpret_cast<const float*>(operand(call, x, "x", x_offset, x_bytes, 4, "F32"));
+        a.w = operand(call, w, "w", w_offset, mul_sat(n_out, u128(k / info.block_values) * info.block_bytes),
+                      dtype_align(w_dtype), info.name);
+        a.bias = pr.bias == nullptr ? nullptr
+                                    : reinterpret_cast<const float*>(operand(call, pr.bias, "bias", pr.bias_offset,
+                                                                             u128(n_out) * 4, 4, "F32"));
+        a.norm_weight = rms ? reinterpret_cast<const float*>(operand(call, pr.norm_weight, "norm_weight",
+                                                                     pr.norm_weight_offset, u128(k) * 4, 4, "F32"))
+                            : nullptr;
+        a.y = reinterpret_cast<float*>(operand(call, y, "y", y_offset, y_bytes, 4, "F32"));
+        require_disjoint(y, y_offset, y_bytes, "y", x, x_offset, x_bytes, "x");
+        if (pr.bias != nullptr)
+            require_disjoint(y, y_offset, y_bytes, "y", pr.bias, pr.bias_offset, u128(n_out) * 4, "bias");
+        if (rms) require_disjoint(y, y_offset, y_bytes, "y", pr.norm_weight, pr.norm_weight_offset, u128(k) * 4,
+                                  "norm_weight");
+        a.n_rows = n_rows;
+        a.k = k;
+        a.w_dtype = w_dtype;
+        a.n_out = n_out;
+        a.accumulate = pr.accumulate != 0;
+        a.prologue = pr.prologue;
+        a.eps = rms ? pr.eps : 0.0f;
+        a.x_row_stride = stride;
         ctx->backend->matmul(a);
     });
 }

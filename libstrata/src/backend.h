@@ -62,6 +62,13 @@ struct MatmulArgs {
     const void* w; int32_t w_dtype; int64_t n_out;
     const float* bias;  // may be null
     float* y; bool accumulate;
+    // strata_matmul_ex only (strata_matmul leaves the defaults): the fused
+    // prologue (enum strata_matmul_prologue), its norm weight ([k], RMSNORM)
+    // and eps, and the x row stride in elements (0: dense, k or 2k for SILU_MUL).
+    int32_t prologue = STRATA_PROLOGUE_NONE;
+    const float* norm_weight = nullptr;
+    float eps = 0.0f;
+    int64_t x_row_stride = 0;
 };
 
 struct RopeArgs {
@@ -78,13 +85,6 @@ struct KvStoreArgs {
     const int32_t* rows; int64_t n_rows;
 };
 
-struct AttentionArgs {
-    SlotsView slots; int32_t layer;
-    const float* q; int64_t q_row_stride, n_rows; int32_t n_heads;
-    const int32_t* rows; float scale;
-    float* out;  // [n_rows][n_heads * head_dim]
-};
-
 // rope(q) and rope(k) in place, then kv_store(k, v), over rows [q | k | v]
 // of one buffer (the fused qkv projection's output).
 struct RopeKvStoreArgs {
@@ -93,6 +93,13 @@ struct RopeKvStoreArgs {
     float* qkv; int64_t row_stride, n_rows;
     const int32_t* rows;
     const float* freq_factors;  // may be null
+};
+
+struct AttentionArgs {
+    SlotsView slots; int32_t layer;
+    const float* q; int64_t q_row_stride, n_rows; int32_t n_heads;
+    const int32_t* rows; float scale;
+    float* out;  // [n_rows][n_heads * head_dim]
 };
 
 struct DenseAttentionArgs {
@@ -119,6 +126,10 @@ struct GatherRowsArgs {
 
 struct PositionsDecodeArgs { SlotsView slots; const int32_t* rows; int64_t n_rows; };
 
+struct StepAdvanceArgs {
+    int32_t* ids; int32_t* rows; strata_sampling_params* params; const int32_t* out_ids; int64_t n_rows;
+};
+
 struct ArgmaxArgs { const float* logits; int64_t n_rows, n_vocab; int32_t* out_ids; };
 
 struct SampleArgs {
@@ -129,10 +140,6 @@ struct SampleArgs {
 
 // A finished recording, launched any number of times.
 class GraphExec {
-struct StepAdvanceArgs {
-    int32_t* ids; int32_t* rows; strata_sampling_params* params; const int32_t* out_ids; int64_t n_rows;
-};
-
 public:
     virtual ~GraphExec() = default;
     virtual void launch() = 0;
@@ -159,13 +166,6 @@ public:
     virtual void matmul(const MatmulArgs& a) = 0;
     virtual void rope(const RopeArgs& a) = 0;
     virtual void kv_store(const KvStoreArgs& a) = 0;
-    virtual void attention(const AttentionArgs& a) = 0;
-    virtual void attention_dense(const DenseAttentionArgs& a) = 0;
-    virtual void silu_mul(const SiluMulArgs& a) = 0;
-    virtual void gelu(const UnaryArgs& a) = 0;
-    virtual void add(const BinaryArgs& a) = 0;
-    virtual void gather_rows(const GatherRowsArgs& a) = 0;
-    virtual void positions_decode(const PositionsDecodeArgs& a) = 0;
     // Must equal the three calls below bit for bit; backends override it to fuse them.
     virtual void rope_kv_store(const RopeKvStoreArgs& a) {
         const int64_t q_width = int64_t(a.q_params.n_heads) * a.q_params.head_dim;
@@ -175,8 +175,25 @@ public:
         kv_store(KvStoreArgs{a.slots, a.layer, a.qkv + q_width, a.row_stride, a.qkv + q_width + kv_width,
                              a.row_stride, a.rows, a.n_rows});
     }
+    virtual void attention(const AttentionArgs& a) = 0;
+    virtual void attention_dense(const DenseAttentionArgs& a) = 0;
+    virtual void silu_mul(const SiluMulArgs& a) = 0;
+    virtual void gelu(const UnaryArgs& a) = 0;
+    virtual void add(const BinaryArgs& a) = 0;
+    virtual void gather_rows(const GatherRowsArgs& a) = 0;
+    virtual void positions_decode(const PositionsDecodeArgs& a) = 0;
     virtual void argmax(const ArgmaxArgs& a) = 0;
     virtual void sample(const SampleArgs& a) = 0;
+
+    // Host memory the device copies into asynchronously; markers that say when
+    // enqueued work has finished. Synchronous backends (the CPU) finish
+    // everything before a call returns, so their markers are always reached.
+    virtual void* host_alloc(uint64_t n_bytes) = 0;
+    virtual void host_release(void* p) noexcept = 0;
+    virtual void copy_to_host(void* dst, const void* src, uint64_t n) = 0;   // enqueued (never recorded)
+    virtual uint64_t marker() = 0;
+    virtual void wait_marker(uint64_t marker) = 0;
+    virtual void step_advance(const StepAdvanceArgs& a) = 0;                 // enqueued, recordable
 
     // Recording.
     virtual void capture_begin() = 0;
@@ -192,13 +209,3 @@ int32_t cuda_device_count() noexcept;  // 0 when not compiled in or no device
 const char* cuda_build_info() noexcept;  // e.g. "cuda 13.0 sm_90" or "no cuda"
 
 }  // namespace strata
-    // Host memory the device copies into asynchronously; markers that say when
-    // enqueued work has finished. Synchronous backends (the CPU) finish
-    // everything before a call returns, so their markers are always reached.
-    virtual void* host_alloc(uint64_t n_bytes) = 0;
-    virtual void host_release(void* p) noexcept = 0;
-    virtual void copy_to_host(void* dst, const void* src, uint64_t n) = 0;   // enqueued (never recorded)
-    virtual uint64_t marker() = 0;
-    virtual void wait_marker(uint64_t marker) = 0;
-    virtual void step_advance(const StepAdvanceArgs& a) = 0;                 // enqueued, recordable
-

@@ -93,7 +93,7 @@ public:
 
     void embed(const EmbedArgs& a) override { enqueue([this, a] { cpu::embed(pool_, a); }); }
     void rmsnorm(const RmsNormArgs& a) override { enqueue([this, a] { cpu::rmsnorm(pool_, a); }); }
-    void matmul(const MatmulArgs& a) override { enqueue([this, a] { cpu::matmul(pool_, a); }); }
+    void matmul(const MatmulArgs& a) override { enqueue([this, a] { cpu::matmul_ex(pool_, a); }); }
     void rope(const RopeArgs& a) override { enqueue([this, a] { cpu::rope(pool_, a); }); }
     void kv_store(const KvStoreArgs& a) override { enqueue([this, a] { cpu::kv_store(pool_, a); }); }
     void attention(const AttentionArgs& a) override { enqueue([this, a] { cpu::attention(pool_, a); }); }

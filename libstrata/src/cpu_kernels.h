@@ -16,6 +16,7 @@ namespace cpu {
 void embed(ThreadPool& pool, const EmbedArgs& a);
 void rmsnorm(ThreadPool& pool, const RmsNormArgs& a);
 void matmul(ThreadPool& pool, const MatmulArgs& a);
+void matmul_ex(ThreadPool& pool, const MatmulArgs& a);  // prologue / strided rows, then matmul
 void rope(ThreadPool& pool, const RopeArgs& a);
 void kv_store(ThreadPool& pool, const KvStoreArgs& a);
 void attention(ThreadPool& pool, const AttentionArgs& a);

@@ -201,7 +201,6 @@ public:
     void argmax(const ArgmaxArgs& a) override { use_device(); cuda::launch_argmax(a, stream_); }
     void sample(const SampleArgs& a) override { use_device(); cuda::launch_sample(a, stream_); }
 
-    void capture_begin() override {
     void* host_alloc(uint64_t n_bytes) override {
         use_device();
         void* p = nullptr;
@@ -251,6 +250,7 @@ public:
 
     void step_advance(const StepAdvanceArgs& a) override { use_device(); cuda::launch_step_advance(a, stream_); }
 
+    void capture_begin() override {
         use_device();
         if (capturing()) fail(STRATA_ERR_STATE, "a graph is already being recorded on this context");
         check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
@@ -315,14 +315,14 @@ private:
         (void)cudaGetLastError();
     }
 
-    int32_t device_;
     static constexpr uint64_t kMarkerRing = 64;
+    int32_t device_;
     cudaDeviceProp props_{};
     cudaStream_t stream_ = nullptr;
     std::vector<void*> deferred_;
-};
     uint64_t markers_ = 0;
     cudaEvent_t events_[kMarkerRing] = {};
+};
 
 }  // namespace
 

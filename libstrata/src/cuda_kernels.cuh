@@ -19,6 +19,8 @@ namespace cuda {
 void launch_embed(const EmbedArgs& a, cudaStream_t stream);              // cuda_embed.cu
 void launch_gather_rows(const GatherRowsArgs& a, cudaStream_t stream);   // cuda_embed.cu
 void launch_matmul(const MatmulArgs& a, cudaStream_t stream);            // cuda_matmul.cu
+bool mma_matmul_supports(int32_t w_dtype);                                // cuda_mma_matmul.cu
+void launch_mma_matmul(const MatmulArgs& a, cudaStream_t stream);        // cuda_mma_matmul.cu
 void launch_rmsnorm(const RmsNormArgs& a, cudaStream_t stream);          // cuda_norm_rope.cu
 void launch_rope(const RopeArgs& a, cudaStream_t stream);                // cuda_norm_rope.cu
 void launch_positions_decode(const PositionsDecodeArgs& a, cudaStream_t stream);  // cuda_norm_rope.cu
@@ -31,7 +33,7 @@ void launch_gelu(const UnaryArgs& a, cudaStream_t stream);               // cuda
 void launch_add(const BinaryArgs& a, cudaStream_t stream);               // cuda_elementwise.cu
 void launch_argmax(const ArgmaxArgs& a, cudaStream_t stream);            // cuda_sample.cu
 void launch_sample(const SampleArgs& a, cudaStream_t stream);            // cuda_sample.cu
-
 void launch_step_advance(const StepAdvanceArgs& a, cudaStream_t stream); // cuda_step.cu
+
 }  // namespace cuda
 }  // namespace strata

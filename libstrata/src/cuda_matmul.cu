@@ -1,8 +1,12 @@
-// cuda_matmul.cu — y = x·Wᵀ (+ bias) (+ y) for every weight dtype, batch-invariant.
+// cuda_matmul.cu — y = x·Wᵀ (+ bias) (+ y), batch-invariant: the entry of
+// every CUDA matmul. F16, BF16 and the quantized types go to the tensor-core
+// kernels (cuda_mma_matmul.cu); F32 weights stay here, on CUDA cores, weights
+// decoded in registers, F32 fused multiply-adds, no activation rounding.
 //
-// First version: CUDA cores, weights decoded in registers, F32 fused
-// multiply-adds. A later tensor-core version replaces this file; it must keep
-// the property below (docs/cuda_backend.md).
+// Fused prologues (strata_matmul_ex) on this path: x' = x·g (RMSNORM, the
+// 1/rms factor — from each row's sum of squares in a fixed lane order —
+// multiplies the dot product, as on the tensor-core path) or silu(gate)·up
+// (SILU_MUL, accurate expf), computed as x is read; rows at any stride.
 //
 // Shape: a warp computes one output column o for a tile of up to kRows rows,
 // reading W row o once per tile; kWarps warps of a block take consecutive
@@ -31,6 +35,10 @@ constexpr int kThreads = 32 * kWarps;
 struct MatmulParams {
     const float* x;
     int64_t n_rows, k;
+    int64_t x_stride = 0;  // elements between rows (0: k)
+    int prologue = 0;      // enum strata_matmul_prologue
+    const float* norm = nullptr;
+    float eps = 0.0f;
     const uint8_t* w;
     int64_t w_row_bytes, n_out, n_units;
     const float* bias;
@@ -40,14 +48,25 @@ struct MatmulParams {
     bool w_vec;  // W rows of plain dtypes are 16-byte aligned
 };
 
+// The prologue of x value xv at index e of row xr (up half at xr + k).
+template <int kPro>
+__device__ __forceinline__ float prologue_value(float xv, const float* xr, int64_t e, int64_t k, const float* norm) {
+    if (kPro == STRATA_PROLOGUE_RMSNORM) return __fmul_rn(xv, __ldg(norm + e));
+    if (kPro == STRATA_PROLOGUE_SILU_MUL)
+        return __fmul_rn(__fdiv_rn(xv, __fadd_rn(1.0f, expf(-xv))), __ldg(xr + k + e));
+    return xv;
+}
+
 // acc[r] += w8[j] * x[r][e + j] for j = 0..nvalid-1 in that order, rows r < nr.
-template <bool kPartial>
+template <bool kPartial, int kPro = 0>
 __device__ __forceinline__ void fma_group(float (&acc)[kRows], int nr, const float* w8, const float* xt, int64_t k,
-                                          int64_t e, int nvalid, bool x_vec) {
+                                          int64_t e, int nvalid, bool x_vec, int64_t stride = 0,
+                                          const float* norm = nullptr) {
+    if (stride == 0) stride = k;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
         if (r < nr) {
-            const float* xr = xt + r * k + e;
+            const float* xr = xt + r * stride + e;
             float xv[8];
             if (!kPartial && x_vec) {
                 const float4 a = __ldg(reinterpret_cast<const float4*>(xr));
@@ -58,6 +77,11 @@ __device__ __forceinline__ void fma_group(float (&acc)[kRows], int nr, const flo
 #pragma unroll
                 for (int j = 0; j < 8; ++j) xv[j] = (!kPartial || j < nvalid) ? __ldg(xr + j) : 0.0f;
             }
+            if (kPro != 0) {
+#pragma unroll
+                for (int j = 0; j < 8; ++j)
+                    if (!kPartial || j < nvalid) xv[j] = prologue_value<kPro>(xv[j], xr - e, e + j, k, norm);
+            }
 #pragma unroll
             for (int j = 0; j < 8; ++j)
                 if (!kPartial || j < nvalid) acc[r] = fmaf(w8[j], xv[j], acc[r]);
@@ -66,7 +90,7 @@ __device__ __forceinline__ void fma_group(float (&acc)[kRows], int nr, const flo
 }
 
 // Plain dtypes: unit u is elements 8u..8u+7 (the last unit of a row may be short).
-template <int kDtype>
+template <int kDtype, int kPro = 0>
 __device__ __forceinline__ void plain_step(const uint8_t* wrow, int64_t u, const MatmulParams& p, const float* xt,
                                            int nr, float (&acc)[kRows]) {
     const int64_t e = 8 * u;
@@ -99,9 +123,9 @@ __device__ __forceinline__ void plain_step(const uint8_t* wrow, int64_t u, const
         for (int j = 0; j < 8; ++j) w[j] = kDtype == STRATA_F16 ? f16_to_f32(h[j]) : bf16_to_f32(h[j]);
     }
     if (nvalid == 8)
-        fma_group<false>(acc, nr, w, xt, p.k, e, 8, p.x_vec);
+        fma_group<false, kPro>(acc, nr, w, xt, p.k, e, 8, p.x_vec, p.x_stride, p.norm);
     else
-        fma_group<true>(acc, nr, w, xt, p.k, e, nvalid, p.x_vec);
+        fma_group<true, kPro>(acc, nr, w, xt, p.k, e, nvalid, p.x_vec, p.x_stride, p.norm);
 }
 
 template <int kDtype>
@@ -115,7 +139,16 @@ __device__ __forceinline__ void quant_step(const uint8_t* wrow, int64_t u, const
     for (int g = 0; g < Unit::kGroups; ++g) fma_group<false>(acc, nr, w + 8 * g, xt, p.k, e[g], 8, p.x_vec);
 }
 
-template <int kDtype>
+// Sum of squares of row xr (k values) in a fixed order: lane l takes
+// l, l + 32, ... sequentially, then the xor butterfly.
+__device__ __forceinline__ float row_inv_rms(const float* xr, int64_t k, float eps, int lane) {
+    float s = 0.0f;
+    for (int64_t i = lane; i < k; i += 32) s = fmaf(__ldg(xr + i), __ldg(xr + i), s);
+    s = warp_sum(s);
+    return __frsqrt_rn(__fadd_rn(__fdiv_rn(s, (float)k), eps));
+}
+
+template <int kDtype, int kPro = 0>
 __global__ void __launch_bounds__(kThreads, 6) matmul_kernel(const MatmulParams p) {
     constexpr bool kPlain = kDtype == STRATA_F32 || kDtype == STRATA_F16 || kDtype == STRATA_BF16;
     const int lane = threadIdx.x & 31;
@@ -124,10 +157,11 @@ __global__ void __launch_bounds__(kThreads, 6) matmul_kernel(const MatmulParams 
     const uint8_t* wrow = p.w + o * p.w_row_bytes;
     const int64_t n_tiles = (p.n_rows + kRows - 1) / kRows;
 
+    const int64_t stride = p.x_stride > 0 ? p.x_stride : p.k;
     for (int64_t t = blockIdx.y; t < n_tiles; t += gridDim.y) {
         const int64_t row0 = t * kRows;
         const int nr = (int)min((int64_t)kRows, p.n_rows - row0);
-        const float* xt = p.x + row0 * p.k;
+        const float* xt = p.x + row0 * stride;
         float acc[kRows];
 #pragma unroll
         for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
@@ -135,7 +169,7 @@ __global__ void __launch_bounds__(kThreads, 6) matmul_kernel(const MatmulParams 
 #pragma unroll 2
         for (int64_t u = lane; u < p.n_units; u += 32) {
             if constexpr (kPlain)
-                plain_step<kDtype>(wrow, u, p, xt, nr, acc);
+                plain_step<kDtype, kPro>(wrow, u, p, xt, nr, acc);
             else
                 quant_step<kDtype>(wrow, u, p, xt, nr, acc);
         }
@@ -144,6 +178,7 @@ __global__ void __launch_bounds__(kThreads, 6) matmul_kernel(const MatmulParams 
         for (int r = 0; r < kRows; ++r) {
             if (r < nr) {  // nr is the same on every lane
                 float v = warp_sum(acc[r]);
+                if (kPro == STRATA_PROLOGUE_RMSNORM) v = __fmul_rn(v, row_inv_rms(xt + r * stride, p.k, p.eps, lane));
                 if (lane == r) {
                     if (p.bias) v = __fadd_rn(v, __ldg(p.bias + o));
                     float* yp = p.y + (row0 + r) * p.n_out + o;
@@ -159,7 +194,12 @@ template <int kDtype>
 void launch(const MatmulParams& p, cudaStream_t stream) {
     const int64_t n_tiles = (p.n_rows + kRows - 1) / kRows;
     const dim3 grid(ceil_div_u(p.n_out, kWarps), (unsigned)(n_tiles < 65535 ? n_tiles : 65535));
-    matmul_kernel<kDtype><<<grid, kThreads, 0, stream>>>(p);
+    if (kDtype == STRATA_F32 && p.prologue == STRATA_PROLOGUE_RMSNORM)
+        matmul_kernel<kDtype, STRATA_PROLOGUE_RMSNORM><<<grid, kThreads, 0, stream>>>(p);
+    else if (kDtype == STRATA_F32 && p.prologue == STRATA_PROLOGUE_SILU_MUL)
+        matmul_kernel<kDtype, STRATA_PROLOGUE_SILU_MUL><<<grid, kThreads, 0, stream>>>(p);
+    else
+        matmul_kernel<kDtype><<<grid, kThreads, 0, stream>>>(p);
     check_launch("matmul");
 }
 
@@ -181,8 +221,16 @@ int64_t units_per_row(int dtype, int64_t k) {
 
 void launch_matmul(const MatmulArgs& a, cudaStream_t stream) {
     if (a.n_rows <= 0 || a.n_out <= 0) return;
+    if (mma_matmul_supports(a.w_dtype)) {
+        launch_mma_matmul(a, stream);
+        return;
+    }
     MatmulParams p;
     p.x = a.x;
+    p.x_stride = a.x_row_stride > 0 ? a.x_row_stride : (a.prologue == STRATA_PROLOGUE_SILU_MUL ? 2 * a.k : a.k);
+    p.prologue = a.prologue;
+    p.norm = a.norm_weight;
+    p.eps = a.eps;
     p.n_rows = a.n_rows;
     p.k = a.k;
     p.w = static_cast<const uint8_t*>(a.w);
@@ -192,7 +240,7 @@ void launch_matmul(const MatmulArgs& a, cudaStream_t stream) {
     p.bias = a.bias;
     p.y = a.y;
     p.accumulate = a.accumulate;
-    p.x_vec = (reinterpret_cast<uintptr_t>(a.x) % 16 == 0) && (a.k % 4 == 0);
+    p.x_vec = (reinterpret_cast<uintptr_t>(a.x) % 16 == 0) && (a.k % 4 == 0) && (p.x_stride % 4 == 0);
     p.w_vec = (reinterpret_cast<uintptr_t>(a.w) % 16 == 0) && (p.w_row_bytes % 16 == 0);
     if (p.n_units < 0) fail(STRATA_ERR_INTERNAL, "cuda matmul: unsupported weight dtype " + std::to_string(a.w_dtype));
     switch (a.w_dtype) {

@@ -123,3 +123,25 @@ def attention_reference(q, keys, values, scale):
         p = np.exp(s - s.max())
         out[h] = (p @ v) / p.sum()
     return out.reshape(-1)
+
+
+def matmul_tolerance(device, dtype, k, bound, exact_terms=0.0):
+    """Allowed |y - float64 reference| of a matmul on `device` ("cpu", "cuda:N").
+
+    bound: sum_i |x'_i * w_i| per output (x' the activations after any prologue);
+    exact_terms: |bias| + |y0| + |reference| (each rounded once or twice in float32).
+
+    CPU, and CUDA with F32 weights: x stays float32, so the only error is float32
+    accumulation over k: 3e-6 * sqrt(k) * bound.
+    CUDA tensor cores (F16, BF16 and quantized weights): each 32-value block of x' is
+    scaled by a power of two and rounded to f16 (bf16 for BF16 weights), a relative
+    error of at most u = 2^-11 (2^-8) per value, so |error| <= u * bound; accumulation
+    in float32 adds at most (k/32 + 48) * 2^-23 * bound (an mma sums 16 products, then
+    one fmaf per block and one add per slice; 2^-23 allows truncating adders). The
+    slack factor 1.25 covers the float32 prologue (rmsnorm scale, silu) rounding.
+    """
+    eps32 = 2.0 ** -23
+    if device.startswith("cuda") and dtype != S.DType.F32:
+        u = 2.0 ** -8 if dtype == S.DType.BF16 else 2.0 ** -11
+        return 1.25 * (u + (k / 32 + 48) * eps32) * bound + 2 * eps32 * exact_terms + 1e-30
+    return 3e-6 * np.sqrt(k) * bound + 2 * eps32 * exact_terms + 1e-30
