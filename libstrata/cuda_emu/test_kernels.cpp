@@ -307,15 +307,33 @@ static void test_misc() {
     // gather rows
     { std::vector<uint32_t> src(4 * 3); for (auto& v : src) v = rng(); std::vector<int32_t> idx = {2, 4, -1, 0}; std::vector<uint32_t> dst(4 * 3, 9);
       run_grid(4, 1, 256, [&] { T_cuda_embed::gather_rows_kernel<uint32_t>(src.data(), 4, 3, idx.data(), 4, dst.data()); });
-      for (int r = 0; r < 4; ++r) for (int w = 0; w < 3; ++w) CHECK(dst[r*3+w] == ((idx[r] >= 0 && idx[r] < 4) ? src[idx[r]*3+w] : 0u), "gather"); }
+      for (int r = 0; r < 4; ++r) for (int w = 0; w < 3; ++w) CHECK(dst[r*3+w] == ((idx[r] >= 0 && idx[r] < 4) ? src[idx[r]*3+w] : 0u), "gather");
+      std::vector<uint4> s16(4 * 2), d16(4 * 2); for (auto& v : s16) v = {(unsigned)rng(), (unsigned)rng(), (unsigned)rng(), (unsigned)rng()};
+      run_grid(4, 1, 256, [&] { T_cuda_embed::gather_rows_kernel<uint4>(s16.data(), 4, 2, idx.data(), 4, d16.data()); });
+      for (int r = 0; r < 4; ++r) for (int w = 0; w < 2; ++w) { uint4 want = (idx[r] >= 0 && idx[r] < 4) ? s16[idx[r]*2+w] : uint4{0, 0, 0, 0};
+          CHECK(memcmp(&want, &d16[r*2+w], 16) == 0, "gather 16"); } }
     // elementwise
     { const int64_t rows = 3, cols = 1000; std::vector<float> g(rows * 1003), u(rows * 1001), o(rows * cols); for (auto& v : g) v = 4 * randn(); for (auto& v : u) v = randn();
       SiluMulArgs a{g.data(), 1003, u.data(), 1001, o.data(), rows, cols};
-      run_grid(2, 1, 256, [&] { T_cuda_elementwise::silu_mul_kernel(a); });
+      run_grid(1, 2, 256, [&] { T_cuda_elementwise::silu_mul_kernel<false>(a); });  // grid.y < rows: the row loop
       for (int64_t r = 0; r < rows; ++r) for (int64_t c = 0; c < cols; ++c) { double gg = g[r*1003+c]; double want = gg / (1 + std::exp(-gg)) * u[r*1001+c]; CHECK(std::fabs(want - o[r*cols+c]) < 1e-5 * (1 + std::fabs(want)), "silu_mul"); }
       std::vector<float> x(1234), y(1234); for (auto& v : x) v = 3 * randn(); UnaryArgs ga{x.data(), y.data(), 1234};
-      run_grid(3, 1, 256, [&] { T_cuda_elementwise::gelu_kernel(ga); });
+      run_grid(1, 1, 256, [&] { T_cuda_elementwise::gelu_kernel<false>(ga); });
       for (int i = 0; i < 1234; ++i) { double want = 0.5 * x[i] * (1 + std::erf(x[i] / std::sqrt(2.0))); CHECK(std::fabs(want - y[i]) < 1e-5 * (1 + std::fabs(want)), "gelu"); }
+      // 16-byte paths give the same bits as the scalar ones
+      std::vector<float> g4(rows * 1000), u4(rows * 1000), o4(rows * 1000), o1(rows * 1000);
+      for (auto& v : g4) v = 4 * randn(); for (auto& v : u4) v = randn();
+      SiluMulArgs s1{g4.data(), 1000, u4.data(), 1000, o1.data(), rows, 1000}, s4{g4.data(), 1000, u4.data(), 1000, o4.data(), rows, 1000};
+      run_grid(1, 3, 256, [&] { T_cuda_elementwise::silu_mul_kernel<false>(s1); });
+      run_grid(1, 3, 256, [&] { T_cuda_elementwise::silu_mul_kernel<true>(s4); });
+      CHECK(memcmp(o1.data(), o4.data(), o1.size() * 4) == 0, "silu_mul vector path");
+      std::vector<float> y4(1232); UnaryArgs g1{x.data(), y.data(), 1232}, g16{x.data(), y4.data(), 1232};
+      run_grid(1, 1, 256, [&] { T_cuda_elementwise::gelu_kernel<true>(g16); });
+      CHECK(memcmp(y.data(), y4.data(), 1232 * 4) == 0, "gelu vector path");
+      std::vector<float> s_1(1232), s_4(1232); BinaryArgs b1{x.data(), y.data(), s_1.data(), 1231}, b4{x.data(), y.data(), s_4.data(), 1232};
+      run_grid(2, 1, 256, [&] { T_cuda_elementwise::add_kernel<false>(b1); });
+      run_grid(2, 1, 256, [&] { T_cuda_elementwise::add_kernel<true>(b4); });
+      for (int i = 0; i < 1231; ++i) CHECK(s_1[i] == x[i] + y[i] && s_4[i] == s_1[i], "add");
     }
     printf("misc done\n");
 }

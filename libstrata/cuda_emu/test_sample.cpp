@@ -64,7 +64,7 @@ int main() {
         SampleArgs a{logits.data(), n_rows, n, prm.data(), out.data()};
         run_grid(n_rows, 1, 256, [&] { T_cuda_sample::sample_kernel(a); });
         ArgmaxArgs aa{logits.data(), n_rows, n, outa.data()};
-        run_grid(n_rows, 1, 256, [&] { T_cuda_sample::argmax_kernel(aa); });
+        run_grid(n_rows, 1, 1024, [&] { T_cuda_sample::argmax_kernel(aa); });
         // batch invariance: row r alone
         for (int r = 0; r < n_rows; ++r) {
             int want = ref_sample(&logits[r * n], n, prm[r]);

@@ -2,8 +2,8 @@
 //
 // embed: out row r = table row ids[r], decoded from any weight dtype by the
 // same formulas as the matmul (cuda_quant.cuh); an id outside [0, n_vocab)
-// gives zeros. gather_rows: dst row i = src row idx[i] copied word by word,
-// zeros for an index out of range. One block per output row; nothing is
+// gives zeros. gather_rows: dst row i = src row idx[i] copied in 16-, 4- or
+// 1-byte pieces (the widest the addresses allow), zeros for an index out of range. One block per output row; nothing is
 // reduced, so both are trivially batch-invariant.
 #include "cuda_kernels.cuh"
 #include "cuda_quant.cuh"
@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(kThreads) gather_rows_kernel(const Word* src, 
         const int32_t i = idx[r];
         Word* d = dst + r * row_words;
         if (i < 0 || (int64_t)i >= n_src_rows) {
-            for (int64_t w = threadIdx.x; w < row_words; w += kThreads) d[w] = Word(0);
+            for (int64_t w = threadIdx.x; w < row_words; w += kThreads) d[w] = Word{};
         } else {
             const Word* s = src + (int64_t)i * row_words;
             for (int64_t w = threadIdx.x; w < row_words; w += kThreads) d[w] = s[w];
@@ -60,9 +60,13 @@ void launch_embed(const EmbedArgs& a, cudaStream_t stream) {
 
 void launch_gather_rows(const GatherRowsArgs& a, cudaStream_t stream) {
     if (a.n_rows <= 0 || a.row_bytes <= 0) return;
-    const bool words = (reinterpret_cast<uintptr_t>(a.src) | reinterpret_cast<uintptr_t>(a.dst)) % 4 == 0 &&
-                       a.row_bytes % 4 == 0;
-    if (words) {
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(a.src) | reinterpret_cast<uintptr_t>(a.dst);
+    const bool words = addr % 4 == 0 && a.row_bytes % 4 == 0;
+    if (addr % 16 == 0 && a.row_bytes % 16 == 0) {  // 16-byte copies (logits and hidden rows)
+        gather_rows_kernel<uint4><<<row_blocks(a.n_rows), kThreads, 0, stream>>>(
+            static_cast<const uint4*>(a.src), a.n_src_rows, a.row_bytes / 16, a.idx, a.n_rows,
+            static_cast<uint4*>(a.dst));
+    } else if (words) {
         gather_rows_kernel<uint32_t><<<row_blocks(a.n_rows), kThreads, 0, stream>>>(
             static_cast<const uint32_t*>(a.src), a.n_src_rows, a.row_bytes / 4, a.idx, a.n_rows,
             static_cast<uint32_t*>(a.dst));

@@ -1,8 +1,9 @@
 // cuda_sample.cu — token selection on the device: argmax and seeded sampling.
 //
-// One 256-thread block per row; every reduction has a fixed shape (thread t
-// takes elements t, t+256, ... or the contiguous chunk t, then a fixed tree),
-// so a row's token depends only on its logits and its parameters.
+// One block per row (argmax: 1024 threads; sample: 256); every reduction has
+// a fixed shape (thread t takes elements t, t+256, ... or the contiguous chunk
+// t, then a fixed tree), so a row's token depends only on its logits and its
+// parameters. The argmax passes read 16-byte vectors, four in flight.
 //
 // argmax: the largest non-NaN logit, lowest index on ties (a selection under
 // a total order, exact in any reduction order); a row of NaNs gives 0.
@@ -44,12 +45,15 @@ struct Best {
 
 __device__ __forceinline__ Best better(Best a, Best b) { return (b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a; }
 
-// Scratch of the block reductions (argmax uses only this).
-struct ReduceShared {
-    float scratch[kWarps];
-    Best best[kWarps];
-    int counts[kWarps];
+// Scratch of the block reductions of a block of W warps (argmax uses only this).
+template <int W>
+struct ReduceSharedT {
+    float scratch[W];
+    Best best[W];
+    int counts[W];
 };
+using ReduceShared = ReduceSharedT<kWarps>;
+constexpr int kArgmaxThreads = 1024;  // argmax alone: a wide block keeps more loads in flight per row
 
 struct SampleShared {
     ReduceShared red;
@@ -66,7 +70,8 @@ struct SampleShared {
     int result;
 };
 
-__device__ __forceinline__ Best block_argmax(Best x, ReduceShared& sm) {
+template <int W>
+__device__ __forceinline__ Best block_argmax(Best x, ReduceSharedT<W>& sm) {
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) {
         Best o;
@@ -79,12 +84,13 @@ __device__ __forceinline__ Best block_argmax(Best x, ReduceShared& sm) {
     __syncthreads();
     Best r = sm.best[0];
 #pragma unroll
-    for (int w = 1; w < kWarps; ++w) r = better(r, sm.best[w]);
+    for (int w = 1; w < W; ++w) r = better(r, sm.best[w]);
     __syncthreads();
     return r;
 }
 
-__device__ __forceinline__ int block_count(int c, ReduceShared& sm) {
+template <int W>
+__device__ __forceinline__ int block_count(int c, ReduceSharedT<W>& sm) {
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) c += __shfl_xor_sync(kFullMask, c, off);
     __syncthreads();
@@ -92,23 +98,54 @@ __device__ __forceinline__ int block_count(int c, ReduceShared& sm) {
     __syncthreads();
     int r = 0;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) r += sm.counts[w];
+    for (int w = 0; w < W; ++w) r += sm.counts[w];
     __syncthreads();
     return r;
 }
 
+__device__ __forceinline__ void consider(Best& b, int& ok, float l, int64_t i) {
+    if (l == l) {
+        b = better(b, Best{l, (int32_t)i});
+        ++ok;
+    }
+}
+
 // The row's argmax over non-NaN logits (i == INT32_MAX when all are NaN), and
-// how many logits are not NaN.
-__device__ __forceinline__ Best row_argmax(const float* lg, int64_t n, ReduceShared& sm, int* n_ok) {
+// how many logits are not NaN. A selection under a total order, so the visiting
+// order (16-byte loads, 4 in flight, when the row allows) cannot change it.
+template <int W>
+__device__ __forceinline__ Best row_argmax(const float* lg, int64_t n, ReduceSharedT<W>& sm, int* n_ok) {
+    constexpr int T = 32 * W;
     Best b{__int_as_float(0xff800000), INT32_MAX};
     int ok = 0;
-    for (int64_t i = threadIdx.x; i < n; i += kThreads) {
-        const float l = lg[i];
-        if (l == l) {
-            b = better(b, Best{l, (int32_t)i});
-            ++ok;
+    int64_t i = threadIdx.x;
+    if (reinterpret_cast<uintptr_t>(lg) % 16 == 0) {
+        const int64_t n4 = n / 4;
+        const float4* v = reinterpret_cast<const float4*>(lg);
+        int64_t q = threadIdx.x;
+        for (; q + 3 * T < n4; q += 4 * T) {
+            float4 x[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) x[u] = v[q + u * T];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int64_t e = 4 * (q + u * T);
+                consider(b, ok, x[u].x, e);
+                consider(b, ok, x[u].y, e + 1);
+                consider(b, ok, x[u].z, e + 2);
+                consider(b, ok, x[u].w, e + 3);
+            }
         }
+        for (; q < n4; q += T) {
+            const float4 x = v[q];
+            consider(b, ok, x.x, 4 * q);
+            consider(b, ok, x.y, 4 * q + 1);
+            consider(b, ok, x.z, 4 * q + 2);
+            consider(b, ok, x.w, 4 * q + 3);
+        }
+        i = 4 * n4 + threadIdx.x;
     }
+    for (; i < n; i += T) consider(b, ok, lg[i], i);
     if (n_ok) *n_ok = block_count(ok, sm);
     return block_argmax(b, sm);
 }
@@ -297,8 +334,8 @@ __device__ __forceinline__ int32_t draw(const float* lg, int64_t n, const RowRul
     return result;
 }
 
-__global__ void __launch_bounds__(kThreads) argmax_kernel(const ArgmaxArgs a) {
-    __shared__ ReduceShared sm;
+__global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const ArgmaxArgs a) {
+    __shared__ ReduceSharedT<kArgmaxThreads / 32> sm;
     for (int64_t r = blockIdx.x; r < a.n_rows; r += gridDim.x) {
         const Best b = row_argmax(a.logits + r * a.n_vocab, a.n_vocab, sm, nullptr);
         if (threadIdx.x == 0) a.out_ids[r] = b.i == INT32_MAX ? 0 : b.i;
@@ -345,7 +382,7 @@ unsigned row_grid(int64_t n_rows) { return (unsigned)(n_rows < (1 << 30) ? n_row
 
 void launch_argmax(const ArgmaxArgs& a, cudaStream_t stream) {
     if (a.n_rows <= 0 || a.n_vocab <= 0) return;
-    argmax_kernel<<<row_grid(a.n_rows), kThreads, 0, stream>>>(a);
+    argmax_kernel<<<row_grid(a.n_rows), kArgmaxThreads, 0, stream>>>(a);
     check_launch("argmax");
 }
 
