@@ -128,6 +128,7 @@ inline uint32_t hfma2(uint32_t a, uint32_t b, uint32_t c) {
     auto one = [](uint32_t x, uint32_t y, uint32_t z) { return emu_f16_bits((double)emu_f16(x) * emu_f16(y) + emu_f16(z)); };
     return one(a, b, c) | one(a >> 16, b >> 16, c >> 16) << 16;
 }
+inline uint32_t and_or(uint32_t a, uint32_t b, uint32_t c) { return (a & b) | c; }
 inline uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
     const uint64_t v = (uint64_t)b << 32 | a;
     uint32_t r = 0;

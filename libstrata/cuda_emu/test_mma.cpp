@@ -3,7 +3,7 @@
 // (docs/cuda_backend.md: per-block activation scaling, the slot order, the
 // mma chain, fmaf per block, slices in order, the prologues) is written here
 // from the GGUF layouts, with the emulator's model of mma.sync; every kernel
-// configuration (decode with 16 or 32 outputs per CTA, wide with 16- or
+// configuration (decode with 16 or 32 outputs per CTA, wide with 16-, 32- or
 // 64-row tiles) must give exactly its bits, for every dtype and prologue,
 // partial blocks and slices, odd n_out, misaligned x rows and weights, bias
 // and accumulate. So decode and prefill paths provably execute the same
@@ -294,9 +294,9 @@ static std::vector<float> run_kernel(const Problem& P, int cfg) {
         if (MT == 1) run_grid(grid, 1, 32 * wk, guard([p] { M::mma_dec_kernel<D, 1, XB, 3>(p); }));
         else run_grid(grid, 1, 32 * wk, guard([p] { M::mma_dec_kernel<D, 2, XB, 3>(p); }));
     } else {
-        const bool large = cfg == 3 && !kK;
+        const bool large = cfg == 3 && !kK, mid = cfg == 4 && !kK;
         constexpr int XB = kK ? 8 : 2;
-        const int BM = 128, BN = large ? 64 : 16;
+        const int BM = 128, BN = large ? 64 : (mid ? 32 : 16);
         p.n_chunks = (p.nb + XB - 1) / XB;
         p.n_row_tiles = (int)((p.n_rows + BN - 1) / BN);
         p.n_tiles = (int)((p.n_out + BM - 1) / BM) * p.n_row_tiles;
@@ -306,6 +306,7 @@ static std::vector<float> run_kernel(const Problem& P, int cfg) {
         const unsigned grid = (unsigned)std::min(p.n_tiles, 3);
         if constexpr (kK) run_grid(grid, 1, 256, guard([p] { M::mma_wide_kernel<D, 8, 1, 1, 2, 8, 3>(p); }));
         else if (large) run_grid(grid, 1, 256, guard([p] { M::mma_wide_kernel<D, 4, 2, 2, 4, 2, 4>(p); }));
+        else if (mid) run_grid(grid, 1, 256, guard([p] { M::mma_wide_kernel<D, 4, 2, 2, 2, 2, 4>(p); }));
         else run_grid(grid, 1, 256, guard([p] { M::mma_wide_kernel<D, 8, 1, 1, 2, 2, 4>(p); }));
     }
     return y;
@@ -356,7 +357,7 @@ static const char* dt_name(int dt) {
 int main(int argc, char** argv) {
     const bool quick = argc > 1 && std::string(argv[1]) == "quick";
     struct Case { int dt; std::vector<int64_t> ks; };
-    std::vector<Case> cases = {{STRATA_Q4_0, {64, 576}}, {STRATA_Q8_0, {96, 1056}}, {STRATA_Q4_1, {544}},
+    std::vector<Case> cases = {{STRATA_Q4_0, {64, 576}}, {STRATA_Q8_0, {96, 128, 1056}}, {STRATA_Q4_1, {512, 544}},
                                {STRATA_Q4_K, {256, 1280}}, {STRATA_Q6_K, {512}}, {STRATA_F16, {40, 600}},
                                {STRATA_BF16, {1176}}};
     int n = 0;
@@ -375,7 +376,7 @@ int main(int argc, char** argv) {
                 for (size_t i = 0; i < want.size(); ++i)
                     if (!(std::fabs(want[i] - f64[i]) <= bound[i])) ++bad64;
                 CHECK(bad64 == 0, "%s k=%ld pro=%d: canonical result off float64 in %d outputs", dt_name(c.dt), (long)k, pro, bad64);
-                for (int cfg = 0; cfg < 4; ++cfg) {
+                for (int cfg = 0; cfg < 5; ++cfg) {
                     const std::vector<float> got = run_any(P, cfg);
                     int diff = 0; size_t first = 0;
                     for (size_t i = 0; i < want.size(); ++i)
@@ -388,6 +389,6 @@ int main(int argc, char** argv) {
                 fflush(stdout);
             }
     CHECK(pending_fail.load() == 0, "%d kernel threads ended with cp.async copies pending", pending_fail.load());
-    printf("mma matmul: %d problems x 4 kernel configurations, %d failures\n", n, fails);
+    printf("mma matmul: %d problems x 5 kernel configurations, %d failures\n", n, fails);
     return fails ? 1 : 0;
 }

@@ -65,7 +65,9 @@ struct MmaParams {
     int stage_bytes, w_part;   // one ring stage: weights [0, w_part), activations, norm weight
     int x_part;
     int w_ldsm;                // plain types with 16-byte aligned rows: A through ldmatrix
+    int w_al4;                 // every weight row starts 4-byte aligned
     int warp_bytes;            // decode: one warp's ring + fragments
+    int xrows;                 // decode: rows of the fragment and meta arrays (min(n_rows, 8))
     int part_off, sqpart_off, inv_off;  // decode: per-slice partials, ssq partials, 1/rms
     int xh_off, meta_off;               // wide: fragment and meta double buffers
 };
@@ -173,7 +175,7 @@ __device__ __forceinline__ void convert_chunk(const MmaParams& p, const uint8_t*
 // The canonical block step for one warp: MT m-tiles (weight rows wr[m][0] =
 // row g, wr[m][1] = row g + 8 of each, or lane rows for ldmatrix) x NT
 // n-tiles (fragment rows 8n + g of xh; meta rows 8n + 2t, +1).
-template <int kDtype, int MT, int NT>
+template <int kDtype, int MT, int NT, int kP>
 __device__ __forceinline__ void mma_block(const uint8_t* const (&wr)[MT][2], const uint8_t* const (&lr)[MT],
                                           bool ldsm, int j, int valid, const uint4* xh, const float* is,
                                           const float* sx, int g, int t, float (&acc)[MT][NT][4]) {
@@ -199,11 +201,11 @@ __device__ __forceinline__ void mma_block(const uint8_t* const (&wr)[MT][2], con
             f0.wm = f1.wm = 0.0f;
         } else {
             if constexpr (W::kPlain) {
-                W::load(wr[m][0], j, t, f0, valid);
-                W::load(wr[m][1], j, t, f1, valid);
+                W::template load<kP>(wr[m][0], j, t, f0, valid);
+                W::template load<kP>(wr[m][1], j, t, f1, valid);
             } else {
-                W::load(wr[m][0], j, t, f0);
-                W::load(wr[m][1], j, t, f1);
+                W::template load<kP>(wr[m][0], j, t, f0);
+                W::template load<kP>(wr[m][1], j, t, f1);
             }
             a0[0] = f0.f[0][0]; a0[1] = f1.f[0][0]; a0[2] = f0.f[0][1]; a0[3] = f1.f[0][1];
             a1[0] = f0.f[1][0]; a1[1] = f1.f[1][0]; a1[2] = f0.f[1][1]; a1[3] = f1.f[1][1];
@@ -234,6 +236,47 @@ __device__ __forceinline__ void mma_block(const uint8_t* const (&wr)[MT][2], con
                 }
             }
         }
+    }
+}
+
+// The blocks of one staged chunk, in order, through mma_block. When every
+// weight row starts 4-byte aligned (p.w_al4), a block's address mod 4 is known
+// at compile time — 0 for even blocks, (block bytes & 2) for odd ones, per
+// chunk for Q6_K super-blocks — so its words need one load, not two and a
+// funnel shift. kv_left: values of the row from the chunk's first one.
+template <int kDtype, int MT, int NT, int kPe, int kPo>
+__device__ __forceinline__ void block_loop(const uint8_t* const (&wr)[MT][2], const uint8_t* const (&lr)[MT],
+                                           bool ldsm, int nbq, int64_t kv_left, const uint4* xh, const float* is,
+                                           const float* sx, int rows_dim, int g, int t, float (&acc)[MT][NT][4]) {
+    using W = MmaW<kDtype>;
+    auto valid = [&](int j) { return W::kPlain ? (int)min((int64_t)32, kv_left - 32 * j) : 32; };
+    int j = 0;
+    for (; j + 1 < nbq; j += 2) {
+        mma_block<kDtype, MT, NT, kPe>(wr, lr, ldsm, j, valid(j), xh + j * rows_dim * 4, is + j * rows_dim,
+                                       sx + j * rows_dim, g, t, acc);
+        mma_block<kDtype, MT, NT, kPo>(wr, lr, ldsm, j + 1, valid(j + 1), xh + (j + 1) * rows_dim * 4,
+                                       is + (j + 1) * rows_dim, sx + (j + 1) * rows_dim, g, t, acc);
+    }
+    if (j < nbq)
+        mma_block<kDtype, MT, NT, kPe>(wr, lr, ldsm, j, valid(j), xh + j * rows_dim * 4, is + j * rows_dim,
+                                       sx + j * rows_dim, g, t, acc);
+}
+
+template <int kDtype, int MT, int NT>
+__device__ __forceinline__ void chunk_blocks(const MmaParams& p, int q, const uint8_t* const (&wr)[MT][2],
+                                             const uint8_t* const (&lr)[MT], int nbq, int64_t kv_left,
+                                             const uint4* xh, const float* is, const float* sx, int rows_dim, int g,
+                                             int t, float (&acc)[MT][NT][4]) {
+    using W = MmaW<kDtype>;
+    const bool ldsm = p.w_ldsm != 0;
+    if (p.w_al4) {
+        if (kDtype == STRATA_Q6_K && (q & 1))
+            block_loop<kDtype, MT, NT, 2, 2>(wr, lr, ldsm, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
+        else
+            block_loop<kDtype, MT, NT, 0, (kDtype == STRATA_Q6_K ? 0 : (W::kBytes & 2))>(
+                wr, lr, ldsm, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
+    } else {
+        block_loop<kDtype, MT, NT, -1, -1>(wr, lr, ldsm, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
     }
 }
 
@@ -279,10 +322,13 @@ __global__ void __launch_bounds__(256) mma_dec_kernel(const MmaParams p) {
     const int g = lane >> 2, t = lane & 3;
     uint8_t* smem = mma_smem();
     uint8_t* ring = smem + warp * p.warp_bytes;
-    uint4* xh = reinterpret_cast<uint4*>(ring + kDepth * p.stage_bytes);  // [kXB][8 rows][4 lanes]
-    float* is = reinterpret_cast<float*>(xh + kXB * kDecRows * 4);         // [kXB][8]
-    float* sx = is + kXB * kDecRows;
-    float* sq = sx + kXB * kDecRows;
+    // Fragments [kXB][xrows][4 lanes] and meta [kXB][xrows]; B loads of rows past
+    // n_rows read other bytes of shared memory and only reach those rows' outputs.
+    const int xr = p.xrows;
+    uint4* xh = reinterpret_cast<uint4*>(ring + kDepth * p.stage_bytes);
+    float* is = reinterpret_cast<float*>(xh + kXB * xr * 4);
+    float* sx = is + kXB * xr;
+    float* sq = sx + kXB * xr;
     float* part = reinterpret_cast<float*>(smem + p.part_off);      // [n_slices][MT][32 lanes][4]
     float* sqpart = reinterpret_cast<float*>(smem + p.sqpart_off);  // [n_slices][8]
     float* rinv = reinterpret_cast<float*>(smem + p.inv_off);       // [8]
@@ -319,21 +365,16 @@ __global__ void __launch_bounds__(256) mma_dec_kernel(const MmaParams p) {
                                          lane, 32);
             cp_async_commit_group();
             const uint8_t* st = ring + (i % kDepth) * p.stage_bytes;
-            convert_chunk<kDtype, kXB>(p, st, q, r0, nr, kDecRows, xh, is, sx, sq, lane, 32);
+            convert_chunk<kDtype, kXB>(p, st, q, r0, nr, xr, xh, is, sx, sq, lane, 32);
             warp_sync();
             const int nbq = Chunk<kDtype, kXB>::blocks(p, q);
             if (p.prologue == kProRmsNorm && lane < nr)
                 for (int j = 0; j < nbq; ++j)
-                    ssq = (q % kCps == 0 && j == 0) ? sq[lane] : __fadd_rn(ssq, sq[j * kDecRows + lane]);
+                    ssq = (q % kCps == 0 && j == 0) ? sq[lane] : __fadd_rn(ssq, sq[j * xr + lane]);
             const uint8_t* wr[MT][2];
             const uint8_t* lr[MT];
             weight_rows<kDtype, kXB, MT>(p, st, q, o0, 0, no, lane, wr, lr);
-            const int64_t v0 = (int64_t)32 * q * kXB;
-            for (int j = 0; j < nbq; ++j) {
-                const int valid = W::kPlain ? (int)min((int64_t)32, p.k - v0 - 32 * j) : 32;
-                mma_block<kDtype, MT, 1>(wr, lr, p.w_ldsm, j, valid, xh + j * kDecRows * 4, is + j * kDecRows,
-                                         sx + j * kDecRows, g, t, acc);
-            }
+            chunk_blocks<kDtype, MT, 1>(p, q, wr, lr, nbq, p.k - (int64_t)32 * q * kXB, xh, is, sx, xr, g, t, acc);
             if (q % kCps == kCps - 1 || q == p.n_chunks - 1) {
                 const int s = q / kCps;
 #pragma unroll
@@ -426,12 +467,7 @@ __global__ void __launch_bounds__(WM * WN * 32, 1) mma_wide_kernel(const MmaPara
             const uint4* xb = xh_buf(c) + 4 * wn * 8 * NT;
             const float* ib = meta_buf(c, 0) + wn * 8 * NT;
             const float* sb = meta_buf(c, 1) + wn * 8 * NT;
-            const int64_t v0 = (int64_t)32 * c * kXB;
-            for (int j = 0; j < nbq; ++j) {
-                const int valid = W::kPlain ? (int)min((int64_t)32, p.k - v0 - 32 * j) : 32;
-                mma_block<kDtype, MT, NT>(wr, lr, p.w_ldsm, j, valid, xb + j * BN * 4, ib + j * BN, sb + j * BN, g, t,
-                                          acc);
-            }
+            chunk_blocks<kDtype, MT, NT>(p, c, wr, lr, nbq, p.k - (int64_t)32 * c * kXB, xb, ib, sb, BN, g, t, acc);
             if (c % kCps == kCps - 1 || c == p.n_chunks - 1) {
                 const bool first = c < kCps;
 #pragma unroll
@@ -495,6 +531,7 @@ void base_params(const MatmulArgs& a, MmaParams& p) {
     p.nb = (int)((a.k + 31) / 32);
     p.n_slices = (p.nb + kSliceBlocks - 1) / kSliceBlocks;
     p.w_ldsm = (reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && p.w_row_bytes % 16 == 0) ? 1 : 0;
+    p.w_al4 = (reinterpret_cast<uintptr_t>(a.w) % 4 == 0 && p.w_row_bytes % 4 == 0) ? 1 : 0;
 }
 
 // Ring stage: weights of `bm` rows, activations of `nr` rows (x2 for
@@ -511,10 +548,15 @@ void stage_layout(MmaParams& p, int unit, int xb, int bm, int nr) {
 // Picks the number of warps (at most 8, at most one per slice) that fits
 // `smem_limit`; false if none does.
 bool dec_layout(MmaParams& p, int unit, int mt, int xb, int depth, int smem_limit, int* wk_out, int* smem_out) {
-    stage_layout(p, unit, xb, 16 * mt, (int)(p.n_rows < kDecRows ? p.n_rows : kDecRows));
-    p.warp_bytes = round16(depth * p.stage_bytes + xb * kDecRows * 64 + 3 * xb * kDecRows * 4);
+    p.xrows = (int)(p.n_rows < kDecRows ? p.n_rows : kDecRows);
+    stage_layout(p, unit, xb, 16 * mt, p.xrows);
+    p.warp_bytes = round16(depth * p.stage_bytes + xb * p.xrows * 64 + 3 * xb * p.xrows * 4);
     const int tail = p.n_slices * mt * 512 + p.n_slices * kDecRows * 4 + kDecRows * 4;
+    // Up to 8 warps, at most one per slice; a count that divides the slices
+    // evenly (28 slices: 7 warps of 4) when there is one from 8 down to 5.
     int wk = p.n_slices < 8 ? p.n_slices : 8;
+    for (int c = wk; c >= 5 && p.n_slices > 8; --c)
+        if (p.n_slices % c == 0) { wk = c; break; }
     while (wk > 1 && wk * p.warp_bytes + tail > smem_limit) --wk;
     if (wk * p.warp_bytes + tail > smem_limit) return false;
     p.part_off = wk * p.warp_bytes;
@@ -609,9 +651,9 @@ bool launch_wide(MmaParams p, const DeviceLimits& lim, int dev, cudaStream_t str
 }
 
 // Rows up to which the decode kernel is used: beyond them the wide kernel's
-// 128-output tiles amortize activation conversion better.
+// 128-output tiles amortize activation conversion better. (Which kernel runs
+// never changes a result: both compute the canonical sequence.)
 constexpr int64_t kDecMaxRows = 16;
-constexpr int64_t kWideSmallMaxRows = 96;
 
 template <int kDtype>
 void launch_typed(const MmaParams& p, cudaStream_t stream) {
@@ -631,7 +673,12 @@ void launch_typed(const MmaParams& p, cudaStream_t stream) {
     if constexpr (kK) {
         if (launch_wide<kDtype, 8, 1, 1, 2, 8, 3>(p, lim, dev, stream)) return;
     } else {
-        if (p.n_rows > kWideSmallMaxRows && launch_wide<kDtype, 4, 2, 2, 4, 2, 4>(p, lim, dev, stream)) return;
+        // The tallest row tile (least weight dequantization per mma) that still
+        // gives every multiprocessor a CTA.
+        const int64_t n_ot = (p.n_out + 127) / 128;
+        auto ctas = [&](int64_t bn) { return n_ot * ((p.n_rows + bn - 1) / bn); };
+        if (ctas(64) >= lim.sms && launch_wide<kDtype, 4, 2, 2, 4, 2, 4>(p, lim, dev, stream)) return;
+        if (ctas(32) >= lim.sms && launch_wide<kDtype, 4, 2, 2, 2, 2, 4>(p, lim, dev, stream)) return;
         if (launch_wide<kDtype, 8, 1, 1, 2, 2, 4>(p, lim, dev, stream)) return;
         if (launch_wide<kDtype, 8, 1, 1, 2, 2, 3>(p, lim, dev, stream)) return;
     }

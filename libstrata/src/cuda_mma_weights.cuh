@@ -24,10 +24,25 @@ namespace strata {
 namespace cuda {
 
 // The 32-bit little-endian word at a 2-byte aligned shared-memory address.
+// (Pointer arithmetic, not integer masking, so the compiler keeps the shared
+// address space and emits LDS.)
 __device__ __forceinline__ uint32_t ld_u32_a2(const uint8_t* p) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    const uint32_t* q = reinterpret_cast<const uint32_t*>(a & ~uintptr_t(3));
-    return funnel_r(q[0], q[1], (uint32_t)(a & 2u) * 8u);
+    const uint32_t mis = (uint32_t)reinterpret_cast<uintptr_t>(p) & 2u;
+    const uint32_t* q = reinterpret_cast<const uint32_t*>(p - mis);
+    return funnel_r(q[0], q[1], mis * 8u);
+}
+// The word at blk + kOff + v (v a multiple of 4) when blk's address is known
+// to be ≡ kP (mod 4) — kP = 0 or 2; −1: unknown, decided at run time.
+template <int kP, int kOff>
+__device__ __forceinline__ uint32_t ld_word(const uint8_t* blk, int v) {
+    if constexpr (kP < 0) {
+        return ld_u32_a2(blk + kOff + v);
+    } else if constexpr (((kP + kOff) & 2) == 0) {
+        return *reinterpret_cast<const uint32_t*>(blk + kOff + v);
+    } else {
+        const uint32_t* q = reinterpret_cast<const uint32_t*>(blk + kOff + v - 2);
+        return funnel_r(q[0], q[1], 16u);
+    }
 }
 __device__ __forceinline__ uint32_t ld_u16s(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
 __device__ __forceinline__ float ld_f16s(const uint8_t* p) { return f16_bits_to_f32(ld_u16s(p)); }
@@ -53,12 +68,12 @@ struct RowFrag {
 
 // 4-bit quants of word w: lo nibbles → (slots of b0, b2), (b1, b3) − off; hi nibbles likewise.
 __device__ __forceinline__ void nibbles_lo(uint32_t w, uint32_t neg, uint32_t (&f)[2]) {
-    f[0] = hadd2((w & 0x000F000Fu) | kMagic, neg);
-    f[1] = hadd2(((w >> 8) & 0x000F000Fu) | kMagic, neg);
+    f[0] = hadd2(and_or(w, 0x000F000Fu, kMagic), neg);
+    f[1] = hadd2(and_or(w >> 8, 0x000F000Fu, kMagic), neg);
 }
 __device__ __forceinline__ void nibbles_hi(uint32_t w, uint32_t neg, uint32_t (&f)[2]) {
-    f[0] = hfma2((w & 0x00F000F0u) | kMagic, kSixteenth, neg);
-    f[1] = hfma2(((w >> 8) & 0x00F000F0u) | kMagic, kSixteenth, neg);
+    f[0] = hfma2(and_or(w, 0x00F000F0u, kMagic), kSixteenth, neg);
+    f[1] = hfma2(and_or(w >> 8, 0x00F000F0u, kMagic), kSixteenth, neg);
 }
 // Bytes of v (each 0..255 after biasing) → f16 (byte − off): slots (b0, b2), (b1, b3).
 __device__ __forceinline__ void bytes_to_f16(uint32_t v, uint32_t neg, uint32_t (&f)[2]) {
@@ -69,12 +84,14 @@ __device__ __forceinline__ void bytes_to_f16(uint32_t v, uint32_t neg, uint32_t 
 template <int kDtype> struct MmaW;
 
 // Blocks of 32 values: `row` is the staged chunk of one output row, block j at j * kBytes.
+// load<kP>: kP = the block start's address mod 4 when known at compile time (−1: not).
 template <> struct MmaW<STRATA_Q4_0> {
     static constexpr int kBytes = 18, kBlocksPerUnit = 1;
     static constexpr bool kPlain = false, kMin = false, kSplit = false;
+    template <int kP = -1>
     __device__ __forceinline__ static void load(const uint8_t* row, int j, int t, RowFrag& r) {
         const uint8_t* b = row + j * kBytes;
-        const uint32_t w = ld_u32_a2(b + 2 + 4 * t);
+        const uint32_t w = ld_word<kP, 2>(b, 4 * t);
         nibbles_lo(w, kNeg1032, r.f[0]);
         nibbles_hi(w, kNeg72, r.f[1]);
         r.ws[0] = r.ws[1] = ld_f16s(b);
@@ -85,9 +102,10 @@ template <> struct MmaW<STRATA_Q4_0> {
 template <> struct MmaW<STRATA_Q4_1> {
     static constexpr int kBytes = 20, kBlocksPerUnit = 1;
     static constexpr bool kPlain = false, kMin = true, kSplit = false;
+    template <int kP = -1>
     __device__ __forceinline__ static void load(const uint8_t* row, int j, int t, RowFrag& r) {
         const uint8_t* b = row + j * kBytes;
-        const uint32_t w = ld_u32_a2(b + 4 + 4 * t);
+        const uint32_t w = ld_word<kP, 4>(b, 4 * t);
         nibbles_lo(w, kNeg1024, r.f[0]);
         nibbles_hi(w, kNeg64, r.f[1]);
         r.ws[0] = r.ws[1] = ld_f16s(b);
@@ -98,10 +116,11 @@ template <> struct MmaW<STRATA_Q4_1> {
 template <> struct MmaW<STRATA_Q8_0> {
     static constexpr int kBytes = 34, kBlocksPerUnit = 1;
     static constexpr bool kPlain = false, kMin = false, kSplit = false;
+    template <int kP = -1>
     __device__ __forceinline__ static void load(const uint8_t* row, int j, int t, RowFrag& r) {
         const uint8_t* b = row + j * kBytes;
-        bytes_to_f16(ld_u32_a2(b + 2 + 4 * t) ^ 0x80808080u, kNeg1152, r.f[0]);
-        bytes_to_f16(ld_u32_a2(b + 18 + 4 * t) ^ 0x80808080u, kNeg1152, r.f[1]);
+        bytes_to_f16(ld_word<kP, 2>(b, 4 * t) ^ 0x80808080u, kNeg1152, r.f[0]);
+        bytes_to_f16(ld_word<kP, 18>(b, 4 * t) ^ 0x80808080u, kNeg1152, r.f[1]);
         r.ws[0] = r.ws[1] = ld_f16s(b);
         r.wm = 0.0f;
     }
@@ -111,6 +130,7 @@ template <> struct MmaW<STRATA_Q8_0> {
 template <> struct MmaW<STRATA_Q4_K> {
     static constexpr int kBytes = 144, kBlocksPerUnit = 8;
     static constexpr bool kPlain = false, kMin = true, kSplit = false;
+    template <int kP = -1>
     __device__ __forceinline__ static void load(const uint8_t* sb, int j, int t, RowFrag& r) {
         const uint8_t* s = sb + 4;
         uint32_t sc, m;
@@ -121,8 +141,8 @@ template <> struct MmaW<STRATA_Q4_K> {
             sc = (s[j + 4] & 15u) | ((uint32_t)(s[j - 4] >> 6) << 4);
             m = (s[j + 4] >> 4) | ((uint32_t)(s[j] >> 6) << 4);
         }
-        const uint8_t* q = sb + 16 + 32 * (j >> 1) + 4 * t;
-        const uint32_t w0 = ld_u32_a2(q), w1 = ld_u32_a2(q + 16);
+        const uint32_t w0 = ld_word<kP, 16>(sb, 32 * (j >> 1) + 4 * t);
+        const uint32_t w1 = ld_word<kP, 32>(sb, 32 * (j >> 1) + 4 * t);
         if (j & 1) {
             nibbles_hi(w0, kNeg64, r.f[0]);
             nibbles_hi(w1, kNeg64, r.f[1]);
@@ -138,14 +158,15 @@ template <> struct MmaW<STRATA_Q4_K> {
 template <> struct MmaW<STRATA_Q6_K> {
     static constexpr int kBytes = 210, kBlocksPerUnit = 8;
     static constexpr bool kPlain = false, kMin = false, kSplit = true;  // a scale per 16 values
+    template <int kP = -1>
     __device__ __forceinline__ static void load(const uint8_t* sb, int j, int t, RowFrag& r) {
         const int n = j >> 2, q = j & 3;
         const float d = ld_f16s(sb + 208);
         const int8_t* sc = reinterpret_cast<const int8_t*>(sb + 192 + 8 * n + 2 * q);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const uint32_t ql = ld_u32_a2(sb + 64 * n + 32 * (q & 1) + 16 * h + 4 * t);
-            const uint32_t qh = ld_u32_a2(sb + 128 + 32 * n + 16 * h + 4 * t);
+            const uint32_t ql = ld_word<kP, 0>(sb, 64 * n + 32 * (q & 1) + 16 * h + 4 * t);
+            const uint32_t qh = ld_word<kP, 128>(sb, 32 * n + 16 * h + 4 * t);
             const uint32_t v = ((ql >> (4 * (q >> 1))) & 0x0F0F0F0Fu) | (((qh >> (2 * q)) & 0x03030303u) << 4);
             bytes_to_f16(v, kNeg1056, r.f[h]);
             r.ws[h] = __fmul_rn(d, (float)sc[h]);
@@ -160,16 +181,18 @@ template <> struct MmaW<STRATA_Q6_K> {
 template <int kDtype> struct MmaWPlain {
     static constexpr int kBytes = 64, kBlocksPerUnit = 1;
     static constexpr bool kPlain = true, kMin = false, kSplit = false;
+    template <int kP>
     __device__ __forceinline__ static uint32_t pair(const uint8_t* p, int e, int valid) {
-        if (e + 1 < valid) return ld_u32_a2(p + 2 * e);
+        if (e + 1 < valid) return ld_word<kP, 0>(p, 2 * e);
         return e < valid ? ld_u16s(p + 2 * e) : 0u;
     }
+    template <int kP = -1>
     __device__ __forceinline__ static void load(const uint8_t* row, int j, int t, RowFrag& r, int valid) {
         const uint8_t* b = row + 64 * j;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            r.f[h][0] = pair(b, 16 * h + 2 * t, valid);
-            r.f[h][1] = pair(b, 16 * h + 2 * t + 8, valid);
+            r.f[h][0] = pair<kP>(b, 16 * h + 2 * t, valid);
+            r.f[h][1] = pair<kP>(b, 16 * h + 2 * t + 8, valid);
         }
         r.ws[0] = r.ws[1] = 1.0f;
         r.wm = 0.0f;

@@ -1,0 +1,125 @@
+"""Matmul speed per shape on the GPU: µs per call, weight GB/s (and % of the
+4.27 TB/s copy roofline, shared/ANCHORS.md) and TFLOP/s, for every weight
+dtype, the Llama shapes of the ANCHORS models and 1..512 rows.
+
+Each figure is one call inside a captured graph of `--calls` back-to-back
+matmuls that cycle over enough copies of the weights (>= --rotate-mb, default
+200 MB) that they cannot stay in the 50 MB L2, replayed `--replays` times; so
+launch overhead is excluded but the gap between kernels of a graph is not
+(as in a decode step). Weight bytes are random: the kernels' speed does not
+depend on the values.
+
+    python bench/gpu_matmul.py                       # everything (a few minutes)
+    python bench/gpu_matmul.py --models 8b --dtypes Q4_0 --rows 1 64 512
+    python bench/gpu_matmul.py --prologue RMSNORM    # the fused strata_matmul_ex prologue
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from strata import _ffi as S  # noqa: E402
+
+ROOFLINE_GBS = 4270.0
+
+# (model, name, n_out, k): Llama-3.1-8B, Llama-3.2-1B, SmolLM2-135M projections.
+SHAPES = [
+    ("8b", "q/o", 4096, 4096), ("8b", "k/v", 1024, 4096), ("8b", "qkv", 6144, 4096),
+    ("8b", "gate_up", 28672, 4096), ("8b", "down", 4096, 14336), ("8b", "lm_head", 49152, 4096),
+    ("1b", "q/o", 2048, 2048), ("1b", "k/v", 512, 2048), ("1b", "qkv", 3072, 2048),
+    ("1b", "gate_up", 16384, 2048), ("1b", "down", 2048, 8192),
+    ("135m", "q/o", 576, 576), ("135m", "k/v", 192, 576), ("135m", "qkv", 960, 576),
+    ("135m", "gate_up", 3072, 576), ("135m", "down", 576, 1536),
+]
+DTYPES = ["Q4_0", "Q8_0", "F16", "BF16", "Q4_1", "Q4_K", "Q6_K"]
+
+
+def row_bytes(dtype, k):
+    values, nbytes = S.dtype_block(dtype)
+    return k // values * nbytes
+
+
+def upload_weights(ctx, pool, dtype, n_out, k, rotate_bytes):
+    """Enough copies of an [n_out, k] weight matrix of random bytes to cycle through L2-cold."""
+    w_bytes = n_out * row_bytes(dtype, k)
+    copies = max(2, -(-rotate_bytes // w_bytes))
+    data = pool[:w_bytes] if pool.size >= w_bytes else np.resize(pool, w_bytes)
+    weights = []
+    for c in range(copies):
+        buf = S.Buffer(ctx, w_bytes)
+        buf.upload(np.roll(data, 64 * c) if c else data)
+        weights.append(buf)
+    return weights, w_bytes
+
+
+def time_rows(ctx, weights, dtype, n_out, k, n_rows, prologue, calls, replays):
+    """Microseconds per call of an n_rows matmul (graph replay, weights rotated)."""
+    width = 2 * k if prologue == S.MatmulPrologue.SILU_MUL else k
+    x = S.Buffer.from_array(ctx, np.random.default_rng(1).standard_normal((n_rows, width), dtype=np.float32))
+    y = S.Buffer(ctx, n_rows * n_out * 4)
+    norm = S.Buffer.from_array(ctx, np.ones(k, np.float32)) if prologue == S.MatmulPrologue.RMSNORM else None
+    params = S.matmul_params(prologue, False, 1e-5, norm, 0)
+    ctx.graph_begin()
+    for i in range(calls):
+        S.matmul_ex(ctx, params, x, 0, n_rows, k, weights[i % len(weights)], 0, dtype, n_out, y, 0)
+    graph = ctx.graph_end()
+    graph.launch()
+    ctx.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(replays):
+        graph.launch()
+    ctx.synchronize()
+    us = (time.perf_counter() - t0) / (replays * calls) * 1e6
+    graph.close()
+    for b in [x, y] + ([norm] if norm else []):
+        b.close()
+    return us
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--models", nargs="*", default=["8b", "1b", "135m"])
+    ap.add_argument("--dtypes", nargs="*", default=DTYPES)
+    ap.add_argument("--rows", nargs="*", type=int, default=[1, 4, 16, 64, 512])
+    ap.add_argument("--prologue", default="NONE", choices=[p.name for p in S.MatmulPrologue])
+    ap.add_argument("--calls", type=int, default=12)
+    ap.add_argument("--replays", type=int, default=20)
+    ap.add_argument("--rotate-mb", type=int, default=200)
+    args = ap.parse_args(argv)
+
+    ctx = S.Context(args.device)
+    info = ctx.info()
+    prologue = S.MatmulPrologue[args.prologue]
+    pool = np.random.default_rng(0).integers(0, 256, 256 << 20, dtype=np.uint8)  # random weight bytes
+    print(f"# {info.name}, {S.build_info()}, prologue {prologue.name}, "
+          f"{args.calls} calls/graph x {args.replays} replays, weights rotated over >= {args.rotate_mb} MB")
+    print(f"{'dtype':6} {'model':5} {'shape':8} {'n_out x k':>12} {'rows':>5} {'us':>9} {'GB/s':>8} "
+          f"{'%roof':>6} {'TFLOP/s':>8}")
+    for dtype_name in args.dtypes:
+        dtype = S.DType[dtype_name]
+        for model, name, n_out, k in SHAPES:
+            if model not in args.models:
+                continue
+            weights, w_bytes = upload_weights(ctx, pool, dtype, n_out, k, args.rotate_mb << 20)
+            for n_rows in args.rows:
+                us = time_rows(ctx, weights, dtype, n_out, k, n_rows, prologue, args.calls, args.replays)
+                gbs = w_bytes / us / 1e3
+                tflops = 2.0 * n_rows * n_out * k / us / 1e6
+                print(f"{dtype_name:6} {model:5} {name:8} {f'{n_out}x{k}':>12} {n_rows:5d} {us:9.2f} {gbs:8.0f} "
+                      f"{100 * gbs / ROOFLINE_GBS:5.0f}% {tflops:8.1f}", flush=True)
+            for b in weights:
+                b.close()
+    ctx.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
