@@ -102,32 +102,35 @@ __device__ __forceinline__ float2 half2_bits_to_float2(uint32_t bits) {
     return __half22float2(h);
 }
 
-// One warp's copy of the K and V rows [cell0, cell0 + count) into a stage.
+// One warp's copy of the K and V rows [cell0, cell0 + count) into a stage:
+// pieces of 16 bytes (or 4 when head_dim % 8 != 0), lane l taking pieces
+// l, l + 32, ... of K's rows, then the same of V's; (row, piece) advance
+// without a division per piece.
 __device__ __forceinline__ void stage_tile(const __half* kbase, const __half* vbase, int hd, int krow, bool copy16,
                                            int64_t cell0, int count, __half* ks, __half* vs, int lane) {
-    if (copy16) {
-        const int per_row = hd >> 3;  // 16-byte pieces per row
-        const int n = count * per_row;
-        for (int i = lane; i < 2 * n; i += 32) {
-            const int which = i >= n, ii = i - which * n;
-            const int c = ii / per_row, j = ii - c * per_row;
-            const __half* src = (which ? vbase : kbase) + (cell0 + c) * hd + 8 * j;
-            cp_async16((which ? vs : ks) + c * krow + 8 * j, src);
-        }
-    } else {
-        const int per_row = hd >> 1;  // 4-byte pieces per row
-        const int n = count * per_row;
-        for (int i = lane; i < 2 * n; i += 32) {
-            const int which = i >= n, ii = i - which * n;
-            const int c = ii / per_row, j = ii - c * per_row;
-            const __half* src = (which ? vbase : kbase) + (cell0 + c) * hd + 2 * j;
-            cp_async4((which ? vs : ks) + c * krow + 2 * j, src);
+    const int width = copy16 ? 8 : 2;  // halves per piece
+    const int per_row = hd / width;
+    const int step_c = 32 / per_row, step_j = 32 - step_c * per_row;
+    const int c0 = lane / per_row, j0 = lane - c0 * per_row;
+#pragma unroll
+    for (int which = 0; which < 2; ++which) {
+        const __half* src = (which ? vbase : kbase) + cell0 * hd;
+        __half* dst = which ? vs : ks;
+        for (int c = c0, j = j0; c < count;) {
+            if (copy16) cp_async16(dst + c * krow + 8 * j, src + (int64_t)c * hd + 8 * j);
+            else cp_async4(dst + c * krow + 2 * j, src + (int64_t)c * hd + 2 * j);
+            c += step_c;
+            j += step_j;
+            if (j >= per_row) {
+                j -= per_row;
+                ++c;
+            }
         }
     }
 }
 
 template <int PPL, int NQ, int STAGES>
-__global__ void __launch_bounds__(kThreads) attention_kernel(const AttnPlan P) {
+__global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttnPlan P) {
     const AttentionArgs& a = P.a;
     const SlotsView& s = a.slots;
     const int hd = s.head_dim;
