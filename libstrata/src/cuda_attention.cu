@@ -429,20 +429,26 @@ constexpr Variant variant() {
     return Variant{attention_kernel<PPL, NQ, STAGES>, PPL, NQ, STAGES};
 }
 
-// Raises a kernel's dynamic shared-memory limit once per device (a function
-// attribute, not stream work: safe while a graph is being recorded).
-void allow_smem(const Variant& k, int bytes) {
+// Raises a variant's dynamic shared-memory limit to its largest layout, once
+// per device. A function attribute, not stream work; the calling thread is
+// switched to relaxed capture mode around it so that a first call made while
+// a graph is being recorded cannot invalidate the recording.
+void allow_smem(const Variant& k) {
     constexpr int kMaxDevices = 64;
     static std::mutex mu;
-    static int raised[kMaxDevices][8] = {};
+    static bool raised[kMaxDevices][6] = {};
     int dev = 0;
     check(cudaGetDevice(&dev), "cudaGetDevice");
-    const int slot = (k.ppl == 1 ? (k.nq == 4 ? 0 : 1) : k.ppl == 2 ? (k.nq == 4 ? 2 : 3) : k.ppl == 4 ? 4 : 5);
+    const int slot = k.ppl == 1 ? (k.nq == 4 ? 0 : 1) : k.ppl == 2 ? (k.nq == 4 ? 2 : 3) : k.ppl == 4 ? 4 : 5;
     std::lock_guard<std::mutex> lock(mu);
-    if (dev >= 0 && dev < kMaxDevices && raised[dev][slot] >= bytes) return;
-    check(cudaFuncSetAttribute(k.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
-          "cudaFuncSetAttribute (attention shared memory)");
-    if (dev >= 0 && dev < kMaxDevices) raised[dev][slot] = bytes;
+    if (dev >= 0 && dev < kMaxDevices && raised[dev][slot]) return;
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    const cudaError_t err = cudaFuncSetAttribute(k.fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 attn_layout(64 * k.ppl, k.nq, k.stages).total);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    check(err, "cudaFuncSetAttribute (attention shared memory)");
+    if (dev >= 0 && dev < kMaxDevices) raised[dev][slot] = true;
 }
 
 int sm_count() {
@@ -468,7 +474,9 @@ void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
     // Variant: head-dim pairs per lane, and vectors per block (registers: NQ x 2 PPL accumulators).
     const int ppl = hd <= 64 ? 1 : hd <= 128 ? 2 : hd <= 256 ? 4 : 8;
     const int group = a.n_heads / s.n_kv_heads;
-    const bool prefill = a.n_rows >= 64;  // enough rows that blocks of R rows still fill the GPU
+    // Rows share staged tiles only in launches big enough to be mostly prompt chunks: a block whose
+    // rows read different slots takes them one after the other, which would slow a decode batch.
+    const bool prefill = a.n_rows >= 256;
     Variant k{};
     if (ppl == 1) k = (!prefill && group <= 4) ? variant<1, 4, 2>() : variant<1, 16, 2>();
     else if (ppl == 2) k = (!prefill && group <= 4) ? variant<2, 4, 2>() : variant<2, 8, 2>();
@@ -493,7 +501,7 @@ void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
         fail(STRATA_ERR_INTERNAL, "cuda attention: too many rows for one launch");
 
     const AttnLayout L = attn_layout(hd, k.nq, k.stages);
-    allow_smem(k, L.total);
+    allow_smem(k);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)(items * split));
     cfg.blockDim = dim3(kThreads);
