@@ -20,17 +20,21 @@ from .weights import WeightArena
 @dataclass(frozen=True)
 class LayerWeights:
     attn_norm: object
-    q: object
-    k: object
-    v: object
     o: object
-    q_bias: object | None
-    k_bias: object | None
-    v_bias: object | None
     ffn_norm: object
-    gate: object
-    up: object
     down: object
+    q: object = None            # unfused projections (layers whose q/k/v or gate/up types differ)
+    k: object = None
+    v: object = None
+    q_bias: object = None
+    k_bias: object = None
+    v_bias: object = None
+    gate: object = None
+    up: object = None
+    qkv: object = None          # fused [q | k | v] rows (models/fusion.py)
+    qkv_params: object = None   # RMSNORM prologue (attn_norm) + qkv bias
+    gate_up: object = None      # fused [gate | up] rows
+    gate_up_params: object = None
 
 
 class Activations:
@@ -42,6 +46,7 @@ class Activations:
             "q": max_rows * spec.q_dim, "k": max_rows * spec.kv_dim, "v": max_rows * spec.kv_dim,
             "att": max_rows * spec.q_dim, "gate": max_rows * spec.ffn, "up": max_rows * spec.ffn,
             "act": max_rows * spec.ffn, "xs": max_logits * spec.hidden, "logits": max_logits * spec.vocab,
+            "qkv": max_rows * (spec.q_dim + 2 * spec.kv_dim), "gu": max_rows * 2 * spec.ffn,
         }
         self.offsets, total = {}, 0
         for name, n in regions.items():
@@ -74,14 +79,28 @@ class Decoder:
         self.rope_k = F.rope_params(spec.rope_mode, spec.n_kv_heads, spec.head_dim, spec.rope_dim, spec.rope_base,
                                     spec.rope_freq_scale, spec.rope_sections)
         self.scale = 1.0 / math.sqrt(spec.head_dim)
+        self.silu_down = F.matmul_params(F.MatmulPrologue.SILU_MUL, accumulate=True)
+        self.head_params = _norm_params(self.output_norm, spec.rms_eps)
 
     def _layer(self, i: int) -> LayerWeights:
-        w, p = self.weights, f"blk.{i}."
-        return LayerWeights(
-            attn_norm=w[p + "attn_norm.weight"], q=w[p + "attn_q.weight"], k=w[p + "attn_k.weight"],
-            v=w[p + "attn_v.weight"], o=w[p + "attn_output.weight"], q_bias=w.get(p + "attn_q.bias"),
-            k_bias=w.get(p + "attn_k.bias"), v_bias=w.get(p + "attn_v.bias"), ffn_norm=w[p + "ffn_norm.weight"],
-            gate=w[p + "ffn_gate.weight"], up=w[p + "ffn_up.weight"], down=w[p + "ffn_down.weight"])
+        w, p, eps = self.weights, f"blk.{i}.", self.spec.rms_eps
+        attn_norm, ffn_norm = w[p + "attn_norm.weight"], w[p + "ffn_norm.weight"]
+        parts = dict(attn_norm=attn_norm, o=w[p + "attn_output.weight"], ffn_norm=ffn_norm,
+                     down=w[p + "ffn_down.weight"])
+        qkv = w.get(p + "attn_qkv.weight")
+        if qkv is not None:
+            bias = w.get(p + "attn_qkv.bias")
+            parts.update(qkv=qkv, qkv_params=_norm_params(attn_norm, eps, bias))
+        else:
+            parts.update(q=w[p + "attn_q.weight"], k=w[p + "attn_k.weight"], v=w[p + "attn_v.weight"],
+                         q_bias=w.get(p + "attn_q.bias"), k_bias=w.get(p + "attn_k.bias"),
+                         v_bias=w.get(p + "attn_v.bias"))
+        gate_up = w.get(p + "ffn_gate_up.weight")
+        if gate_up is not None:
+            parts.update(gate_up=gate_up, gate_up_params=_norm_params(ffn_norm, eps))
+        else:
+            parts.update(gate=w[p + "ffn_gate.weight"], up=w[p + "ffn_up.weight"])
+        return LayerWeights(**parts)
 
     def record(self, io, act: Activations, slots: F.Slots, n_rows: int, n_decode: int, n_logits: int,
                inject=None) -> None:
@@ -105,36 +124,59 @@ class Decoder:
         if n_logits == 0:
             return          # a prompt chunk that does not end its prompt: nothing to sample yet
         F.gather_rows(ctx, A, act.x, n_rows, s.hidden * 4, io_buf, io.logit_idx_off, n_logits, A, act.xs)
-        n = self.output_norm
-        F.rmsnorm(ctx, A, act.xs, n.buffer, n.offset, A, act.xs, n_logits, s.hidden, s.rms_eps)
-        self._matmul(act.xs, n_logits, self.output, act.logits, A)
+        o = self.output
+        F.matmul_ex(ctx, self.head_params, A, act.xs, n_logits, s.hidden, o.buffer, o.offset, o.dtype, o.rows,
+                    A, act.logits)
         F.sample(ctx, A, act.logits, n_logits, s.vocab, io_buf, io.params_off, io_buf, io.out_off)
 
     def _attention_block(self, index, layer: LayerWeights, io, act, slots, n_rows):
         ctx, s, A = self.ctx, self.spec, act.buffer
-        n = layer.attn_norm
-        F.rmsnorm(ctx, A, act.x, n.buffer, n.offset, A, act.h, n_rows, s.hidden, s.rms_eps)
-        self._matmul(act.h, n_rows, layer.q, act.q, A, layer.q_bias)
-        self._matmul(act.h, n_rows, layer.k, act.k, A, layer.k_bias)
-        self._matmul(act.h, n_rows, layer.v, act.v, A, layer.v_bias)
         ff = self.freq_factors
         ff_buf, ff_off = (ff.buffer, ff.offset) if ff is not None else (None, 0)
-        F.rope(ctx, self.rope_q, A, act.q, s.q_dim, n_rows, slots, io.buffer, io.rows_off, ff_buf, ff_off)
-        F.rope(ctx, self.rope_k, A, act.k, s.kv_dim, n_rows, slots, io.buffer, io.rows_off, ff_buf, ff_off)
-        F.kv_store(ctx, slots, index, A, act.k, s.kv_dim, A, act.v, s.kv_dim, io.buffer, io.rows_off, n_rows)
-        F.attention(ctx, slots, index, A, act.q, s.q_dim, n_rows, s.n_heads, io.buffer, io.rows_off, self.scale,
-                    A, act.att)
+        if layer.qkv is not None:     # one matmul (norm fused in), one rope + cache store, attention
+            w, width = layer.qkv, s.q_dim + 2 * s.kv_dim
+            F.matmul_ex(ctx, layer.qkv_params, A, act.x, n_rows, s.hidden, w.buffer, w.offset, w.dtype, w.rows,
+                        A, act.qkv)
+            F.rope_kv_store(ctx, self.rope_q, self.rope_k, slots, index, A, act.qkv, width, n_rows, io.buffer,
+                            io.rows_off, ff_buf, ff_off)
+            F.attention(ctx, slots, index, A, act.qkv, width, n_rows, s.n_heads, io.buffer, io.rows_off,
+                        self.scale, A, act.att)
+        else:
+            n = layer.attn_norm
+            F.rmsnorm(ctx, A, act.x, n.buffer, n.offset, A, act.h, n_rows, s.hidden, s.rms_eps)
+            self._matmul(act.h, n_rows, layer.q, act.q, A, layer.q_bias)
+            self._matmul(act.h, n_rows, layer.k, act.k, A, layer.k_bias)
+            self._matmul(act.h, n_rows, layer.v, act.v, A, layer.v_bias)
+            F.rope(ctx, self.rope_q, A, act.q, s.q_dim, n_rows, slots, io.buffer, io.rows_off, ff_buf, ff_off)
+            F.rope(ctx, self.rope_k, A, act.k, s.kv_dim, n_rows, slots, io.buffer, io.rows_off, ff_buf, ff_off)
+            F.kv_store(ctx, slots, index, A, act.k, s.kv_dim, A, act.v, s.kv_dim, io.buffer, io.rows_off, n_rows)
+            F.attention(ctx, slots, index, A, act.q, s.q_dim, n_rows, s.n_heads, io.buffer, io.rows_off,
+                        self.scale, A, act.att)
         self._matmul(act.att, n_rows, layer.o, act.x, A, accumulate=True)
 
     def _mlp_block(self, layer: LayerWeights, act, n_rows):
         ctx, s, A = self.ctx, self.spec, act.buffer
+        d = layer.down
+        if layer.gate_up is not None:  # [gate | up] with the norm fused in; silu(gate) * up fused into down
+            w = layer.gate_up
+            F.matmul_ex(ctx, layer.gate_up_params, A, act.x, n_rows, s.hidden, w.buffer, w.offset, w.dtype,
+                        w.rows, A, act.gu)
+            F.matmul_ex(ctx, self.silu_down, A, act.gu, n_rows, s.ffn, d.buffer, d.offset, d.dtype, d.rows,
+                        A, act.x)
+            return
         n = layer.ffn_norm
         F.rmsnorm(ctx, A, act.x, n.buffer, n.offset, A, act.h, n_rows, s.hidden, s.rms_eps)
         self._matmul(act.h, n_rows, layer.gate, act.gate, A)
         self._matmul(act.h, n_rows, layer.up, act.up, A)
         F.silu_mul(ctx, A, act.gate, s.ffn, A, act.up, s.ffn, A, act.act, n_rows, s.ffn)
-        self._matmul(act.act, n_rows, layer.down, act.x, A, accumulate=True)
+        self._matmul(act.act, n_rows, d, act.x, A, accumulate=True)
 
     def _matmul(self, x_off, n_rows, w, y_off, A, bias=None, accumulate=False):
         F.matmul(self.ctx, A, x_off, n_rows, w.cols, w.buffer, w.offset, w.dtype, w.rows,
                  None if bias is None else bias.buffer, 0 if bias is None else bias.offset, A, y_off, accumulate)
+
+
+def _norm_params(norm, eps: float, bias=None):
+    """matmul_ex options: RMSNorm with `norm`'s weight fused in front of the product (+ bias)."""
+    return F.matmul_params(F.MatmulPrologue.RMSNORM, eps=eps, norm_weight=norm.buffer, norm_weight_offset=norm.offset,
+                           bias=None if bias is None else bias.buffer, bias_offset=0 if bias is None else bias.offset)

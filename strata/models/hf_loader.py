@@ -30,6 +30,7 @@ from .loader import LoadedModel
 from .spec import ModelSpec
 from .vision_encoder import PREFIX as VISION_PREFIX
 from .vision_encoder import VisionEncoder, weight_names
+from .fusion import fuse_projections
 from .weights import WeightArena
 
 log = logging.getLogger("strata.models")
@@ -143,7 +144,7 @@ def load_hf_checkpoint(path: Path, ctx: _ffi.Context, name: str) -> LoadedModel:
         if vision.out_hidden != spec.hidden:
             raise ModelFormatError(f"vision out_hidden_size {vision.out_hidden} differs from the text hidden_size "
                                    f"{spec.hidden}")
-    tensors = map_tensors(safetensors_io.read_tensors(path), spec, vision, path)
+    tensors = fuse_projections(map_tensors(safetensors_io.read_tensors(path), spec, vision, path), spec.n_layers)
     weights = WeightArena(ctx, tensors, label=f"loading {path.name}")
     try:
         decoder = Decoder(ctx, spec, weights)

@@ -18,6 +18,7 @@ from ..model_store import resolve_model
 from ..tokenizer import Tokenizer
 from . import gguf_spec
 from .decoder import Decoder
+from .fusion import fuse_projections
 from .spec import ModelSpec
 from .weights import WeightArena
 
@@ -58,6 +59,7 @@ def load_gguf(path: Path, ctx: _ffi.Context, name: str) -> LoadedModel:
     _check_tensors(spec, tensors, path)
     tokenizer = Tokenizer.from_gguf(reader)
     template = ChatTemplate.for_tokenizer(tokenizer)
+    tensors = fuse_projections(tensors, spec.n_layers)
     weights = WeightArena(ctx, tensors, label=f"loading {path.name}")
     decoder = Decoder(ctx, spec, weights)
     log.info("loaded %s (%s, %d layers, %.0f MB) in %.1fs", path.name, spec.arch, spec.n_layers,
