@@ -135,7 +135,7 @@ def test_context_errors():
     ctx = S.Context("cpu", 1)
     buf = S.Buffer(ctx, 8)
     slots = S.Slots(ctx, 1, 0, 2, 1, 2)
-    expect_error(STATE, "still owns 1 buffer(s), 1 slot set(s)", ctx.close)
+    expect_error(STATE, "still owns 1 buffer(s), 0 host buffer(s), 1 slot set(s)", ctx.close)
     buf.close()
     slots.close()
     ctx.close()
