@@ -289,7 +289,7 @@ static std::vector<float> run_kernel(const Problem& P, int cfg) {
         p.n_row_tiles = (int)((p.n_rows + 7) / 8);
         p.n_tiles = (int)((p.n_out + 16 * MT - 1) / (16 * MT)) * p.n_row_tiles;
         int wk = 0, smem = 0;
-        if (!M::dec_layout(p, M::unit_bytes<D>(XB), MT, XB, 3, limit, &wk, &smem)) { printf("dec layout does not fit\n"); ++fails; return y; }
+        if (!M::dec_layout(p, M::unit_bytes<D>(XB), MT, XB, 3, kK, limit, &wk, &smem)) { printf("dec layout does not fit\n"); ++fails; return y; }
         const unsigned grid = (unsigned)std::min(p.n_tiles, 4);
         if (MT == 1) run_grid(grid, 1, 32 * wk, guard([p] { M::mma_dec_kernel<D, 1, XB, 3>(p); }));
         else run_grid(grid, 1, 32 * wk, guard([p] { M::mma_dec_kernel<D, 2, XB, 3>(p); }));
@@ -302,7 +302,7 @@ static std::vector<float> run_kernel(const Problem& P, int cfg) {
         p.n_tiles = (int)((p.n_out + BM - 1) / BM) * p.n_row_tiles;
         int smem = 0;
         const int depth = kK ? 3 : 4;
-        if (!M::wide_layout(p, M::unit_bytes<D>(XB), BM, BN, XB, depth, limit, &smem)) { printf("wide layout does not fit\n"); ++fails; return y; }
+        if (!M::wide_layout(p, M::unit_bytes<D>(XB), BM, BN, XB, depth, kK, limit, &smem)) { printf("wide layout does not fit\n"); ++fails; return y; }
         const unsigned grid = (unsigned)std::min(p.n_tiles, 3);
         if constexpr (kK) run_grid(grid, 1, 256, guard([p] { M::mma_wide_kernel<D, 8, 1, 1, 2, 8, 3>(p); }));
         else if (large) run_grid(grid, 1, 256, guard([p] { M::mma_wide_kernel<D, 4, 2, 2, 4, 2, 4>(p); }));

@@ -70,6 +70,7 @@ struct MmaParams {
     int xrows;                 // decode: rows of the fragment and meta arrays (min(n_rows, 8))
     int part_off, sqpart_off, inv_off;  // decode: per-slice partials, ssq partials, 1/rms
     int xh_off, meta_off;               // wide: fragment and meta double buffers
+    int ktab_off;                       // wide: K-quant scale tables (2 x 128 rows x 8 blocks)
 };
 
 // ---------------------------------------------------------------- chunks
@@ -90,6 +91,22 @@ struct Chunk {
     __device__ __forceinline__ static int blocks(const MmaParams& p, int q) { return min(p.nb, (q + 1) * kXB) - q * kXB; }
 };
 
+__device__ __forceinline__ int addr_delta(const void* p) { return (int)(reinterpret_cast<uintptr_t>(p) & 15); }
+
+// Walks the (row, piece) pairs id, id + nth, ... of a rows x per grid without
+// a division per step (one divmod up front).
+struct PieceWalk {
+    int row, pc, drow, dpc, per;
+    __device__ __forceinline__ PieceWalk(int id, int nth, int per_row) : per(per_row) {
+        row = id / per_row; pc = id - row * per_row;
+        drow = nth / per_row; dpc = nth - drow * per_row;
+    }
+    __device__ __forceinline__ void next() {
+        row += drow; pc += dpc;
+        if (pc >= per) { pc -= per; ++row; }
+    }
+};
+
 // Issues cp.async copies of chunk q — weight rows [o0, o0 + no), activation
 // rows [r0, r0 + nr) (and their up halves), the norm weight — into `stage`,
 // spread over threads id, id + nth, ...: 16-byte pieces from the 16-byte
@@ -103,8 +120,8 @@ __device__ __forceinline__ void stage_chunk(const MmaParams& p, uint8_t* stage, 
     const int64_t wb = C::w_begin(p, q);
     const int wl = C::w_len(p, q);
     const int wp = (wl + 14 + 15) >> 4;  // pieces per row, at most
-    for (int i = id; i < no * wp; i += nth) {
-        const int row = i / wp, pc = i - row * wp;
+    for (PieceWalk it(id, nth, wp); it.row < no; it.next()) {
+        const int row = it.row, pc = it.pc;
         const uint8_t* src = p.w + (o0 + row) * p.w_row_bytes + wb;
         const uint8_t* g = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(src) & ~uintptr_t(15)) + 16 * pc;
         if (g >= src + wl) continue;
@@ -116,8 +133,8 @@ __device__ __forceinline__ void stage_chunk(const MmaParams& p, uint8_t* stage, 
     const int xp = (4 * nv + 12 + 15) >> 4;
     const int nxr = p.prologue == kProSiluMul ? 2 * nr : nr;
     uint8_t* xs = stage + p.w_part;
-    for (int i = id; i < nxr * xp; i += nth) {
-        const int row = i / xp, pc = i - row * xp;
+    for (PieceWalk it(id, nth, xp); it.row < nxr; it.next()) {
+        const int row = it.row, pc = it.pc;
         const int rr = row < nr ? row : row - nr;
         const float* src = p.x + (r0 + rr) * p.x_stride + (row < nr ? 0 : p.k) + v0;
         const uint8_t* g = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(src) & ~uintptr_t(15)) + 16 * pc;
@@ -137,7 +154,6 @@ __device__ __forceinline__ void stage_chunk(const MmaParams& p, uint8_t* stage, 
     }
 }
 
-__device__ __forceinline__ int addr_delta(const void* p) { return (int)(reinterpret_cast<uintptr_t>(p) & 15); }
 
 // Converts the activations of chunk q (staged in `stage`) for rows [0, nr):
 // tasks (row, block, t) over threads id, id + nth, ... (nth a multiple of 32;
@@ -177,8 +193,8 @@ __device__ __forceinline__ void convert_chunk(const MmaParams& p, const uint8_t*
 // n-tiles (fragment rows 8n + g of xh; meta rows 8n + 2t, +1).
 template <int kDtype, int MT, int NT, int kP>
 __device__ __forceinline__ void mma_block(const uint8_t* const (&wr)[MT][2], const uint8_t* const (&lr)[MT],
-                                          bool ldsm, int j, int valid, const uint4* xh, const float* is,
-                                          const float* sx, int g, int t, float (&acc)[MT][NT][4]) {
+                                          const float2* ktab, bool ldsm, int j, int valid, const uint4* xh,
+                                          const float* is, const float* sx, int g, int t, float (&acc)[MT][NT][4]) {
     using W = MmaW<kDtype>;
     constexpr bool kBf16 = kDtype == STRATA_BF16;
     uint4 b[NT];
@@ -203,6 +219,13 @@ __device__ __forceinline__ void mma_block(const uint8_t* const (&wr)[MT][2], con
             if constexpr (W::kPlain) {
                 W::template load<kP>(wr[m][0], j, t, f0, valid);
                 W::template load<kP>(wr[m][1], j, t, f1, valid);
+            } else if constexpr (W::kBlocksPerUnit > 1) {
+                // K-quants: scales from the chunk's table (rows 16m + g, + 8).
+                W::template quants<kP>(wr[m][0], j, t, f0);
+                W::template quants<kP>(wr[m][1], j, t, f1);
+                const float2 s0 = ktab[(16 * m + g) * 8 + j], s1 = ktab[(16 * m + g + 8) * 8 + j];
+                f0.ws[0] = s0.x; f0.ws[1] = W::kSplit ? s0.y : s0.x; f0.wm = W::kSplit ? 0.0f : s0.y;
+                f1.ws[0] = s1.x; f1.ws[1] = W::kSplit ? s1.y : s1.x; f1.wm = W::kSplit ? 0.0f : s1.y;
             } else {
                 W::template load<kP>(wr[m][0], j, t, f0);
                 W::template load<kP>(wr[m][1], j, t, f1);
@@ -246,37 +269,58 @@ __device__ __forceinline__ void mma_block(const uint8_t* const (&wr)[MT][2], con
 // funnel shift. kv_left: values of the row from the chunk's first one.
 template <int kDtype, int MT, int NT, int kPe, int kPo>
 __device__ __forceinline__ void block_loop(const uint8_t* const (&wr)[MT][2], const uint8_t* const (&lr)[MT],
-                                           bool ldsm, int nbq, int64_t kv_left, const uint4* xh, const float* is,
-                                           const float* sx, int rows_dim, int g, int t, float (&acc)[MT][NT][4]) {
+                                           const float2* ktab, bool ldsm, int nbq, int64_t kv_left,
+                                           const uint4* xh, const float* is, const float* sx, int rows_dim, int g,
+                                           int t, float (&acc)[MT][NT][4]) {
     using W = MmaW<kDtype>;
     auto valid = [&](int j) { return W::kPlain ? (int)min((int64_t)32, kv_left - 32 * j) : 32; };
     int j = 0;
     for (; j + 1 < nbq; j += 2) {
-        mma_block<kDtype, MT, NT, kPe>(wr, lr, ldsm, j, valid(j), xh + j * rows_dim * 4, is + j * rows_dim,
+        mma_block<kDtype, MT, NT, kPe>(wr, lr, ktab, ldsm, j, valid(j), xh + j * rows_dim * 4, is + j * rows_dim,
                                        sx + j * rows_dim, g, t, acc);
-        mma_block<kDtype, MT, NT, kPo>(wr, lr, ldsm, j + 1, valid(j + 1), xh + (j + 1) * rows_dim * 4,
+        mma_block<kDtype, MT, NT, kPo>(wr, lr, ktab, ldsm, j + 1, valid(j + 1), xh + (j + 1) * rows_dim * 4,
                                        is + (j + 1) * rows_dim, sx + (j + 1) * rows_dim, g, t, acc);
     }
     if (j < nbq)
-        mma_block<kDtype, MT, NT, kPe>(wr, lr, ldsm, j, valid(j), xh + j * rows_dim * 4, is + j * rows_dim,
+        mma_block<kDtype, MT, NT, kPe>(wr, lr, ktab, ldsm, j, valid(j), xh + j * rows_dim * 4, is + j * rows_dim,
                                        sx + j * rows_dim, g, t, acc);
 }
 
 template <int kDtype, int MT, int NT>
 __device__ __forceinline__ void chunk_blocks(const MmaParams& p, int q, const uint8_t* const (&wr)[MT][2],
-                                             const uint8_t* const (&lr)[MT], int nbq, int64_t kv_left,
+                                             const uint8_t* const (&lr)[MT], const float2* ktab, int nbq,
+                                             int64_t kv_left,
                                              const uint4* xh, const float* is, const float* sx, int rows_dim, int g,
                                              int t, float (&acc)[MT][NT][4]) {
     using W = MmaW<kDtype>;
     const bool ldsm = p.w_ldsm != 0;
     if (p.w_al4) {
         if (kDtype == STRATA_Q6_K && (q & 1))
-            block_loop<kDtype, MT, NT, 2, 2>(wr, lr, ldsm, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
+            block_loop<kDtype, MT, NT, 2, 2>(wr, lr, ktab, ldsm, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
         else
             block_loop<kDtype, MT, NT, 0, (kDtype == STRATA_Q6_K ? 0 : (W::kBytes & 2))>(
-                wr, lr, ldsm, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
+                wr, lr, ktab, ldsm, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
     } else {
-        block_loop<kDtype, MT, NT, -1, -1>(wr, lr, ldsm, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
+        block_loop<kDtype, MT, NT, -1, -1>(wr, lr, ktab, ldsm, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
+    }
+}
+
+// The staged copy of weight row `row` (clamped to the tile) of chunk q.
+template <int kDtype, int kXB>
+__device__ __forceinline__ const uint8_t* staged_row(const MmaParams& p, const uint8_t* wst, int q, int64_t o0,
+                                                     int row, int no) {
+    row = row < no ? row : no - 1;
+    return wst + row * p.wstride + addr_delta(p.w + (o0 + row) * p.w_row_bytes + Chunk<kDtype, kXB>::w_begin(p, q));
+}
+
+// K-quants: the (scale, min) pairs of the 8 blocks of chunk q for weight rows
+// [0, rows) of the tile, computed once per chunk by threads id, id + nth, ...
+template <int kDtype, int kXB>
+__device__ __forceinline__ void scale_table(const MmaParams& p, const uint8_t* wst, int q, int64_t o0, int no,
+                                            int rows, float2* tab, int id, int nth) {
+    if constexpr (MmaW<kDtype>::kBlocksPerUnit > 1) {
+        for (int i = id; i < rows * 8; i += nth)
+            tab[i] = MmaW<kDtype>::scales(staged_row<kDtype, kXB>(p, wst, q, o0, i >> 3, no), i & 7);
     }
 }
 
@@ -285,11 +329,7 @@ __device__ __forceinline__ void chunk_blocks(const MmaParams& p, int q, const ui
 template <int kDtype, int kXB, int MT>
 __device__ __forceinline__ void weight_rows(const MmaParams& p, const uint8_t* wst, int q, int64_t o0, int base,
                                             int no, int lane, const uint8_t* (&wr)[MT][2], const uint8_t* (&lr)[MT]) {
-    const int64_t wb = Chunk<kDtype, kXB>::w_begin(p, q);
-    auto row_ptr = [&](int row) {
-        row = row < no ? row : no - 1;
-        return wst + row * p.wstride + addr_delta(p.w + (o0 + row) * p.w_row_bytes + wb);
-    };
+    auto row_ptr = [&](int row) { return staged_row<kDtype, kXB>(p, wst, q, o0, row, no); };
     const int g = lane >> 2;
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
@@ -329,6 +369,7 @@ __global__ void __launch_bounds__(256) mma_dec_kernel(const MmaParams p) {
     float* is = reinterpret_cast<float*>(xh + kXB * xr * 4);
     float* sx = is + kXB * xr;
     float* sq = sx + kXB * xr;
+    float2* ktab = reinterpret_cast<float2*>(sq + kXB * xr);  // K-quants: [BM rows][8 blocks]
     float* part = reinterpret_cast<float*>(smem + p.part_off);      // [n_slices][MT][32 lanes][4]
     float* sqpart = reinterpret_cast<float*>(smem + p.sqpart_off);  // [n_slices][8]
     float* rinv = reinterpret_cast<float*>(smem + p.inv_off);       // [8]
@@ -365,6 +406,7 @@ __global__ void __launch_bounds__(256) mma_dec_kernel(const MmaParams p) {
                                          lane, 32);
             cp_async_commit_group();
             const uint8_t* st = ring + (i % kDepth) * p.stage_bytes;
+            scale_table<kDtype, kXB>(p, st, q, o0, no, BM, ktab, lane, 32);
             convert_chunk<kDtype, kXB>(p, st, q, r0, nr, xr, xh, is, sx, sq, lane, 32);
             warp_sync();
             const int nbq = Chunk<kDtype, kXB>::blocks(p, q);
@@ -374,7 +416,8 @@ __global__ void __launch_bounds__(256) mma_dec_kernel(const MmaParams p) {
             const uint8_t* wr[MT][2];
             const uint8_t* lr[MT];
             weight_rows<kDtype, kXB, MT>(p, st, q, o0, 0, no, lane, wr, lr);
-            chunk_blocks<kDtype, MT, 1>(p, q, wr, lr, nbq, p.k - (int64_t)32 * q * kXB, xh, is, sx, xr, g, t, acc);
+            chunk_blocks<kDtype, MT, 1>(p, q, wr, lr, ktab, nbq, p.k - (int64_t)32 * q * kXB, xh, is, sx, xr, g, t,
+                                        acc);
             if (q % kCps == kCps - 1 || q == p.n_chunks - 1) {
                 const int s = q / kCps;
 #pragma unroll
@@ -420,6 +463,7 @@ __global__ void __launch_bounds__(WM * WN * 32, 1) mma_wide_kernel(const MmaPara
     uint4* xh = reinterpret_cast<uint4*>(smem + p.xh_off);    // [2][kXB][BN][4 lanes]
     float* meta = reinterpret_cast<float*>(smem + p.meta_off);  // [2][3][kXB][BN]: inv, Sx, ssq
     float* rinv = meta + 2 * 3 * kXB * BN;                       // [BN]
+    float2* ktab = reinterpret_cast<float2*>(smem + p.ktab_off);  // K-quants: [2][BM][8]
     auto xh_buf = [&](int c) { return xh + (c & 1) * kXB * BN * 4; };
     auto meta_buf = [&](int c, int which) { return meta + ((c & 1) * 3 + which) * kXB * BN; };
 
@@ -443,6 +487,7 @@ __global__ void __launch_bounds__(WM * WN * 32, 1) mma_wide_kernel(const MmaPara
         __syncthreads();
         convert_chunk<kDtype, kXB>(p, smem, 0, r0, nr, BN, xh_buf(0), meta_buf(0, 0), meta_buf(0, 1), meta_buf(0, 2),
                                    tid, NTH);
+        scale_table<kDtype, kXB>(p, smem, 0, o0, no, BM, ktab, tid, NTH);
         for (int c = 0; c < p.n_chunks; ++c) {
             cp_async_wait_group<kDepth - 3>();
             __syncthreads();
@@ -450,10 +495,12 @@ __global__ void __launch_bounds__(WM * WN * 32, 1) mma_wide_kernel(const MmaPara
             if (cn < p.n_chunks)
                 stage_chunk<kDtype, kXB>(p, smem + (cn % kDepth) * p.stage_bytes, cn, o0, no, r0, nr, tid, NTH);
             cp_async_commit_group();
-            if (c + 1 < p.n_chunks)
-                convert_chunk<kDtype, kXB>(p, smem + ((c + 1) % kDepth) * p.stage_bytes, c + 1, r0, nr, BN,
-                                           xh_buf(c + 1), meta_buf(c + 1, 0), meta_buf(c + 1, 1), meta_buf(c + 1, 2),
-                                           tid, NTH);
+            if (c + 1 < p.n_chunks) {
+                const uint8_t* stn = smem + ((c + 1) % kDepth) * p.stage_bytes;
+                convert_chunk<kDtype, kXB>(p, stn, c + 1, r0, nr, BN, xh_buf(c + 1), meta_buf(c + 1, 0),
+                                           meta_buf(c + 1, 1), meta_buf(c + 1, 2), tid, NTH);
+                scale_table<kDtype, kXB>(p, stn, c + 1, o0, no, BM, ktab + ((c + 1) & 1) * BM * 8, tid, NTH);
+            }
             const int nbq = Chunk<kDtype, kXB>::blocks(p, c);
             if (p.prologue == kProRmsNorm && tid < nr) {
                 const float* sq = meta_buf(c, 2);
@@ -467,7 +514,9 @@ __global__ void __launch_bounds__(WM * WN * 32, 1) mma_wide_kernel(const MmaPara
             const uint4* xb = xh_buf(c) + 4 * wn * 8 * NT;
             const float* ib = meta_buf(c, 0) + wn * 8 * NT;
             const float* sb = meta_buf(c, 1) + wn * 8 * NT;
-            chunk_blocks<kDtype, MT, NT>(p, c, wr, lr, nbq, p.k - (int64_t)32 * c * kXB, xb, ib, sb, BN, g, t, acc);
+            const float2* kt = ktab + (c & 1) * BM * 8 + wm * 16 * MT * 8;
+            chunk_blocks<kDtype, MT, NT>(p, c, wr, lr, kt, nbq, p.k - (int64_t)32 * c * kXB, xb, ib, sb, BN, g, t,
+                                         acc);
             if (c % kCps == kCps - 1 || c == p.n_chunks - 1) {
                 const bool first = c < kCps;
 #pragma unroll
@@ -547,10 +596,12 @@ void stage_layout(MmaParams& p, int unit, int xb, int bm, int nr) {
 // Decode layout: per-warp rings and fragments, then the per-slice partials.
 // Picks the number of warps (at most 8, at most one per slice) that fits
 // `smem_limit`; false if none does.
-bool dec_layout(MmaParams& p, int unit, int mt, int xb, int depth, int smem_limit, int* wk_out, int* smem_out) {
+bool dec_layout(MmaParams& p, int unit, int mt, int xb, int depth, bool ktab, int smem_limit, int* wk_out,
+                int* smem_out) {
     p.xrows = (int)(p.n_rows < kDecRows ? p.n_rows : kDecRows);
     stage_layout(p, unit, xb, 16 * mt, p.xrows);
-    p.warp_bytes = round16(depth * p.stage_bytes + xb * p.xrows * 64 + 3 * xb * p.xrows * 4);
+    p.warp_bytes = round16(depth * p.stage_bytes + xb * p.xrows * 64 + 3 * xb * p.xrows * 4 +
+                           (ktab ? 16 * mt * 8 * 8 : 0));
     const int tail = p.n_slices * mt * 512 + p.n_slices * kDecRows * 4 + kDecRows * 4;
     // Up to 8 warps, at most one per slice; a count that divides the slices
     // evenly (28 slices: 7 warps of 4) when there is one from 8 down to 5.
@@ -568,11 +619,13 @@ bool dec_layout(MmaParams& p, int unit, int mt, int xb, int depth, int smem_limi
 }
 
 // Wide layout: the ring, then fragment and meta double buffers and 1/rms.
-bool wide_layout(MmaParams& p, int unit, int bm, int bn, int xb, int depth, int smem_limit, int* smem_out) {
+bool wide_layout(MmaParams& p, int unit, int bm, int bn, int xb, int depth, bool ktab, int smem_limit,
+                 int* smem_out) {
     stage_layout(p, unit, xb, bm, (int)(p.n_rows < bn ? p.n_rows : bn));
     p.xh_off = depth * p.stage_bytes;
     p.meta_off = p.xh_off + 2 * xb * bn * 64;
-    *smem_out = p.meta_off + (2 * 3 * xb * bn + bn) * 4;
+    p.ktab_off = round16(p.meta_off + (2 * 3 * xb * bn + bn) * 4);
+    *smem_out = p.ktab_off + (ktab ? 2 * bm * 8 * 8 : 0);
     return *smem_out <= smem_limit;
 }
 
@@ -625,7 +678,9 @@ bool launch_dec(MmaParams p, const DeviceLimits& lim, int dev, cudaStream_t stre
     if (n_ot * p.n_row_tiles > INT32_MAX) return false;
     p.n_tiles = (int)(n_ot * p.n_row_tiles);
     int wk = 0, smem = 0;
-    if (!dec_layout(p, unit_bytes<kDtype>(kXB), MT, kXB, kDepth, lim.smem_optin, &wk, &smem)) return false;
+    if (!dec_layout(p, unit_bytes<kDtype>(kXB), MT, kXB, kDepth, MmaW<kDtype>::kBlocksPerUnit > 1, lim.smem_optin,
+                    &wk, &smem))
+        return false;
     constexpr auto kernel = mma_dec_kernel<kDtype, MT, kXB, kDepth>;
     allow_smem<kernel>(dev, lim.smem_optin);
     kernel<<<p.n_tiles, 32 * wk, smem, stream>>>(p);
@@ -642,7 +697,9 @@ bool launch_wide(MmaParams p, const DeviceLimits& lim, int dev, cudaStream_t str
     p.n_row_tiles = (int)n_rt;
     p.n_tiles = (int)(n_rt * n_ot);
     int smem = 0;
-    if (!wide_layout(p, unit_bytes<kDtype>(kXB), BM, BN, kXB, kDepth, lim.smem_optin, &smem)) return false;
+    if (!wide_layout(p, unit_bytes<kDtype>(kXB), BM, BN, kXB, kDepth, MmaW<kDtype>::kBlocksPerUnit > 1,
+                     lim.smem_optin, &smem))
+        return false;
     constexpr auto kernel = mma_wide_kernel<kDtype, WM, WN, MT, NT, kXB, kDepth>;
     allow_smem<kernel>(dev, lim.smem_optin);
     kernel<<<p.n_tiles, WM * WN * 32, smem, stream>>>(p);

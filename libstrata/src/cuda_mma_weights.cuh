@@ -127,11 +127,13 @@ template <> struct MmaW<STRATA_Q8_0> {
 };
 
 // Super-blocks of 256 values (8 blocks): `row` is the staged super-block.
+// K-quants: scales() gives block j's (scale, min) — Q6_K: (scale of half 0,
+// of half 1) — which the kernels compute once per chunk into a table;
+// quants() the A fragments; load() both (the reference form).
 template <> struct MmaW<STRATA_Q4_K> {
     static constexpr int kBytes = 144, kBlocksPerUnit = 8;
     static constexpr bool kPlain = false, kMin = true, kSplit = false;
-    template <int kP = -1>
-    __device__ __forceinline__ static void load(const uint8_t* sb, int j, int t, RowFrag& r) {
+    __device__ __forceinline__ static float2 scales(const uint8_t* sb, int j) {
         const uint8_t* s = sb + 4;
         uint32_t sc, m;
         if (j < 4) {
@@ -141,6 +143,10 @@ template <> struct MmaW<STRATA_Q4_K> {
             sc = (s[j + 4] & 15u) | ((uint32_t)(s[j - 4] >> 6) << 4);
             m = (s[j + 4] >> 4) | ((uint32_t)(s[j] >> 6) << 4);
         }
+        return make_float2(__fmul_rn(ld_f16s(sb), (float)sc), -__fmul_rn(ld_f16s(sb + 2), (float)m));
+    }
+    template <int kP = -1>
+    __device__ __forceinline__ static void quants(const uint8_t* sb, int j, int t, RowFrag& r) {
         const uint32_t w0 = ld_word<kP, 16>(sb, 32 * (j >> 1) + 4 * t);
         const uint32_t w1 = ld_word<kP, 32>(sb, 32 * (j >> 1) + 4 * t);
         if (j & 1) {
@@ -150,27 +156,41 @@ template <> struct MmaW<STRATA_Q4_K> {
             nibbles_lo(w0, kNeg1024, r.f[0]);
             nibbles_lo(w1, kNeg1024, r.f[1]);
         }
-        r.ws[0] = r.ws[1] = __fmul_rn(ld_f16s(sb), (float)sc);
-        r.wm = -__fmul_rn(ld_f16s(sb + 2), (float)m);
+    }
+    template <int kP = -1>
+    __device__ __forceinline__ static void load(const uint8_t* sb, int j, int t, RowFrag& r) {
+        quants<kP>(sb, j, t, r);
+        const float2 sc = scales(sb, j);
+        r.ws[0] = r.ws[1] = sc.x;
+        r.wm = sc.y;
     }
 };
 
 template <> struct MmaW<STRATA_Q6_K> {
     static constexpr int kBytes = 210, kBlocksPerUnit = 8;
     static constexpr bool kPlain = false, kMin = false, kSplit = true;  // a scale per 16 values
-    template <int kP = -1>
-    __device__ __forceinline__ static void load(const uint8_t* sb, int j, int t, RowFrag& r) {
-        const int n = j >> 2, q = j & 3;
+    __device__ __forceinline__ static float2 scales(const uint8_t* sb, int j) {
         const float d = ld_f16s(sb + 208);
-        const int8_t* sc = reinterpret_cast<const int8_t*>(sb + 192 + 8 * n + 2 * q);
+        const int8_t* sc = reinterpret_cast<const int8_t*>(sb + 192 + 8 * (j >> 2) + 2 * (j & 3));
+        return make_float2(__fmul_rn(d, (float)sc[0]), __fmul_rn(d, (float)sc[1]));
+    }
+    template <int kP = -1>
+    __device__ __forceinline__ static void quants(const uint8_t* sb, int j, int t, RowFrag& r) {
+        const int n = j >> 2, q = j & 3;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const uint32_t ql = ld_word<kP, 0>(sb, 64 * n + 32 * (q & 1) + 16 * h + 4 * t);
             const uint32_t qh = ld_word<kP, 128>(sb, 32 * n + 16 * h + 4 * t);
             const uint32_t v = ((ql >> (4 * (q >> 1))) & 0x0F0F0F0Fu) | (((qh >> (2 * q)) & 0x03030303u) << 4);
             bytes_to_f16(v, kNeg1056, r.f[h]);
-            r.ws[h] = __fmul_rn(d, (float)sc[h]);
         }
+    }
+    template <int kP = -1>
+    __device__ __forceinline__ static void load(const uint8_t* sb, int j, int t, RowFrag& r) {
+        quants<kP>(sb, j, t, r);
+        const float2 sc = scales(sb, j);
+        r.ws[0] = sc.x;
+        r.ws[1] = sc.y;
         r.wm = 0.0f;
     }
 };
