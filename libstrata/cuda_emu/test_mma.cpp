@@ -9,11 +9,14 @@
 // and accumulate. So decode and prefill paths provably execute the same
 // operations per element (on the device the products are the same and the
 // tensor cores add identically in both). It also checks the canonical result
-// against float64 within the f16-activation bound.
+// against float64 within the f16-activation bound. F32 weights stay on CUDA
+// cores (cuda_matmul.cu): their prologues are checked against float64 and
+// batch invariance (rows alone vs in a batch, strided rows).
 // Usage: test_mma [quick]
 #define STRATA_CUDA_EMU 1
 #include "emu.h"
 #include "cuda_mma_matmul.cu"
+#include "cuda_matmul.cu"
 
 #include <atomic>
 #include <cstdio>
@@ -354,7 +357,55 @@ static const char* dt_name(int dt) {
     return "?";
 }
 
+// F32 weights with each prologue on the CUDA-core kernel: float64 within the
+// float32 bound, and each row alone equal to the batch.
+static void test_f32_prologues() {
+    for (int pro = 0; pro < 3; ++pro)
+        for (int64_t k : {36, 576}) {
+            const int64_t n_rows = 11, n_out = 9;
+            const int64_t width = pro == 2 ? 2 * k : k, stride = width + 3;
+            std::vector<float> x(n_rows * stride + 4), w(n_out * k), norm(k), y(n_rows * n_out), y1(n_out);
+            for (auto& v : x) v = randn();
+            for (auto& v : w) v = randn();
+            for (auto& v : norm) v = 1.0f + 0.1f * randn();
+            auto run = [&](const float* xs, int64_t nr, float* out) {
+                T_cuda_matmul::MatmulParams p;
+                p.x = xs; p.n_rows = nr; p.k = k; p.x_stride = stride; p.prologue = pro; p.norm = norm.data();
+                p.eps = 1e-5f; p.w = reinterpret_cast<const uint8_t*>(w.data()); p.w_row_bytes = 4 * k; p.n_out = n_out;
+                p.n_units = (k + 7) / 8; p.bias = nullptr; p.y = out; p.accumulate = false;
+                p.x_vec = false; p.w_vec = false;
+                const unsigned gx = (unsigned)((n_out + 3) / 4), gy = (unsigned)((nr + 7) / 8);
+                if (pro == 1) run_grid(gx, gy, 128, [&] { T_cuda_matmul::matmul_kernel<STRATA_F32, STRATA_PROLOGUE_RMSNORM>(p); });
+                else if (pro == 2) run_grid(gx, gy, 128, [&] { T_cuda_matmul::matmul_kernel<STRATA_F32, STRATA_PROLOGUE_SILU_MUL>(p); });
+                else run_grid(gx, gy, 128, [&] { T_cuda_matmul::matmul_kernel<STRATA_F32>(p); });
+            };
+            run(x.data(), n_rows, y.data());
+            for (int64_t r = 0; r < n_rows; ++r) {
+                const float* xr = x.data() + r * stride;
+                double ss = 0;
+                for (int64_t i = 0; i < k; ++i) ss += (double)xr[i] * xr[i];
+                const double inv = 1.0 / std::sqrt(ss / k + 1e-5);
+                for (int64_t o = 0; o < n_out; ++o) {
+                    double s = 0, mag = 0;
+                    for (int64_t i = 0; i < k; ++i) {
+                        double xp = pro == 1 ? xr[i] * inv * norm[i] : (pro == 2 ? xr[i] / (1 + std::exp(-(double)xr[i])) * xr[k + i] : xr[i]);
+                        s += xp * w[o * k + i];
+                        mag += std::fabs(xp * w[o * k + i]);
+                    }
+                    CHECK(std::fabs(y[r * n_out + o] - s) <= 3e-6 * std::sqrt((double)k) * mag + 1e-30,
+                          "f32 prologue %d k=%ld r=%ld o=%ld got %g want %g", pro, (long)k, (long)r, (long)o, y[r * n_out + o], s);
+                }
+            }
+            for (int64_t r = 0; r < n_rows; r += 5) {
+                run(x.data() + r * stride, 1, y1.data());
+                CHECK(memcmp(y1.data(), y.data() + r * n_out, 4 * n_out) == 0, "f32 prologue %d k=%ld row %ld alone differs", pro, (long)k, (long)r);
+            }
+        }
+    printf("f32 prologues done (%d failures)\n", fails);
+}
+
 int main(int argc, char** argv) {
+    test_f32_prologues();
     const bool quick = argc > 1 && std::string(argv[1]) == "quick";
     struct Case { int dt; std::vector<int64_t> ks; };
     std::vector<Case> cases = {{STRATA_Q4_0, {64, 576}}, {STRATA_Q8_0, {96, 128, 1056}}, {STRATA_Q4_1, {512, 544}},
