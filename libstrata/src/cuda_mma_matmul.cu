@@ -655,15 +655,48 @@ DeviceLimits device_limits(int dev) {
     return d;
 }
 
-// Raises a kernel's dynamic shared-memory limit to the device maximum, once
-// per device (in relaxed capture mode, so it is safe while recording).
-template <auto Kernel>
+// Every kernel configuration launch_typed can launch for a dtype (keep the two
+// in step): the decode kernel with 16 and 32 outputs per CTA, and the wide
+// kernel's tiles.
+template <int kDtype>
+cudaError_t allow_dtype(int bytes) {
+    constexpr bool kK = MmaW<kDtype>::kBlocksPerUnit > 1;
+    constexpr int kDecXB = kK ? 8 : (MmaW<kDtype>::kPlain ? 4 : 8);
+    cudaError_t err = cudaSuccess;
+    auto set = [&](const void* kernel) {
+        if (err == cudaSuccess) err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    };
+    set((const void*)mma_dec_kernel<kDtype, 1, kDecXB, 3>);
+    set((const void*)mma_dec_kernel<kDtype, 2, kDecXB, 3>);
+    if constexpr (kK) {
+        set((const void*)mma_wide_kernel<kDtype, 8, 1, 1, 2, 8, 3>);
+    } else {
+        set((const void*)mma_wide_kernel<kDtype, 4, 2, 2, 4, 2, 4>);
+        set((const void*)mma_wide_kernel<kDtype, 4, 2, 2, 2, 2, 4>);
+        set((const void*)mma_wide_kernel<kDtype, 8, 1, 1, 2, 2, 4>);
+        set((const void*)mma_wide_kernel<kDtype, 8, 1, 1, 2, 2, 3>);
+    }
+    return err;
+}
+
+// Raises every tensor-core matmul kernel's dynamic shared-memory limit to the
+// device maximum, once per device, on the first call (normally an eager one;
+// relaxed capture mode makes it safe while recording too).
 void allow_smem(int dev, int bytes) {
     static std::atomic<uint64_t> done{0};
+    static std::mutex mu;
+    if (done.load() >> dev & 1u) return;
+    std::lock_guard<std::mutex> lock(mu);
     if (done.load() >> dev & 1u) return;
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    const cudaError_t err = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    cudaError_t err = allow_dtype<STRATA_F16>(bytes);
+    if (err == cudaSuccess) err = allow_dtype<STRATA_BF16>(bytes);
+    if (err == cudaSuccess) err = allow_dtype<STRATA_Q8_0>(bytes);
+    if (err == cudaSuccess) err = allow_dtype<STRATA_Q4_0>(bytes);
+    if (err == cudaSuccess) err = allow_dtype<STRATA_Q4_1>(bytes);
+    if (err == cudaSuccess) err = allow_dtype<STRATA_Q4_K>(bytes);
+    if (err == cudaSuccess) err = allow_dtype<STRATA_Q6_K>(bytes);
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
     check(err, "cudaFuncSetAttribute(matmul shared memory)");
     done.fetch_or(uint64_t(1) << dev);
@@ -682,7 +715,6 @@ bool launch_dec(MmaParams p, const DeviceLimits& lim, int dev, cudaStream_t stre
                     &wk, &smem))
         return false;
     constexpr auto kernel = mma_dec_kernel<kDtype, MT, kXB, kDepth>;
-    allow_smem<kernel>(dev, lim.smem_optin);
     kernel<<<p.n_tiles, 32 * wk, smem, stream>>>(p);
     check_launch("matmul (tensor cores, decode)");
     return true;
@@ -701,7 +733,6 @@ bool launch_wide(MmaParams p, const DeviceLimits& lim, int dev, cudaStream_t str
                      lim.smem_optin, &smem))
         return false;
     constexpr auto kernel = mma_wide_kernel<kDtype, WM, WN, MT, NT, kXB, kDepth>;
-    allow_smem<kernel>(dev, lim.smem_optin);
     kernel<<<p.n_tiles, WM * WN * 32, smem, stream>>>(p);
     check_launch("matmul (tensor cores)");
     return true;
@@ -719,6 +750,7 @@ void launch_typed(const MmaParams& p, cudaStream_t stream) {
     check(cudaGetDevice(&dev), "cudaGetDevice");
     if (dev < 0 || dev >= kMaxDevices) fail(STRATA_ERR_INTERNAL, "cuda matmul: device index out of range");
     const DeviceLimits lim = device_limits(dev);
+    allow_smem(dev, lim.smem_optin);
     constexpr bool kK = W::kBlocksPerUnit > 1;
     constexpr int kDecXB = kK ? 8 : (W::kPlain ? 4 : 8);
     if (p.n_rows <= kDecMaxRows) {
