@@ -416,7 +416,7 @@ int main(int argc, char** argv) {
         for (int64_t k : c.ks)
             for (int pro = 0; pro < 3; ++pro) {
                 if (quick && pro != (int)(k % 3)) continue;
-                const int64_t n_rows = 19, n_out = 37;
+                const int64_t n_rows = 17, n_out = 37;  // decode tiles of 8, 8 and 1 rows
                 const int64_t extra = (k + pro) % 2 ? 3 : 0;  // misaligned rows in some cases
                 const int w_pad = (k / 32) % 2 ? 2 : 0;
                 Problem P = make_problem(c.dt, pro, n_rows, k, n_out, extra, (int)(k % 3), w_pad, pro != 1, pro != 2);

@@ -93,67 +93,55 @@ struct Chunk {
 
 __device__ __forceinline__ int addr_delta(const void* p) { return (int)(reinterpret_cast<uintptr_t>(p) & 15); }
 
-// Walks the (row, piece) pairs id, id + nth, ... of a rows x per grid without
-// a division per step (one divmod up front).
-struct PieceWalk {
-    int row, pc, drow, dpc, per;
-    __device__ __forceinline__ PieceWalk(int id, int nth, int per_row) : per(per_row) {
-        row = id / per_row; pc = id - row * per_row;
-        drow = nth / per_row; dpc = nth - drow * per_row;
-    }
-    __device__ __forceinline__ void next() {
-        row += drow; pc += dpc;
-        if (pc >= per) { pc -= per; ++row; }
-    }
-};
-
-// Issues cp.async copies of chunk q — weight rows [o0, o0 + no), activation
-// rows [r0, r0 + nr) (and their up halves), the norm weight — into `stage`,
-// spread over threads id, id + nth, ...: 16-byte pieces from the 16-byte
-// aligned address at or below each range's start, so a range's first byte
-// lands at offset (address & 15) of its window; nothing at or past the
-// operand's end is read (zero fill).
-template <int kDtype, int kXB>
-__device__ __forceinline__ void stage_chunk(const MmaParams& p, uint8_t* stage, int q, int64_t o0, int no,
-                                            int64_t r0, int nr, int id, int nth) {
-    using C = Chunk<kDtype, kXB>;
-    const int64_t wb = C::w_begin(p, q);
-    const int wl = C::w_len(p, q);
-    const int wp = (wl + 14 + 15) >> 4;  // pieces per row, at most
-    for (PieceWalk it(id, nth, wp); it.row < no; it.next()) {
-        const int row = it.row, pc = it.pc;
-        const uint8_t* src = p.w + (o0 + row) * p.w_row_bytes + wb;
-        const uint8_t* g = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(src) & ~uintptr_t(15)) + 16 * pc;
-        if (g >= src + wl) continue;
-        const int64_t left = p.w_end - g;
-        cp_async16z(stage + row * p.wstride + 16 * pc, g, left >= 16 ? 16 : (int)left);
-    }
-    const int64_t v0 = (int64_t)32 * q * kXB;
-    const int nv = (int)(min(p.k, v0 + 32 * kXB) - v0);
-    const int xp = (4 * nv + 12 + 15) >> 4;
-    const int nxr = p.prologue == kProSiluMul ? 2 * nr : nr;
-    uint8_t* xs = stage + p.w_part;
-    for (PieceWalk it(id, nth, xp); it.row < nxr; it.next()) {
-        const int row = it.row, pc = it.pc;
-        const int rr = row < nr ? row : row - nr;
-        const float* src = p.x + (r0 + rr) * p.x_stride + (row < nr ? 0 : p.k) + v0;
-        const uint8_t* g = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(src) & ~uintptr_t(15)) + 16 * pc;
-        if (g >= reinterpret_cast<const uint8_t*>(src + nv)) continue;
-        const int64_t left = reinterpret_cast<const uint8_t*>(p.x_end) - g;
-        cp_async16z(xs + row * p.xstride + 16 * pc, g, left >= 16 ? 16 : (int)left);
-    }
-    if (p.prologue == kProRmsNorm) {
-        uint8_t* ns = xs + p.x_part;
-        const float* src = p.norm + v0;
-        for (int pc = id; pc < xp; pc += nth) {
-            const uint8_t* g = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(src) & ~uintptr_t(15)) + 16 * pc;
-            if (g >= reinterpret_cast<const uint8_t*>(src + nv)) continue;
-            const int64_t left = reinterpret_cast<const uint8_t*>(p.norm + p.k) - g;
-            cp_async16z(ns + 16 * pc, g, left >= 16 ? 16 : (left > 0 ? (int)left : 0));
+// Copies nrows byte ranges [src0 + r * sstride, + len) into dst + r * dstride
+// with cp.async: 16-byte pieces from the 16-byte aligned address at or below
+// each range's start (so byte src lands at offset src & 15 of its window),
+// nothing at or past `limit` read (zero fill). Threads id, id + nth, ... (nth
+// a power of two) take rows in groups of tpr threads, tpr the largest power
+// of two with tpr * nrows <= nth; a thread copies every tpr-th piece of a row.
+__device__ __forceinline__ void stage_rows(uint8_t* dst, int dstride, const uint8_t* src0, int64_t sstride,
+                                           int nrows, int len, const uint8_t* limit, int id, int nth) {
+    int tpr = 1;
+    while (2 * tpr * nrows <= nth) tpr *= 2;
+    const int rstep = nth / tpr, sub = id & (tpr - 1);
+    for (int r = id / tpr; r < nrows; r += rstep) {
+        const uint8_t* s = src0 + r * sstride;
+        const uint8_t* a = s - addr_delta(s);
+        const int np = (int)((s + len - a + 15) >> 4);
+        uint8_t* d = dst + r * dstride;
+        if (a + 16 * np <= limit) {
+            for (int pc = sub; pc < np; pc += tpr) cp_async16z(d + 16 * pc, a + 16 * pc, 16);
+        } else {
+            for (int pc = sub; pc < np; pc += tpr) {
+                const int64_t left = limit - (a + 16 * pc);
+                cp_async16z(d + 16 * pc, a + 16 * pc, left >= 16 ? 16 : (left > 0 ? (int)left : 0));
+            }
         }
     }
 }
 
+// Issues the cp.async copies of chunk q — weight rows [o0, o0 + no), activation
+// rows [r0, r0 + nr) (and their up halves), the norm weight — into `stage`,
+// over threads id, id + nth, ... (nth a power of two).
+template <int kDtype, int kXB>
+__device__ __forceinline__ void stage_chunk(const MmaParams& p, uint8_t* stage, int q, int64_t o0, int no,
+                                            int64_t r0, int nr, int id, int nth) {
+    using C = Chunk<kDtype, kXB>;
+    stage_rows(stage, p.wstride, p.w + o0 * p.w_row_bytes + C::w_begin(p, q), p.w_row_bytes, no, C::w_len(p, q),
+               p.w_end, id, nth);
+    const int64_t v0 = (int64_t)32 * q * kXB;
+    const int nv = (int)(min(p.k, v0 + 32 * kXB) - v0);
+    const uint8_t* xend = reinterpret_cast<const uint8_t*>(p.x_end);
+    uint8_t* xs = stage + p.w_part;
+    stage_rows(xs, p.xstride, reinterpret_cast<const uint8_t*>(p.x + r0 * p.x_stride + v0), 4 * p.x_stride, nr,
+               4 * nv, xend, id, nth);
+    if (p.prologue == kProSiluMul)
+        stage_rows(xs + nr * p.xstride, p.xstride, reinterpret_cast<const uint8_t*>(p.x + r0 * p.x_stride + p.k + v0),
+                   4 * p.x_stride, nr, 4 * nv, xend, id, nth);
+    if (p.prologue == kProRmsNorm)
+        stage_rows(xs + p.x_part, 0, reinterpret_cast<const uint8_t*>(p.norm + v0), 0, 1, 4 * nv,
+                   reinterpret_cast<const uint8_t*>(p.norm + p.k), id, nth);
+}
 
 // Converts the activations of chunk q (staged in `stage`) for rows [0, nr):
 // tasks (row, block, t) over threads id, id + nth, ... (nth a multiple of 32;
@@ -191,10 +179,13 @@ __device__ __forceinline__ void convert_chunk(const MmaParams& p, const uint8_t*
 // The canonical block step for one warp: MT m-tiles (weight rows wr[m][0] =
 // row g, wr[m][1] = row g + 8 of each, or lane rows for ldmatrix) x NT
 // n-tiles (fragment rows 8n + g of xh; meta rows 8n + 2t, +1).
-template <int kDtype, int MT, int NT, int kP>
+// kOdd: whether D columns 2t + 1 (rows 1, 3, 5, 7 of each n-tile) are needed;
+// a decode tile of one row skips their epilogue (it never reaches an output).
+template <int kDtype, int MT, int NT, int kP, bool kOdd>
 __device__ __forceinline__ void mma_block(const uint8_t* const (&wr)[MT][2], const uint8_t* const (&lr)[MT],
-                                          const float2* ktab, bool ldsm, int j, int valid, const uint4* xh,
-                                          const float* is, const float* sx, int g, int t, float (&acc)[MT][NT][4]) {
+                                          const float2* ktab, bool ldsm, int j, int valid,
+                                          const uint4* xh, const float* is, const float* sx, int g, int t,
+                                          float (&acc)[MT][NT][4]) {
     using W = MmaW<kDtype>;
     constexpr bool kBf16 = kDtype == STRATA_BF16;
     uint4 b[NT];
@@ -242,6 +233,7 @@ __device__ __forceinline__ void mma_block(const uint8_t* const (&wr)[MT][2], con
                 mma_16816<kBf16>(p1, a1, b[n].z, b[n].w, zero);
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
+                    if ((e & 1) && !kOdd) continue;
                     const RowFrag& f = (e >> 1) ? f1 : f0;
                     acc[m][n][e] = fmaf(__fmul_rn(f.ws[0], ivv[e & 1]), p0[e], acc[m][n][e]);
                     acc[m][n][e] = fmaf(__fmul_rn(f.ws[1], ivv[e & 1]), p1[e], acc[m][n][e]);
@@ -252,6 +244,7 @@ __device__ __forceinline__ void mma_block(const uint8_t* const (&wr)[MT][2], con
                 mma_16816<kBf16>(pp, a1, b[n].z, b[n].w, pp);
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
+                    if ((e & 1) && !kOdd) continue;
                     const RowFrag& f = (e >> 1) ? f1 : f0;
                     const float c = W::kPlain ? ivv[e & 1] : __fmul_rn(f.ws[0], ivv[e & 1]);
                     acc[m][n][e] = fmaf(c, pp[e], acc[m][n][e]);
@@ -267,7 +260,7 @@ __device__ __forceinline__ void mma_block(const uint8_t* const (&wr)[MT][2], con
 // at compile time — 0 for even blocks, (block bytes & 2) for odd ones, per
 // chunk for Q6_K super-blocks — so its words need one load, not two and a
 // funnel shift. kv_left: values of the row from the chunk's first one.
-template <int kDtype, int MT, int NT, int kPe, int kPo>
+template <int kDtype, int MT, int NT, int kPe, int kPo, bool kOdd>
 __device__ __forceinline__ void block_loop(const uint8_t* const (&wr)[MT][2], const uint8_t* const (&lr)[MT],
                                            const float2* ktab, bool ldsm, int nbq, int64_t kv_left,
                                            const uint4* xh, const float* is, const float* sx, int rows_dim, int g,
@@ -276,33 +269,45 @@ __device__ __forceinline__ void block_loop(const uint8_t* const (&wr)[MT][2], co
     auto valid = [&](int j) { return W::kPlain ? (int)min((int64_t)32, kv_left - 32 * j) : 32; };
     int j = 0;
     for (; j + 1 < nbq; j += 2) {
-        mma_block<kDtype, MT, NT, kPe>(wr, lr, ktab, ldsm, j, valid(j), xh + j * rows_dim * 4, is + j * rows_dim,
+        mma_block<kDtype, MT, NT, kPe, kOdd>(wr, lr, ktab, ldsm, j, valid(j), xh + j * rows_dim * 4, is + j * rows_dim,
                                        sx + j * rows_dim, g, t, acc);
-        mma_block<kDtype, MT, NT, kPo>(wr, lr, ktab, ldsm, j + 1, valid(j + 1), xh + (j + 1) * rows_dim * 4,
+        mma_block<kDtype, MT, NT, kPo, kOdd>(wr, lr, ktab, ldsm, j + 1, valid(j + 1), xh + (j + 1) * rows_dim * 4,
                                        is + (j + 1) * rows_dim, sx + (j + 1) * rows_dim, g, t, acc);
     }
     if (j < nbq)
-        mma_block<kDtype, MT, NT, kPe>(wr, lr, ktab, ldsm, j, valid(j), xh + j * rows_dim * 4, is + j * rows_dim,
+        mma_block<kDtype, MT, NT, kPe, kOdd>(wr, lr, ktab, ldsm, j, valid(j), xh + j * rows_dim * 4, is + j * rows_dim,
                                        sx + j * rows_dim, g, t, acc);
 }
 
-template <int kDtype, int MT, int NT>
-__device__ __forceinline__ void chunk_blocks(const MmaParams& p, int q, const uint8_t* const (&wr)[MT][2],
-                                             const uint8_t* const (&lr)[MT], const float2* ktab, int nbq,
-                                             int64_t kv_left,
-                                             const uint4* xh, const float* is, const float* sx, int rows_dim, int g,
-                                             int t, float (&acc)[MT][NT][4]) {
+template <int kDtype, int MT, int NT, bool kOdd>
+__device__ __forceinline__ void chunk_blocks_odd(const MmaParams& p, int q, const uint8_t* const (&wr)[MT][2],
+                                                 const uint8_t* const (&lr)[MT], const float2* ktab, int nbq,
+                                                 int64_t kv_left, const uint4* xh, const float* is, const float* sx,
+                                                 int rows_dim, int g, int t, float (&acc)[MT][NT][4]) {
     using W = MmaW<kDtype>;
     const bool ldsm = p.w_ldsm != 0;
     if (p.w_al4) {
         if (kDtype == STRATA_Q6_K && (q & 1))
-            block_loop<kDtype, MT, NT, 2, 2>(wr, lr, ktab, ldsm, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
+            block_loop<kDtype, MT, NT, 2, 2, kOdd>(wr, lr, ktab, ldsm, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
         else
-            block_loop<kDtype, MT, NT, 0, (kDtype == STRATA_Q6_K ? 0 : (W::kBytes & 2))>(
+            block_loop<kDtype, MT, NT, 0, (kDtype == STRATA_Q6_K ? 0 : (W::kBytes & 2)), kOdd>(
                 wr, lr, ktab, ldsm, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
     } else {
-        block_loop<kDtype, MT, NT, -1, -1>(wr, lr, ktab, ldsm, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
+        block_loop<kDtype, MT, NT, -1, -1, kOdd>(wr, lr, ktab, ldsm, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
     }
+}
+
+// odd == false (a decode tile of one row) skips the epilogue of rows 1..7.
+template <int kDtype, int MT, int NT>
+__device__ __forceinline__ void chunk_blocks(const MmaParams& p, int q, const uint8_t* const (&wr)[MT][2],
+                                             const uint8_t* const (&lr)[MT], const float2* ktab, bool odd,
+                                             int nbq, int64_t kv_left, const uint4* xh, const float* is,
+                                             const float* sx, int rows_dim, int g, int t,
+                                             float (&acc)[MT][NT][4]) {
+    if (odd)
+        chunk_blocks_odd<kDtype, MT, NT, true>(p, q, wr, lr, ktab, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
+    else
+        chunk_blocks_odd<kDtype, MT, NT, false>(p, q, wr, lr, ktab, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
 }
 
 // The staged copy of weight row `row` (clamped to the tile) of chunk q.
@@ -416,8 +421,8 @@ __global__ void __launch_bounds__(256) mma_dec_kernel(const MmaParams p) {
             const uint8_t* wr[MT][2];
             const uint8_t* lr[MT];
             weight_rows<kDtype, kXB, MT>(p, st, q, o0, 0, no, lane, wr, lr);
-            chunk_blocks<kDtype, MT, 1>(p, q, wr, lr, ktab, nbq, p.k - (int64_t)32 * q * kXB, xh, is, sx, xr, g, t,
-                                        acc);
+            chunk_blocks<kDtype, MT, 1>(p, q, wr, lr, ktab, nr > 1, nbq, p.k - (int64_t)32 * q * kXB, xh, is, sx, xr,
+                                        g, t, acc);
             if (q % kCps == kCps - 1 || q == p.n_chunks - 1) {
                 const int s = q / kCps;
 #pragma unroll
@@ -515,8 +520,8 @@ __global__ void __launch_bounds__(WM * WN * 32, 1) mma_wide_kernel(const MmaPara
             const float* ib = meta_buf(c, 0) + wn * 8 * NT;
             const float* sb = meta_buf(c, 1) + wn * 8 * NT;
             const float2* kt = ktab + (c & 1) * BM * 8 + wm * 16 * MT * 8;
-            chunk_blocks<kDtype, MT, NT>(p, c, wr, lr, kt, nbq, p.k - (int64_t)32 * c * kXB, xb, ib, sb, BN, g, t,
-                                         acc);
+            chunk_blocks<kDtype, MT, NT>(p, c, wr, lr, kt, true, nbq, p.k - (int64_t)32 * c * kXB, xb, ib, sb, BN, g,
+                                         t, acc);
             if (c % kCps == kCps - 1 || c == p.n_chunks - 1) {
                 const bool first = c < kCps;
 #pragma unroll
@@ -755,8 +760,11 @@ void launch_typed(const MmaParams& p, cudaStream_t stream) {
     constexpr int kDecXB = kK ? 8 : (W::kPlain ? 4 : 8);
     if (p.n_rows <= kDecMaxRows) {
         const int64_t tiles32 = (p.n_out + 31) / 32 * ((p.n_rows + kDecRows - 1) / kDecRows);
-        const bool ok = tiles32 >= lim.sms ? launch_dec<kDtype, 2, kDecXB>(p, lim, dev, stream)
-                                           : launch_dec<kDtype, 1, kDecXB>(p, lim, dev, stream);
+        // 32 outputs per CTA spends ~20 % fewer instructions per weight byte than
+        // 16 (the activations are staged and converted once for twice the
+        // outputs); worth a few idle SMs (4096 outputs: 128 CTAs on 132 SMs).
+        const bool ok = 10 * tiles32 >= 9 * lim.sms ? launch_dec<kDtype, 2, kDecXB>(p, lim, dev, stream)
+                                                    : launch_dec<kDtype, 1, kDecXB>(p, lim, dev, stream);
         if (ok) return;
     }
     if constexpr (kK) {
