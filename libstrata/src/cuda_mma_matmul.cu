@@ -67,7 +67,7 @@ struct MmaParams {
     int w_ldsm;                // plain types with 16-byte aligned rows: A through ldmatrix
     int w_al4;                 // every weight row starts 4-byte aligned
     int warp_bytes;            // decode: one warp's ring + fragments
-    int xrows;                 // decode: rows of the fragment and meta arrays (min(n_rows, 8))
+    int xrows;                 // decode: rows of the fragment and meta arrays (min(n_rows, 8), rounded up to even)
     int part_off, sqpart_off, inv_off;  // decode: per-slice partials, ssq partials, 1/rms
     int xh_off, meta_off;               // wide: fragment and meta double buffers
     int ktab_off;                       // wide: K-quant scale tables (2 x 128 rows x 8 blocks)
@@ -603,7 +603,9 @@ void stage_layout(MmaParams& p, int unit, int xb, int bm, int nr) {
 // `smem_limit`; false if none does.
 bool dec_layout(MmaParams& p, int unit, int mt, int xb, int depth, bool ktab, int smem_limit, int* wk_out,
                 int* smem_out) {
+    // Even, so each block's meta row [xrows] keeps the float2 reads 8-byte aligned.
     p.xrows = (int)(p.n_rows < kDecRows ? p.n_rows : kDecRows);
+    p.xrows += p.xrows & 1;
     stage_layout(p, unit, xb, 16 * mt, p.xrows);
     p.warp_bytes = round16(depth * p.stage_bytes + xb * p.xrows * 64 + 3 * xb * p.xrows * 4 +
                            (ktab ? 16 * mt * 8 * 8 : 0));
