@@ -74,6 +74,7 @@ class Result:
 async def drive(engine, jobs: list[Job], timeout: float = 300.0, steps: list | None = None) -> dict[str, Result]:
     """Runs the jobs to the end; `steps`, when given, gets one (decoding, prefilling) pair of job names per step."""
     runner, vocab = engine.runner, engine.model.spec.vocab
+    runner.keep_logits = True     # every step's own logits stay in act.logits (no decode-ahead guess over them)
     rows: dict[str, list[np.ndarray]] = {}
     streams, admitted = {}, {}
     ready = {job.name: anyio.Event() for job in jobs}

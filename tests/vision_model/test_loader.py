@@ -139,8 +139,8 @@ async def test_half_precision_checkpoints_match_transformers(tmp_path_factory, d
     try:
         wanted = {"bfloat16": 30, "float16": 1}[dtype]
         w = model.weights
-        assert w["blk.0.attn_q.weight"].dtype == wanted and w["v.blocks.0.attn.qkv.weight"].dtype == wanted
-        assert w["blk.0.attn_q.bias"].dtype == 0 and w["output_norm.weight"].dtype == 0
+        assert w["blk.0.attn_qkv.weight"].dtype == wanted and w["v.blocks.0.attn.qkv.weight"].dtype == wanted
+        assert w["blk.0.attn_qkv.bias"].dtype == 0 and w["output_norm.weight"].dtype == 0
         assert model.spec.tied_output == tied and (w.get("output.weight") is None) == tied
         backend = "cuda" if device.startswith("cuda") else "cpu"
         engine = Engine(ctx, model, EngineConfig(model="t", device=device, batch=1, chunk=16, ctx=512)
@@ -154,7 +154,10 @@ async def test_half_precision_checkpoints_match_transformers(tmp_path_factory, d
                                 IMAGE_PAD)
         error = float(np.abs(ours.logits - logits).max())
         print(f"\n{dtype} checkpoint (tied={tied}): max |logit error| vs transformers {error:.2e}")
-        assert ours.tokens == tokens and error < 3e-3
+        # The CUDA backend rounds activations to the weights' 16-bit type inside its tensor-core matmuls
+        # (docs/cuda_backend.md); the CPU backend keeps them in float32.
+        tolerance = {"cpu": 3e-3, "cuda": {"float16": 2e-2, "bfloat16": 8e-2}[dtype]}[backend]
+        assert ours.tokens == tokens and error < tolerance
     finally:
         model.close()
         ctx.close()
