@@ -59,6 +59,7 @@ class Job:
     params: SamplingParams = GREEDY
     after_tokens: tuple[str, int] | None = None   # submit once that job has this many tokens
     after_finish: str | None = None               # submit once that job has finished
+    cancel_after: int | None = None               # cancel once this job has this many tokens
 
 
 @dataclass
@@ -88,6 +89,10 @@ async def drive(engine, jobs: list[Job], timeout: float = 300.0, steps: list | N
                 ready[job.name].set()
 
     def observe(plan, result) -> None:
+        for job in jobs:
+            stream = streams.get(job.name)
+            if job.cancel_after is not None and stream and len(stream.request.output_ids) >= job.cancel_after:
+                stream.cancel()
         sampled = plan.sampled_requests()
         if sampled:
             logits = runner.act.buffer.to_numpy(np.float32, (len(sampled), vocab), runner.act.logits)
