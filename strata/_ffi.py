@@ -16,7 +16,6 @@ decode step.
 from __future__ import annotations
 
 import enum
-import os
 import re
 import threading
 from dataclasses import dataclass
@@ -24,6 +23,8 @@ from pathlib import Path
 
 import cffi
 import numpy as np
+
+from .env import get as get_env
 
 __all__ = [
     "StrataError", "DType", "RopeMode", "SAMPLING_PARAMS_DTYPE", "Context", "Buffer", "Slots", "Graph",
@@ -101,7 +102,7 @@ SAMPLING_PARAMS_DTYPE = np.dtype([
 
 def library_path() -> Path:
     """$STRATA_LIB, else <repo>/build/libstrata.so."""
-    env = os.environ.get("STRATA_LIB")
+    env = get_env("STRATA_LIB")
     return Path(env) if env else _REPO / "build" / "libstrata.so"
 
 
