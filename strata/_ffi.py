@@ -198,6 +198,35 @@ def random_uniform(seed: int, position: int) -> float:
 
 # ---------------------------------------------------------------- handles
 
+class _Owned:
+    """Owns one libstrata handle (`_ptr`): close() destroys it once, `with` closes it, and so does the
+    finalizer (quietly: a handle the library still refuses to free stays allocated)."""
+
+    __slots__ = ()
+    _destroy = ""      # the strata_*_destroy function of the subclass's handle
+
+    def close(self):
+        if self._ptr is not None:
+            _check(getattr(_lib, self._destroy)(self._ptr))
+            self._ptr = None
+
+    @property
+    def closed(self) -> bool:
+        return self._ptr is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
 @dataclass(frozen=True)
 class DeviceInfo:
     backend: int
@@ -209,8 +238,10 @@ class DeviceInfo:
     name: str
 
 
-class Context:
+class Context(_Owned):
     """A device context: "cpu" or "cuda:N"; num_threads = CPU workers (0 = one per core)."""
+
+    _destroy = "strata_context_destroy"
 
     __slots__ = ("_ptr", "device", "__weakref__")
 
@@ -239,33 +270,14 @@ class Context:
         _check(_lib.strata_graph_end(self._ptr or _closed(self), out))
         return Graph(self, out[0])
 
-    def close(self):
-        if self._ptr is not None:
-            _check(_lib.strata_context_destroy(self._ptr))
-            self._ptr = None
-
-    @property
-    def closed(self) -> bool:
-        return self._ptr is None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
     def __repr__(self):
         return f"Context({self.device!r}{', closed' if self._ptr is None else ''})"
 
 
-class Buffer:
+class Buffer(_Owned):
     """Device memory of a fixed size; offsets and sizes in bytes."""
+
+    _destroy = "strata_buffer_destroy"
 
     __slots__ = ("_ptr", "ctx", "size", "__weakref__")
 
@@ -311,33 +323,14 @@ class Buffer:
         _check(_lib.strata_buffer_copy(self._ptr or _closed(self), dst_offset, src._ptr or _closed(src),
                                        src_offset, n))
 
-    def close(self):
-        if self._ptr is not None:
-            _check(_lib.strata_buffer_destroy(self._ptr))
-            self._ptr = None
-
-    @property
-    def closed(self) -> bool:
-        return self._ptr is None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
     def __repr__(self):
         return f"Buffer({self.size} bytes{', closed' if self._ptr is None else ''})"
 
 
-class Slots:
+class Slots(_Owned):
     """A slot set: per-slot KV cache, position table, rope delta and length."""
+
+    _destroy = "strata_slots_destroy"
 
     __slots__ = ("_ptr", "ctx", "n_slots", "n_layers", "n_ctx", "n_kv_heads", "head_dim", "__weakref__")
 
@@ -383,30 +376,11 @@ class Slots:
         """Negative-control switch for tests only: `slot` uses `target`'s position table."""
         _check(_lib.strata_slots_debug_share_table(self._ptr or _closed(self), slot, target))
 
-    def close(self):
-        if self._ptr is not None:
-            _check(_lib.strata_slots_destroy(self._ptr))
-            self._ptr = None
 
-    @property
-    def closed(self) -> bool:
-        return self._ptr is None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-
-class HostBuffer:
+class HostBuffer(_Owned):
     """Host memory the device copies into asynchronously (page-locked on CUDA); `array` views it."""
+
+    _destroy = "strata_host_buffer_destroy"
 
     __slots__ = ("_ptr", "ctx", "size", "array", "__weakref__")
 
@@ -425,22 +399,8 @@ class HostBuffer:
                                                src_offset, n_bytes))
 
     def close(self):
-        if self._ptr is not None:
-            self.array = None
-            _check(_lib.strata_host_buffer_destroy(self._ptr))
-            self._ptr = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+        self.array = None
+        super().close()
 
 
 def marker(ctx: Context) -> int:
@@ -454,12 +414,14 @@ def wait(ctx: Context, marker_id: int):
     _check(_lib.strata_context_wait(ctx._ptr or _closed(ctx), marker_id))
 
 
-class Graph:
+class Graph(_Owned):
     """A recorded sequence of kernel launches (Context.graph_begin / graph_end).
 
     The library refuses to free buffers and slot sets a live graph uses, so keep
     their Python objects alive as long as the graph: one collected earlier
     cannot be freed by its finalizer and stays allocated."""
+
+    _destroy = "strata_graph_destroy"
 
     __slots__ = ("_ptr", "ctx", "__weakref__")
 
@@ -469,27 +431,6 @@ class Graph:
 
     def launch(self):
         _check(_lib.strata_graph_launch(self._ptr or _closed(self)))
-
-    def close(self):
-        if self._ptr is not None:
-            _check(_lib.strata_graph_destroy(self._ptr))
-            self._ptr = None
-
-    @property
-    def closed(self) -> bool:
-        return self._ptr is None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 # ---------------------------------------------------------------- kernels
