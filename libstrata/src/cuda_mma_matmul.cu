@@ -19,10 +19,11 @@
 // Two kernels compute exactly that sequence of mma/fmaf/add per element:
 //   decode (n_rows <= 16): a CTA owns 16·MT outputs x 8 rows; its warps take
 //     slices w, w+WK, ... and stream their weights through private cp.async
-//     rings; each slice's acc goes to shared memory and the slices are added
-//     in order at the end;
-//   wide: a CTA owns 128 outputs x 16 or 64 rows; all warps stream one chunk
-//     (2 blocks, or a K-quant super-block) at a time through a shared ring,
+//     rings (8-block chunks, 3 stages; or 4-block chunks, 2 stages, 2 CTAs per
+//     SM for large matrices); each slice's acc goes to shared memory and the
+//     slices are added in order at the end;
+//   wide: a CTA owns 128 outputs x 16, 32 or 64 rows; all warps stream one
+//     chunk (2 or 4 blocks, or a K-quant super-block) at a time through a shared ring,
 //     convert the next chunk's activations while the tensor cores work on the
 //     current one, and fold acc into total at every slice end.
 // Which kernel, tile or warp handles an element never changes its operations,
@@ -260,13 +261,25 @@ __device__ __forceinline__ void mma_block(const uint8_t* const (&wr)[MT][2], con
 // at compile time — 0 for even blocks, (block bytes & 2) for odd ones, per
 // chunk for Q6_K super-blocks — so its words need one load, not two and a
 // funnel shift. kv_left: values of the row from the chunk's first one.
-template <int kDtype, int MT, int NT, int kPe, int kPo, bool kOdd>
+template <int kDtype, int MT, int NT, int kXB, int kPe, int kPo, bool kOdd>
 __device__ __forceinline__ void block_loop(const uint8_t* const (&wr)[MT][2], const uint8_t* const (&lr)[MT],
                                            const float2* ktab, bool ldsm, int nbq, int64_t kv_left,
                                            const uint4* xh, const float* is, const float* sx, int rows_dim, int g,
                                            int t, float (&acc)[MT][NT][4]) {
     using W = MmaW<kDtype>;
     auto valid = [&](int j) { return W::kPlain ? (int)min((int64_t)32, kv_left - 32 * j) : 32; };
+    if (nbq == kXB) {  // a full chunk: unrolled, so the next blocks' loads and mma overlap this one's
+#pragma unroll
+        for (int jj = 0; jj < kXB; ++jj) {
+            if (jj & 1)
+                mma_block<kDtype, MT, NT, kPo, kOdd>(wr, lr, ktab, ldsm, jj, valid(jj), xh + jj * rows_dim * 4,
+                                                     is + jj * rows_dim, sx + jj * rows_dim, g, t, acc);
+            else
+                mma_block<kDtype, MT, NT, kPe, kOdd>(wr, lr, ktab, ldsm, jj, valid(jj), xh + jj * rows_dim * 4,
+                                                     is + jj * rows_dim, sx + jj * rows_dim, g, t, acc);
+        }
+        return;
+    }
     int j = 0;
     for (; j + 1 < nbq; j += 2) {
         mma_block<kDtype, MT, NT, kPe, kOdd>(wr, lr, ktab, ldsm, j, valid(j), xh + j * rows_dim * 4, is + j * rows_dim,
@@ -279,7 +292,7 @@ __device__ __forceinline__ void block_loop(const uint8_t* const (&wr)[MT][2], co
                                        sx + j * rows_dim, g, t, acc);
 }
 
-template <int kDtype, int MT, int NT, bool kOdd>
+template <int kDtype, int MT, int NT, int kXB, bool kOdd>
 __device__ __forceinline__ void chunk_blocks_odd(const MmaParams& p, int q, const uint8_t* const (&wr)[MT][2],
                                                  const uint8_t* const (&lr)[MT], const float2* ktab, int nbq,
                                                  int64_t kv_left, const uint4* xh, const float* is, const float* sx,
@@ -288,26 +301,26 @@ __device__ __forceinline__ void chunk_blocks_odd(const MmaParams& p, int q, cons
     const bool ldsm = p.w_ldsm != 0;
     if (p.w_al4) {
         if (kDtype == STRATA_Q6_K && (q & 1))
-            block_loop<kDtype, MT, NT, 2, 2, kOdd>(wr, lr, ktab, ldsm, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
+            block_loop<kDtype, MT, NT, kXB, 2, 2, kOdd>(wr, lr, ktab, ldsm, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
         else
-            block_loop<kDtype, MT, NT, 0, (kDtype == STRATA_Q6_K ? 0 : (W::kBytes & 2)), kOdd>(
+            block_loop<kDtype, MT, NT, kXB, 0, (kDtype == STRATA_Q6_K ? 0 : (W::kBytes & 2)), kOdd>(
                 wr, lr, ktab, ldsm, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
     } else {
-        block_loop<kDtype, MT, NT, -1, -1, kOdd>(wr, lr, ktab, ldsm, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
+        block_loop<kDtype, MT, NT, kXB, -1, -1, kOdd>(wr, lr, ktab, ldsm, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
     }
 }
 
 // odd == false (a decode tile of one row) skips the epilogue of rows 1..7.
-template <int kDtype, int MT, int NT>
+template <int kDtype, int MT, int NT, int kXB>
 __device__ __forceinline__ void chunk_blocks(const MmaParams& p, int q, const uint8_t* const (&wr)[MT][2],
                                              const uint8_t* const (&lr)[MT], const float2* ktab, bool odd,
                                              int nbq, int64_t kv_left, const uint4* xh, const float* is,
                                              const float* sx, int rows_dim, int g, int t,
                                              float (&acc)[MT][NT][4]) {
     if (odd)
-        chunk_blocks_odd<kDtype, MT, NT, true>(p, q, wr, lr, ktab, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
+        chunk_blocks_odd<kDtype, MT, NT, kXB, true>(p, q, wr, lr, ktab, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
     else
-        chunk_blocks_odd<kDtype, MT, NT, false>(p, q, wr, lr, ktab, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
+        chunk_blocks_odd<kDtype, MT, NT, kXB, false>(p, q, wr, lr, ktab, nbq, kv_left, xh, is, sx, rows_dim, g, t, acc);
 }
 
 // The staged copy of weight row `row` (clamped to the tile) of chunk q.
@@ -359,8 +372,8 @@ __device__ __forceinline__ float inv_rms(const MmaParams& p, float ssq) {
 
 // ---------------------------------------------------------------- decode
 
-template <int kDtype, int MT, int kXB, int kDepth>
-__global__ void __launch_bounds__(256) mma_dec_kernel(const MmaParams p) {
+template <int kDtype, int MT, int kXB, int kDepth, int kMinB>
+__global__ void __launch_bounds__(256, kMinB) mma_dec_kernel(const MmaParams p) {
     using W = MmaW<kDtype>;
     constexpr int BM = 16 * MT, kCps = kSliceBlocks / kXB;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wk = blockDim.x >> 5;
@@ -421,7 +434,7 @@ __global__ void __launch_bounds__(256) mma_dec_kernel(const MmaParams p) {
             const uint8_t* wr[MT][2];
             const uint8_t* lr[MT];
             weight_rows<kDtype, kXB, MT>(p, st, q, o0, 0, no, lane, wr, lr);
-            chunk_blocks<kDtype, MT, 1>(p, q, wr, lr, ktab, nr > 1, nbq, p.k - (int64_t)32 * q * kXB, xh, is, sx, xr,
+            chunk_blocks<kDtype, MT, 1, kXB>(p, q, wr, lr, ktab, nr > 1, nbq, p.k - (int64_t)32 * q * kXB, xh, is, sx, xr,
                                         g, t, acc);
             if (q % kCps == kCps - 1 || q == p.n_chunks - 1) {
                 const int s = q / kCps;
@@ -457,8 +470,8 @@ __global__ void __launch_bounds__(256) mma_dec_kernel(const MmaParams p) {
 
 // ---------------------------------------------------------------- wide
 
-template <int kDtype, int WM, int WN, int MT, int NT, int kXB, int kDepth>
-__global__ void __launch_bounds__(WM * WN * 32, 1) mma_wide_kernel(const MmaParams p) {
+template <int kDtype, int WM, int WN, int MT, int NT, int kXB, int kDepth, int kMinB>
+__global__ void __launch_bounds__(WM * WN * 32, kMinB) mma_wide_kernel(const MmaParams p) {
     using W = MmaW<kDtype>;
     constexpr int BM = WM * 16 * MT, BN = WN * 8 * NT, NTH = WM * WN * 32, kCps = kSliceBlocks / kXB;
     static_assert(kDepth >= 3, "the loop converts one chunk ahead");
@@ -520,7 +533,7 @@ __global__ void __launch_bounds__(WM * WN * 32, 1) mma_wide_kernel(const MmaPara
             const float* ib = meta_buf(c, 0) + wn * 8 * NT;
             const float* sb = meta_buf(c, 1) + wn * 8 * NT;
             const float2* kt = ktab + (c & 1) * BM * 8 + wm * 16 * MT * 8;
-            chunk_blocks<kDtype, MT, NT>(p, c, wr, lr, kt, true, nbq, p.k - (int64_t)32 * c * kXB, xb, ib, sb, BN, g,
+            chunk_blocks<kDtype, MT, NT, kXB>(p, c, wr, lr, kt, true, nbq, p.k - (int64_t)32 * c * kXB, xb, ib, sb, BN, g,
                                          t, acc);
             if (c % kCps == kCps - 1 || c == p.n_chunks - 1) {
                 const bool first = c < kCps;
@@ -662,26 +675,55 @@ DeviceLimits device_limits(int dev) {
     return d;
 }
 
+// The decode kernel's two configurations (chunk blocks, ring depth, CTAs per
+// SM): "deep" (8 blocks per chunk, 3 stages: fewest chunk steps, best for
+// small matrices and one wave of CTAs) and "wide" occupancy (4 blocks, 2
+// stages, 2 CTAs per SM: best for many CTAs and for several rows). K-quant
+// chunks are one super-block, so they only have the first.
+template <int kDtype>
+struct DecCfg {
+    using W = MmaW<kDtype>;
+    static constexpr bool kK = W::kBlocksPerUnit > 1;
+    static constexpr int kXB = kK ? 8 : (W::kPlain ? 4 : 8), kDepth = 3;
+    static constexpr bool kHasOcc = !kK;
+};
+constexpr int kOccXB = 4, kOccDepth = 2;  // the occupancy configuration (not for K-quants)
+
+// Wide kernel, non-K types. The 128x64 tile: 2 blocks per chunk; quantized
+// types gain from two CTAs per SM (3 stages), F16/BF16 keep 4 stages. The
+// shorter tiles (32 and 16 rows): 4 blocks per chunk, half the chunk steps
+// (each step has a fixed cost: ~1.7x faster at 64 rows of the 8B q/o and down).
+template <int kDtype>
+struct WideCfg {
+    static constexpr bool kPlain = MmaW<kDtype>::kPlain;
+    static constexpr int kXB = 2, kDepth = kPlain ? 4 : 3, kMinB = kPlain ? 1 : 2;
+    static constexpr int kXBShort = 4;
+};
+
 // Every kernel configuration launch_typed can launch for a dtype (keep the two
 // in step): the decode kernel with 16 and 32 outputs per CTA, and the wide
 // kernel's tiles.
 template <int kDtype>
 cudaError_t allow_dtype(int bytes) {
-    constexpr bool kK = MmaW<kDtype>::kBlocksPerUnit > 1;
-    constexpr int kDecXB = kK ? 8 : (MmaW<kDtype>::kPlain ? 4 : 8);
+    using D = DecCfg<kDtype>;
+    using Wd = WideCfg<kDtype>;
     cudaError_t err = cudaSuccess;
     auto set = [&](const void* kernel) {
         if (err == cudaSuccess) err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     };
-    set((const void*)mma_dec_kernel<kDtype, 1, kDecXB, 3>);
-    set((const void*)mma_dec_kernel<kDtype, 2, kDecXB, 3>);
-    if constexpr (kK) {
-        set((const void*)mma_wide_kernel<kDtype, 8, 1, 1, 2, 8, 3>);
+    set((const void*)mma_dec_kernel<kDtype, 1, D::kXB, D::kDepth, 1>);
+    set((const void*)mma_dec_kernel<kDtype, 2, D::kXB, D::kDepth, 1>);
+    if constexpr (D::kHasOcc) {
+        set((const void*)mma_dec_kernel<kDtype, 1, kOccXB, kOccDepth, 2>);
+        set((const void*)mma_dec_kernel<kDtype, 2, kOccXB, kOccDepth, 2>);
+    }
+    if constexpr (D::kK) {
+        set((const void*)mma_wide_kernel<kDtype, 8, 1, 1, 2, 8, 3, 1>);
     } else {
-        set((const void*)mma_wide_kernel<kDtype, 4, 2, 2, 4, 2, 4>);
-        set((const void*)mma_wide_kernel<kDtype, 4, 2, 2, 2, 2, 4>);
-        set((const void*)mma_wide_kernel<kDtype, 8, 1, 1, 2, 2, 4>);
-        set((const void*)mma_wide_kernel<kDtype, 8, 1, 1, 2, 2, 3>);
+        set((const void*)mma_wide_kernel<kDtype, 4, 2, 2, 4, Wd::kXB, Wd::kDepth, Wd::kMinB>);
+        set((const void*)mma_wide_kernel<kDtype, 4, 2, 2, 2, Wd::kXBShort, 4, 1>);
+        set((const void*)mma_wide_kernel<kDtype, 8, 1, 1, 2, Wd::kXBShort, 4, 1>);
+        set((const void*)mma_wide_kernel<kDtype, 8, 1, 1, 2, Wd::kXB, 3, 1>);
     }
     return err;
 }
@@ -709,9 +751,9 @@ void allow_smem(int dev, int bytes) {
     done.fetch_or(uint64_t(1) << dev);
 }
 
-template <int kDtype, int MT, int kXB>
-bool launch_dec(MmaParams p, const DeviceLimits& lim, int dev, cudaStream_t stream) {
-    constexpr int kDepth = 3, BM = 16 * MT;
+template <int kDtype, int MT, int kXB, int kDepth, int kMinB>
+bool launch_dec(MmaParams p, const DeviceLimits& lim, cudaStream_t stream) {
+    constexpr int BM = 16 * MT;
     p.n_chunks = (p.nb + kXB - 1) / kXB;
     p.n_row_tiles = (int)((p.n_rows + kDecRows - 1) / kDecRows);
     const int64_t n_ot = (p.n_out + BM - 1) / BM;
@@ -721,14 +763,14 @@ bool launch_dec(MmaParams p, const DeviceLimits& lim, int dev, cudaStream_t stre
     if (!dec_layout(p, unit_bytes<kDtype>(kXB), MT, kXB, kDepth, MmaW<kDtype>::kBlocksPerUnit > 1, lim.smem_optin,
                     &wk, &smem))
         return false;
-    constexpr auto kernel = mma_dec_kernel<kDtype, MT, kXB, kDepth>;
+    constexpr auto kernel = mma_dec_kernel<kDtype, MT, kXB, kDepth, kMinB>;
     kernel<<<p.n_tiles, 32 * wk, smem, stream>>>(p);
     check_launch("matmul (tensor cores, decode)");
     return true;
 }
 
-template <int kDtype, int WM, int WN, int MT, int NT, int kXB, int kDepth>
-bool launch_wide(MmaParams p, const DeviceLimits& lim, int dev, cudaStream_t stream) {
+template <int kDtype, int WM, int WN, int MT, int NT, int kXB, int kDepth, int kMinB>
+bool launch_wide(MmaParams p, const DeviceLimits& lim, cudaStream_t stream) {
     constexpr int BM = WM * 16 * MT, BN = WN * 8 * NT;
     p.n_chunks = (p.nb + kXB - 1) / kXB;
     const int64_t n_rt = (p.n_rows + BN - 1) / BN, n_ot = (p.n_out + BM - 1) / BM;
@@ -739,7 +781,7 @@ bool launch_wide(MmaParams p, const DeviceLimits& lim, int dev, cudaStream_t str
     if (!wide_layout(p, unit_bytes<kDtype>(kXB), BM, BN, kXB, kDepth, MmaW<kDtype>::kBlocksPerUnit > 1,
                      lim.smem_optin, &smem))
         return false;
-    constexpr auto kernel = mma_wide_kernel<kDtype, WM, WN, MT, NT, kXB, kDepth>;
+    constexpr auto kernel = mma_wide_kernel<kDtype, WM, WN, MT, NT, kXB, kDepth, kMinB>;
     kernel<<<p.n_tiles, WM * WN * 32, smem, stream>>>(p);
     check_launch("matmul (tensor cores)");
     return true;
@@ -750,36 +792,58 @@ bool launch_wide(MmaParams p, const DeviceLimits& lim, int dev, cudaStream_t str
 // never changes a result: both compute the canonical sequence.)
 constexpr int64_t kDecMaxRows = 16;
 
+// Whether the decode kernel's occupancy configuration beats the deep one
+// (measured on the H200, bench/gpu_matmul.py, RESULTS.md): only for large k
+// (8B/1B shapes; the 135M model's matrices are latency-bound and want the
+// fewest chunk steps); at several rows when k is large or the 32-output tiles
+// fill most SMs; at one row only when they fill the SMs (Q4 types: more than
+// one wave of them).
+bool dec_occupancy(int64_t n_rows, int64_t n_out, int64_t k, int sms, bool plain, bool q4) {
+    if (k < 2048) return false;
+    const int64_t tiles32 = (n_out + 31) / 32;
+    if (n_rows > 1) return plain ? k > 4096 : (k >= 4096 || 10 * tiles32 > 6 * sms);
+    return q4 ? tiles32 > sms : 10 * tiles32 >= 9 * sms;
+}
+
 template <int kDtype>
 void launch_typed(const MmaParams& p, cudaStream_t stream) {
-    using W = MmaW<kDtype>;
+    using D = DecCfg<kDtype>;
+    using Wd = WideCfg<kDtype>;
     int dev = 0;
     check(cudaGetDevice(&dev), "cudaGetDevice");
     if (dev < 0 || dev >= kMaxDevices) fail(STRATA_ERR_INTERNAL, "cuda matmul: device index out of range");
     const DeviceLimits lim = device_limits(dev);
     allow_smem(dev, lim.smem_optin);
-    constexpr bool kK = W::kBlocksPerUnit > 1;
-    constexpr int kDecXB = kK ? 8 : (W::kPlain ? 4 : 8);
     if (p.n_rows <= kDecMaxRows) {
         const int64_t tiles32 = (p.n_out + 31) / 32 * ((p.n_rows + kDecRows - 1) / kDecRows);
         // 32 outputs per CTA spends ~20 % fewer instructions per weight byte than
         // 16 (the activations are staged and converted once for twice the
         // outputs); worth a few idle SMs (4096 outputs: 128 CTAs on 132 SMs).
-        const bool ok = 10 * tiles32 >= 9 * lim.sms ? launch_dec<kDtype, 2, kDecXB>(p, lim, dev, stream)
-                                                    : launch_dec<kDtype, 1, kDecXB>(p, lim, dev, stream);
+        const bool mt2 = 10 * tiles32 >= 9 * lim.sms;
+        bool ok = false;
+        if constexpr (D::kHasOcc) {
+            if (dec_occupancy(p.n_rows, p.n_out, p.k, lim.sms, MmaW<kDtype>::kPlain,
+                              kDtype == STRATA_Q4_0 || kDtype == STRATA_Q4_1))
+                ok = mt2 ? launch_dec<kDtype, 2, kOccXB, kOccDepth, 2>(p, lim, stream)
+                         : launch_dec<kDtype, 1, kOccXB, kOccDepth, 2>(p, lim, stream);
+        }
+        if (!ok)
+            ok = mt2 ? launch_dec<kDtype, 2, D::kXB, D::kDepth, 1>(p, lim, stream)
+                     : launch_dec<kDtype, 1, D::kXB, D::kDepth, 1>(p, lim, stream);
         if (ok) return;
     }
-    if constexpr (kK) {
-        if (launch_wide<kDtype, 8, 1, 1, 2, 8, 3>(p, lim, dev, stream)) return;
+    if constexpr (D::kK) {
+        if (launch_wide<kDtype, 8, 1, 1, 2, 8, 3, 1>(p, lim, stream)) return;
     } else {
         // The tallest row tile (least weight dequantization per mma) that still
         // gives every multiprocessor a CTA.
         const int64_t n_ot = (p.n_out + 127) / 128;
         auto ctas = [&](int64_t bn) { return n_ot * ((p.n_rows + bn - 1) / bn); };
-        if (ctas(64) >= lim.sms && launch_wide<kDtype, 4, 2, 2, 4, 2, 4>(p, lim, dev, stream)) return;
-        if (ctas(32) >= lim.sms && launch_wide<kDtype, 4, 2, 2, 2, 2, 4>(p, lim, dev, stream)) return;
-        if (launch_wide<kDtype, 8, 1, 1, 2, 2, 4>(p, lim, dev, stream)) return;
-        if (launch_wide<kDtype, 8, 1, 1, 2, 2, 3>(p, lim, dev, stream)) return;
+        if (ctas(64) >= lim.sms && launch_wide<kDtype, 4, 2, 2, 4, Wd::kXB, Wd::kDepth, Wd::kMinB>(p, lim, stream))
+            return;
+        if (ctas(32) >= lim.sms && launch_wide<kDtype, 4, 2, 2, 2, Wd::kXBShort, 4, 1>(p, lim, stream)) return;
+        if (launch_wide<kDtype, 8, 1, 1, 2, Wd::kXBShort, 4, 1>(p, lim, stream)) return;
+        if (launch_wide<kDtype, 8, 1, 1, 2, Wd::kXB, 3, 1>(p, lim, stream)) return;
     }
     fail(STRATA_ERR_INTERNAL, "cuda matmul: no tensor-core configuration fits this device's shared memory");
 }
