@@ -11,7 +11,8 @@
 // sample (strata.h semantics), with m = max logit and T > 0:
 //   w_i = 1 if l_i == m else exp((l_i − m) / T)          (NaN logits: never kept)
 //   top-k: keep l_i >= the k-th largest logit, found by an exact radix select
-//          over order-preserving integer keys (ties kept);
+//          over order-preserving integer keys (ties kept; warp-aggregated
+//          integer histogram counts);
 //   top-p: the smallest weight threshold w* whose kept mass S(w*) reaches
 //          top_p · (kept total): a 32-way bucket search over the bits of w,
 //          6 passes, per-thread bucket sums in shared memory combined in a
@@ -167,11 +168,22 @@ __device__ __forceinline__ float kth_largest(const float* lg, int64_t n, int k, 
     for (int shift = 24; shift >= 0; shift -= 8) {
         for (int d = threadIdx.x; d < kRadix; d += kThreads) sm.hist[d] = 0;
         __syncthreads();
-        for (int64_t i = threadIdx.x; i < n; i += kThreads) {
-            const float l = lg[i];
-            if (l != l) continue;
-            const uint32_t key = order_key(l);
-            if ((key & mask) == prefix) atomicAdd(&sm.hist[(key >> shift) & 0xffu], 1);  // integer: exact
+        // Lanes of a warp with the same digit add once (logits of one row share
+        // their leading digits: per-lane atomics would serialize 32-way).
+        // Integer counts: exact in any order. Every lane runs every iteration.
+        for (int64_t base = 0; base < n; base += kThreads) {
+            const int64_t i = base + threadIdx.x;
+            uint32_t digit = 0xffffffffu;  // nothing to count
+            if (i < n) {
+                const float l = lg[i];
+                if (l == l) {
+                    const uint32_t key = order_key(l);
+                    if ((key & mask) == prefix) digit = (key >> shift) & 0xffu;
+                }
+            }
+            const unsigned peers = __match_any_sync(kFullMask, digit);
+            if (digit != 0xffffffffu && (threadIdx.x & 31) == __ffs(peers) - 1)
+                atomicAdd(&sm.hist[digit], __popc(peers));
         }
         __syncthreads();
         if (threadIdx.x == 0) {
