@@ -86,6 +86,19 @@ template <class T> inline T __shfl_xor_sync(unsigned, T v, int off) {
     t_block->warp_bars[warp]->arrive_and_wait();
     T r; std::memcpy(&r, &o, sizeof(T)); return r;
 }
+// The lanes of the (full) warp whose value equals this lane's.
+inline unsigned __match_any_sync(unsigned, unsigned v) {
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    t_block->xchg[warp][lane] = v;
+    t_block->warp_bars[warp]->arrive_and_wait();
+    unsigned m = 0;
+    for (unsigned l = 0; l < 32; ++l)
+        if ((unsigned)t_block->xchg[warp][l] == v) m |= 1u << l;
+    t_block->warp_bars[warp]->arrive_and_wait();
+    return m;
+}
+inline int __ffs(unsigned x) { return x ? __builtin_ctz(x) + 1 : 0; }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 // Runs kernel() for every block of a gx x gy grid, `cluster` consecutive blocks
 // (along x) at a time and concurrently, each with `block` threads and

@@ -281,36 +281,44 @@ static std::vector<float> run_kernel(const Problem& P, int cfg) {
     M::base_params(a, p);
     using W = MmaW<D>;
     constexpr bool kK = W::kBlocksPerUnit > 1;
-    constexpr int kDecXB = kK ? 8 : (W::kPlain ? 4 : 8);
+    using DC = M::DecCfg<D>;
+    using WC = M::WideCfg<D>;
     const int limit = 227 * 1024;
     std::memset(g_emu_smem, 0xFF, sizeof g_emu_smem);
     auto guard = [](auto fn) { return [fn] { fn(); if (emu_pending_copies() != 0) pending_fail++; }; };
-    if (cfg <= 1) {
-        constexpr int XB = kDecXB;
-        const int MT = cfg == 0 ? 1 : 2;
+    // cfg 0/1: decode, deep ring, 16/32 outputs; 5/6: decode, occupancy ring
+    // (not for K-quants: they run the deep one again); 2-4: wide, 16/64/32 rows.
+    if (cfg <= 1 || cfg >= 5) {
+        const bool occ = cfg >= 5 && DC::kHasOcc;
+        const int MT = (cfg == 0 || cfg == 5) ? 1 : 2;
+        const int XB = occ ? M::kOccXB : DC::kXB, depth = occ ? M::kOccDepth : DC::kDepth;
         p.n_chunks = (p.nb + XB - 1) / XB;
         p.n_row_tiles = (int)((p.n_rows + 7) / 8);
         p.n_tiles = (int)((p.n_out + 16 * MT - 1) / (16 * MT)) * p.n_row_tiles;
         int wk = 0, smem = 0;
-        if (!M::dec_layout(p, M::unit_bytes<D>(XB), MT, XB, 3, kK, limit, &wk, &smem)) { printf("dec layout does not fit\n"); ++fails; return y; }
+        if (!M::dec_layout(p, M::unit_bytes<D>(XB), MT, XB, depth, kK, limit, &wk, &smem)) { printf("dec layout does not fit\n"); ++fails; return y; }
         const unsigned grid = (unsigned)std::min(p.n_tiles, 4);
-        if (MT == 1) run_grid(grid, 1, 32 * wk, guard([p] { M::mma_dec_kernel<D, 1, XB, 3>(p); }));
-        else run_grid(grid, 1, 32 * wk, guard([p] { M::mma_dec_kernel<D, 2, XB, 3>(p); }));
+        if (!occ && MT == 1) run_grid(grid, 1, 32 * wk, guard([p] { M::mma_dec_kernel<D, 1, DC::kXB, DC::kDepth, 1>(p); }));
+        else if (!occ) run_grid(grid, 1, 32 * wk, guard([p] { M::mma_dec_kernel<D, 2, DC::kXB, DC::kDepth, 1>(p); }));
+        else if constexpr (DC::kHasOcc) {
+            if (MT == 1) run_grid(grid, 1, 32 * wk, guard([p] { M::mma_dec_kernel<D, 1, M::kOccXB, M::kOccDepth, 2>(p); }));
+            else run_grid(grid, 1, 32 * wk, guard([p] { M::mma_dec_kernel<D, 2, M::kOccXB, M::kOccDepth, 2>(p); }));
+        }
     } else {
         const bool large = cfg == 3 && !kK, mid = cfg == 4 && !kK;
-        constexpr int XB = kK ? 8 : 2;
+        const int XB = kK ? 8 : (large ? WC::kXB : WC::kXBShort);
         const int BM = 128, BN = large ? 64 : (mid ? 32 : 16);
         p.n_chunks = (p.nb + XB - 1) / XB;
         p.n_row_tiles = (int)((p.n_rows + BN - 1) / BN);
         p.n_tiles = (int)((p.n_out + BM - 1) / BM) * p.n_row_tiles;
         int smem = 0;
-        const int depth = kK ? 3 : 4;
+        const int depth = kK ? 3 : (large ? WC::kDepth : 4);
         if (!M::wide_layout(p, M::unit_bytes<D>(XB), BM, BN, XB, depth, kK, limit, &smem)) { printf("wide layout does not fit\n"); ++fails; return y; }
         const unsigned grid = (unsigned)std::min(p.n_tiles, 3);
-        if constexpr (kK) run_grid(grid, 1, 256, guard([p] { M::mma_wide_kernel<D, 8, 1, 1, 2, 8, 3>(p); }));
-        else if (large) run_grid(grid, 1, 256, guard([p] { M::mma_wide_kernel<D, 4, 2, 2, 4, 2, 4>(p); }));
-        else if (mid) run_grid(grid, 1, 256, guard([p] { M::mma_wide_kernel<D, 4, 2, 2, 2, 2, 4>(p); }));
-        else run_grid(grid, 1, 256, guard([p] { M::mma_wide_kernel<D, 8, 1, 1, 2, 2, 4>(p); }));
+        if constexpr (kK) run_grid(grid, 1, 256, guard([p] { M::mma_wide_kernel<D, 8, 1, 1, 2, 8, 3, 1>(p); }));
+        else if (large) run_grid(grid, 1, 256, guard([p] { M::mma_wide_kernel<D, 4, 2, 2, 4, WC::kXB, WC::kDepth, WC::kMinB>(p); }));
+        else if (mid) run_grid(grid, 1, 256, guard([p] { M::mma_wide_kernel<D, 4, 2, 2, 2, WC::kXBShort, 4, 1>(p); }));
+        else run_grid(grid, 1, 256, guard([p] { M::mma_wide_kernel<D, 8, 1, 1, 2, WC::kXBShort, 4, 1>(p); }));
     }
     return y;
 }
@@ -427,7 +435,7 @@ int main(int argc, char** argv) {
                 for (size_t i = 0; i < want.size(); ++i)
                     if (!(std::fabs(want[i] - f64[i]) <= bound[i])) ++bad64;
                 CHECK(bad64 == 0, "%s k=%ld pro=%d: canonical result off float64 in %d outputs", dt_name(c.dt), (long)k, pro, bad64);
-                for (int cfg = 0; cfg < 5; ++cfg) {
+                for (int cfg = 0; cfg < 7; ++cfg) {
                     const std::vector<float> got = run_any(P, cfg);
                     int diff = 0; size_t first = 0;
                     for (size_t i = 0; i < want.size(); ++i)

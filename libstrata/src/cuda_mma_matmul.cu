@@ -47,6 +47,31 @@ namespace {
 constexpr int kSliceBlocks = 16;  // blocks per slice: the reduction's fixed structure
 constexpr int kDecRows = 8;       // rows per decode tile (one n-tile)
 
+// The decode kernel's two configurations (chunk blocks, ring depth, CTAs per
+// SM): "deep" (8 blocks per chunk, 3 stages: fewest chunk steps, best for
+// small matrices and one wave of CTAs) and "wide" occupancy (4 blocks, 2
+// stages, 2 CTAs per SM: best for many CTAs and for several rows). K-quant
+// chunks are one super-block, so they only have the first.
+template <int kDtype>
+struct DecCfg {
+    using W = MmaW<kDtype>;
+    static constexpr bool kK = W::kBlocksPerUnit > 1;
+    static constexpr int kXB = kK ? 8 : (W::kPlain ? 4 : 8), kDepth = 3;
+    static constexpr bool kHasOcc = !kK;
+};
+constexpr int kOccXB = 4, kOccDepth = 2;  // the occupancy configuration (not for K-quants)
+
+// Wide kernel, non-K types. The 128x64 tile: 2 blocks per chunk; quantized
+// types gain from two CTAs per SM (3 stages), F16/BF16 keep 4 stages. The
+// shorter tiles (32 and 16 rows): 4 blocks per chunk, half the chunk steps
+// (each step has a fixed cost: ~1.7x faster at 64 rows of the 8B q/o and down).
+template <int kDtype>
+struct WideCfg {
+    static constexpr bool kPlain = MmaW<kDtype>::kPlain;
+    static constexpr int kXB = 2, kDepth = kPlain ? 4 : 3, kMinB = kPlain ? 1 : 2;
+    static constexpr int kXBShort = 4;
+};
+
 struct MmaParams {
     const float* x;
     int64_t x_stride, n_rows, k;
@@ -674,31 +699,6 @@ DeviceLimits device_limits(int dev) {
     }
     return d;
 }
-
-// The decode kernel's two configurations (chunk blocks, ring depth, CTAs per
-// SM): "deep" (8 blocks per chunk, 3 stages: fewest chunk steps, best for
-// small matrices and one wave of CTAs) and "wide" occupancy (4 blocks, 2
-// stages, 2 CTAs per SM: best for many CTAs and for several rows). K-quant
-// chunks are one super-block, so they only have the first.
-template <int kDtype>
-struct DecCfg {
-    using W = MmaW<kDtype>;
-    static constexpr bool kK = W::kBlocksPerUnit > 1;
-    static constexpr int kXB = kK ? 8 : (W::kPlain ? 4 : 8), kDepth = 3;
-    static constexpr bool kHasOcc = !kK;
-};
-constexpr int kOccXB = 4, kOccDepth = 2;  // the occupancy configuration (not for K-quants)
-
-// Wide kernel, non-K types. The 128x64 tile: 2 blocks per chunk; quantized
-// types gain from two CTAs per SM (3 stages), F16/BF16 keep 4 stages. The
-// shorter tiles (32 and 16 rows): 4 blocks per chunk, half the chunk steps
-// (each step has a fixed cost: ~1.7x faster at 64 rows of the 8B q/o and down).
-template <int kDtype>
-struct WideCfg {
-    static constexpr bool kPlain = MmaW<kDtype>::kPlain;
-    static constexpr int kXB = 2, kDepth = kPlain ? 4 : 3, kMinB = kPlain ? 1 : 2;
-    static constexpr int kXBShort = 4;
-};
 
 // Every kernel configuration launch_typed can launch for a dtype (keep the two
 // in step): the decode kernel with 16 and 32 outputs per CTA, and the wide
