@@ -34,6 +34,7 @@
 // opt-in maximum once per device, outside any capture); nothing is allocated.
 #include <atomic>
 #include <mutex>
+#include <type_traits>
 
 #include "cuda_kernels.cuh"
 #include "cuda_mma_act.cuh"
@@ -292,29 +293,28 @@ __device__ __forceinline__ void block_loop(const uint8_t* const (&wr)[MT][2], co
                                            const uint4* xh, const float* is, const float* sx, int rows_dim, int g,
                                            int t, float (&acc)[MT][NT][4]) {
     using W = MmaW<kDtype>;
-    auto valid = [&](int j) { return W::kPlain ? (int)min((int64_t)32, kv_left - 32 * j) : 32; };
+    // Block j of the chunk; kP: its address mod 4 (even or odd block).
+    auto block = [&](auto kP, int j) {
+        const int valid = W::kPlain ? (int)min((int64_t)32, kv_left - 32 * j) : 32;
+        mma_block<kDtype, MT, NT, decltype(kP)::value, kOdd>(wr, lr, ktab, ldsm, j, valid, xh + j * rows_dim * 4,
+                                                             is + j * rows_dim, sx + j * rows_dim, g, t, acc);
+    };
+    using Even = std::integral_constant<int, kPe>;
+    using Odd = std::integral_constant<int, kPo>;
     if (nbq == kXB) {  // a full chunk: unrolled, so the next blocks' loads and mma overlap this one's
 #pragma unroll
-        for (int jj = 0; jj < kXB; ++jj) {
-            if (jj & 1)
-                mma_block<kDtype, MT, NT, kPo, kOdd>(wr, lr, ktab, ldsm, jj, valid(jj), xh + jj * rows_dim * 4,
-                                                     is + jj * rows_dim, sx + jj * rows_dim, g, t, acc);
-            else
-                mma_block<kDtype, MT, NT, kPe, kOdd>(wr, lr, ktab, ldsm, jj, valid(jj), xh + jj * rows_dim * 4,
-                                                     is + jj * rows_dim, sx + jj * rows_dim, g, t, acc);
+        for (int j = 0; j < kXB; ++j) {
+            if (j & 1) block(Odd{}, j);
+            else block(Even{}, j);
         }
         return;
     }
     int j = 0;
     for (; j + 1 < nbq; j += 2) {
-        mma_block<kDtype, MT, NT, kPe, kOdd>(wr, lr, ktab, ldsm, j, valid(j), xh + j * rows_dim * 4, is + j * rows_dim,
-                                       sx + j * rows_dim, g, t, acc);
-        mma_block<kDtype, MT, NT, kPo, kOdd>(wr, lr, ktab, ldsm, j + 1, valid(j + 1), xh + (j + 1) * rows_dim * 4,
-                                       is + (j + 1) * rows_dim, sx + (j + 1) * rows_dim, g, t, acc);
+        block(Even{}, j);
+        block(Odd{}, j + 1);
     }
-    if (j < nbq)
-        mma_block<kDtype, MT, NT, kPe, kOdd>(wr, lr, ktab, ldsm, j, valid(j), xh + j * rows_dim * 4, is + j * rows_dim,
-                                       sx + j * rows_dim, g, t, acc);
+    if (j < nbq) block(Even{}, j);
 }
 
 template <int kDtype, int MT, int NT, int kXB, bool kOdd>
