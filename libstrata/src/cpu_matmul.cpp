@@ -11,6 +11,7 @@
 
 #include "cpu_kernels.h"
 #include "cpu_matmul_dot.h"
+#include "cpu_matmul_dot_q5.h"
 #include "dtype.h"
 #include "errors.h"
 
@@ -43,6 +44,8 @@ DotKernel kernel_for(int32_t dtype) {
         case STRATA_Q8_0: return STRATA_DOT_KERNEL(dot_q8_0_1, (&dot_q8_0<1, 2>), false);
         case STRATA_Q4_0: return STRATA_DOT_KERNEL(dot_q4_0, nullptr, false);
         case STRATA_Q4_1: return STRATA_DOT_KERNEL(dot_q4_1_1, (&dot_q4_1<1, 2>), true);
+        case STRATA_Q5_0: return STRATA_DOT_KERNEL(dot_q5_0, nullptr, false);
+        case STRATA_Q5_1: return STRATA_DOT_KERNEL(dot_q5_1, nullptr, true);
         case STRATA_Q4_K: return STRATA_DOT_KERNEL(dot_q4_k, nullptr, true);
         case STRATA_Q6_K: return STRATA_DOT_KERNEL(dot_q6_k, nullptr, false);
         default: fail(STRATA_ERR_INTERNAL, "cpu matmul: unhandled dtype " + std::to_string(dtype));

@@ -22,6 +22,9 @@ namespace cuda {
 __device__ __forceinline__ float deq_q4_0(float d, uint32_t q) { return __fmul_rn(d, (float)((int)q - 8)); }
 __device__ __forceinline__ float deq_q4_1(float d, float m, uint32_t q) { return __fadd_rn(__fmul_rn(d, (float)q), m); }
 __device__ __forceinline__ float deq_q8_0(float d, int q) { return __fmul_rn(d, (float)q); }
+// Q5_0: d·(q − 16); Q5_1: d·q + m (q the 5-bit quant: nibble | qh bit << 4).
+__device__ __forceinline__ float deq_q5_0(float d, uint32_t q) { return __fmul_rn(d, (float)((int)q - 16)); }
+__device__ __forceinline__ float deq_q5_1(float d, float m, uint32_t q) { return __fadd_rn(__fmul_rn(d, (float)q), m); }
 // Q4_K: d1 = d·sc, m1 = dmin·m per sub-block; value = d1·q − m1.
 __device__ __forceinline__ float deq_q4_k(float d1, float m1, uint32_t q) { return __fsub_rn(__fmul_rn(d1, (float)q), m1); }
 // Q6_K: ds = d·scale per 16 values; value = ds·(q − 32).
@@ -107,6 +110,36 @@ template <> struct QuantUnit<STRATA_Q4_1> {
     }
 };
 
+// Q5_0 and Q5_1 ({f16 d, [f16 m,] u32 qh, 16 bytes qs}): unit p (0, 1) as
+// Q4_0's, the fifth bit of value j being bit j of qh. They run on the CUDA
+// cores (cuda_matmul.cu), float32 activations, like F32 weights.
+template <int kOne>
+struct Q5Unit {
+    static constexpr int kGroups = 2, kUnitsPerBlock = 2, kBlockValues = 32, kBlockBytes = kOne ? 24 : 22;
+    __device__ __forceinline__ static void load(const uint8_t* row, int64_t u, float (&w)[8 * kGroups],
+                                                int64_t (&e)[kGroups]) {
+        const int64_t b = u >> 1;
+        const int p = (int)(u & 1);
+        const uint8_t* blk = row + b * kBlockBytes;
+        const float d = f16_to_f32(ld_u16(blk));
+        const float m = kOne ? f16_to_f32(ld_u16(blk + 2)) : 0.0f;
+        const uint32_t qh = (uint32_t)ld_u16(blk + (kOne ? 4 : 2)) | ((uint32_t)ld_u16(blk + (kOne ? 6 : 4)) << 16);
+        const uint2 q = ld_8bytes(blk + (kOne ? 8 : 6) + 8 * p);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const int j = 8 * p + i;
+            const uint32_t lo = (byte_of(q, i) & 15u) | (((qh >> j) & 1u) << 4);
+            const uint32_t hi = (byte_of(q, i) >> 4) | (((qh >> (j + 16)) & 1u) << 4);
+            w[i] = kOne ? deq_q5_1(d, m, lo) : deq_q5_0(d, lo);
+            w[8 + i] = kOne ? deq_q5_1(d, m, hi) : deq_q5_0(d, hi);
+        }
+        e[0] = b * kBlockValues + 8 * p;
+        e[1] = e[0] + 16;
+    }
+};
+template <> struct QuantUnit<STRATA_Q5_0> : Q5Unit<0> {};
+template <> struct QuantUnit<STRATA_Q5_1> : Q5Unit<1> {};
+
 // Q4_K: unit p (0..15) = chunk c = p/4 of 64 values, quarter q = p%4: qs bytes
 // 32c+8q.. give values 64c+8q.. (low nibbles, sub-block 2c) and 64c+32+8q..
 // (high nibbles, sub-block 2c+1).
@@ -188,6 +221,18 @@ __device__ __forceinline__ float dequant_value(const uint8_t* row, int dtype, in
         const uint32_t byte = ld_u8(blk + 4 + (i & 15));
         return deq_q4_1(f16_to_f32(ld_u16(blk)), f16_to_f32(ld_u16(blk + 2)), i < 16 ? (byte & 15u) : (byte >> 4));
     }
+    case STRATA_Q5_0:
+    case STRATA_Q5_1: {
+        const bool one = dtype == STRATA_Q5_1;
+        const uint8_t* blk = row + (e >> 5) * (one ? 24 : 22);
+        const int i = (int)(e & 31);
+        const uint8_t* qh = blk + (one ? 4 : 2);
+        const uint32_t bit = (ld_u8(qh + (i >> 3)) >> (i & 7)) & 1u;
+        const uint32_t byte = ld_u8(blk + (one ? 8 : 6) + (i & 15));
+        const uint32_t q = (i < 16 ? (byte & 15u) : (byte >> 4)) | (bit << 4);
+        const float d = f16_to_f32(ld_u16(blk));
+        return one ? deq_q5_1(d, f16_to_f32(ld_u16(blk + 2)), q) : deq_q5_0(d, q);
+    }
     case STRATA_Q4_K: {
         const uint8_t* blk = row + (e >> 8) * 144;
         const int i = (int)(e & 255), c = i >> 6, hi = (i >> 5) & 1, l = i & 31;
@@ -218,6 +263,8 @@ inline int64_t row_bytes(int dtype, int64_t k) {
     case STRATA_Q8_0: return k / 32 * 34;
     case STRATA_Q4_0: return k / 32 * 18;
     case STRATA_Q4_1: return k / 32 * 20;
+    case STRATA_Q5_0: return k / 32 * 22;
+    case STRATA_Q5_1: return k / 32 * 24;
     case STRATA_Q4_K: return k / 256 * 144;
     case STRATA_Q6_K: return k / 256 * 210;
     default: return 0;

@@ -1,7 +1,7 @@
 """Float64 NumPy references and test-data builders shared by the kernel tests.
 
 Weights for every dtype are built as raw GGUF blocks plus their float64
-dequantization by gguf.quants (F16/BF16/Q8_0/Q4_0/Q4_1 quantized by gguf;
+dequantization by gguf.quants (F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 quantized by gguf;
 Q4_K/Q6_K, which gguf cannot write, as valid random blocks with small finite
 f16 scales).
 """
@@ -15,10 +15,11 @@ from strata import _ffi as S
 GGUF_TYPE = {
     S.DType.F32: QT.F32, S.DType.F16: QT.F16, S.DType.BF16: QT.BF16, S.DType.Q8_0: QT.Q8_0,
     S.DType.Q4_0: QT.Q4_0, S.DType.Q4_1: QT.Q4_1, S.DType.Q4_K: QT.Q4_K, S.DType.Q6_K: QT.Q6_K,
+    S.DType.Q5_0: QT.Q5_0, S.DType.Q5_1: QT.Q5_1,
 }
 WEIGHT_DTYPES = list(GGUF_TYPE)
 BLOCK_VALUES = {S.DType.F32: 1, S.DType.F16: 1, S.DType.BF16: 1, S.DType.Q8_0: 32, S.DType.Q4_0: 32,
-                S.DType.Q4_1: 32, S.DType.Q4_K: 256, S.DType.Q6_K: 256}
+                S.DType.Q4_1: 32, S.DType.Q4_K: 256, S.DType.Q6_K: 256, S.DType.Q5_0: 32, S.DType.Q5_1: 32}
 
 
 def _f16_bytes(values):
