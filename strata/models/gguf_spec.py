@@ -2,7 +2,8 @@
 
 Uses the `gguf` package's reader (memory-mapped; nothing is copied here).
 Architectures: `llama` (adjacent-pair RoPE: llama.cpp's converter permutes
-Q/K rows, SPECS §2) and `qwen2` (half-split RoPE, q/k/v biases).
+Q/K rows, SPECS §2), `qwen2` (half-split RoPE, q/k/v biases) and `gemma3`
+(half-split RoPE; its extra hyperparameters in models/gemma3_spec.py).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import numpy as np
 
 from .spec import ROPE_ADJACENT, ROPE_HALF, ModelSpec
 
-SUPPORTED_ARCHS = {"llama": ROPE_ADJACENT, "qwen2": ROPE_HALF}
+SUPPORTED_ARCHS = {"llama": ROPE_ADJACENT, "qwen2": ROPE_HALF, "gemma3": ROPE_HALF}
 # GGUF tensor type ids libstrata's matmul and embedding accept.
-SUPPORTED_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 8: "Q8_0", 12: "Q4_K", 14: "Q6_K", 30: "BF16"}
+SUPPORTED_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 12: "Q4_K",
+                   14: "Q6_K", 30: "BF16"}
 
 
 def _reader_class():
@@ -94,6 +96,12 @@ def read_spec(reader) -> ModelSpec:
     vocab = field_value(reader, f"{arch}.vocab_size")
     if vocab is None:
         vocab = len(reader.get_field("tokenizer.ggml.tokens").data)
+    if arch == "gemma3":
+        from .gemma3_spec import gemma3_fields
+
+        extra = gemma3_fields(reader, hidden, n_heads, head_dim, int(need("block_count")))
+    else:
+        extra = {}
     scaling = field_value(reader, f"{arch}.rope.scaling.type", "none")
     factor = float(field_value(reader, f"{arch}.rope.scaling.factor", 1.0) or 1.0)
     if scaling not in ("none", "linear") and scaling is not None:
@@ -116,6 +124,7 @@ def read_spec(reader) -> ModelSpec:
         tied_output="output.weight" not in tensors,
         qkv_bias="blk.0.attn_q.bias" in tensors,
         name=str(field_value(reader, "general.name", "") or ""),
+        **extra,
     )
 
 
