@@ -137,12 +137,15 @@ class Tokenizer:
         tokens = meta.strings("tokenizer.ggml.tokens")
         token_types = meta.numbers("tokenizer.ggml.token_type") or [1] * len(tokens)
         unk_id = meta.number("tokenizer.ggml.unknown_token_id")
+        arch = meta.string("general.architecture")
         try:
             backend = tokenizer_spm.build_backend(tokens, token_types, unk_id,
-                                                  _flag(meta.number("tokenizer.ggml.add_space_prefix"), True))
+                                                  _flag(meta.number("tokenizer.ggml.add_space_prefix"), True),
+                                                  arch, None if arch in tokenizer_spm.GEMMA_ARCHS
+                                                  else meta.floats("tokenizer.ggml.scores"))
         except tokenizer_spm.SentencePieceError as error:
             raise TokenizerError(str(error)) from None
-        controls = tokenizer_spm.add_typed_tokens(backend, tokens, token_types)
+        controls = tokenizer_spm.add_typed_tokens(backend, tokens, token_types, arch)
         return cls(
             backend,
             tokens,
@@ -335,6 +338,10 @@ class _GGUFMetadata:
     def strings(self, key: str) -> list[str]:
         field = self._require(key)
         return [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+
+    def floats(self, key: str) -> list[float] | None:
+        field = self._fields.get(key)
+        return None if field is None else [float(x) for x in field.contents()]
 
     def numbers(self, key: str) -> list[int] | None:
         field = self._fields.get(key)

@@ -17,6 +17,13 @@ static void ref_row(int dt, const uint8_t* row, int64_t k, float* y) {
         for (int j = 0; j < 16; ++j) { y[32*b+j] = __fmul_rn(d, (float)((x[2+j] & 15) - 8)); y[32*b+j+16] = __fmul_rn(d, (float)((x[2+j] >> 4) - 8)); } }
     if (dt == STRATA_Q4_1) for (int64_t b = 0; b < k / 32; ++b) { const uint8_t* x = row + 20 * b; float d = h2f(x), m = h2f(x + 2);
         for (int j = 0; j < 16; ++j) { y[32*b+j] = __fadd_rn(__fmul_rn(d, (float)(x[4+j] & 15)), m); y[32*b+j+16] = __fadd_rn(__fmul_rn(d, (float)(x[4+j] >> 4)), m); } }
+    if (dt == STRATA_Q5_0 || dt == STRATA_Q5_1) { const bool one = dt == STRATA_Q5_1; const int bs = one ? 24 : 22;
+        for (int64_t b = 0; b < k / 32; ++b) { const uint8_t* x = row + bs * b; float d = h2f(x), m = one ? h2f(x + 2) : 0.0f;
+            uint32_t qh; memcpy(&qh, x + (one ? 4 : 2), 4); const uint8_t* qs = x + (one ? 8 : 6);
+            for (int j = 0; j < 16; ++j) {
+                int q0 = (qs[j] & 15) | (((qh >> j) << 4) & 0x10), q1 = (qs[j] >> 4) | ((qh >> (j + 12)) & 0x10);
+                y[32*b+j] = one ? __fadd_rn(__fmul_rn(d, (float)q0), m) : __fmul_rn(d, (float)(q0 - 16));
+                y[32*b+j+16] = one ? __fadd_rn(__fmul_rn(d, (float)q1), m) : __fmul_rn(d, (float)(q1 - 16)); } } }
     if (dt == STRATA_Q4_K) for (int64_t b = 0; b < k / 256; ++b) {
         const uint8_t* x = row + 144 * b; float d = h2f(x), dmin = h2f(x + 2); const uint8_t* sc = x + 4; const uint8_t* q = x + 16;
         float* out = y + 256 * b; int is = 0;
@@ -61,6 +68,8 @@ int main() {
             fix(34, {0}, k / 32); ref_row(STRATA_Q8_0, row, k, ref.data()); bad += check_units<STRATA_Q8_0>(row, k, ref.data());
             fix(18, {0}, k / 32); ref_row(STRATA_Q4_0, row, k, ref.data()); bad += check_units<STRATA_Q4_0>(row, k, ref.data());
             fix(20, {0, 2}, k / 32); ref_row(STRATA_Q4_1, row, k, ref.data()); bad += check_units<STRATA_Q4_1>(row, k, ref.data());
+            fix(22, {0}, k / 32); ref_row(STRATA_Q5_0, row, k, ref.data()); bad += check_units<STRATA_Q5_0>(row, k, ref.data());
+            fix(24, {0, 2}, k / 32); ref_row(STRATA_Q5_1, row, k, ref.data()); bad += check_units<STRATA_Q5_1>(row, k, ref.data());
             fix(144, {0, 2}, k / 256); ref_row(STRATA_Q4_K, row, k, ref.data()); bad += check_units<STRATA_Q4_K>(row, k, ref.data());
             fix(210, {208}, k / 256); ref_row(STRATA_Q6_K, row, k, ref.data()); bad += check_units<STRATA_Q6_K>(row, k, ref.data());
         }

@@ -2,7 +2,8 @@
 
 Uses the `gguf` package's reader (memory-mapped; nothing is copied here).
 Architectures: `llama` (adjacent-pair RoPE: llama.cpp's converter permutes
-Q/K rows, SPECS §2), `qwen2` (half-split RoPE, q/k/v biases) and `gemma3`
+Q/K rows, SPECS §2), `qwen2` (half-split RoPE, q/k/v biases), `qwen3`
+(half-split RoPE, per-head Q/K RMSNorm, no biases) and `gemma3`
 (half-split RoPE; its extra hyperparameters in models/gemma3_spec.py).
 """
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from .spec import ROPE_ADJACENT, ROPE_HALF, ModelSpec
 
-SUPPORTED_ARCHS = {"llama": ROPE_ADJACENT, "qwen2": ROPE_HALF, "gemma3": ROPE_HALF}
+SUPPORTED_ARCHS = {"llama": ROPE_ADJACENT, "qwen2": ROPE_HALF, "qwen3": ROPE_HALF, "gemma3": ROPE_HALF}
 # GGUF tensor type ids libstrata's matmul and embedding accept.
 SUPPORTED_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 12: "Q4_K",
                    14: "Q6_K", 30: "BF16"}

@@ -61,6 +61,8 @@ def load_gguf(path: Path, ctx: _ffi.Context, name: str) -> LoadedModel:
     template = ChatTemplate.for_tokenizer(tokenizer, arch=spec.arch)
     if spec.arch == "gemma3":       # Q/K norms need q and k as dense rows: no fused projections
         from .gemma3_decoder import Gemma3Decoder as decoder_class
+    elif spec.arch == "qwen3":
+        from .qk_norm_decoder import QKNormDecoder as decoder_class
     else:
         tensors = fuse_projections(tensors, spec.n_layers)
         decoder_class = Decoder
@@ -76,6 +78,8 @@ def _check_tensors(spec: ModelSpec, tensors: dict, path: Path) -> None:
     names = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"]
     if spec.arch == "gemma3":
         names += ["attn_q_norm", "attn_k_norm", "post_attention_norm", "post_ffw_norm"]
+    elif spec.arch == "qwen3":
+        names += ["attn_q_norm", "attn_k_norm"]
     for i in range(spec.n_layers):
         needed += [f"blk.{i}.{n}.weight" for n in names]
     missing = [n for n in needed if n not in tensors]
