@@ -77,3 +77,46 @@ def test_spec_read_from_the_file(case):
     assert spec.arch == spec_case.arch and spec.n_layers == 2
     if spec_case.name == "llama3":
         assert llm.engine.model.decoder.freq_factors is not None   # rope_freqs carries the llama3 scaling
+
+
+def _header_only(path, arch, tensors=(), **keys):
+    """A GGUF with `arch`'s basic keys and raw tensors (name, gguf type name, shape [rows, k])."""
+    import gguf
+    from gguf.constants import GGML_QUANT_SIZES
+
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_block_count(1)
+    writer.add_embedding_length(256)
+    writer.add_feed_forward_length(256)
+    writer.add_head_count(4)
+    writer.add_context_length(128)
+    for key, value in keys.items():
+        if value is not None:
+            writer.add_string(f"{arch}.{key}", value)
+    if "vocab_size" not in keys:
+        writer.add_vocab_size(8)
+    for name, type_name, (rows, k) in tensors:
+        qtype = gguf.GGMLQuantizationType[type_name]
+        block, size = GGML_QUANT_SIZES[qtype]
+        writer.add_tensor(name, np.zeros((rows, k // block * size), dtype=np.uint8), raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+@pytest.mark.parametrize("arch,tensors,keys,message", [
+    ("qwen3", [], {"vocab_size": None}, r"lacks qwen3.vocab_size and tokenizer.ggml.tokens"),
+    ("phi3", [], {}, r"architecture 'phi3' is not supported; supported: gemma3, llama, qwen2, qwen3"),
+    ("llama", [("token_embd.weight", "IQ4_XS", (8, 256))], {},
+     r"token_embd.weight has type IQ4_XS.*supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K, BF16"),
+    ("qwen2", [], {"rope.scaling.type": "yarn"}, r"RoPE scaling 'yarn' is not supported \(supported: none, linear\)"),
+])
+def test_unsupported_files_are_refused_at_load(tmp_path, arch, tensors, keys, message):
+    from strata.models.gguf_spec import ModelFormatError, open_reader, read_spec, read_tensors
+
+    reader = open_reader(_header_only(tmp_path / "m.gguf", arch, tensors, **keys))
+    with pytest.raises(ModelFormatError, match=message):
+        read_spec(reader)
+        read_tensors(reader)

@@ -96,7 +96,10 @@ def read_spec(reader) -> ModelSpec:
     tensors = {t.name for t in reader.tensors}
     vocab = field_value(reader, f"{arch}.vocab_size")
     if vocab is None:
-        vocab = len(reader.get_field("tokenizer.ggml.tokens").data)
+        tokens = reader.get_field("tokenizer.ggml.tokens")
+        if tokens is None:
+            raise ModelFormatError(f"GGUF metadata lacks {arch}.vocab_size and tokenizer.ggml.tokens")
+        vocab = len(tokens.data)
     if arch == "gemma3":
         from .gemma3_spec import gemma3_fields
 
