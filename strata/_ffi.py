@@ -71,7 +71,10 @@ class DType(enum.IntEnum):
     Q5_1 = 7
     Q8_0 = 8
     Q4_K = 12
+    Q5_K = 13
     Q6_K = 14
+    IQ4_NL = 20
+    IQ4_XS = 23
     I32 = 26
     BF16 = 30
 

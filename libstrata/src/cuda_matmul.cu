@@ -1,7 +1,7 @@
 // cuda_matmul.cu — y = x·Wᵀ (+ bias) (+ y), batch-invariant: the entry of
 // every CUDA matmul. F16, BF16 and the quantized types go to the tensor-core
 // kernels (cuda_mma_matmul.cu); F32 weights, and the quantized types the
-// tensor cores do not take yet (Q5_0, Q5_1), stay here, on CUDA cores, weights
+// tensor cores do not take yet (Q5_0, Q5_1, Q5_K, IQ4_NL, IQ4_XS), stay here, on CUDA cores, weights
 // decoded in registers, F32 fused multiply-adds, no activation rounding.
 //
 // Fused prologues (strata_matmul_ex) on this path: x' = x·g (RMSNORM, the
@@ -217,6 +217,9 @@ int64_t units_per_row(int dtype, int64_t k) {
     case STRATA_Q5_0: return k / 32 * QuantUnit<STRATA_Q5_0>::kUnitsPerBlock;
     case STRATA_Q5_1: return k / 32 * QuantUnit<STRATA_Q5_1>::kUnitsPerBlock;
     case STRATA_Q4_K: return k / 256 * QuantUnit<STRATA_Q4_K>::kUnitsPerBlock;
+    case STRATA_Q5_K: return k / 256 * QuantUnit<STRATA_Q5_K>::kUnitsPerBlock;
+    case STRATA_IQ4_NL: return k / 32 * QuantUnit<STRATA_IQ4_NL>::kUnitsPerBlock;
+    case STRATA_IQ4_XS: return k / 256 * QuantUnit<STRATA_IQ4_XS>::kUnitsPerBlock;
     case STRATA_Q6_K: return k / 256 * QuantUnit<STRATA_Q6_K>::kUnitsPerBlock;
     default: return -1;
     }
@@ -258,6 +261,9 @@ void launch_matmul(const MatmulArgs& a, cudaStream_t stream) {
     case STRATA_Q5_0: launch<STRATA_Q5_0>(p, stream); break;
     case STRATA_Q5_1: launch<STRATA_Q5_1>(p, stream); break;
     case STRATA_Q4_K: launch<STRATA_Q4_K>(p, stream); break;
+    case STRATA_Q5_K: launch<STRATA_Q5_K>(p, stream); break;
+    case STRATA_IQ4_NL: launch<STRATA_IQ4_NL>(p, stream); break;
+    case STRATA_IQ4_XS: launch<STRATA_IQ4_XS>(p, stream); break;
     case STRATA_Q6_K: launch<STRATA_Q6_K>(p, stream); break;
     default: break;
     }

@@ -30,6 +30,13 @@ __device__ __forceinline__ float deq_q4_k(float d1, float m1, uint32_t q) { retu
 // Q6_K: ds = d·scale per 16 values; value = ds·(q − 32).
 __device__ __forceinline__ float deq_q6_k(float ds, uint32_t q) { return __fmul_rn(ds, (float)((int)q - 32)); }
 
+// IQ4_NL's non-linear table {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13,
+// 25, 38, 53, 69, 89, 113}, as int8 bytes packed in two words (no memory table).
+__host__ __device__ __forceinline__ float iq4nl_value(uint32_t n) {
+    const uint64_t packed = n < 8 ? 0xF6EADDCFBFAD9881ull : 0x7159453526190D01ull;
+    return (float)(int8_t)(uint8_t)((packed >> (8 * (n & 7))) & 0xFFu);
+}
+
 // Q4_K sub-block j (0..7): 6-bit scale and min from the 12 scale bytes.
 __device__ __forceinline__ void q4k_scale_min(const uint8_t* s, int j, uint32_t& sc, uint32_t& m) {
     if (j < 4) {
@@ -164,6 +171,74 @@ template <> struct QuantUnit<STRATA_Q4_K> {
     }
 };
 
+// Q5_K: Q4_K's units, the fifth bit of value 32j + l being bit j of qh[l]
+// (qh: 32 bytes after the scales, qs after qh); value (d·sc)·q − (dmin·m).
+template <> struct QuantUnit<STRATA_Q5_K> {
+    static constexpr int kGroups = 2, kUnitsPerBlock = 16, kBlockValues = 256, kBlockBytes = 176;
+    __device__ __forceinline__ static void load(const uint8_t* row, int64_t u, float (&w)[8 * kGroups],
+                                                int64_t (&e)[kGroups]) {
+        const int64_t b = u >> 4;
+        const int p = (int)(u & 15), c = p >> 2, q4 = p & 3;
+        const uint8_t* blk = row + b * kBlockBytes;
+        float d_lo, m_lo, d_hi, m_hi;
+        q4k_factors(blk, 2 * c, d_lo, m_lo);
+        q4k_factors(blk, 2 * c + 1, d_hi, m_hi);
+        const uint2 q = ld_8bytes(blk + 48 + 32 * c + 8 * q4);
+        const uint2 h = ld_8bytes(blk + 16 + 8 * q4);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const uint32_t hb = byte_of(h, i) >> (2 * c);
+            w[i] = deq_q4_k(d_lo, m_lo, (byte_of(q, i) & 15u) | ((hb & 1u) << 4));
+            w[8 + i] = deq_q4_k(d_hi, m_hi, (byte_of(q, i) >> 4) | (((hb >> 1) & 1u) << 4));
+        }
+        e[0] = b * kBlockValues + 64 * c + 8 * q4;
+        e[1] = e[0] + 32;
+    }
+};
+
+// IQ4_NL: Q4_0's units, value d·kv[nibble].
+template <> struct QuantUnit<STRATA_IQ4_NL> {
+    static constexpr int kGroups = 2, kUnitsPerBlock = 2, kBlockValues = 32, kBlockBytes = 18;
+    __device__ __forceinline__ static void load(const uint8_t* row, int64_t u, float (&w)[8 * kGroups],
+                                                int64_t (&e)[kGroups]) {
+        const int64_t b = u >> 1;
+        const int p = (int)(u & 1);
+        const uint8_t* blk = row + b * kBlockBytes;
+        const float d = f16_to_f32(ld_u16(blk));
+        const uint2 q = ld_8bytes(blk + 2 + 8 * p);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            w[i] = __fmul_rn(d, iq4nl_value(byte_of(q, i) & 15u));
+            w[8 + i] = __fmul_rn(d, iq4nl_value(byte_of(q, i) >> 4));
+        }
+        e[0] = b * kBlockValues + 8 * p;
+        e[1] = e[0] + 16;
+    }
+};
+
+// IQ4_XS: unit p (0..15) = sub-block j = p/2, half s = p%2: qs bytes
+// 16j + 8s.. give values 32j + 8s.. (low nibbles) and 32j + 16 + 8s.. (high);
+// value (d·(ls_j − 32))·kv[nibble].
+template <> struct QuantUnit<STRATA_IQ4_XS> {
+    static constexpr int kGroups = 2, kUnitsPerBlock = 16, kBlockValues = 256, kBlockBytes = 136;
+    __device__ __forceinline__ static void load(const uint8_t* row, int64_t u, float (&w)[8 * kGroups],
+                                                int64_t (&e)[kGroups]) {
+        const int64_t b = u >> 4;
+        const int p = (int)(u & 15), j = p >> 1, side = p & 1;
+        const uint8_t* blk = row + b * kBlockBytes;
+        const uint32_t ls = ((ld_u8(blk + 4 + j / 2) >> (4 * (j % 2))) & 15u) | (((ld_u16(blk + 2) >> (2 * j)) & 3u) << 4);
+        const float dl = __fmul_rn(f16_to_f32(ld_u16(blk)), (float)((int)ls - 32));
+        const uint2 q = ld_8bytes(blk + 8 + 16 * j + 8 * side);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            w[i] = __fmul_rn(dl, iq4nl_value(byte_of(q, i) & 15u));
+            w[8 + i] = __fmul_rn(dl, iq4nl_value(byte_of(q, i) >> 4));
+        }
+        e[0] = b * kBlockValues + 32 * j + 8 * side;
+        e[1] = e[0] + 16;
+    }
+};
+
 // Q6_K: unit p (0..15) = half n = p/8, quarter q = (p/2)%4, l = 8q..8q+7, and
 // nibble side s = p%2. Side 0 gives values 128n+l and 128n+32+l from the low
 // nibbles of ql[64n+l] and ql[64n+32+l] with qh[32n+l] bits 0-1 and 2-3 and
@@ -241,6 +316,29 @@ __device__ __forceinline__ float dequant_value(const uint8_t* row, int dtype, in
         const uint32_t byte = ld_u8(blk + 16 + 32 * c + l);
         return deq_q4_k(d1, m1, hi ? (byte >> 4) : (byte & 15u));
     }
+    case STRATA_Q5_K: {
+        const uint8_t* blk = row + (e >> 8) * 176;
+        const int i = (int)(e & 255), c = i >> 6, hi = (i >> 5) & 1, l = i & 31;
+        float d1, m1;
+        q4k_factors(blk, 2 * c + hi, d1, m1);
+        const uint32_t byte = ld_u8(blk + 48 + 32 * c + l);
+        const uint32_t bit = (ld_u8(blk + 16 + l) >> (2 * c + hi)) & 1u;
+        return deq_q4_k(d1, m1, (hi ? (byte >> 4) : (byte & 15u)) | (bit << 4));
+    }
+    case STRATA_IQ4_NL: {
+        const uint8_t* blk = row + (e >> 5) * 18;
+        const int i = (int)(e & 31);
+        const uint32_t byte = ld_u8(blk + 2 + (i & 15));
+        return __fmul_rn(f16_to_f32(ld_u16(blk)), iq4nl_value(i < 16 ? (byte & 15u) : (byte >> 4)));
+    }
+    case STRATA_IQ4_XS: {
+        const uint8_t* blk = row + (e >> 8) * 136;
+        const int i = (int)(e & 255), j = i >> 5, l = i & 31;
+        const uint32_t ls = ((ld_u8(blk + 4 + j / 2) >> (4 * (j % 2))) & 15u) | (((ld_u16(blk + 2) >> (2 * j)) & 3u) << 4);
+        const float dl = __fmul_rn(f16_to_f32(ld_u16(blk)), (float)((int)ls - 32));
+        const uint32_t byte = ld_u8(blk + 8 + 16 * j + (l & 15));
+        return __fmul_rn(dl, iq4nl_value(l < 16 ? (byte & 15u) : (byte >> 4)));
+    }
     case STRATA_Q6_K: {
         const uint8_t* blk = row + (e >> 8) * 210;
         const int i = (int)(e & 255), n = i >> 7, quad = (i >> 5) & 3, l = i & 31;
@@ -266,6 +364,9 @@ inline int64_t row_bytes(int dtype, int64_t k) {
     case STRATA_Q5_0: return k / 32 * 22;
     case STRATA_Q5_1: return k / 32 * 24;
     case STRATA_Q4_K: return k / 256 * 144;
+    case STRATA_Q5_K: return k / 256 * 176;
+    case STRATA_IQ4_NL: return k / 32 * 18;
+    case STRATA_IQ4_XS: return k / 256 * 136;
     case STRATA_Q6_K: return k / 256 * 210;
     default: return 0;
     }

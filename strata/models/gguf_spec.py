@@ -19,7 +19,7 @@ from .spec import ROPE_ADJACENT, ROPE_HALF, ModelSpec
 SUPPORTED_ARCHS = {"llama": ROPE_ADJACENT, "qwen2": ROPE_HALF, "qwen3": ROPE_HALF, "gemma3": ROPE_HALF}
 # GGUF tensor type ids libstrata's matmul and embedding accept.
 SUPPORTED_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 12: "Q4_K",
-                   14: "Q6_K", 30: "BF16"}
+                   13: "Q5_K", 14: "Q6_K", 20: "IQ4_NL", 23: "IQ4_XS", 30: "BF16"}
 
 
 def _reader_class():
