@@ -11,7 +11,7 @@
 
 #include <cuda_runtime.h>
 
-#include "backend.h"
+#include "core/backend.h"
 
 namespace strata {
 namespace cuda {

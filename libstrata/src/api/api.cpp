@@ -10,9 +10,9 @@
 #include <string>
 
 #include "call.h"
-#include "dtype.h"
+#include "core/dtype.h"
 #include "export.h"
-#include "rng.h"
+#include "core/rng.h"
 
 using namespace strata;
 

@@ -1,7 +1,7 @@
 // cuda_stub.cpp — stands in for the CUDA backend when libstrata is built
 // without nvcc (or with CUDA=0): no devices, and a clear refusal.
-#include "backend.h"
-#include "errors.h"
+#include "core/backend.h"
+#include "core/errors.h"
 
 namespace strata {
 

@@ -7,7 +7,7 @@
 // and of the other rows (see docs/kernels.md).
 #pragma once
 
-#include "backend.h"
+#include "core/backend.h"
 #include "thread_pool.h"
 
 namespace strata {

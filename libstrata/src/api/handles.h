@@ -13,7 +13,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "backend.h"
+#include "core/backend.h"
 
 namespace strata {
 

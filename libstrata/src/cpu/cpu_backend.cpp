@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "cpu_kernels.h"
-#include "errors.h"
+#include "core/errors.h"
 
 namespace strata {
 namespace {

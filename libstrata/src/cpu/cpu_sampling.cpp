@@ -13,7 +13,7 @@
 
 #include "cpu_kernels.h"
 #include "cpu_simd.h"
-#include "rng.h"
+#include "core/rng.h"
 
 namespace strata {
 namespace cpu {

@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <string>
 
-#include "backend.h"
-#include "errors.h"
+#include "core/backend.h"
+#include "core/errors.h"
 
 namespace strata {
 namespace cuda {

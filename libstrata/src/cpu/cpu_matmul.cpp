@@ -11,8 +11,8 @@
 
 #include "cpu_kernels.h"
 #include "cpu_matmul_dot.h"
-#include "dtype.h"
-#include "errors.h"
+#include "core/dtype.h"
+#include "core/errors.h"
 
 namespace strata {
 namespace cpu {

@@ -11,7 +11,7 @@
 #include <new>
 #include <string>
 
-#include "errors.h"
+#include "core/errors.h"
 #include "handles.h"
 
 namespace strata {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "call.h"
-#include "dtype.h"
+#include "core/dtype.h"
 #include "export.h"
 
 using namespace strata;
