@@ -7,11 +7,11 @@ Q/K rows, SPECS §2) and `qwen2` (half-split RoPE, q/k/v biases).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from .model import ModelFormatError, TensorInfo
 from .spec import ROPE_ADJACENT, ROPE_HALF, ModelSpec
 
 SUPPORTED_ARCHS = {"llama": ROPE_ADJACENT, "qwen2": ROPE_HALF}
@@ -41,22 +41,6 @@ def _reader_class():
 
 def _FastReader(path, mode):
     return _reader_class()(path, mode)
-
-
-class ModelFormatError(ValueError):
-    """The file is not a model Strata can run; the message says why and what is supported."""
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    name: str
-    dtype: int                # GGUF/libstrata type id
-    shape: tuple[int, ...]    # row-major, outermost first (HF orientation: [n_out, k])
-    data: np.ndarray          # the raw bytes, memory-mapped
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.data.nbytes)
 
 
 def open_reader(path: str | Path):

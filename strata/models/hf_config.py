@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .gguf_spec import ModelFormatError
+from .model import ModelFormatError
 from .spec import ROPE_MROPE, ModelSpec
 
 SUPPORTED_MODEL_TYPES = ("qwen2_5_vl",)

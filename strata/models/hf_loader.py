@@ -25,8 +25,7 @@ from ..tokenizer import Tokenizer
 from ..vision.preprocess import PreprocessConfig
 from . import hf_config, safetensors_io
 from .decoder import Decoder
-from .gguf_spec import ModelFormatError, TensorInfo
-from .loader import LoadedModel
+from .model import LoadedModel, ModelFormatError, TensorInfo
 from .spec import ModelSpec
 from .vision_encoder import PREFIX as VISION_PREFIX
 from .vision_encoder import VisionEncoder, weight_names

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from .. import _ffi
@@ -19,27 +18,11 @@ from ..tokenizer import Tokenizer
 from . import gguf_spec
 from .decoder import Decoder
 from .fusion import fuse_projections
+from .model import LoadedModel
 from .spec import ModelSpec
 from .weights import WeightArena
 
 log = logging.getLogger("strata.models")
-
-
-@dataclass
-class LoadedModel:
-    name: str
-    path: Path
-    spec: ModelSpec
-    weights: WeightArena
-    decoder: Decoder
-    tokenizer: Tokenizer
-    chat_template: ChatTemplate
-    vision: object | None = None      # the vision encoder, when the checkpoint has one
-
-    def close(self) -> None:
-        if self.vision is not None:
-            self.vision.close()
-        self.weights.close()
 
 
 def load_model(name: str | None, ctx: _ffi.Context) -> LoadedModel:

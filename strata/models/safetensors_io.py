@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .gguf_spec import ModelFormatError, TensorInfo
+from .model import ModelFormatError, TensorInfo
 
 # safetensors dtype name -> libstrata dtype id (GGUF ggml_type ids)
 DTYPES = {"F32": 0, "F16": 1, "BF16": 30}

@@ -23,7 +23,7 @@ from math import prod
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as QT, LlamaFileType
 
-from strata.synth_shapes import LlamaShape, SynthError
+from strata.synth.shapes import LlamaShape, SynthError
 
 FILE_TYPES: dict[str, tuple[QT, LlamaFileType]] = {
     "F32": (QT.F32, LlamaFileType.ALL_F32),

@@ -19,8 +19,8 @@ from typing import BinaryIO
 
 import numpy as np
 
-from strata.synth_blocks import draw_rows
-from strata.synth_plan import TensorSpec
+from strata.synth.blocks import draw_rows
+from strata.synth.plan import TensorSpec
 
 CHUNK_BYTES = 8 << 20
 ALIGNMENT = 32  # GGUF's default general.alignment

@@ -23,7 +23,7 @@ from typing import Any
 from gguf import GGUFReader, GGUFValueType, GGUFWriter, TokenType
 
 from strata.model_store import ModelStoreError, cache_dir, resolve_model
-from strata.synth_shapes import SynthError
+from strata.synth.shapes import SynthError
 
 DEFAULT_MODEL = "smollm2-135m"
 _SPECIAL_ID_KEYS = ("bos_token_id", "eos_token_id", "unknown_token_id", "padding_token_id")

@@ -9,7 +9,7 @@
 AsyncClient has the same methods as coroutines and async iterators (to stop
 reading a stream early and hang up at once, wrap it in contextlib.closing or
 contextlib.aclosing; the server then cancels the request). Results
-are dataclasses (strata.client_types) and carry the generated token ids.
+are dataclasses (strata.client.types) and carry the generated token ids.
 A 503 (queue full) or 429 is retried after the server's Retry-After (or an
 exponential backoff), at most `max_retries` times; any other error raises
 APIError with the server's message, status and code at once.
@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Iterator
 import anyio
 import httpx
 
-from .client_types import (APIConnectionError, APIError, APITimeoutError, Completion, CompletionChunk, Model,
+from .types import (APIConnectionError, APIError, APITimeoutError, Completion, CompletionChunk, Model,
                            StrataClientError, TokenLogprob, Usage, error_from_body, parse_chunk, parse_completion,
                            parse_models)
 

@@ -4,7 +4,7 @@
 
 Shapes are those of shared/ANCHORS.md (135m, 1b, 8b) plus `tiny`; types are
 every weight type libstrata supports, mixed as llama-quantize mixes them
-(strata/synth_plan.py). The lead's CLI wires `configure_parser` and `run` in
+(strata/synth/plan.py). The lead's CLI wires `configure_parser` and `run` in
 as the `synth` subcommand; `main` runs it standalone (python -m strata.synth).
 """
 
@@ -14,9 +14,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from strata.synth_plan import FILE_TYPES
-from strata.synth_shapes import OVERRIDES, PRESETS, SynthError
-from strata.synth_writer import write_llama_gguf
+from strata.synth.plan import FILE_TYPES
+from strata.synth.shapes import OVERRIDES, PRESETS, SynthError
+from strata.synth.writer import write_llama_gguf
 
 _OVERRIDE_HELP = {
     "layers": "number of transformer blocks",

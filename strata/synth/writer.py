@@ -3,7 +3,7 @@
 `write_llama_gguf` is the Python API behind `strata synth`. The header, the
 metadata (llama hyperparameters plus SmolLM2's tokenizer) and the tensor
 infos go through GGUFWriter, declared with their raw GGML types; the tensor
-data is then appended chunk by chunk (strata.synth_stream), so memory stays
+data is then appended chunk by chunk (strata.synth.stream), so memory stays
 bounded whatever the model size. The file appears under its name only once
 complete.
 """
@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 from gguf import GGUFWriter
 
-from strata.synth_plan import TensorSpec, file_type_id, is_quantized, parse_dtype, plan_tensors
-from strata.synth_shapes import LlamaShape, SynthError, resolve_shape
-from strata.synth_stream import pad_to_alignment, write_tensors
-from strata.synth_tokenizer import add_tokenizer_keys, find_tokenizer_gguf, read_tokenizer_fields, resize_vocab
+from strata.synth.plan import TensorSpec, file_type_id, is_quantized, parse_dtype, plan_tensors
+from strata.synth.shapes import LlamaShape, SynthError, resolve_shape
+from strata.synth.stream import pad_to_alignment, write_tensors
+from strata.synth.tokenizer import add_tokenizer_keys, find_tokenizer_gguf, read_tokenizer_fields, resize_vocab
 
 WEIGHT_STD = 0.02
 

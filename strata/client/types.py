@@ -1,6 +1,6 @@
 """The Strata SDK's typed results and exceptions, and how server JSON becomes them.
 
-Shared by the sync and async clients in strata.client: Completion (a whole
+Shared by the sync and async clients in strata.client.clients: Completion (a whole
 answer), CompletionChunk (one streamed piece), Usage, TokenLogprob, Model,
 and the exceptions, which carry the server's own message, status and code.
 """
