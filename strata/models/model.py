@@ -48,6 +48,11 @@ class LoadedModel:
     chat_template: ChatTemplate
     vision: object | None = None      # the vision encoder, when the checkpoint has one
 
+    def submission_check(self, n_ctx: int):
+        """What Engine.submit runs on a request's positions and images (given by the vision
+        encoder), or None for a text model, which takes neither."""
+        return None if self.vision is None else self.vision.submission_check(self.spec, n_ctx)
+
     def close(self) -> None:
         if self.vision is not None:
             self.vision.close()

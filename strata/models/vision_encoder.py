@@ -17,12 +17,14 @@ run (Engine.run_on_device), never beside one.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from .. import _ffi as F
 from ..vision.errors import PreprocessError
+from ..vision.submission import check_submission, record_limits
 from .hf_config import VisionSpec
 from .spec import ROPE_VISION
 from .vision_windows import WindowLayout, window_layout
@@ -92,6 +94,11 @@ class VisionEncoder:
             full = index in self.spec.fullatt_blocks
             self._block(s, layout, block, full)
         return self._merge(s, layout)
+
+    def submission_check(self, text_spec, n_ctx: int):
+        """The check Engine.submit runs on every request to this model: a callable
+        (prompt_ids, positions, rope_delta, vision) that raises VisionRecordError unless they form a sound record."""
+        return functools.partial(check_submission, limits=record_limits(self, text_spec, n_ctx))
 
     def close(self) -> None:
         if self._scratch is not None:

@@ -1,15 +1,14 @@
-"""OpenAI chat messages, image_url parts included, to what Engine.submit takes.
+"""The images of a chat prompt: image_url parts to the rows, positions and ids Engine.submit takes.
 
-  messages --chat template--> text with <|vision_start|><|image_pad|><|vision_end|> per image
-           --tokenizer--> ids; each image's single pad repeated n_merged_tokens times
+  ids (one <|image_pad|> per image, from inputs.prompt)
   image_url --media (MediaLimits)--> PIL image --preprocess--> patch rows, grid
             --vision encoder, on the device between engine steps--> embeddings
-  ids + grids --mrope--> positions, rope_delta;  the whole record --validate_record--> EngineInput
+  each image's pad repeated n_merged_tokens times; ids + grids --mrope--> positions, rope_delta
+  the whole record --validate_record--> EngineInput
 
-Cheap checks run before the encoder: the image count, the placeholder count,
-the prompt length. Every refusal is a VisionError (HTTP 400 in the server)
-raised before submission, so no engine state changes. A model without a
-vision tower refuses image parts.
+Cheap checks run before the encoder: the placeholder count and the prompt
+length (the engine's own check on the expanded ids). Every refusal is raised
+before submission, so no engine state changes.
 """
 
 from __future__ import annotations
@@ -17,38 +16,28 @@ from __future__ import annotations
 import anyio
 import numpy as np
 
-from strata.vision.engine_inputs import EngineInput, record_limits, to_engine_input
 from strata.vision.errors import VisionError
-from strata.vision.media import MediaLimits, collect_image_urls, load_images_async
+from strata.vision.media import MediaLimits, load_images_async
 from strata.vision.mrope import mrope_positions
 from strata.vision.preprocess import PreprocessedImage, preprocess_image
 from strata.vision.records import ImageEmbedding, VisionRecord, validate_record
+from strata.vision.submission import record_limits
+
+from .engine_input import EngineInput, from_record
 
 
-async def chat_inputs(engine, messages: list[dict], limits: MediaLimits, *, template_kwargs: dict | None = None,
-                      client=None) -> EngineInput:
-    """The prompt (and images) of a chat request, validated; raises VisionError or ChatTemplateError."""
+async def image_input(engine, ids: list[int], urls: list[str], limits: MediaLimits, client=None) -> EngineInput:
+    """The validated input of a prompt whose template placed one pad per URL in `urls`."""
     model = engine.model
-    urls = collect_image_urls(messages, limits)
-    if urls and model.vision is None:
-        raise VisionError(f"the model {model.name!r} reads text only; send text content, or serve a vision model "
-                          "(e.g. Qwen2.5-VL)", "images_not_supported")
-    text = model.chat_template.render(messages, add_generation_prompt=True, **(template_kwargs or {}))
-    ids = engine.tokenizer.encode(text, add_special=False)
-    if not urls:
-        return EngineInput(ids)
     encoder = model.vision
     images = await load_images_async(urls, limits, client)
     processed = [await anyio.to_thread.run_sync(preprocess_image, image, encoder.preprocess) for image in images]
     ids = expand_image_pads(ids, [p.n_merged_tokens for p in processed], encoder.spec.image_pad_id)
-    n_ctx = engine.config.ctx
-    if len(ids) >= n_ctx:
-        raise VisionError(f"the prompt with its images has {len(ids)} tokens but a slot holds {n_ctx} "
-                          f"(at most {n_ctx - 1}); send smaller or fewer images", "context_length_exceeded")
+    engine.check_prompt(ids)
     embeddings = [await engine.run_on_device(encoder.encode, p.pixels, p.grid_thw) for p in processed]
     record = build_record(ids, processed, embeddings, encoder.spec)
-    validate_record(record, record_limits(model, n_ctx, limits.max_images_per_request))
-    return to_engine_input(record, encoder.spec.image_pad_id)
+    validate_record(record, record_limits(encoder, model.spec, engine.config.ctx, limits.max_images_per_request))
+    return from_record(record, encoder.spec.image_pad_id)
 
 
 def expand_image_pads(ids: list[int], counts: list[int], image_pad_id: int) -> list[int]:

@@ -1,17 +1,14 @@
-"""The boundary between vision records and the engine's requests.
+"""The check a vision model gives the engine: is a submitted (prompt, positions, images) a sound record?
 
-`to_engine_input` turns a validated VisionRecord into what Engine.submit
-takes: prompt ids, positions, rope_delta and a VisionInput (all images'
-embedding rows in prompt order, the prompt indices they replace, the grids).
-`check_submission` is what Engine.submit runs for a vision model, whoever
-built the request: it rebuilds the record from the submitted pieces and runs
+`check_submission` is what Engine.submit runs for a model with a vision
+tower (the encoder hands it over, bound to the model's limits), whoever built
+the request: it rebuilds the record from the submitted pieces and runs
 `validate_record` on it, so a malformed record is refused with a
-VisionRecordError before it can touch a slot (DESIGN invariant 3).
+VisionRecordError before it can touch a slot (docs/design.md, invariant 3).
+`record_limits` is what a loaded model accepts.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,46 +17,16 @@ from strata.vision.mrope import merged_grid, mrope_positions
 from strata.vision.records import ImageEmbedding, RecordLimits, VisionRecord, validate_record
 
 
-@dataclass(frozen=True)
-class EngineInput:
-    prompt_ids: list[int]
-    positions: np.ndarray | None = None   # int32 [n_prompt, 4]; None for text
-    rope_delta: int = 0
-    vision: object | None = None          # strata.engine.request.VisionInput
-
-    def submit_kwargs(self) -> dict:
-        return {"positions": self.positions, "rope_delta": self.rope_delta, "vision": self.vision}
-
-
-def record_limits(model, n_ctx: int, max_images: int = 8) -> RecordLimits | None:
-    """What a loaded model accepts (None for a model without a vision tower)."""
-    encoder = getattr(model, "vision", None)
-    if encoder is None:
-        return None
+def record_limits(encoder, text_spec, n_ctx: int, max_images: int = 8) -> RecordLimits:
+    """What a model accepts: its vision encoder's limits beside its text model's (spec.hidden, spec.vocab)."""
     spec = encoder.spec
-    return RecordLimits(hidden_size=model.spec.hidden, n_ctx=n_ctx, vocab_size=model.spec.vocab,
+    return RecordLimits(hidden_size=text_spec.hidden, n_ctx=n_ctx, vocab_size=text_spec.vocab,
                         image_pad_id=spec.image_pad_id, vision_start_id=spec.vision_start_id,
                         merge_size=spec.merge_size, max_patches=encoder.max_patches, max_images=max_images)
 
 
-def to_engine_input(record: VisionRecord, image_pad_id: int) -> EngineInput:
-    from strata.engine.request import VisionInput
-
-    ids = np.asarray(record.token_ids)
-    vision = VisionInput(
-        embeddings=np.concatenate([image.embeddings for image in record.images]).astype(np.float32, copy=False),
-        token_rows=np.flatnonzero(ids == image_pad_id).astype(np.int32),
-        grids=tuple(tuple(int(v) for v in image.grid_thw) for image in record.images))
-    return EngineInput([int(t) for t in ids], record.positions, int(record.rope_delta), vision)
-
-
-def check_submission(prompt_ids: list[int], positions, rope_delta, vision, limits: RecordLimits | None) -> None:
+def check_submission(prompt_ids: list[int], positions, rope_delta, vision, limits: RecordLimits) -> None:
     """Raises VisionRecordError unless (prompt, positions, rope_delta, images) is a sound record."""
-    if limits is None:
-        if vision is not None:
-            raise VisionRecordError("this model reads text only; it has no vision tower to take images",
-                                    "images_not_supported")
-        return
     ids = np.asarray(prompt_ids, dtype=np.int64)
     if positions is None and vision is None:
         try:
