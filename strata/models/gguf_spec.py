@@ -2,7 +2,7 @@
 
 Uses the `gguf` package's reader (memory-mapped; nothing is copied here).
 Architectures: `llama` (adjacent-pair RoPE: llama.cpp's converter permutes
-Q/K rows, SPECS §2) and `qwen2` (half-split RoPE, q/k/v biases).
+Q/K rows, docs/design.md "RoPE layouts") and `qwen2` (half-split RoPE, q/k/v biases).
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from pathlib import Path
 import numpy as np
 
 from .model import ModelFormatError, TensorInfo
-from .spec import ROPE_ADJACENT, ROPE_HALF, ModelSpec
+from .._ffi import DType, RopeMode
+from .spec import ModelSpec
 
-SUPPORTED_ARCHS = {"llama": ROPE_ADJACENT, "qwen2": ROPE_HALF}
+SUPPORTED_ARCHS = {"llama": RopeMode.ADJACENT, "qwen2": RopeMode.HALF}
 # GGUF tensor type ids libstrata's matmul and embedding accept.
-SUPPORTED_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 8: "Q8_0", 12: "Q4_K", 14: "Q6_K", 30: "BF16"}
+SUPPORTED_TYPES = {int(t): t.name for t in DType if t is not DType.I32}
 
 
 def _reader_class():

@@ -34,7 +34,7 @@ from .weights import WeightArena
 
 log = logging.getLogger("strata.models")
 
-F32, F16, BF16 = 0, 1, 30
+F32, F16, BF16 = _ffi.DType.F32, _ffi.DType.F16, _ffi.DType.BF16
 TEXT_PREFIXES = ("model.language_model.", "language_model.model.", "model.")
 VISION_PREFIXES = ("model.visual.", "visual.")
 OUTPUT_NAMES = ("lm_head.weight", "language_model.lm_head.weight")

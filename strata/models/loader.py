@@ -60,7 +60,7 @@ def _check_tensors(spec: ModelSpec, tensors: dict, path: Path) -> None:
         raise gguf_spec.ModelFormatError(f"{path} lacks tensors {', '.join(missing[:5])}"
                                          f"{' and more' if len(missing) > 5 else ''}")
     for name, t in tensors.items():
-        if len(t.shape) == 2 and t.dtype not in (0, 1, 30):
+        if len(t.shape) == 2 and t.dtype not in (_ffi.DType.F32, _ffi.DType.F16, _ffi.DType.BF16):
             block, _ = _ffi.dtype_block(t.dtype)
             if t.shape[1] % block:
                 raise gguf_spec.ModelFormatError(f"tensor {name} rows of {t.shape[1]} values are not whole blocks")
