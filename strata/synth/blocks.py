@@ -73,7 +73,7 @@ def block_scales(rng: np.random.Generator, num_blocks: int, qtype: QT, std: floa
 
 
 def pack_q4_k_scales(scales: np.ndarray, mins: np.ndarray) -> np.ndarray:
-    """Packs 8 six-bit scales and mins per block into Q4_K's 12 bytes (the inverse of SPECS §1)."""
+    """Packs 8 six-bit scales and mins per block into Q4_K's 12 bytes (the inverse of the unpacking in docs/design.md, "Formats")."""
     sc, m = scales.astype(np.uint8), mins.astype(np.uint8)  # [num_blocks, 8], values 0..63
     packed = np.empty((sc.shape[0], 12), dtype=np.uint8)
     packed[:, 0:4] = sc[:, 0:4] | ((sc[:, 4:8] >> 4) << 6)

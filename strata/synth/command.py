@@ -2,7 +2,7 @@
 
     strata synth --shape 8b --dtype Q4_0 --out /models/llama8b-q4_0.gguf [--seed N] [--pure]
 
-Shapes are those of shared/ANCHORS.md (135m, 1b, 8b) plus `tiny`; types are
+Shapes are the benchmark shapes of docs/design.md (135m, 1b, 8b) plus `tiny`; types are
 every weight type libstrata supports, mixed as llama-quantize mixes them
 (strata/synth/plan.py). The lead's CLI wires `configure_parser` and `run` in
 as the `synth` subcommand; `main` runs it standalone (python -m strata.synth).

@@ -1,7 +1,8 @@
 """Which tensors a llama GGUF holds, and each one's type: llama-quantize's default mix.
 
 The mix follows llama.cpp's `llama_tensor_get_type` for the file types we
-support, so synthesized files have the sizes in shared/ANCHORS.md:
+support, so synthesized files have the sizes llama-quantize gives the
+benchmark shapes (docs/design.md, "Benchmark shapes"):
 
 - 1-D tensors (the RMSNorm weights) are always F32.
 - For Q4_0, Q4_1 and Q4_K files the output matrix (`output`, or `token_embd`

@@ -1,6 +1,6 @@
 """Llama shapes that `strata synth` writes: the presets we benchmark and checked overrides.
 
-The presets are the shapes in shared/ANCHORS.md (SmolLM2-135M, Llama-3.2-1B,
+The presets are the benchmark shapes of docs/design.md (SmolLM2-135M, Llama-3.2-1B,
 Llama-3.1-8B), all with SmolLM2's 49152-token vocabulary, plus `tiny` for
 tests. Overrides change one hyperparameter of a preset; `validate` says what
 is wrong with a shape in words a user can act on.

@@ -1,13 +1,14 @@
 // backend.h — the internal interface every libstrata backend implements.
 //
-// api.cpp owns the C ABI: it checks handles, shapes, dtypes, offsets and
-// bounds, then calls a Backend with raw, already-validated device pointers.
-// A backend only computes. It reports failure by throwing strata::Error
-// (errors.h); api.cpp turns that into a status and strata_last_error().
+// The entry points in api/ own the C ABI: they check handles, shapes, dtypes,
+// offsets and bounds, then call a Backend with raw, already-validated device
+// pointers. A backend only computes. It reports failure by throwing
+// strata::Error (errors.h); api/call.h turns that into a status and
+// strata_last_error().
 //
 // Recording: between capture_begin() and capture_end() every enqueueing
 // method (kernels, fill, copy) is recorded instead of run — CUDA by stream
-// capture, the CPU backend by storing closures. api.cpp forbids the
+// capture, the CPU backend by storing closures. The entry points forbid the
 // synchronous methods (upload, download, synchronize) while recording.
 #pragma once
 
@@ -20,7 +21,7 @@
 namespace strata {
 
 // Device-side layout of a slot set, shared by all backends. All pointers are
-// device pointers owned by api.cpp's Slots object.
+// device pointers owned by the Slots object of api/handles.h.
 struct SlotsView {
     int32_t n_slots = 0;
     int32_t n_layers = 0;

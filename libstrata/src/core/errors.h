@@ -1,6 +1,6 @@
 // errors.h — how libstrata code reports failure internally.
 //
-// Internal code throws strata::Error; the C entry points in api.cpp catch it
+// Internal code throws strata::Error; the C entry points in api/ catch it
 // (and any other exception) and turn it into a status code plus the
 // thread-local message returned by strata_last_error().
 #pragma once

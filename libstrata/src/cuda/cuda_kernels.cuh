@@ -5,7 +5,7 @@
 // enqueues on `stream` only (no allocation, no synchronization, no host reads
 // of device memory, so every launcher can be recorded in a CUDA graph). Each
 // checks its launch and throws strata::Error(STRATA_ERR_DEVICE) on failure.
-// Arguments arrive validated by api.cpp; a launch with nothing to do returns
+// Arguments arrive validated by the entry points in api/; a launch with nothing to do returns
 // without enqueueing anything.
 #pragma once
 

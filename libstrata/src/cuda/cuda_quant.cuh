@@ -1,6 +1,6 @@
 // cuda_quant.cuh — GGUF weight formats decoded on the GPU.
 //
-// One definition of every dequantization formula (SPECS §1, same operation
+// One definition of every dequantization formula (docs/design.md "Formats"; same operation
 // order as gguf.quants / ggml's dequantize_row_*: e.g. Q4_K is
 // (d·sc)·q − (dmin·m), two roundings, never a fused multiply-add), used both
 // by the matmul kernels, which decode weights a "unit" at a time, and by the
