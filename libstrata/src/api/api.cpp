@@ -122,8 +122,7 @@ STRATA_EXPORT int32_t strata_context_create(const char* device, int32_t num_thre
         } else {
             ctx->backend = make_cuda_backend(index);
         }
-        register_handle(ctx.get(), HandleKind::Context);
-        *out_ctx = ctx.release();
+        publish_handle(ctx, HandleKind::Context, nullptr, out_ctx);
     });
 }
 
@@ -174,15 +173,12 @@ STRATA_EXPORT int32_t strata_buffer_create(strata_context* ctx, uint64_t n_bytes
     return guarded("strata_buffer_create", [&](Call& call) {
         use_context(call, ctx);
         if (out_buf == nullptr) invalid("out_buf is NULL");
-        if (n_bytes == 0) invalid("n_bytes must be > 0");
-        require_eager(call, "creating a buffer");
+        check_new_memory(call, n_bytes, "creating a buffer");
         auto buf = std::make_unique<strata_buffer>();
         buf->ptr = static_cast<uint8_t*>(ctx->backend->alloc(n_bytes));
         buf->ctx = ctx;
         buf->size = n_bytes;
-        register_handle(buf.get(), HandleKind::Buffer);
-        ctx->n_buffers++;
-        *out_buf = buf.release();
+        publish_handle(buf, HandleKind::Buffer, &ctx->n_buffers, out_buf);
     });
 }
 

@@ -13,12 +13,7 @@ using namespace strata;
 namespace {
 
 strata_host_buffer* use_host_buffer(Call& call, strata_host_buffer* hb, const char* name) {
-    if (!registry_contains(hb, HandleKind::HostBuffer))
-        invalid(std::string(name) +
-                (hb == nullptr ? " is NULL" : " is not a live host buffer (destroyed or never created)"));
-    if (call.ctx == nullptr) call.ctx = hb->ctx;
-    else if (hb->ctx != call.ctx) invalid(std::string(name) + " belongs to a different context");
-    return hb;
+    return use_owned(call, hb, HandleKind::HostBuffer, name, "host buffer");
 }
 
 }  // namespace
@@ -28,16 +23,13 @@ STRATA_EXPORT int32_t strata_host_buffer_create(strata_context* ctx, uint64_t n_
     return guarded("strata_host_buffer_create", [&](Call& call) {
         use_context(call, ctx);
         if (out_hb == nullptr || out_data == nullptr) invalid("out_hb and out_data must not be NULL");
-        if (n_bytes == 0) invalid("n_bytes must be > 0");
-        require_eager(call, "creating a host buffer");
+        check_new_memory(call, n_bytes, "creating a host buffer");
         auto hb = std::make_unique<strata_host_buffer>();
         hb->ptr = static_cast<uint8_t*>(ctx->backend->host_alloc(n_bytes));
         hb->ctx = ctx;
         hb->size = n_bytes;
-        register_handle(hb.get(), HandleKind::HostBuffer);
-        ctx->n_host_buffers++;
         *out_data = hb->ptr;
-        *out_hb = hb.release();
+        publish_handle(hb, HandleKind::HostBuffer, &ctx->n_host_buffers, out_hb);
     });
 }
 

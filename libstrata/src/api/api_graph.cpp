@@ -73,9 +73,7 @@ STRATA_EXPORT int32_t strata_graph_end(strata_context* ctx, strata_graph** out_g
         graph->ctx = ctx;
         for (strata_buffer* b : graph->buffers) b->graph_refs++;
         for (strata_slots* s : graph->slots) s->graph_refs++;
-        register_handle(graph.get(), HandleKind::Graph);
-        ctx->n_graphs++;
-        *out_graph = graph.release();
+        publish_handle(graph, HandleKind::Graph, &ctx->n_graphs, out_graph);
     });
 }
 

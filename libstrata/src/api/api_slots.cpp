@@ -83,9 +83,7 @@ STRATA_EXPORT int32_t strata_slots_create(strata_context* ctx, const strata_slot
             free_regions(ctx, s.get());
             throw;
         }
-        register_handle(s.get(), HandleKind::Slots);
-        ctx->n_slot_sets++;
-        *out_slots = s.release();
+        publish_handle(s, HandleKind::Slots, &ctx->n_slot_sets, out_slots);
     });
 }
 

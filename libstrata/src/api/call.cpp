@@ -43,20 +43,18 @@ strata_context* use_context(Call& call, strata_context* ctx) {
 }
 
 strata_buffer* use_buffer(Call& call, strata_buffer* buf, const char* name) {
-    if (!registry_contains(buf, HandleKind::Buffer))
-        invalid(std::string(name) + (buf == nullptr ? " is NULL" : " is not a live buffer (destroyed or never created)"));
-    if (call.ctx == nullptr) call.ctx = buf->ctx;
-    else if (buf->ctx != call.ctx) invalid(std::string(name) + " belongs to a different context");
-    return buf;
+    return use_owned(call, buf, HandleKind::Buffer, name, "buffer");
 }
 
 strata_slots* use_slots(Call& call, strata_slots* slots, const char* name, bool record) {
-    if (!registry_contains(slots, HandleKind::Slots))
-        invalid(std::string(name) + (slots == nullptr ? " is NULL" : " is not a live slot set (destroyed or never created)"));
-    if (call.ctx == nullptr) call.ctx = slots->ctx;
-    else if (slots->ctx != call.ctx) invalid(std::string(name) + " belongs to a different context");
+    use_owned(call, slots, HandleKind::Slots, name, "slot set");
     if (record && call.ctx->recording) call.ctx->recorded_slots.insert(slots);
     return slots;
+}
+
+void check_new_memory(Call& call, uint64_t n_bytes, const char* what) {
+    if (n_bytes == 0) invalid("n_bytes must be > 0");
+    require_eager(call, what);
 }
 
 void require_eager(Call& call, const char* what) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <new>
 #include <string>
 
@@ -58,8 +59,35 @@ strata_context* use_context(Call& call, strata_context* ctx);
 strata_buffer* use_buffer(Call& call, strata_buffer* buf, const char* name);
 strata_slots* use_slots(Call& call, strata_slots* slots, const char* name, bool record = true);
 
+// The object behind handle argument `name` of a kind a context owns (`noun`
+// for messages): refuses NULL, dead and foreign handles, fixes call.ctx.
+template <class T>
+T* use_owned(Call& call, T* object, HandleKind kind, const char* name, const char* noun) {
+    if (!registry_contains(object, kind))
+        invalid(std::string(name) + (object == nullptr ? std::string(" is NULL")
+                                                       : " is not a live " + std::string(noun) +
+                                                             " (destroyed or never created)"));
+    if (call.ctx == nullptr) call.ctx = object->ctx;
+    else if (object->ctx != call.ctx) invalid(std::string(name) + " belongs to a different context");
+    return object;
+}
+
 // Fails with STRATA_ERR_STATE while call.ctx is recording a graph.
 void require_eager(Call& call, const char* what);
+
+// The checks of creating memory (a device or host buffer) on call.ctx: a
+// size above zero and no graph being recorded (`what` names it for messages).
+void check_new_memory(Call& call, uint64_t n_bytes, const char* what);
+
+// Hands a fully built object to the caller: registered as a live handle of
+// `kind`, counted in its context's `owned` count (so the context outlives
+// it; NULL for a context itself), then released into *out.
+template <class T>
+void publish_handle(std::unique_ptr<T>& object, HandleKind kind, int64_t* owned, T** out) {
+    register_handle(object.get(), kind);
+    if (owned != nullptr) ++*owned;
+    *out = object.release();
+}
 
 // A checked operand: `name` in buffer `buf` at `offset`, `n_bytes` long,
 // `offset` a multiple of `align` (`elem` names the element type for the
