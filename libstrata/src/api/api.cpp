@@ -173,12 +173,8 @@ STRATA_EXPORT int32_t strata_buffer_create(strata_context* ctx, uint64_t n_bytes
     return guarded("strata_buffer_create", [&](Call& call) {
         use_context(call, ctx);
         if (out_buf == nullptr) invalid("out_buf is NULL");
-        check_new_memory(call, n_bytes, "creating a buffer");
-        auto buf = std::make_unique<strata_buffer>();
-        buf->ptr = static_cast<uint8_t*>(ctx->backend->alloc(n_bytes));
-        buf->ctx = ctx;
-        buf->size = n_bytes;
-        publish_handle(buf, HandleKind::Buffer, &ctx->n_buffers, out_buf);
+        create_memory(call, n_bytes, "creating a buffer", HandleKind::Buffer, &ctx->n_buffers, out_buf,
+                      [&](uint64_t n) { return ctx->backend->alloc(n); });
     });
 }
 

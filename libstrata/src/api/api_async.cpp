@@ -23,13 +23,10 @@ STRATA_EXPORT int32_t strata_host_buffer_create(strata_context* ctx, uint64_t n_
     return guarded("strata_host_buffer_create", [&](Call& call) {
         use_context(call, ctx);
         if (out_hb == nullptr || out_data == nullptr) invalid("out_hb and out_data must not be NULL");
-        check_new_memory(call, n_bytes, "creating a host buffer");
-        auto hb = std::make_unique<strata_host_buffer>();
-        hb->ptr = static_cast<uint8_t*>(ctx->backend->host_alloc(n_bytes));
-        hb->ctx = ctx;
-        hb->size = n_bytes;
+        strata_host_buffer* hb = create_memory(call, n_bytes, "creating a host buffer", HandleKind::HostBuffer,
+                                               &ctx->n_host_buffers, out_hb,
+                                               [&](uint64_t n) { return ctx->backend->host_alloc(n); });
         *out_data = hb->ptr;
-        publish_handle(hb, HandleKind::HostBuffer, &ctx->n_host_buffers, out_hb);
     });
 }
 

@@ -89,6 +89,21 @@ void publish_handle(std::unique_ptr<T>& object, HandleKind kind, int64_t* owned,
     *out = object.release();
 }
 
+// Creates a device or host buffer (T) of n_bytes on call.ctx from `alloc`
+// (the backend's alloc or host_alloc) and publishes it into *out.
+template <class T, class Alloc>
+T* create_memory(Call& call, uint64_t n_bytes, const char* what, HandleKind kind, int64_t* owned, T** out,
+                 Alloc&& alloc) {
+    check_new_memory(call, n_bytes, what);
+    auto object = std::make_unique<T>();
+    object->ptr = static_cast<uint8_t*>(alloc(n_bytes));
+    object->ctx = call.ctx;
+    object->size = n_bytes;
+    T* created = object.get();
+    publish_handle(object, kind, owned, out);
+    return created;
+}
+
 // A checked operand: `name` in buffer `buf` at `offset`, `n_bytes` long,
 // `offset` a multiple of `align` (`elem` names the element type for the
 // message). Returns the device address. While recording, the buffer is
