@@ -4,11 +4,12 @@
   image_url --media (MediaLimits)--> PIL image --preprocess--> patch rows, grid
             --vision encoder, on the device between engine steps--> embeddings
   each image's pad repeated n_merged_tokens times; ids + grids --mrope--> positions, rope_delta
-  the whole record --validate_record--> EngineInput
+  the whole record --> EngineInput
 
 Cheap checks run before the encoder: the placeholder count and the prompt
-length (the engine's own check on the expanded ids). Every refusal is raised
-before submission, so no engine state changes.
+length (the engine's own check on the expanded ids). The record itself is
+validated once, by Engine.submit (the check the vision model hands the
+engine), whoever built it. Every refusal comes before anything touches a slot.
 """
 
 from __future__ import annotations
@@ -20,24 +21,20 @@ from strata.vision.errors import VisionError
 from strata.vision.media import MediaLimits, load_images_async
 from strata.vision.mrope import mrope_positions
 from strata.vision.preprocess import PreprocessedImage, preprocess_image
-from strata.vision.records import ImageEmbedding, VisionRecord, validate_record
-from strata.vision.submission import record_limits
+from strata.vision.records import ImageEmbedding, VisionRecord
 
 from .engine_input import EngineInput, from_record
 
 
 async def image_input(engine, ids: list[int], urls: list[str], limits: MediaLimits, client=None) -> EngineInput:
-    """The validated input of a prompt whose template placed one pad per URL in `urls`."""
-    model = engine.model
-    encoder = model.vision
+    """The input of a prompt whose template placed one pad per URL in `urls` (its record checked at submit)."""
+    encoder = engine.model.vision
     images = await load_images_async(urls, limits, client)
     processed = [await anyio.to_thread.run_sync(preprocess_image, image, encoder.preprocess) for image in images]
     ids = expand_image_pads(ids, [p.n_merged_tokens for p in processed], encoder.spec.image_pad_id)
     engine.check_prompt(ids)
     embeddings = [await engine.run_on_device(encoder.encode, p.pixels, p.grid_thw) for p in processed]
-    record = build_record(ids, processed, embeddings, encoder.spec)
-    validate_record(record, record_limits(encoder, model.spec, engine.config.ctx, limits.max_images_per_request))
-    return from_record(record, encoder.spec.image_pad_id)
+    return from_record(build_record(ids, processed, embeddings, encoder.spec), encoder.spec.image_pad_id)
 
 
 def expand_image_pads(ids: list[int], counts: list[int], image_pad_id: int) -> list[int]:

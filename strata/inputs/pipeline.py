@@ -1,4 +1,4 @@
-"""A request's prompt to one validated EngineInput: the one path for the server, `LLM` and the CLI.
+"""A request's prompt to one EngineInput: the one path for the server, `LLM` and the CLI.
 
   chat messages --refuse images (text models)--> --template--> ids --images (vision models)--> EngineInput
   completion prompt (text or ids) --tokenizer--> ids --> EngineInput
@@ -6,7 +6,8 @@
 Each check lives once, where its knowledge is: the template's in
 chat_template, the images' in vision, the prompt's ids and length in the
 engine (Engine.check_prompt, run here so a request is refused before any
-work, and again by Engine.submit for whoever submits directly).
+work, and again by Engine.submit for whoever submits directly), a vision
+record's in the check the vision model hands the engine (run by submit).
 """
 
 from __future__ import annotations
