@@ -64,14 +64,14 @@ class Engine:
         The input pipeline runs it before any work; submit runs it again for whoever submits directly."""
         if not isinstance(prompt_ids, (list, tuple)) or not prompt_ids:
             raise InvalidRequest("the prompt must contain at least one token", "prompt")
-        vocab = self.model.spec.vocab
-        for t in prompt_ids:
-            if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab:
-                raise InvalidRequest(f"token id {t!r} is out of range: ids must be integers in [0, {vocab})", "prompt")
         ctx = self.config.ctx
         if len(prompt_ids) >= ctx:
             raise InvalidRequest(f"the prompt has {len(prompt_ids)} tokens but a slot holds {ctx}: send at most "
                                  f"{ctx - 1} prompt tokens", "prompt", code="context_length_exceeded")
+        vocab = self.model.spec.vocab
+        for t in prompt_ids:
+            if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab:
+                raise InvalidRequest(f"token id {t!r} is out of range: ids must be integers in [0, {vocab})", "prompt")
 
     def validate(self, prompt_ids, params: SamplingParams) -> SamplingParams:
         self.check_prompt(prompt_ids)
