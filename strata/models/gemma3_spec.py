@@ -16,13 +16,17 @@ import math
 
 import numpy as np
 
+from .model import ModelFormatError
+
 GLOBAL_EVERY = 6           # layer i is global when (i + 1) % 6 == 0
 LOCAL_ROPE_BASE = 10000.0
 
 
 def gemma3_fields(reader, hidden: int, n_heads: int, head_dim: int, n_layers: int) -> dict:
     """ModelSpec keyword arguments for a gemma3 GGUF (see the module docstring)."""
-    from .gguf_spec import ModelFormatError, field_value
+    def field_value(_, key, default=None):
+        field = reader.get_field(key)
+        return default if field is None else field.contents()
 
     window = int(field_value(reader, "gemma3.attention.sliding_window", 0) or 0)
     if window <= 0:
