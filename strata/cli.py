@@ -1,9 +1,10 @@
-"""The `strata` command: serve, generate, models, synth.
+"""The `strata` command: serve, generate, models, synth, bench.
 
     strata serve                      # the default model on :8080, the GPU when present
     strata generate --chat --prompt "What is the capital of France?" --temperature 0
     strata models fetch               # the default model into the cache
     strata synth --shape 8b --dtype Q4_0 --out /tmp/8b.gguf
+    strata bench --url http://127.0.0.1:8080 --clients 16
 """
 
 from __future__ import annotations
@@ -58,6 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
                                        formatter_class=argparse.RawDescriptionHelpFormatter)
     synth.configure_parser(synth_parser)
     synth_parser.set_defaults(handler=synth.run)
+
+    from .loadgen import cli as loadgen_cli
+
+    bench = commands.add_parser("bench", help="load-test a running OpenAI-compatible server",
+                                description=loadgen_cli.DESCRIPTION)
+    loadgen_cli.configure_parser(bench)
+    bench.set_defaults(handler=loadgen_cli.run)
     return parser
 
 
