@@ -14,7 +14,7 @@ from quart import Quart, request
 
 from strata.engine.engine import Engine
 
-from . import errors, routes_admin, routes_openai
+from . import errors, routes_admin, routes_openai, routes_ui
 from .errors import APIError
 from .settings import ServerSettings
 from .state import ServerState, current_state
@@ -32,6 +32,7 @@ def create_app(engine: Engine, settings: ServerSettings) -> Quart:
     errors.register(app)
     app.register_blueprint(routes_openai.bp)
     app.register_blueprint(routes_admin.bp)
+    app.register_blueprint(routes_ui.bp)
     app.before_request(_check_api_key)
     app.after_request(_count_refusals)
 
@@ -48,7 +49,7 @@ def create_app(engine: Engine, settings: ServerSettings) -> Quart:
 
 async def _check_api_key() -> None:
     key = current_state().settings.api_key
-    if key is None or request.path in OPEN_PATHS:
+    if key is None or request.path in OPEN_PATHS or routes_ui.is_public(request.path):
         return
     header = request.headers.get("Authorization", "")
     scheme, _, given = header.partition(" ")
