@@ -1,10 +1,11 @@
-"""The `strata` command: serve, generate, models, synth, bench.
+"""The `strata` command: serve, generate, models, synth, bench, top.
 
     strata serve                      # the default model on :8080, the GPU when present
     strata generate --chat --prompt "What is the capital of France?" --temperature 0
     strata models fetch               # the default model into the cache
     strata synth --shape 8b --dtype Q4_0 --out /tmp/8b.gguf
     strata bench --url http://127.0.0.1:8080 --clients 16
+    strata top                        # live slots, queue, tokens/s of the server on :8080
 """
 
 from __future__ import annotations
@@ -66,6 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
                                 description=loadgen_cli.DESCRIPTION)
     loadgen_cli.configure_parser(bench)
     bench.set_defaults(handler=loadgen_cli.run)
+
+    from .top import cli as top_cli
+
+    top = commands.add_parser("top", help="watch a running server's slots, queue and speed",
+                              description=top_cli.DESCRIPTION)
+    top_cli.configure_parser(top)
+    top.set_defaults(handler=top_cli.run)
     return parser
 
 

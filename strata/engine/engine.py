@@ -241,7 +241,8 @@ class Engine:
             else:
                 out.append({"id": slot, "state": "prefill" if request.in_prefill else "decode",
                              "request_id": request.request_id, "prompt_tokens": request.num_prompt,
-                             "generated_tokens": len(request.output_ids), "cached_tokens": request.num_computed})
+                             "generated_tokens": len(request.output_ids), "cached_tokens": request.num_computed,
+                             "tokens_per_s": request.tokens_per_s})
         return out
 
     def close(self) -> None:
