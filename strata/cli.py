@@ -20,6 +20,11 @@ EPILOG = "environment variables:\n" + "{env}" + "\n\nRun `strata COMMAND --help`
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["models"]:          # its own parser: argparse's REMAINDER would swallow `models --help`
+        from . import model_store
+
+        return model_store.main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -80,7 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
 def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("model and engine")
     g.add_argument("--model", default=None,
-                   help="a GGUF file, a Hugging Face checkpoint directory, or an alias (default: smollm2-135m)")
+                   help="a GGUF file, a Hugging Face checkpoint directory, an alias (default: smollm2-135m), or a "
+                        "Hugging Face repository: org/name or org/name:Q4_K_M (fetched into the hub cache)")
+    g.add_argument("--hf-repo", default=None, help="a Hugging Face repository (org/name) to serve, with --hf-file")
+    g.add_argument("--hf-file", default=None, help="the GGUF file of --hf-repo to serve")
     g.add_argument("--device", default=None,
                    help="cpu, cuda or cuda:N (default: $STRATA_DEVICE, else the GPU when present, else cpu)")
     g.add_argument("--batch", type=int, default=None,
@@ -128,7 +136,12 @@ def add_generate_flags(parser: argparse.ArgumentParser) -> None:
 
 def engine_config(args):
     from .config import EngineConfig
+    from .hub import from_flags
 
+    # A hub name becomes its cached path here (fetched when missing); it stays the served model name.
+    args.model, hub_name = from_flags(args.model, args.hf_repo, args.hf_file)
+    if hub_name and getattr(args, "served_model_name", "") is None:
+        args.served_model_name = hub_name
     threads = args.threads if args.threads is not None else int(env.get("STRATA_NUM_THREADS") or 0)
     return EngineConfig(model=args.model or "smollm2-135m", device=args.device, batch=args.batch, ctx=args.ctx,
                         chunk=args.chunk, max_queue=args.max_queue, num_threads=threads,
@@ -176,7 +189,14 @@ def _generate(args) -> int:
 def _serve(args) -> int:
     from server.serve import serve
 
-    return serve(args, engine_config(args))
+    from .model_store import ModelStoreError
+
+    try:
+        config = engine_config(args)
+    except ModelStoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return serve(args, config)
 
 
 def _models(args) -> int:
