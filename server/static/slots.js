@@ -1,5 +1,5 @@
 // The slots panel: polls GET /slots once a second and shows each slot's state,
-// its request, prefill progress and tokens generated, plus the queue.
+// its request, prefill progress, tokens generated and tokens/s, plus the queue.
 
 import { getJSON } from "./api.js";
 
@@ -31,7 +31,9 @@ function render(element, data) {
     const tr = document.createElement("tr");
     tr.className = `slot-${slot.state}`;
     const prefill = slot.state === "idle" ? "" : `${Math.min(slot.cached_tokens, slot.prompt_tokens)}/${slot.prompt_tokens}`;
-    const cells = [slot.id, slot.state, slot.request_id || "", prefill, slot.state === "idle" ? "" : slot.generated_tokens];
+    const rate = slot.tokens_per_s == null ? "" : slot.tokens_per_s.toFixed(1);
+    const cells = [slot.id, slot.state, slot.request_id || "", prefill,
+      slot.state === "idle" ? "" : slot.generated_tokens, rate];
     for (const value of cells) {
       const td = document.createElement("td");
       td.textContent = String(value);
