@@ -28,8 +28,7 @@ def _summary(url: str, snap: Snapshot, rates: Rates | None) -> Table:
     if rates is None:
         table.add_row("speed", "(after the next refresh)")
     else:
-        table.add_row("speed", f"{rates.generated_per_s:,.1f} tokens/s generated · "
-                               f"{rates.prompt_per_s:,.1f} tokens/s prompt")
+        table.add_row("speed", f"{rates.generated_per_s:,.1f} tokens/s generated (last {rates.seconds:.1f} s)")
     table.add_row("latency", f"TTFT p50/p99 {_pair(snap, 'strata_time_to_first_token_seconds')} · "
                              f"ITL p50/p99 {_pair(snap, 'strata_inter_token_latency_seconds')}")
     done = {o: int(snap.value("strata_requests_total", outcome=o)) for o in ("stop", "length", "cancelled")}

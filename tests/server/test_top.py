@@ -44,7 +44,7 @@ def test_top_once_shows_a_decoding_slot(server, http):
     out = done.stdout
     assert f"server    {server.url} · engine up" in out
     assert re.search(r"slots\s+1/4 busy · 0 queued · KV [\d,]+/2,048 tokens", out), out
-    assert re.search(r"speed\s+[\d.,]+ tokens/s generated", out), out
+    assert re.search(r"speed\s+[\d.,]+ tokens/s generated \(last [\d.]+ s\)", out), out
     assert re.search(r"TTFT p50/p99 [\d,]+/[\d,]+ ms · ITL p50/p99 [\d,]+/[\d,]+ ms", out), out
     row = next(line for line in out.splitlines() if busy[0]["request_id"] in line)
     assert "decode" in row and re.search(r"\d+/\d+ \(100%\)", row), row
