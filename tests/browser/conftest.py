@@ -34,7 +34,9 @@ def chromium_path() -> str | None:
     return shutil.which("chromium")
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's sync API keeps an event loop running in the main thread while it
+# is open, which would break asyncio tests that run after the browser tests in the same session.
+@pytest.fixture(scope="module")
 def browser():
     sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed "
                                    "(pip install -e '.[test]')")
