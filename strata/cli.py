@@ -136,10 +136,10 @@ def add_generate_flags(parser: argparse.ArgumentParser) -> None:
 
 def engine_config(args):
     from .config import EngineConfig
-    from .hub import from_flags
+    from .model_store import model_from_flags
 
     # A hub name becomes its cached path here (fetched when missing); it stays the served model name.
-    args.model, hub_name = from_flags(args.model, args.hf_repo, args.hf_file)
+    args.model, hub_name = model_from_flags(args.model, args.hf_repo, args.hf_file)
     if hub_name and getattr(args, "served_model_name", "") is None:
         args.served_model_name = hub_name
     threads = args.threads if args.threads is not None else int(env.get("STRATA_NUM_THREADS") or 0)
@@ -187,6 +187,8 @@ def _generate(args) -> int:
 
 
 def _serve(args) -> int:
+    # The command sits above both packages: strata serve reaches the server package through
+    # server.serve.serve only (library code under strata/ never imports server).
     from server.serve import serve
 
     from .model_store import ModelStoreError

@@ -21,7 +21,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from .model_store import ModelStoreError
+
+class HubError(RuntimeError):
+    """A hub name that can't be resolved or fetched; the text says what to do. (strata.model_store turns it
+    into its HubError: this module sits below it and imports nothing of Strata.)"""
 
 DEFAULT_TAG = "Q4_K_M"          # what llama-server picks for `org/name` without a tag
 HUB_NAME = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)"
@@ -48,7 +51,7 @@ def parse(name: str, filename: str | None = None) -> HubModel | None:
     """The hub model a name means, or None when it isn't a hub name (a path, an alias)."""
     if filename is not None:
         if not HUB_NAME.match(name) or ":" in name or "@" in name:
-            raise ModelStoreError(f"--hf-repo wants a repository as org/name, got {name!r}")
+            raise HubError(f"--hf-repo wants a repository as org/name, got {name!r}")
         return HubModel(name, filename=filename)
     match = HUB_NAME.match(name)
     if match is None or (match["file"] is None and name.lower().endswith(".gguf")) or name.startswith((".", "~")):
@@ -60,13 +63,13 @@ def choose_file(ref: HubModel, files: list[str]) -> str | None:
     """The repository file the name means; None for a checkpoint directory (no GGUF, a config.json)."""
     if ref.filename:
         if ref.filename not in files:
-            raise ModelStoreError(f"{ref.repo} has no file {ref.filename!r}; its GGUF files: {_listing(files)}")
+            raise HubError(f"{ref.repo} has no file {ref.filename!r}; its GGUF files: {_listing(files)}")
         return ref.filename
     ggufs = [f for f in files if f.lower().endswith(".gguf") and "mmproj" not in PurePosixPath(f).name.lower()]
     if not ggufs:
         if "config.json" in files and not ref.tag:
             return None
-        raise ModelStoreError(f"{ref.repo} has no GGUF file{' tagged ' + ref.tag if ref.tag else ''} and no "
+        raise HubError(f"{ref.repo} has no GGUF file{' tagged ' + ref.tag if ref.tag else ''} and no "
                               f"config.json; files: {', '.join(sorted(files)[:20]) or 'none'}")
     tag = ref.tag or (DEFAULT_TAG if len(ggufs) > 1 else None)
     picked = [f for f in ggufs if _has_tag(f, tag)] if tag else ggufs
@@ -74,12 +77,12 @@ def choose_file(ref: HubModel, files: list[str]) -> str | None:
     if len(whole) == 1:
         return whole[0]
     if picked and not whole:
-        raise ModelStoreError(f"{ref.repo}: {picked[0]} is split into parts, which Strata does not load; "
+        raise HubError(f"{ref.repo}: {picked[0]} is split into parts, which Strata does not load; "
                               "merge it with llama.cpp's gguf-split --merge, or pick another file")
     how = "name a tag as org/name:TAG or a file with --hf-file"
     if not picked:
-        raise ModelStoreError(f"{ref.repo} has no GGUF file tagged {tag}; {how}; its GGUF files: {_listing(ggufs)}")
-    raise ModelStoreError(f"{ref.repo} has several GGUF files tagged {tag}: {_listing(whole)}; {how}")
+        raise HubError(f"{ref.repo} has no GGUF file tagged {tag}; {how}; its GGUF files: {_listing(ggufs)}")
+    raise HubError(f"{ref.repo} has several GGUF files tagged {tag}: {_listing(whole)}; {how}")
 
 
 def _has_tag(filename: str, tag: str) -> bool:
@@ -123,12 +126,12 @@ def cached(ref: HubModel) -> Path:
     """The cached file (or checkpoint directory) of a hub name; never downloads."""
     snapshot = _cached_snapshot(ref)
     if snapshot is None:
-        raise ModelStoreError(f"{ref.name} is not in the Hugging Face cache ({cache_root()}); "
+        raise HubError(f"{ref.name} is not in the Hugging Face cache ({cache_root()}); "
                               f"fetch it with `strata models fetch {ref.name}`")
     try:
         chosen = choose_file(ref, _snapshot_files(snapshot))
-    except ModelStoreError as exc:
-        raise ModelStoreError(f"{ref.name} is not in the Hugging Face cache (what is cached: {exc}); fetch it "
+    except HubError as exc:
+        raise HubError(f"{ref.name} is not in the Hugging Face cache (what is cached: {exc}); fetch it "
                               f"with `strata models fetch {ref.name}`") from None
     return snapshot if chosen is None else snapshot / chosen
 
@@ -143,18 +146,18 @@ def fetch(ref: HubModel) -> Path:
     if hf.constants.HF_HUB_OFFLINE:
         try:
             return cached(ref)
-        except ModelStoreError as exc:
-            raise ModelStoreError(f"{exc} (HF_HUB_OFFLINE is set: nothing can be downloaded)") from None
+        except HubError as exc:
+            raise HubError(f"{exc} (HF_HUB_OFFLINE is set: nothing can be downloaded)") from None
     try:
         files = hf.HfApi().list_repo_files(ref.repo, revision=ref.revision)
         chosen = choose_file(ref, files)
         if chosen is None:
             return Path(hf.snapshot_download(ref.repo, revision=ref.revision, allow_patterns=CHECKPOINT_FILES))
         return Path(hf.hf_hub_download(ref.repo, chosen, revision=ref.revision))
-    except ModelStoreError:
+    except HubError:
         raise
     except Exception as exc:  # the hub's errors: not found, gated, offline, network
-        raise ModelStoreError(_hub_error(ref, exc)) from None
+        raise HubError(_hub_error(ref, exc)) from None
 
 
 def _hub_error(ref: HubModel, exc: Exception) -> str:
@@ -175,7 +178,7 @@ def _import_hub():
         import huggingface_hub.constants  # noqa: F401
         import huggingface_hub.utils  # noqa: F401
     except ImportError:
-        raise ModelStoreError("Hugging Face names need the huggingface_hub package: pip install huggingface_hub") \
+        raise HubError("Hugging Face names need the huggingface_hub package: pip install huggingface_hub") \
             from None
     return huggingface_hub
 
@@ -239,25 +242,3 @@ def _still_linked(blob: Path) -> bool:
     snapshots = blob.parent.parent / "snapshots"
     return any(p.is_symlink() and p.resolve() == blob for p in snapshots.rglob("*"))
 
-
-def from_flags(model: str | None, hf_repo: str | None, hf_file: str | None) -> tuple[str | None, str | None]:
-    """What `--model` / `--hf-repo` / `--hf-file` name: (the model for EngineConfig, the hub name or None).
-
-    A hub name is fetched here (downloaded when missing, unless HF_HUB_OFFLINE), so the engine gets a path;
-    paths and aliases pass through untouched.
-    """
-    from .model_store import ALIASES
-
-    if hf_repo:
-        if model:
-            raise ModelStoreError("give either --model or --hf-repo, not both")
-        ref = parse(hf_repo, hf_file)
-    elif hf_file:
-        raise ModelStoreError("--hf-file needs --hf-repo org/name")
-    elif model and model.lower() not in ALIASES and not Path(model).expanduser().exists():
-        ref = parse(model)
-    else:
-        ref = None
-    if ref is None:
-        return model, None
-    return str(fetch(ref)), ref.name

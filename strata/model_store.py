@@ -16,6 +16,7 @@ the one GGUF member.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import subprocess
@@ -104,12 +105,48 @@ def resolve_model(name_or_path: str | os.PathLike[str] | None = None) -> Path:
         return _cached_alias_file(ALIASES[name.lower()])
     from . import hub
 
-    hub_model = hub.parse(name)
-    if hub_model is not None:      # org/name[:TAG]: from the Hugging Face cache (strata/hub.py)
-        return hub.cached(hub_model)
+    with _hub_errors():
+        hub_model = hub.parse(name)
+        if hub_model is not None:      # org/name[:TAG]: from the Hugging Face cache (strata/hub.py)
+            return hub.cached(hub_model)
     if os.sep in name or "/" in name or path.suffix.lower() == ".gguf":
         raise ModelStoreError(f"no such model file or directory: {path}")
     raise ModelStoreError(f"unknown model {name!r}: give a .gguf file, a Hugging Face checkpoint directory, or one of the aliases {_alias_list()}")
+
+
+@contextlib.contextmanager
+def _hub_errors():
+    """strata.hub's errors as ModelStoreError, the one error every caller of this module catches."""
+    from .hub import HubError
+
+    try:
+        yield
+    except HubError as exc:
+        raise ModelStoreError(str(exc)) from None
+
+
+def model_from_flags(model: str | None, hf_repo: str | None, hf_file: str | None) -> tuple[str | None, str | None]:
+    """What `--model` / `--hf-repo` / `--hf-file` name: (the model for EngineConfig, the hub name or None).
+
+    A hub name is fetched here (downloaded when missing, unless HF_HUB_OFFLINE), so the engine gets a path;
+    paths and aliases pass through untouched.
+    """
+    from . import hub
+
+    with _hub_errors():
+        if hf_repo:
+            if model:
+                raise ModelStoreError("give either --model or --hf-repo, not both")
+            ref = hub.parse(hf_repo, hf_file)
+        elif hf_file:
+            raise ModelStoreError("--hf-file needs --hf-repo org/name")
+        elif model and model.lower() not in ALIASES and not Path(model).expanduser().exists():
+            ref = hub.parse(model)
+        else:
+            ref = None
+        if ref is None:
+            return model, None
+        return str(hub.fetch(ref)), ref.name
 
 
 def _cached_alias_file(alias: ModelAlias) -> Path:
@@ -260,26 +297,31 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "list":
-            return _list_models()
-        hub_model = None if args.alias.lower() in ALIASES else hub.parse(args.alias, args.hf_file)
-        if args.hf_file and hub_model is None:
-            raise ModelStoreError(f"--hf-file goes with a Hugging Face repository (org/name), not {args.alias!r}")
-        if args.command == "fetch":
-            print(hub.fetch(hub_model) if hub_model else fetch(args.alias, force=args.force))
-            return 0
-        if args.command == "rm":
-            removed = hub.remove(hub_model) if hub_model else _remove_alias(args.alias)
-            for path in removed:
-                print(f"removed {path}")
-            return 0
-        if hub_model:
-            print(hub.cached(hub_model))
-            return 0
-        return _print_path(args.alias)
+        with _hub_errors():
+            return _run(args, hub)
     except ModelStoreError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+
+
+def _run(args, hub) -> int:
+    if args.command == "list":
+        return _list_models()
+    hub_model = None if args.alias.lower() in ALIASES else hub.parse(args.alias, args.hf_file)
+    if args.hf_file and hub_model is None:
+        raise ModelStoreError(f"--hf-file goes with a Hugging Face repository (org/name), not {args.alias!r}")
+    if args.command == "fetch":
+        print(hub.fetch(hub_model) if hub_model else fetch(args.alias, force=args.force))
+        return 0
+    if args.command == "rm":
+        removed = hub.remove(hub_model) if hub_model else _remove_alias(args.alias)
+        for path in removed:
+            print(f"removed {path}")
+        return 0
+    if hub_model:
+        print(hub.cached(hub_model))
+        return 0
+    return _print_path(args.alias)
 
 
 def _remove_alias(alias: str) -> list[Path]:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from strata.hub import HubModel, choose_file, parse
-from strata.model_store import ModelStoreError
+from strata.hub import HubError, HubModel, choose_file, parse
 
 FILES = ["README.md", "m-Q4_K.gguf", "m-Q4_K_M.gguf", "m-Q4_K_S.gguf", "m-Q8_0.gguf", "mmproj-m-f16.gguf",
          "big-Q6_K-00001-of-00002.gguf", "big-Q6_K-00002-of-00002.gguf"]
@@ -25,7 +24,7 @@ def test_parse(name, want):
 
 def test_parse_with_a_file_and_names_round_trip():
     assert parse("org/name", "x.gguf") == HubModel("org/name", filename="x.gguf")
-    with pytest.raises(ModelStoreError, match="org/name"):
+    with pytest.raises(HubError, match="org/name"):
         parse("org/name:Q4_0", "x.gguf")
     for name in ("org/name", "org/name:Q8_0", "org/name@x.gguf"):
         assert parse(name).name == name
@@ -54,5 +53,5 @@ def test_choose_the_only_gguf_or_the_checkpoint_directory():
     (HubModel("o/m"), ["README.md"], "no GGUF file and no config.json"),
 ])
 def test_choose_refusals_say_what_exists(ref, files, message):
-    with pytest.raises(ModelStoreError, match=message):
+    with pytest.raises(HubError, match=message):
         choose_file(ref, files)
