@@ -1,7 +1,9 @@
 """`strata top`: refreshes the server view in place until Ctrl-C, or prints one (`--once`).
 
 `--once` reads the server twice, `--interval` apart, so the printed snapshot
-has rates too; its output is plain text when stdout is not a terminal.
+has rates too; its output is plain text when stdout is not a terminal. The
+live view keeps retrying when the server stops answering (a restart); the
+first reading must succeed.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.live import Live
+    from rich.text import Text
 
     from .view import render
 
@@ -51,8 +54,14 @@ def run(args: argparse.Namespace) -> int:
             with Live(render(url, previous, None), console=console, auto_refresh=False, screen=False) as live:
                 while True:
                     time.sleep(args.interval)
-                    current = read(http)
-                    live.update(render(url, current, Rates.between(previous, current)), refresh=True)
+                    try:
+                        current = read(http)
+                    except ScrapeError as exc:     # a restart or a blip: keep watching
+                        live.update(Text(f"{exc}; retrying every {args.interval:g} s", style="red"), refresh=True)
+                        previous = None
+                        continue
+                    rates = Rates.between(previous, current) if previous else None
+                    live.update(render(url, current, rates), refresh=True)
                     previous = current
         except ScrapeError as exc:
             print(f"error: {exc}", file=sys.stderr)
