@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_generate_flags(generate)
     generate.set_defaults(handler=_generate)
 
-    models = commands.add_parser("models", help="list, fetch or locate cached models", add_help=False)
+    models = commands.add_parser("models", help="list, fetch, remove or locate cached models (aliases, Hugging Face names)", add_help=False)
     models.add_argument("rest", nargs=argparse.REMAINDER)
     models.set_defaults(handler=_models)
 
