@@ -29,13 +29,16 @@ def chat_prompt_ids(engine, messages: list[dict], template_kwargs: dict | None =
     return engine.tokenizer.encode(text, add_special=False)
 
 
-async def chat_inputs(engine, messages: list[dict], template_kwargs: dict | None, limits: MediaLimits
-                      ) -> EngineInput:
-    """The prompt of a chat request; with images (vision models only) their positions and rows too."""
+async def chat_inputs(engine, messages: list[dict], template_kwargs: dict | None, limits: MediaLimits,
+                      run_cpu=None) -> EngineInput:
+    """The prompt of a chat request; with images (vision models only) their positions and rows too.
+    run_cpu: `await run_cpu(fn, *args)` runs templating and tokenizing off the event loop (None: inline)."""
     if engine.model.vision is None:
-        return EngineInput(chat_prompt_ids(engine, messages, template_kwargs))
+        if run_cpu is None:
+            return EngineInput(chat_prompt_ids(engine, messages, template_kwargs))
+        return EngineInput(await run_cpu(chat_prompt_ids, engine, messages, template_kwargs))
     try:
-        return await vision_chat_inputs(engine, messages, limits, template_kwargs=template_kwargs)
+        return await vision_chat_inputs(engine, messages, limits, template_kwargs=template_kwargs, run_cpu=run_cpu)
     except ChatTemplateError as exc:
         raise bad_request(str(exc), "messages", code="chat_template_error") from None
 

@@ -3,8 +3,10 @@
 A generation request goes body -> typed request (schemas) -> prompt ids
 (prompts) -> engine.submit, which refuses bad input or a full queue before
 anything starts, so errors are plain JSON with their status; then either the
-whole answer as one JSON body or server-sent events (sse). Either way, a
-client that goes away cancels its request.
+whole answer as one JSON body or server-sent events (sse). Parsing a large
+body, templating and tokenizing run in the bounded worker pool, never on
+the event loop. Either way, a client that goes away cancels its request,
+from whatever point it leaves (client_gone).
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from quart import Blueprint, Response, request
 from strata.engine.sampling import InvalidRequest
 from strata.engine.scheduler import QueueFull
 
-from . import prompts, schemas, sse
+from . import json_body, memory, prompts, schemas, sse
+from .client_gone import client_of
 from .errors import APIError, bad_request, overloaded, shutting_down
+from .request_workers import workers_or_503
 from .responses import formatter_for, json_response
 from .schemas import Options
 from .state import ServerState, current_state
@@ -30,19 +34,26 @@ bp = Blueprint("openai", __name__)
 @bp.post("/v1/chat/completions")
 async def chat_completions():
     state = current_state()
-    parsed = schemas.parse_chat(schemas.parse_json(await request.get_data()), state.settings.model_name)
+    body = await json_body.read_json(request, state, text_param="messages")
+    parsed = schemas.parse_chat(body, state.settings.model_name)
     _check_serving(state)
-    inputs = await prompts.chat_inputs(state.engine, parsed.messages, parsed.template_kwargs,
-                                       state.settings.media_limits)
-    return await _generate(state, "chat", inputs.prompt_ids, parsed.options, inputs.submit_kwargs())
+    with workers_or_503(state):
+        inputs = await prompts.chat_inputs(state.engine, parsed.messages, parsed.template_kwargs,
+                                           state.settings.media_limits, run_cpu=state.workers.run)
+    vision = inputs.submit_kwargs()
+    if vision:
+        request.scope[memory.SCOPE_KEY] = True          # decoded images were freed: give the pages back
+    return await _generate(state, "chat", inputs.prompt_ids, parsed.options, vision)
 
 
 @bp.post("/v1/completions")
 async def completions():
     state = current_state()
-    parsed = schemas.parse_completion(schemas.parse_json(await request.get_data()), state.settings.model_name)
+    body = await json_body.read_json(request, state, text_param="prompt")
+    parsed = schemas.parse_completion(body, state.settings.model_name)
     _check_serving(state)
-    ids = prompts.completion_prompt_ids(state.engine, parsed.prompt)
+    with workers_or_503(state):
+        ids = await state.workers.run(prompts.completion_prompt_ids, state.engine, parsed.prompt)
     return await _generate(state, "completion", ids, parsed.options)
 
 
@@ -78,6 +89,10 @@ async def _generate(state: ServerState, kind: str, ids: list[int], options: Opti
     """vision: submit's positions, rope_delta and image rows for a prompt with images."""
     engine = state.engine
     params = schemas.params_for(options, len(ids), engine.config.ctx, kind)
+    client = client_of(request.scope)
+    if client.gone:                  # left while its prompt was prepared: nothing to run for it
+        state.count_outcome("cancelled")
+        raise APIError(499, "the client closed the connection", code="client_closed_request")
     try:
         stream = engine.submit(ids, params, **(vision or {}))
     except InvalidRequest as exc:
@@ -85,6 +100,7 @@ async def _generate(state: ServerState, kind: str, ids: list[int], options: Opti
         raise bad_request(str(exc), param) from None
     except QueueFull as exc:
         raise overloaded(str(exc), state.settings.retry_after_s) from None
+    client.on_gone(stream.cancel)    # FIN, half-close or RST at any point from here frees the slot within a step
     log.debug("%s: %d prompt tokens, max_tokens %d, stream %s", stream.request_id, len(ids), params.max_tokens,
               options.stream)
     fmt = formatter_for(kind, options, engine.tokenizer)

@@ -14,32 +14,40 @@ vision tower refuses image parts.
 
 from __future__ import annotations
 
+from functools import partial
+
 import anyio
 import numpy as np
 
 from strata.vision.engine_inputs import EngineInput, record_limits, to_engine_input
 from strata.vision.errors import VisionError
-from strata.vision.media import MediaLimits, collect_image_urls, load_images_async
+from strata.vision.media import MediaLimits, collect_image_urls, load_processed_images
 from strata.vision.mrope import mrope_positions
 from strata.vision.preprocess import PreprocessedImage, preprocess_image
 from strata.vision.records import ImageEmbedding, VisionRecord, validate_record
 
 
 async def chat_inputs(engine, messages: list[dict], limits: MediaLimits, *, template_kwargs: dict | None = None,
-                      client=None) -> EngineInput:
-    """The prompt (and images) of a chat request, validated; raises VisionError or ChatTemplateError."""
+                      client=None, run_cpu=None) -> EngineInput:
+    """The prompt (and images) of a chat request, validated; raises VisionError or ChatTemplateError.
+
+    run_cpu: `await run_cpu(fn)` runs CPU work (templating, tokenizing, decoding) off the event loop; the server
+    passes its bounded worker pool, the default is anyio's thread pool.
+    """
+    run_cpu = run_cpu or anyio.to_thread.run_sync
     model = engine.model
     urls = collect_image_urls(messages, limits)
     if urls and model.vision is None:
         raise VisionError(f"the model {model.name!r} reads text only; send text content, or serve a vision model "
                           "(e.g. Qwen2.5-VL)", "images_not_supported")
-    text = model.chat_template.render(messages, add_generation_prompt=True, **(template_kwargs or {}))
-    ids = engine.tokenizer.encode(text, add_special=False)
+    text = await run_cpu(partial(model.chat_template.render, messages, add_generation_prompt=True,
+                                 **(template_kwargs or {})))
+    ids = await run_cpu(partial(engine.tokenizer.encode, text, add_special=False))
     if not urls:
         return EngineInput(ids)
     encoder = model.vision
-    images = await load_images_async(urls, limits, client)
-    processed = [await anyio.to_thread.run_sync(preprocess_image, image, encoder.preprocess) for image in images]
+    # decoded and preprocessed one at a time (media's decode bound): only the patch rows are kept
+    processed = await load_processed_images(urls, limits, partial(preprocess_image, config=encoder.preprocess), client)
     ids = expand_image_pads(ids, [p.n_merged_tokens for p in processed], encoder.spec.image_pad_id)
     n_ctx = engine.config.ctx
     if len(ids) >= n_ctx:
