@@ -21,7 +21,9 @@ def render(state: ServerState) -> str:
     engine = state.engine
     m = engine.metrics
     out: list[str] = []
-    outcomes = {o: 0 for o in OUTCOMES} | m.requests | state.outcomes
+    outcomes = {o: 0 for o in OUTCOMES} | m.requests
+    for outcome, count in state.outcomes.items():           # both sides count `cancelled` and `rejected`
+        outcomes[outcome] = outcomes.get(outcome, 0) + count
     _family(out, "strata_requests_total", "counter",
             "Requests by outcome: stop/length finished, cancelled (client gone or shutdown), error (engine failure), "
             "rejected (queue full), invalid (bad input), unauthorized (missing or wrong API key).",
