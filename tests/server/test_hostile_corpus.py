@@ -3,12 +3,13 @@ by status (and as `invalid` on the generation routes), while reference streams r
 
 from __future__ import annotations
 
+import json
 import socket
 
 import pytest
 from hostile_corpus import CHAT, COMPLETIONS, RAW_HTTP_CASES, cases
 from reference_streams import ReferenceStreams
-from server_helpers import metric, metrics
+from server_helpers import metric
 
 CASES = cases()
 GENERATION = (CHAT, COMPLETIONS)
@@ -39,13 +40,20 @@ def _check_error(response, status: int, param: str | None, code: str | None) -> 
     return error
 
 
+@pytest.fixture(scope="module")
+def scrape(server):
+    """GET /metrics over one kept-alive connection (a new httpx client per scrape costs an SSL context)."""
+    with server.http() as client:
+        yield lambda: client.get("/metrics").text
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_bad_request(case, server, http, references):
-    before = metrics(server)
+def test_bad_request(case, http, references, scrape):
+    before = scrape()
     with references.during(case.name):
         response = http.request(case.method, case.path, content=case.content(), headers=case.request_headers())
     _check_error(response, case.status, case.param, case.code)
-    after = metrics(server)
+    after = scrape()
     code = str(case.status)
     assert metric(after, "strata_http_responses_total", code=code) == \
         metric(before, "strata_http_responses_total", code=code) + 1
@@ -70,18 +78,17 @@ def _raw_exchange(port: int, data: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("name", list(RAW_HTTP_CASES))
-def test_malformed_http_gets_an_openai_error_body(name, server, references):
+def test_malformed_http_gets_an_openai_error_body(name, server, references, scrape):
     data, status = RAW_HTTP_CASES[name]
-    before = metrics(server)
+    before = scrape()
     with references.during(name):
         reply = _raw_exchange(server.port, data)
     head, _, body = reply.partition(b"\r\n\r\n")
     assert head.startswith(f"HTTP/1.1 {status} ".encode()), head[:200]
     assert b"content-type: application/json" in head.lower()
-    import json
     error = json.loads(body)["error"]
     assert set(error) == {"message", "type", "param", "code"} and error["type"] == "invalid_request_error"
-    assert metric(metrics(server), "strata_http_responses_total", code=str(status)) == \
+    assert metric(scrape(), "strata_http_responses_total", code=str(status)) == \
         metric(before, "strata_http_responses_total", code=str(status)) + 1
 
 
