@@ -48,8 +48,14 @@ def test_client_leaving_cancels_its_request(server, http, how, stream, when):
     finally:
         sock.close()
     after = metrics(server)
-    assert metric(after, "strata_requests_total", outcome="cancelled") == \
-        metric(before, "strata_requests_total", outcome="cancelled") + 1
+    cancelled = metric(after, "strata_requests_total", outcome="cancelled") - \
+        metric(before, "strata_requests_total", outcome="cancelled")
+    if how == "rst" and when == "right-after-request":
+        # a reset may reach the server before it read the request: the kernel then drops the unread bytes,
+        # and there was never a request to cancel (the slot is idle either way, checked above)
+        assert cancelled in (0, 1)
+    else:
+        assert cancelled == 1
     assert metric(after, "strata_requests_total", outcome="length") == \
         metric(before, "strata_requests_total", outcome="length")
     generated = metric(after, "strata_generation_tokens_total") - metric(before, "strata_generation_tokens_total")
@@ -70,4 +76,5 @@ def test_a_storm_of_immediate_closes(server, http):
     wait_idle(server, timeout=20)
     for sock in socks:
         sock.close()
-    assert metric(metrics(server), "strata_requests_total", outcome="cancelled") == before + 12
+    cancelled = metric(metrics(server), "strata_requests_total", outcome="cancelled") - before
+    assert 8 <= cancelled <= 12          # the four resets may come before their request was read (see above)
