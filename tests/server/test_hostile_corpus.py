@@ -95,3 +95,29 @@ def test_malformed_http_gets_an_openai_error_body(name, server, references, scra
 def test_reference_streams_stayed_exact(references):
     """Runs last in this module: every reference stream that overlapped the corpus equals its solo run."""
     assert references.check() >= 2
+
+
+@pytest.mark.gpu
+def test_the_corpus_on_the_gpu(model_available, tmp_path):
+    """The whole corpus against a CUDA server, reference streams exact throughout (run on the H200)."""
+    from server_helpers import start_server
+
+    from strata import _ffi
+
+    if _ffi.cuda_device_count() == 0:
+        pytest.skip("no CUDA device")
+    server = start_server(tmp_path, "--device", "cuda:0", "--batch", "8")
+    try:
+        streams = ReferenceStreams(server)
+        with server.http() as http:
+            for case in CASES:
+                with streams.during(case.name):
+                    response = http.request(case.method, case.path, content=case.content(),
+                                            headers=case.request_headers())
+                _check_error(response, case.status, case.param, case.code)
+            for name, (data, status) in RAW_HTTP_CASES.items():
+                with streams.during(name):
+                    assert _raw_exchange(server.port, data).startswith(f"HTTP/1.1 {status} ".encode())
+        assert streams.check() >= 2
+    finally:
+        server.stop()
