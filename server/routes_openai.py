@@ -37,13 +37,12 @@ async def chat_completions():
     body = await json_body.read_json(request, state, text_param="messages")
     parsed = schemas.parse_chat(body, state.settings.model_name)
     _check_serving(state)
+    if state.engine.model.vision is not None:
+        request.scope[memory.SCOPE_KEY] = True          # decoded images, refused or not, are freed: trim after
     with workers_or_503(state):
         inputs = await prompts.chat_inputs(state.engine, parsed.messages, parsed.template_kwargs,
                                            state.settings.media_limits, run_cpu=state.workers.run)
-    vision = inputs.submit_kwargs()
-    if vision:
-        request.scope[memory.SCOPE_KEY] = True          # decoded images were freed: give the pages back
-    return await _generate(state, "chat", inputs.prompt_ids, parsed.options, vision)
+    return await _generate(state, "chat", inputs.prompt_ids, parsed.options, inputs.submit_kwargs())
 
 
 @bp.post("/v1/completions")
