@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 
-from .errors import overloaded
+from .errors import APIError
 
 DEFAULT_THREADS = max(1, min(4, os.cpu_count() or 1))
 DEFAULT_MAX_WAITING = 256
@@ -58,5 +58,5 @@ def workers_or_503(state):
         yield
     except WorkersBusy as exc:
         state.count_outcome("rejected")
-        raise overloaded(f"the server is busy preparing other requests ({exc}); retry after a moment",
-                         state.settings.retry_after_s) from None
+        raise APIError(503, f"the server is busy preparing other requests ({exc}); retry after a moment",
+                       code="overloaded", headers={"Retry-After": str(state.settings.retry_after_s)}) from None

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from quart import Blueprint, Response, request
 
+from strata.inputs import chat_ids, refuse_images
 from strata.tokenizer import TokenizerError
 
-from . import json_body, prometheus, prompts, schemas
+from . import json_body, prometheus, schemas
 from .request_workers import workers_or_503
 from .errors import bad_request
 from .responses import json_response
@@ -51,7 +52,9 @@ async def tokenize():
     messages = f.optional("messages", list, "an array of messages")
     with workers_or_503(state):
         if messages is not None:
-            ids = await state.workers.run(prompts.chat_prompt_ids, state.engine, schemas.parse_messages(messages))
+            messages = schemas.parse_messages(messages)
+            refuse_images(state.engine.model, messages)        # images count as their single placeholder here
+            ids = await state.workers.run(chat_ids, state.engine.model, state.engine.tokenizer, messages)
         else:
             prompt = f.required("prompt", str, "a string (or send messages)")
             add_special = f.optional("add_special_tokens", bool, "a boolean")

@@ -1,11 +1,12 @@
 """The OpenAI routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models.
 
-A generation request goes body -> typed request (schemas) -> prompt ids
-(prompts) -> engine.submit, which refuses bad input or a full queue before
-anything starts, so errors are plain JSON with their status; then either the
-whole answer as one JSON body or server-sent events (sse). Parsing a large
-body, templating and tokenizing run in the bounded worker pool, never on
-the event loop. Either way, a client that goes away cancels its request,
+A generation request goes body -> typed request (schemas) -> one validated
+EngineInput (strata.inputs) -> engine.submit, which refuses bad input or a
+full queue before anything starts; the exceptions on the way propagate to
+the one mapping in errors, so errors are plain JSON with their status. Then
+either the whole answer as one JSON body or server-sent events (sse). Parsing
+a large body, templating and tokenizing run in the bounded worker pool, never
+on the event loop. Either way, a client that goes away cancels its request,
 from whatever point it leaves (client_gone).
 """
 
@@ -15,12 +16,11 @@ import logging
 
 from quart import Blueprint, Response, request
 
-from strata.engine.sampling import InvalidRequest
-from strata.engine.scheduler import QueueFull
+from strata.inputs import EngineInput, chat_input, completion_input
 
-from . import json_body, memory, prompts, schemas, sse
+from . import json_body, memory, schemas, sse
 from .client_gone import client_of
-from .errors import APIError, bad_request, overloaded, shutting_down
+from .errors import APIError, shutting_down, unavailable
 from .request_workers import workers_or_503
 from .responses import formatter_for, json_response
 from .schemas import Options
@@ -40,9 +40,9 @@ async def chat_completions():
     if state.engine.model.vision is not None:
         request.scope[memory.SCOPE_KEY] = True          # decoded images, refused or not, are freed: trim after
     with workers_or_503(state):
-        inputs = await prompts.chat_inputs(state.engine, parsed.messages, parsed.template_kwargs,
-                                           state.settings.media_limits, run_cpu=state.workers.run)
-    return await _generate(state, "chat", inputs.prompt_ids, parsed.options, inputs.submit_kwargs())
+        inputs = await chat_input(state.engine, parsed.messages, state.settings.media_limits,
+                                  template_kwargs=parsed.template_kwargs, run_cpu=state.workers.run)
+    return await _generate(state, "chat", inputs, parsed.options)
 
 
 @bp.post("/v1/completions")
@@ -52,8 +52,8 @@ async def completions():
     parsed = schemas.parse_completion(body, state.settings.model_name)
     _check_serving(state)
     with workers_or_503(state):
-        ids = await state.workers.run(prompts.completion_prompt_ids, state.engine, parsed.prompt)
-    return await _generate(state, "completion", ids, parsed.options)
+        inputs = await state.workers.run(completion_input, state.engine, parsed.prompt)
+    return await _generate(state, "completion", inputs, parsed.options)
 
 
 @bp.get("/v1/models")
@@ -79,26 +79,18 @@ def _check_serving(state: ServerState) -> None:
     if state.draining:
         raise shutting_down()
     if not state.engine_running:
-        raise APIError(503, "the engine is not running; see the server log", code="engine_stopped",
-                       headers={"Retry-After": "5"})
+        raise unavailable("the engine is not running; see the server log", "engine_stopped")
 
 
-async def _generate(state: ServerState, kind: str, ids: list[int], options: Options, vision: dict | None = None
-                    ) -> Response:
-    """vision: submit's positions, rope_delta and image rows for a prompt with images."""
+async def _generate(state: ServerState, kind: str, inputs: EngineInput, options: Options) -> Response:
     engine = state.engine
+    ids = inputs.prompt_ids
     params = schemas.params_for(options, len(ids), engine.config.ctx, kind)
     client = client_of(request.scope)
     if client.gone:                  # left while its prompt was prepared: nothing to run for it
         state.count_outcome("cancelled")
         raise APIError(499, "the client closed the connection", code="client_closed_request")
-    try:
-        stream = engine.submit(ids, params, **(vision or {}))
-    except InvalidRequest as exc:
-        param = schemas.PROMPT_PARAM[kind] if exc.param == "prompt" else exc.param
-        raise bad_request(str(exc), param) from None
-    except QueueFull as exc:
-        raise overloaded(str(exc), state.settings.retry_after_s) from None
+    stream = engine.submit(ids, params, **inputs.submit_kwargs())
     client.on_gone(stream.cancel)    # FIN, half-close or RST at any point from here frees the slot within a step
     log.debug("%s: %d prompt tokens, max_tokens %d, stream %s", stream.request_id, len(ids), params.max_tokens,
               options.stream)

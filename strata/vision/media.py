@@ -369,15 +369,17 @@ async def read_source_async(url: str, limits: MediaLimits, client: httpx.AsyncCl
 
 
 async def load_processed_images(urls: list[str], limits: MediaLimits, process: Callable[[Image.Image], Any],
-                                client: httpx.AsyncClient | None = None) -> list[Any]:
+                                client: httpx.AsyncClient | None = None, run_cpu=None) -> list[Any]:
     """process(image) of each of a request's images, one after another: only the processed results are kept,
-    so a request never holds all its decoded images at once."""
+    so a request never holds all its decoded images at once. run_cpu: the thread pool to decode in
+    (`await run_cpu(fn, *args)`), anyio's by default."""
     check_image_count(len(urls), limits)
+    run_cpu = run_cpu or anyio.to_thread.run_sync
     results = []
     for index, url in enumerate(urls):
         with _naming_image(index, len(urls)):
             data = await read_source_async(url, limits, client)
-            results.append(await anyio.to_thread.run_sync(decode_and_process, data, url, limits, process))
+            results.append(await run_cpu(decode_and_process, data, url, limits, process))
             del data
     return results
 
