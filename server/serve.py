@@ -21,6 +21,7 @@ from strata import env
 from strata.config import ConfigError, EngineConfig
 from strata.engine.engine import Engine
 
+from . import h11_errors
 from .app import create_app
 from .settings import ServerSettings
 from .state import ServerState
@@ -53,6 +54,7 @@ def serve(args, engine_config: EngineConfig) -> int:
         print(f"error: --media-dir: {exc}", file=sys.stderr)
         return 2
     _log_start(engine, settings, args)
+    h11_errors.install()
     app = create_app(engine, settings)
     try:
         asyncio.run(_serve(app, app.extensions["strata"], _hypercorn_config(args)))

@@ -94,6 +94,9 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
                    help="directory image_url file paths may read from (default: none; $STRATA_MEDIA_DIR)")
     g.add_argument("--allow-remote-media", action="store_true",
                    help="let image_url fetch http(s) URLs (default: off; $STRATA_ALLOW_REMOTE_MEDIA)")
+    g.add_argument("--allow-private-media", action="store_true",
+                   help="let those fetches reach loopback, private, link-local and other non-public addresses "
+                        "(default: off, only public addresses; $STRATA_ALLOW_PRIVATE_MEDIA)")
 
 
 def add_generate_flags(parser: argparse.ArgumentParser) -> None:
