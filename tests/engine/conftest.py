@@ -48,15 +48,15 @@ def loaded(device, model_path):
 
 @pytest.fixture
 def make_engine(loaded, device):
-    """make_engine(batch=, chunk=, ctx=, graphs=) -> Engine sharing the session's model."""
+    """make_engine(batch=, chunk=, ctx=, graphs=, drafter=, draft=, draft_max=) -> Engine sharing the session's model."""
     ctx, model = loaded
     engines = []
 
-    def make(batch=2, chunk=64, ctx_len=1024, graphs=True, max_queue=64):
+    def make(batch=2, chunk=64, ctx_len=1024, graphs=True, max_queue=64, drafter=None, **settings):
         backend = "cuda" if device.startswith("cuda") else "cpu"
         config = EngineConfig(model="smollm2-135m", device=device, batch=batch, chunk=chunk, ctx=ctx_len,
-                              graphs=graphs, max_queue=max_queue).resolve(backend, model.spec.ctx_train)
-        engine = Engine(ctx, model, config)
+                              graphs=graphs, max_queue=max_queue, **settings).resolve(backend, model.spec.ctx_train)
+        engine = Engine(ctx, model, config, drafter=drafter)
         engines.append(engine)
         return engine
 
