@@ -33,6 +33,13 @@ def render(state: ServerState) -> str:
     _family(out, "strata_busy_slots", "gauge", "Slots holding a request.", [({}, engine.scheduler.busy_slots)])
     _family(out, "strata_slots", "gauge", "Slots of the engine.", [({}, engine.config.batch)])
     _family(out, "strata_engine_up", "gauge", "1 while the engine loop runs.", [({}, int(state.engine_running))])
+    sources = sorted(m.drafts.drafted)
+    _family(out, "strata_draft_tokens_total", "counter",
+            "Speculative decoding: draft tokens verified, by draft source.",
+            [({"source": s}, m.drafts.drafted[s]) for s in sources])
+    _family(out, "strata_draft_accepted_tokens_total", "counter",
+            "Speculative decoding: verified draft tokens equal to the sampled token (kept), by draft source.",
+            [({"source": s}, m.drafts.accepted.get(s, 0)) for s in sources])
     _histogram(out, "strata_time_to_first_token_seconds", "Seconds from arrival to the first generated token.",
                m.ttft)
     _histogram(out, "strata_inter_token_latency_seconds", "Seconds between consecutive tokens of a request.", m.itl)

@@ -26,7 +26,8 @@ MAX_TOKENS = 24
 
 
 def greedy(**kw) -> SamplingParams:
-    return SamplingParams(temperature=0, max_tokens=MAX_TOKENS, ignore_eos=True, **kw)
+    kw.setdefault("max_tokens", MAX_TOKENS)
+    return SamplingParams(temperature=0, ignore_eos=True, **kw)
 
 
 def seeded(seed: int, **kw) -> SamplingParams:
@@ -174,3 +175,51 @@ async def test_alone_equals_plain(make_engine, loaded, source, graphs, plain_cac
         got = await solo(engine, job.prompt, job.params)
         assert got.token_ids == want, f"{job.name} alone with {source} drafts diverged"
     assert engine.metrics.drafts.accepted.get(source, 0) > 0
+
+
+# ---------------------------------------------------------------- ends inside an accepted run
+
+
+async def test_stops_inside_accepted_runs(make_engine, loaded, plain_cache):
+    """A stop string, a stop token, EOS and max_tokens met inside an oracle's fully accepted run end
+    the request exactly as plain decoding does: same tokens, same text, same finish reason."""
+    _, model = loaded
+    prompt = rewrite_prompt(model.tokenizer, model.chat_template)
+    base = greedy(max_tokens=64)
+    reference = (await plain_references(make_engine, [Job(prompt, base)], plain_cache))[0]
+    text = model.tokenizer.decode(reference[:40], skip_special=True)
+    eos = [i for i, t in enumerate(reference) if t in model.tokenizer.eos_ids]
+    variants = {
+        "stop string": SamplingParams(temperature=0, max_tokens=64, stop=(text[len(text) // 2: len(text) // 2 + 7],)),
+        "stop token": SamplingParams(temperature=0, max_tokens=64, ignore_eos=True, stop_token_ids=(reference[17],)),
+        "max_tokens": SamplingParams(temperature=0, max_tokens=13, ignore_eos=True),
+    }
+    if eos:
+        variants["eos"] = SamplingParams(temperature=0, max_tokens=64)
+    plain = make_engine(batch=1, chunk=128)
+    oracle = OracleDrafter({})
+    engine = make_engine(batch=1, chunk=128, drafter=oracle, draft_max=8)
+    kept = []
+    engine.step_observers.append(lambda plan, result: kept.extend(len(t) for t in result.tokens[: len(plan.decode)]))
+    for name, params in variants.items():
+        want = await solo(plain, prompt, params)
+        oracle.references = {ref_key(prompt, params): reference}
+        kept.clear()
+        got = await solo(engine, prompt, params)
+        assert (got.token_ids, got.text, got.finish_reason) == (want.token_ids, want.text, want.finish_reason), name
+        assert want.finish_reason == ("length" if name == "max_tokens" else "stop")
+        assert 1 + sum(kept) > len(got.token_ids) or name == "max_tokens", f"{name} did not end inside a run"
+        assert max(kept) > 1
+
+
+async def test_request_opts_out(make_engine, loaded, plain_cache):
+    """`speculative: false` keeps a request from drafting; a neighbour still drafts; both are exact."""
+    _, model = loaded
+    prompt = rewrite_prompt(model.tokenizer, model.chat_template)
+    jobs = [Job(prompt, greedy(speculative=False), name="off"), Job(prompt, seeded(23), name="on")]
+    expected = await plain_references(make_engine, jobs, plain_cache)
+    engine = make_engine(batch=2, chunk=64, drafter=SuffixDrafter(), draft_max=4)
+    results, _ = await run_script(engine, jobs)
+    assert [r.token_ids for r in results] == expected
+    off, on = (r.request for r in results)
+    assert off.num_drafted == 0 and on.num_drafted > 0 and on.num_draft_accepted > 0
