@@ -32,6 +32,7 @@ log = logging.getLogger("strata.runner")
 class StepResult:
     tokens: list[list[int]]                       # aligned with plan.sampled_requests(): 1 token, or a kept run
     logprobs: list[list[TokenLogprob | None]] | None = None
+    num_drafted: int = 0                          # draft rows verified in the step
 
 
 def _sampled(sampled: list[int], logprobs=None) -> StepResult:
@@ -100,7 +101,7 @@ class ModelRunner:
         self.io.clear(n_rows, n_logits)
         self.io.upload()
         self.model.decoder.record(self.io, self.act, self.slots, n_rows, n_decode, n_logits,
-                                  inject=self.images.inject_for(plan))
+                                  inject=self.images.inject_for(plan, n_decode))
         sampled = self.io.download_ids(n_logits).tolist() if n_logits else []
         return self._result(plan, drafts, sampled, wants_logprobs)
 
@@ -154,7 +155,7 @@ class ModelRunner:
             if groups is not None:
                 groups.append(logprobs[row: row + len(run)])
             row += width
-        return StepResult(tokens, groups)
+        return StepResult(tokens, groups, sum(len(d) for d in drafts.values()))
 
     def _may_continue(self, plan: StepPlan) -> bool:
         """Whether every request of this decode step may still be decoding in the next one."""

@@ -47,15 +47,15 @@ def loaded(device, checkpoint):
 
 @pytest.fixture
 def make_engine(loaded, device):
-    """make_engine(batch=, chunk=, ctx_len=, graphs=) -> an Engine sharing the session's model."""
+    """make_engine(batch=, chunk=, ctx_len=, graphs=, drafter=, draft_max=) -> an Engine sharing the session's model."""
     ctx, model = loaded
     engines = []
 
-    def make(batch=2, chunk=16, ctx_len=512, graphs=True):
+    def make(batch=2, chunk=16, ctx_len=512, graphs=True, drafter=None, **settings):
         backend = "cuda" if device.startswith("cuda") else "cpu"
         config = EngineConfig(model="tiny", device=device, batch=batch, chunk=chunk, ctx=ctx_len,
-                              graphs=graphs).resolve(backend, model.spec.ctx_train)
-        engine = Engine(ctx, model, config)
+                              graphs=graphs, **settings).resolve(backend, model.spec.ctx_train)
+        engine = Engine(ctx, model, config, drafter=drafter)
         engines.append(engine)
         return engine
 
