@@ -86,6 +86,9 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
                    help="most tokens drafted per request and step, 1-32 (default: 4 on cpu, 8 on cuda)")
     g.add_argument("--draft-model", default=None,
                    help="the draft model of --draft model: a GGUF or alias with the same tokenizer")
+    g.add_argument("--draft-vocab", type=int, default=None,
+                   help="--draft mtp: draft only among the first N token ids (BPE order, most frequent "
+                        "first); a smaller, faster head (default: the whole vocabulary)")
 
 
 def add_serve_flags(parser: argparse.ArgumentParser) -> None:
@@ -125,7 +128,7 @@ def engine_config(args):
     return EngineConfig(model=args.model or "smollm2-135m", device=args.device, batch=args.batch, ctx=args.ctx,
                         chunk=args.chunk, max_queue=args.max_queue, num_threads=threads,
                         graphs=not args.no_graphs, draft=args.draft, draft_max=args.draft_max,
-                        draft_model=args.draft_model)
+                        draft_model=args.draft_model, draft_vocab=args.draft_vocab)
 
 
 def _generate(args) -> int:

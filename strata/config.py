@@ -38,6 +38,7 @@ class EngineConfig:
     draft: str | None = None         # speculative decoding: "suffix", "model", "mtp"; None = off
     draft_max: int | None = None     # most tokens drafted per slot and step
     draft_model: str | None = None   # the draft GGUF of --draft model (same tokenizer)
+    draft_vocab: int | None = None   # --draft mtp: the head drafts only the first N token ids
 
     def resolve(self, backend: str, model_ctx: int) -> "EngineConfig":
         """Fills unset fields with the defaults of `backend` ("cpu" or "cuda") and checks all."""
@@ -60,6 +61,9 @@ class EngineConfig:
         _range("--max-queue", self.max_queue, 0, 1 << 20)
         _range("--threads", self.num_threads, 0, 1024)
         _range("--draft-max", self.draft_max, 1, 32)
+        _range("--draft-vocab", self.draft_vocab, 1, 1 << 24)
+        if self.draft_vocab is not None and self.draft != "mtp":
+            raise ConfigError("--draft-vocab restricts the MTP head; it needs --draft mtp")
         if self.draft is not None and self.draft not in DRAFT_SOURCES:
             raise ConfigError(f"--draft must be one of {', '.join(DRAFT_SOURCES)}, got {self.draft!r}")
         if self.draft == "model" and not self.draft_model:

@@ -81,6 +81,8 @@ class ModelRunner:
         self.slots.write_positions(request.slot, 0, positions)
         self.slots.set_delta(request.slot, int(request.rope_delta))
         self.images.admit(request)
+        if self.speculator is not None:
+            self.speculator.admit(request)
 
     # ------------------------------------------------------------ a step
 
@@ -141,7 +143,10 @@ class ModelRunner:
         cells are forgotten (slot truncate)."""
         logprobs = self._logprobs(wants, sampled) if any(w >= 0 for w in wants) else None
         if not drafts:
-            return _sampled(sampled, logprobs)
+            result = _sampled(sampled, logprobs)
+            if self.speculator is not None:
+                self.speculator.observe(plan, drafts, result.tokens, self.act, self.max_rows)
+            return result
         tokens, groups, row = [], [] if logprobs is not None else None, 0
         for request in plan.sampled_requests():
             proposed = drafts.get(request, [])      # only decode requests draft
@@ -155,6 +160,7 @@ class ModelRunner:
             if groups is not None:
                 groups.append(logprobs[row: row + len(run)])
             row += width
+        self.speculator.observe(plan, drafts, tokens, self.act, self.max_rows)
         return StepResult(tokens, groups, sum(len(d) for d in drafts.values()))
 
     def _may_continue(self, plan: StepPlan) -> bool:

@@ -19,6 +19,9 @@ class Drafter:
         """wants: (request, most tokens it may draft >= 1), in slot order -> {request: drafts}."""
         raise NotImplementedError
 
+    def admit(self, request) -> None:
+        """A request was given a slot (its prompt positions are known)."""
+
     def release(self, slot: int) -> None:
         """The slot's request is gone; forget its state (the slot may be reused)."""
 

@@ -11,6 +11,8 @@ slot truncate, so the slot's table ends where its accepted tokens end.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .accept import accepted_run
 from ..metrics import DraftCounts
 from .base import Drafter
@@ -68,6 +70,14 @@ class Speculator:
         for slot in slots:
             self.drafter.release(slot)
 
+    def admit(self, request) -> None:
+        self.drafter.admit(request)
+
+    def observe(self, plan, drafts: dict, tokens: list[list[int]], main_act, main_rows: int) -> None:
+        """Lets a drafter that follows the model's hidden states (MTP) see the rows each slot kept."""
+        if getattr(self.drafter, "observes_steps", False):
+            self.drafter.observe(commits(plan, drafts, tokens), main_act, main_rows)
+
     def close(self) -> None:
         self.drafter.close()
 
@@ -78,3 +88,34 @@ def draft_state(request) -> dict:
         return {}
     return {"draft_tokens": request.num_drafted, "draft_accepted": request.num_draft_accepted,
             "draft_acceptance": round(request.num_draft_accepted / request.num_drafted, 4)}
+
+
+@dataclass
+class Commit:
+    """Rows of a step whose K/V a slot keeps, for drafters that follow the model's hidden states."""
+
+    request: object
+    rows: list[int]            # rows of the step, in the order the runner filled them
+    cells: list[int]           # the slot's cache index of each row
+    next_tokens: list[int]     # the token that follows each row's token
+    drafts_next: bool          # the request decodes in the next step (it may draft)
+
+
+def commits(plan, drafts: dict, tokens: list[list[int]]) -> list[Commit]:
+    """Decode rows first (1 + k per drafting slot, of which the kept run's), then prefill chunks."""
+    out, row = [], 0
+    kept = dict(zip(plan.sampled_requests(), tokens))
+    for request in plan.decode:
+        run, n = kept[request], request.num_computed
+        out.append(Commit(request, list(range(row, row + len(run))), list(range(n, n + len(run))), list(run),
+                          not request.cancelled))
+        row += 1 + len(drafts.get(request, ()))
+    for chunk in plan.prefill:
+        request, start, length = chunk.request, chunk.start, chunk.length
+        nxt = request.prompt_ids[start + 1: start + length + 1]
+        if chunk.completes_prompt:
+            nxt = nxt + kept[request][:1]
+        out.append(Commit(request, list(range(row, row + length)), list(range(start, start + length)), nxt,
+                          chunk.completes_prompt and not request.cancelled))
+        row += length
+    return out
