@@ -197,6 +197,8 @@ class ModelRunner:
         return row, n_decode, len(logit_rows), wants
 
     def _bucket(self, n_rows: int) -> int:
+        if self.speculator is not None and n_rows <= 16:
+            return n_rows       # verification row counts vary step to step: padding them to 2^k costs real rows
         bucket = 1
         while bucket < n_rows:
             bucket *= 2

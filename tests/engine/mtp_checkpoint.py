@@ -18,7 +18,7 @@ from strata.synth_tokenizer import add_tokenizer_keys, find_tokenizer_gguf, read
 HIDDEN, HEADS, KV_HEADS, FFN, LAYERS, VOCAB = 64, 4, 2, 128, 2, 49152
 
 
-def write_mtp_gguf(path: Path, dtype: str = "F16", seed: int = 0, nextn: bool = True) -> Path:
+def write_mtp_gguf(path: Path, dtype: str = "F16", seed: int = 0, nextn: bool = True, vocab: int = VOCAB) -> Path:
     """dtype: F16 or Q4_0 for every matrix (the nextn layer included); norms F32."""
     rng = np.random.default_rng(seed)
     qtype = GGMLQuantizationType[dtype]
@@ -35,7 +35,7 @@ def write_mtp_gguf(path: Path, dtype: str = "F16", seed: int = 0, nextn: bool = 
     writer.add_rope_freq_base(10000.0)
     if nextn:
         writer.add_uint32("llama.nextn_predict_layers", 1)
-    add_tokenizer_keys(writer, resize_vocab(read_tokenizer_fields(find_tokenizer_gguf(None)), VOCAB))
+    add_tokenizer_keys(writer, resize_vocab(read_tokenizer_fields(find_tokenizer_gguf(None)), vocab))
 
     def matrix(name: str, rows: int, cols: int, std: float = 0.08) -> None:
         data = (rng.standard_normal((rows, cols)) * std).astype(np.float32)
@@ -48,8 +48,8 @@ def write_mtp_gguf(path: Path, dtype: str = "F16", seed: int = 0, nextn: bool = 
         writer.add_tensor(name, (1.0 + 0.1 * rng.standard_normal(HIDDEN)).astype(np.float32))
 
     head_dim, kv = HIDDEN // HEADS, KV_HEADS * (HIDDEN // HEADS)
-    matrix("token_embd.weight", VOCAB, HIDDEN, std=1.0)
-    matrix("output.weight", VOCAB, HIDDEN, std=0.05)      # logits of a few units: seeded sampling varies
+    matrix("token_embd.weight", vocab, HIDDEN, std=1.0)
+    matrix("output.weight", vocab, HIDDEN, std=0.05)      # logits of a few units: seeded sampling varies
     norm("output_norm.weight")
     for i in range(LAYERS + int(nextn)):
         p = f"blk.{i}."

@@ -223,3 +223,23 @@ async def test_request_opts_out(make_engine, loaded, plain_cache):
     assert [r.token_ids for r in results] == expected
     off, on = (r.request for r in results)
     assert off.num_drafted == 0 and on.num_drafted > 0 and on.num_draft_accepted > 0
+
+
+async def test_draft_model_flag(make_engine, loaded, tmp_path, plain_cache):
+    """`--draft model --draft-model FILE`: a small same-tokenizer GGUF drafts (badly: random weights)
+    and the stream is still plain decoding's; a draft model with another vocabulary is refused."""
+    from strata.config import ConfigError
+
+    from .mtp_checkpoint import write_mtp_gguf
+
+    _, model = loaded
+    job = Job(rewrite_prompt(model.tokenizer, model.chat_template), seeded(31))
+    expected = await plain_references(make_engine, [job], plain_cache)
+    path = write_mtp_gguf(tmp_path / "draft.gguf", nextn=False)
+    engine = make_engine(batch=1, chunk=64, draft="model", draft_model=str(path), draft_max=3)
+    got = await solo(engine, job.prompt, job.params)
+    assert got.token_ids == expected[0]
+    assert engine.metrics.drafts.drafted.get("model", 0) > 0
+    other = write_mtp_gguf(tmp_path / "other.gguf", nextn=False, vocab=1000)
+    with pytest.raises(ConfigError, match="vocabulary"):
+        make_engine(batch=1, draft="model", draft_model=str(other))
