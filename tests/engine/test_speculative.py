@@ -243,3 +243,17 @@ async def test_draft_model_flag(make_engine, loaded, tmp_path, plain_cache):
     other = write_mtp_gguf(tmp_path / "other.gguf", nextn=False, vocab=1000)
     with pytest.raises(ConfigError, match="vocabulary"):
         make_engine(batch=1, draft="model", draft_model=str(other))
+
+
+async def test_logprobs_with_drafting(make_engine, loaded):
+    """Logprobs of tokens kept from verification rows equal plain decoding's, value for value."""
+    _, model = loaded
+    prompt = rewrite_prompt(model.tokenizer, model.chat_template)
+    params = greedy(logprobs=True, top_logprobs=3)
+    want = await solo(make_engine(batch=1, chunk=128), prompt, params)
+    engine = make_engine(batch=1, chunk=128, drafter=SuffixDrafter(), draft_max=4)
+    got = await solo(engine, prompt, params)
+    assert got.token_ids == want.token_ids and len(got.logprobs) == len(want.logprobs) == MAX_TOKENS
+    assert [(lp.token_id, lp.logprob, lp.top) for lp in got.logprobs] == \
+        [(lp.token_id, lp.logprob, lp.top) for lp in want.logprobs]
+    assert engine.metrics.drafts.accepted.get("suffix", 0) > 0
