@@ -18,7 +18,9 @@ def make_speculator(ctx, model, config, drafter=None, counts=None) -> Speculator
         drafter = make_drafter(ctx, model, config)
     if drafter is None:
         return None
-    return Speculator(drafter, config.draft_max or DEFAULT_DRAFT_MAX, config.ctx, model.spec.vocab, counts)
+    on_gpu = ctx.info().backend == 1
+    return Speculator(drafter, config.draft_max or DEFAULT_DRAFT_MAX, config.ctx, model.spec.vocab, counts,
+                      adaptive=not on_gpu)
 
 
 def make_drafter(ctx, model, config):

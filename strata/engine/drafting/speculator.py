@@ -11,6 +11,7 @@ slot truncate, so the slot's table ends where its accepted tokens end.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 from .accept import accepted_run
@@ -24,17 +25,23 @@ def may_draft(request) -> bool:
 
 
 class Speculator:
-    def __init__(self, drafter: Drafter, draft_max: int, ctx: int, vocab: int, counts: DraftCounts | None = None):
+    def __init__(self, drafter: Drafter, draft_max: int, ctx: int, vocab: int, counts: DraftCounts | None = None,
+                 adaptive: bool = False):
+        """adaptive: each request drafts at most one more token than it last had accepted (growing by one
+        while everything is accepted) — for backends where a verification row costs nearly a decode step
+        (the CPU); on a GPU the extra rows of a small batch are almost free."""
         if draft_max < 1:
             raise ValueError("draft_max must be >= 1")
         self.drafter, self.draft_max, self.ctx, self.vocab = drafter, draft_max, ctx, vocab
         self.counts = counts if counts is not None else DraftCounts()
+        self.adaptive = adaptive
+        self._caps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # request -> drafts allowed next
 
     def limit(self, request) -> int:
         """The most tokens the request may draft now: within draft_max, its max_tokens and the slot."""
         remaining = request.params.max_tokens - len(request.output_ids) - 1
         room = self.ctx - 1 - request.num_computed
-        return max(0, min(self.draft_max, remaining, room))
+        return max(0, min(self._caps.get(request, self.draft_max), remaining, room))
 
     def propose(self, decode: list) -> dict:
         """{request: drafts} for this step's decode requests (slot order); others decode plainly."""
@@ -64,6 +71,9 @@ class Speculator:
         request.num_drafted += len(drafts)
         request.num_draft_accepted += len(run) - 1
         self.counts.add(self.drafter.source, len(drafts), len(run) - 1)
+        if self.adaptive:
+            accepted, cap = len(run) - 1, self._caps.get(request, self.draft_max)
+            self._caps[request] = min(self.draft_max, cap + 1 if accepted == len(drafts) else accepted + 1)
         return run
 
     def release(self, slots: list[int]) -> None:
