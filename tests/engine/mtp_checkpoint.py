@@ -13,7 +13,7 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFWriter
 from gguf.quants import quantize
 
-from strata.synth_tokenizer import add_tokenizer_keys, find_tokenizer_gguf, read_tokenizer_fields, resize_vocab
+from strata.synth.tokenizer import add_tokenizer_keys, find_tokenizer_gguf, read_tokenizer_fields, resize_vocab
 
 HIDDEN, HEADS, KV_HEADS, FFN, LAYERS, VOCAB = 64, 4, 2, 128, 2, 49152
 

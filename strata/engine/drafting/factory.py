@@ -7,6 +7,7 @@ carries multi-token-prediction layers and refuses one that does not.
 
 from __future__ import annotations
 
+from ... import _ffi
 from ...config import ConfigError
 from .speculator import Speculator
 
@@ -18,7 +19,7 @@ def make_speculator(ctx, model, config, drafter=None, counts=None) -> Speculator
         drafter = make_drafter(ctx, model, config)
     if drafter is None:
         return None
-    on_gpu = ctx.info().backend == 1
+    on_gpu = ctx.info().backend == _ffi.Backend.CUDA
     return Speculator(drafter, config.draft_max or DEFAULT_DRAFT_MAX, config.ctx, model.spec.vocab, counts,
                       adaptive=not on_gpu)
 
