@@ -102,6 +102,17 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--threads", type=int, default=None,
                    help="CPU backend worker threads (default: $STRATA_NUM_THREADS, else one per core)")
     g.add_argument("--no-graphs", action="store_true", help="run decode steps eagerly instead of as graphs")
+    g.add_argument("--draft", default=None, choices=["suffix", "model", "mtp"],
+                   help="speculative decoding (the tokens never change, only the speed): suffix = look the "
+                        "continuation up in the request's own prompt and output; model = a draft model "
+                        "(--draft-model); mtp = the model's multi-token-prediction layers (default: off)")
+    g.add_argument("--draft-max", type=int, default=None,
+                   help="most tokens drafted per request and step, 1-32 (default: 4 on cpu, 8 on cuda)")
+    g.add_argument("--draft-model", default=None,
+                   help="the draft model of --draft model: a GGUF or alias with the same tokenizer")
+    g.add_argument("--draft-vocab", type=int, default=None,
+                   help="--draft mtp: draft only among the first N token ids (BPE order, most frequent "
+                        "first); a smaller, faster head (default: the whole vocabulary)")
 
 
 def add_serve_flags(parser: argparse.ArgumentParser) -> None:
@@ -118,6 +129,9 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
                    help="directory image_url file paths may read from (default: none; $STRATA_MEDIA_DIR)")
     g.add_argument("--allow-remote-media", action="store_true",
                    help="let image_url fetch http(s) URLs (default: off; $STRATA_ALLOW_REMOTE_MEDIA)")
+    g.add_argument("--allow-private-media", action="store_true",
+                   help="let those fetches reach loopback, private, link-local and other non-public addresses "
+                        "(default: off, only public addresses; $STRATA_ALLOW_PRIVATE_MEDIA)")
 
 
 def add_generate_flags(parser: argparse.ArgumentParser) -> None:
@@ -145,7 +159,8 @@ def engine_config(args):
     threads = args.threads if args.threads is not None else int(env.get("STRATA_NUM_THREADS") or 0)
     return EngineConfig(model=args.model or "smollm2-135m", device=args.device, batch=args.batch, ctx=args.ctx,
                         chunk=args.chunk, max_queue=args.max_queue, num_threads=threads,
-                        graphs=not args.no_graphs)
+                        graphs=not args.no_graphs, draft=args.draft, draft_max=args.draft_max,
+                        draft_model=args.draft_model, draft_vocab=args.draft_vocab)
 
 
 def _generate(args) -> int:

@@ -166,6 +166,14 @@ def test_no_upward_imports():
     assert not problems, "\n".join(problems)
 
 
+def test_the_engine_gets_image_checks_from_the_model_not_from_vision():
+    """The vision encoder hands its record check to the engine (LoadedModel.submission_check)."""
+    graph = import_graph()
+    reached = sorted(t for name, targets in graph.items() if name.startswith("strata.engine.")
+                     for t in targets if t.startswith("strata.vision"))
+    assert not reached, reached
+
+
 def test_the_sdk_and_the_package_face_load_no_native_code():
     import subprocess
     import sys

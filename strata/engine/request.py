@@ -57,6 +57,8 @@ class Request:
     last_token_time: float | None = None
     token_times: list[float] = field(default_factory=list)
     num_prefill_steps: int = 0
+    num_drafted: int = 0                  # speculative decoding: draft tokens verified for this request
+    num_draft_accepted: int = 0           # ... and of those, kept
 
     @property
     def num_prompt(self) -> int:
