@@ -49,6 +49,10 @@ def load_gguf(path: Path, ctx: _ffi.Context, name: str) -> LoadedModel:
     else:
         tensors = fuse_projections(tensors, spec.n_layers)
         decoder_class = Decoder
+    if spec.n_nextn:
+        from .mtp_head import split_nextn
+
+        tensors = split_nextn(tensors, spec.n_layers)
     weights = WeightArena(ctx, tensors, label=f"loading {path.name}")
     decoder = decoder_class(ctx, spec, weights)
     log.info("loaded %s (%s, %d layers, %.0f MB) in %.1fs", path.name, spec.arch, spec.n_layers,

@@ -29,6 +29,7 @@ class ModelSpec:
     rope_freq_scale: float = 1.0
     tied_output: bool = False
     qkv_bias: bool = False
+    n_nextn: int = 0          # multi-token-prediction layers after the n_layers decoder layers (models/mtp_head.py)
     name: str = ""
     # Gemma 3 (models/gemma3.py): per-layer sliding windows with their own RoPE base, embedding
     # scale, Q/K RMSNorm, norms after attention and feed-forward, GELU (tanh) gating.
