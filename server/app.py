@@ -16,7 +16,7 @@ from quart import Quart, request
 
 from strata.engine.engine import Engine
 
-from . import errors, memory, openapi, routes_admin, routes_openai
+from . import errors, memory, openapi, routes_admin, routes_openai, routes_ui
 from .client_gone import DisconnectWatch
 from .errors import APIError
 from .input_bounds import InputBounds
@@ -38,6 +38,7 @@ def create_app(engine: Engine, settings: ServerSettings) -> Quart:
     app.register_blueprint(routes_openai.bp)
     app.register_blueprint(routes_admin.bp)
     app.register_blueprint(openapi.bp)
+    app.register_blueprint(routes_ui.bp)
     app.asgi_app = memory.ReturnMemory(DisconnectWatch(app.asgi_app))
     app.before_request(_check_api_key)
     app.after_request(_count_refusals)
@@ -55,7 +56,7 @@ def create_app(engine: Engine, settings: ServerSettings) -> Quart:
 
 async def _check_api_key() -> None:
     key = current_state().settings.api_key
-    if key is None or request.path in OPEN_PATHS:
+    if key is None or request.path in OPEN_PATHS or routes_ui.is_public(request.path):
         return
     header = request.headers.get("Authorization", "")
     scheme, _, given = header.partition(" ")

@@ -45,6 +45,13 @@ def render(state: ServerState) -> str:
             "Requests whose CPU work (parsing, templating, tokenizing, images) runs or waits in the worker pool.",
             [({}, state.workers.num_pending)])
     _family(out, "strata_engine_up", "gauge", "1 while the engine loop runs.", [({}, int(state.engine_running))])
+    sources = sorted(m.drafts.drafted)
+    _family(out, "strata_draft_tokens_total", "counter",
+            "Speculative decoding: draft tokens verified, by draft source.",
+            [({"source": s}, m.drafts.drafted[s]) for s in sources])
+    _family(out, "strata_draft_accepted_tokens_total", "counter",
+            "Speculative decoding: verified draft tokens equal to the sampled token (kept), by draft source.",
+            [({"source": s}, m.drafts.accepted.get(s, 0)) for s in sources])
     _histogram(out, "strata_time_to_first_token_seconds", "Seconds from arrival to the first generated token.",
                m.ttft)
     _histogram(out, "strata_inter_token_latency_seconds", "Seconds between consecutive tokens of a request.", m.itl)

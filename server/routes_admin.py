@@ -38,7 +38,8 @@ async def metrics():
 @bp.get("/slots")
 async def slots():
     engine = current_state().engine
-    return json_response({"num_slots": engine.config.batch, "busy_slots": engine.scheduler.busy_slots,
+    return json_response({"num_slots": engine.config.batch, "slot_ctx": engine.config.ctx,
+                          "busy_slots": engine.scheduler.busy_slots,
                           "queue_len": engine.scheduler.queue_len, "slots": engine.slot_states()})
 
 

@@ -172,7 +172,8 @@ def _options(f: "Fields", model_name: str, max_tokens, logprobs: bool, top_logpr
         stop_token_ids=tuple(int_list(f.optional("stop_token_ids", list, "an array of token ids") or [],
                                        "stop_token_ids")),
         ignore_eos=f.optional("ignore_eos", bool, "a boolean") or False,
-        logprobs=logprobs, top_logprobs=top_logprobs)
+        logprobs=logprobs, top_logprobs=top_logprobs,
+        speculative=_or(f.optional("speculative", bool, "a boolean"), True))
     return Options(model, params, max_tokens, stream, bool(include_usage),
                    f.optional("return_token_ids", bool, "a boolean") or False)
 
