@@ -17,6 +17,8 @@ import anyio
 
 from .. import _ffi
 from ..config import EngineConfig, backend_of, default_device
+from ..grammar.compiler import GrammarCompiler
+from .logit_rules import LogitRules
 from .metrics import EngineMetrics
 from .output import Event, OutputProcessor
 from .request import Request
@@ -44,6 +46,7 @@ class Engine:
         self._limiter: anyio.CapacityLimiter | None = None
         self._running = False
         self._record_limits = record_limits(model, config.ctx)   # None for a text-only model
+        self.grammars = GrammarCompiler(self.tokenizer, model.spec.vocab)
 
     @classmethod
     def create(cls, config: EngineConfig) -> "Engine":
@@ -78,9 +81,10 @@ class Engine:
         """Validates and queues a request; raises InvalidRequest or QueueFull, changing nothing."""
         params = self.validate(list(prompt_ids), params)
         check_submission(list(prompt_ids), positions, rope_delta, vision, self._record_limits)
-        request = Request(list(prompt_ids), params, positions=positions, rope_delta=rope_delta, vision=vision)
-        send, receive = anyio.create_memory_object_stream[Event](math.inf)
         eos = frozenset() if params.ignore_eos else frozenset(self.tokenizer.eos_ids)
+        request = Request(list(prompt_ids), params, positions=positions, rope_delta=rope_delta, vision=vision,
+                          rules=self._rules(list(prompt_ids), params, eos))
+        send, receive = anyio.create_memory_object_stream[Event](math.inf)
         processor = OutputProcessor(self.tokenizer, params.stop, eos, params.stop_token_ids)
         try:
             self.scheduler.submit(request)
@@ -90,6 +94,15 @@ class Engine:
         self._outputs[request] = (send, processor)
         self._notify()
         return RequestStream(self, request, receive)
+
+    def _rules(self, prompt_ids: list[int], params: SamplingParams, eos: frozenset[int]) -> LogitRules | None:
+        """The request's logit adjustments (None for a plain request); InvalidRequest for a bad grammar."""
+        if not params.adjusts_logits:
+            return None
+        mask = None
+        if params.grammar is not None:
+            mask = self.grammars.matcher(self.grammars.compile(params.grammar))
+        return LogitRules(params, prompt_ids, self.model.spec.vocab, eos | frozenset(params.stop_token_ids), mask)
 
     async def run_on_device(self, fn, *args):
         """fn(*args) in a worker thread, never beside an engine step (the vision encoder shares the device)."""
@@ -173,6 +186,11 @@ class Engine:
     def _accept_token(self, request: Request, token: int, logprob, now: float) -> None:
         first = request.first_token_time is None
         request.record_token(token, now)
+        if request.rules is not None:
+            refused = request.rules.accept(token)
+            if refused:
+                self._finish(request, "error", Event(error=f"internal error: {refused}"))
+                return
         m = self.metrics
         m.generated_tokens += 1
         if first:
