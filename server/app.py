@@ -14,7 +14,7 @@ from quart import Quart, request
 
 from strata.engine.engine import Engine
 
-from . import errors, routes_admin, routes_openai
+from . import cors, errors, routes_admin, routes_openai
 from .errors import APIError
 from .settings import ServerSettings
 from .state import ServerState, current_state
@@ -34,6 +34,7 @@ def create_app(engine: Engine, settings: ServerSettings) -> Quart:
     app.register_blueprint(routes_admin.bp)
     app.before_request(_check_api_key)
     app.after_request(_count_refusals)
+    cors.install(app, settings.cors_origins)
 
     @app.before_serving
     async def _start_engine():

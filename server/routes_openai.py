@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 
+import anyio
 from quart import Blueprint, Response, request
 
 from strata.engine.sampling import InvalidRequest
 from strata.engine.scheduler import QueueFull
 
-from . import prompts, schemas, sse
+from . import chat_setup, prompts, schemas, sse
+from .choices import ChoiceSet
 from .errors import APIError, bad_request, overloaded, shutting_down
 from .responses import formatter_for, json_response
 from .schemas import Options
@@ -32,9 +34,12 @@ async def chat_completions():
     state = current_state()
     parsed = schemas.parse_chat(schemas.parse_json(await request.get_data()), state.settings.model_name)
     _check_serving(state)
-    inputs = await prompts.chat_inputs(state.engine, parsed.messages, parsed.template_kwargs,
+    plan = chat_setup.plan_chat(state.engine, parsed)
+    inputs = await prompts.chat_inputs(state.engine, plan.messages, plan.template_kwargs,
                                        state.settings.media_limits)
-    return await _generate(state, "chat", inputs.prompt_ids, parsed.options, inputs.submit_kwargs())
+    in_reasoning = chat_setup.opens_thinking(state.engine.tokenizer, inputs.prompt_ids)
+    parsers = chat_setup.parsers_for(plan, state.settings.reasoning_format, in_reasoning, parsed.options.n)
+    return await _generate(state, "chat", inputs.prompt_ids, parsed.options, inputs.submit_kwargs(), parsers)
 
 
 @bp.post("/v1/completions")
@@ -73,13 +78,16 @@ def _check_serving(state: ServerState) -> None:
                        headers={"Retry-After": "5"})
 
 
-async def _generate(state: ServerState, kind: str, ids: list[int], options: Options, vision: dict | None = None
-                    ) -> Response:
-    """vision: submit's positions, rope_delta and image rows for a prompt with images."""
+async def _generate(state: ServerState, kind: str, ids: list[int], options: Options, vision: dict | None = None,
+                    parsers=None) -> Response:
+    """vision: submit's positions, rope_delta and image rows for a prompt with images;
+    parsers: one ChatOutputParser per choice (chat)."""
     engine = state.engine
     params = schemas.params_for(options, len(ids), engine.config.ctx, kind)
     try:
-        stream = engine.submit(ids, params, **(vision or {}))
+        if params.grammar is not None:     # compiled off the event loop (the first one builds the tokenizer map)
+            await anyio.to_thread.run_sync(engine.grammars.compile, params.grammar)
+        stream = ChoiceSet(engine, ids, params, options.n, vision)
     except InvalidRequest as exc:
         param = schemas.PROMPT_PARAM[kind] if exc.param == "prompt" else exc.param
         raise bad_request(str(exc), param) from None
@@ -87,17 +95,19 @@ async def _generate(state: ServerState, kind: str, ids: list[int], options: Opti
         raise overloaded(str(exc), state.settings.retry_after_s) from None
     log.debug("%s: %d prompt tokens, max_tokens %d, stream %s", stream.request_id, len(ids), params.max_tokens,
               options.stream)
-    fmt = formatter_for(kind, options, engine.tokenizer)
+    fmt = formatter_for(kind, options, engine.tokenizer, parsers)
     if options.stream:
-        response = Response(sse.EventStreamBody(stream, fmt), content_type=sse.CONTENT_TYPE, headers=sse.HEADERS)
+        body = sse.EventStreamBody(stream, fmt, state.settings.sse_ping_interval)
+        response = Response(body, content_type=sse.CONTENT_TYPE, headers=sse.HEADERS)
         response.timeout = None
         return response
     try:
-        done = await stream.collect()
+        dones = await stream.collect()
     finally:
         await stream.aclose()
-    if done.finish_reason not in sse.FINISH_REASONS:
-        if done.finish_reason == "cancelled":
-            raise shutting_down()
-        raise APIError(500, done.error or "the request failed inside the engine", code="internal_error")
-    return json_response(fmt.response(done))
+    for done in dones:
+        if done.finish_reason not in sse.FINISH_REASONS:
+            if done.finish_reason == "cancelled":
+                raise shutting_down()
+            raise APIError(500, done.error or "the request failed inside the engine", code="internal_error")
+    return json_response(fmt.response(dones))

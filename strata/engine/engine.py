@@ -77,19 +77,28 @@ class Engine:
         return params.validated()
 
     def submit(self, prompt_ids, params: SamplingParams, *, positions=None, rope_delta: int = 0,
-               vision=None) -> RequestStream:
-        """Validates and queues a request; raises InvalidRequest or QueueFull, changing nothing."""
+               vision=None, events=None) -> RequestStream:
+        """Validates and queues a request; raises InvalidRequest or QueueFull, changing nothing.
+
+        events: a (send, receive) memory-object stream pair that several requests share (the n
+        choices of one API request); each request sends on its own clone, and its Events carry
+        its params.choice_index."""
         params = self.validate(list(prompt_ids), params)
         check_submission(list(prompt_ids), positions, rope_delta, vision, self._record_limits)
         eos = frozenset() if params.ignore_eos else frozenset(self.tokenizer.eos_ids)
         request = Request(list(prompt_ids), params, positions=positions, rope_delta=rope_delta, vision=vision,
                           rules=self._rules(list(prompt_ids), params, eos))
-        send, receive = anyio.create_memory_object_stream[Event](math.inf)
+        if events is None:
+            send, receive = anyio.create_memory_object_stream[Event](math.inf)
+        else:
+            send, receive = events[0].clone(), events[1]
         processor = OutputProcessor(self.tokenizer, params.stop, eos, params.stop_token_ids)
         try:
             self.scheduler.submit(request)
         except QueueFull:
             self.metrics.count_outcome("rejected")
+            if events is not None:
+                send.close()
             raise
         self._outputs[request] = (send, processor)
         self._notify()
@@ -214,6 +223,7 @@ class Engine:
         send, _ = self._outputs.get(request, (None, None))
         if send is None:
             return
+        event.choice = request.params.choice_index
         try:
             send.send_nowait(event)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -237,7 +247,8 @@ class Engine:
             if request.finish_reason == "cancelled" and not request.error:
                 try:
                     send.send_nowait(Event(finish_reason="cancelled", prompt_tokens=request.num_prompt,
-                                           completion_tokens=len(request.output_ids)))
+                                           completion_tokens=len(request.output_ids),
+                                           choice=request.params.choice_index))
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.WouldBlock):
                     pass
                 self.metrics.count_outcome("cancelled")

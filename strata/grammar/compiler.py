@@ -45,8 +45,9 @@ class GrammarCompiler:
                                                   eos_token=sorted(self.tokenizer.eos_ids))
             return self._ll
 
-    def compile(self, spec: GrammarSpec, param: str = "response_format") -> str:
-        """The llguidance grammar of `spec`, or InvalidRequest naming what is wrong with it."""
+    def compile(self, spec: GrammarSpec) -> str:
+        """The llguidance grammar of `spec`, or InvalidRequest naming what is wrong with it (param: spec.param)."""
+        param = spec.param
         with self._lock:
             grammar = self._cache.get(spec)
             if grammar is not None:

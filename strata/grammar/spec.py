@@ -11,7 +11,7 @@ calling module builds).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 KINDS = ("json_schema", "json_object", "lark", "gbnf", "regex", "llguidance")
 
@@ -20,10 +20,11 @@ KINDS = ("json_schema", "json_object", "lark", "gbnf", "regex", "llguidance")
 class GrammarSpec:
     kind: str
     source: str = ""
+    param: str = field(default="response_format", compare=False)   # the request field errors name
 
     @classmethod
-    def json_schema(cls, schema: dict | bool) -> "GrammarSpec":
-        return cls("json_schema", json.dumps(schema, sort_keys=True, separators=(",", ":")))
+    def json_schema(cls, schema: dict | bool, param: str = "response_format") -> "GrammarSpec":
+        return cls("json_schema", json.dumps(schema, sort_keys=True, separators=(",", ":")), param)
 
     @classmethod
     def json_object(cls) -> "GrammarSpec":
