@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from strata.model_store import resolve_model  # noqa: E402
 from strata.tokenizer import Tokenizer  # noqa: E402
-from tests.structured.schema_corpus import CORPUS  # noqa: E402
+from tests.server.schema_corpus import CORPUS  # noqa: E402
 
 
 def bench_llguidance(tok: Tokenizer, vocab: int) -> dict:

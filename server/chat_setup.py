@@ -36,7 +36,7 @@ def plan_chat(engine, parsed: ChatRequest) -> ChatPlan:
     choice = parsed.tool_choice
     if choice != "auto":
         only = choice["function"]["name"] if isinstance(choice, dict) else None
-        grammar = forcing_grammar(fmt, parsed.tools, only)
+        grammar = forcing_grammar(fmt, parsed.tools, only, parsed.parallel_tool_calls)
         parsed.options.params = replace(parsed.options.params, grammar=replace(grammar, param="tools"))
     return ChatPlan(messages, {**parsed.template_kwargs, **extra}, fmt.style)
 

@@ -46,6 +46,7 @@ class ChatRequest:
     template_kwargs: dict = field(default_factory=dict)
     tools: list[dict] = field(default_factory=list)
     tool_choice: str | dict = "none"
+    parallel_tool_calls: bool = True
 
 
 @dataclass
@@ -81,6 +82,7 @@ def parse_chat(body: dict, model_name: str) -> ChatRequest:
     if f.optional("functions", list, "an array"):
         raise bad_request("functions (the legacy form) is not supported; send tools", "functions")
     tools, tool_choice = api_fields.tools_fields(f)
+    parallel = f.optional("parallel_tool_calls", bool, "a boolean")
     logprobs = f.optional("logprobs", bool, "a boolean") or False
     top_logprobs = f.optional("top_logprobs", int, "an integer") or 0
     max_tokens = f.optional("max_completion_tokens", int, "an integer")
@@ -94,7 +96,7 @@ def parse_chat(body: dict, model_name: str) -> ChatRequest:
     if tool_choice not in ("auto", "none") and options.params.grammar is not None:
         raise bad_request("tool_choice 'required' or a named function already constrains the output; send it "
                           "without response_format or grammar", "tool_choice")
-    return ChatRequest(messages, options, kwargs, tools, tool_choice)
+    return ChatRequest(messages, options, kwargs, tools, tool_choice, parallel is not False)
 
 
 def parse_completion(body: dict, model_name: str) -> CompletionRequest:

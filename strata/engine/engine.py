@@ -232,6 +232,7 @@ class Engine:
     def _finish(self, request: Request, reason: str, event: Event | None = None) -> None:
         self.scheduler.finish(request, reason)
         self.metrics.count_outcome(reason)
+        self.metrics.e2e.observe(time.monotonic() - request.arrival_time)
         event = event or Event()
         event.finish_reason = reason
         request.error = request.error or event.error     # _close then sends no second final event

@@ -44,6 +44,7 @@ class EngineMetrics:
     steps: int = 0
     ttft: Histogram = field(default_factory=Histogram)
     itl: Histogram = field(default_factory=Histogram)
+    e2e: Histogram = field(default_factory=Histogram)     # arrival to the end of every finished request
 
     def count_outcome(self, outcome: str) -> None:
         self.requests[outcome] = self.requests.get(outcome, 0) + 1

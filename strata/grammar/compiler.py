@@ -25,6 +25,9 @@ from ..engine.sampling import InvalidRequest
 from .spec import GrammarSpec
 
 CACHE_SIZE = 256
+# JSON is written on one line with json.dumps' separators: no free whitespace for a small model to loop in,
+# and fewer tokens. A schema may override it with llguidance's "x-guidance" options.
+JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 
 
 class GrammarCompiler:
@@ -106,9 +109,9 @@ def _grammar_text(spec: GrammarSpec) -> str:
 
     M = llguidance.LLMatcher
     if spec.kind == "json_schema":
-        return M.grammar_from_json_schema(spec.source)
+        return M.grammar_from_json_schema(spec.source, defaults=JSON_OPTIONS)
     if spec.kind == "json_object":
-        return M.grammar_from_json_schema('{"type": "object"}')
+        return M.grammar_from_json_schema('{"type": "object"}', defaults=JSON_OPTIONS)
     if spec.kind == "lark":
         return M.grammar_from_lark(spec.source)
     if spec.kind == "gbnf":

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from ..grammar.spec import GrammarSpec
 
 HERMES, LLAMA3 = "hermes", "llama3"
+JSON_ONE_LINE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 
 FALLBACK_SYSTEM = (
     "You may call functions to help answer. The functions are described in JSON schema inside "
@@ -69,24 +70,29 @@ def call_text(fmt: ToolFormat, name: str, arguments: dict | str) -> str:
     return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}, ensure_ascii=False) + "\n</tool_call>"
 
 
-def forcing_grammar(fmt: ToolFormat, tools: list[dict], only: str | None) -> GrammarSpec:
-    """A grammar whose every sentence is one call to `only` (named choice), or one or more calls
-    to any of `tools` ("required"), with arguments valid for the function's parameters."""
+def forcing_grammar(fmt: ToolFormat, tools: list[dict], only: str | None, parallel: bool = True) -> GrammarSpec:
+    """A grammar whose every sentence is one call to `only` (named choice), or one call to any of
+    `tools` ("required"; up to one call per tool with `parallel`, so a small model can't repeat
+    calls until max_tokens), with arguments valid for the function's parameters. A
+    parameters object schema that does not say otherwise gets additionalProperties: false (as
+    OpenAI's strict mode), so the arguments are the declared ones; JSON is written on one line."""
     functions = [t["function"] for t in tools if only is None or t["function"]["name"] == only]
     key = "parameters" if fmt.style == LLAMA3 else "arguments"
     alternatives = []
     for fn in functions:
-        schema = {"type": "object", "properties": {"name": {"const": fn["name"]},
-                                                   key: fn.get("parameters") or {"type": "object"}},
-                  "required": ["name", key], "additionalProperties": False}
+        params = dict(fn.get("parameters") or {"type": "object"})
+        if params.get("type") == "object" and "properties" in params:
+            params.setdefault("additionalProperties", False)     # only the declared arguments
+        schema = {"type": "object", "properties": {"name": {"const": fn["name"]}, key: params},
+                  "required": ["name", key], "additionalProperties": False, "x-guidance": JSON_ONE_LINE}
         alternatives.append("%json " + json.dumps(schema, ensure_ascii=False))
     call = " | ".join(alternatives)
     if fmt.style == LLAMA3:
-        lark = f"start: call\ncall: {call}\n"
-    else:
-        repeat = "" if only is not None else ' ("\\n" call)*'
-        lark = f'start: call{repeat}\ncall: "<tool_call>\\n" ({call}) "\\n</tool_call>"\n'
-    return GrammarSpec("lark", lark)
+        return GrammarSpec("lark", f"start: call\ncall: {call}\n")
+    more = ""
+    for _ in range(len(functions) - 1 if only is None and parallel else 0):
+        more = f' ("\\n" call{more})?'
+    return GrammarSpec("lark", f'start: call{more}\ncall: "<tool_call>\\n" ({call}) "\\n</tool_call>"\n')
 
 
 def _native_message(message: dict) -> dict:
