@@ -110,3 +110,28 @@ async def test_bad_rules_refused_then_exact(make_engine, loaded):
     want = await solo(make_engine(batch=1, chunk=512), p, params(grammar=GrammarSpec.json_object(), max_tokens=30))
     got = await solo(engine, p, params(grammar=GrammarSpec.json_object(), max_tokens=30))
     assert got.token_ids == want.token_ids
+
+
+async def test_shared_table_row_negative_control(make_engine, loaded, monkeypatch):
+    """Isolation is the point: if every sampled row read the first rule-carrying request's table rows
+    (a shared adjustment row instead of one per slot), the plain request beside it would diverge from
+    its solo run — so the exactness test above would catch such a bug."""
+    from strata.engine.runner import ModelRunner
+
+    _, model = loaded
+    jobs = [Job(prompt(model, 0), params(temperature=0, max_tokens=12, ignore_eos=True,
+                                         logit_bias=((28, 8.0), (30, 8.0))), name="biased"),
+            Job(prompt(model, 2), params(temperature=0, max_tokens=12, ignore_eos=True), at_step=1, name="plain")]
+    want = await solo(make_engine(batch=1, chunk=512), jobs[1].prompt, jobs[1].params)
+    original = ModelRunner._fill_inputs
+
+    def shared_row(self, plan):
+        out = original(self, plan)
+        slots = [int(s) for s in self.io.adjust if s >= 0]
+        if slots:
+            self.io.adjust[: out[1]] = slots[0]
+        return out
+
+    monkeypatch.setattr(ModelRunner, "_fill_inputs", shared_row)
+    results, _ = await run_script(make_engine(batch=2, chunk=64, graphs=False), jobs)
+    assert results[1].token_ids != want.token_ids
