@@ -195,11 +195,13 @@ class Engine:
     def _accept_token(self, request: Request, token: int, logprob, now: float) -> None:
         first = request.first_token_time is None
         request.record_token(token, now)
+        grammar_done = False
         if request.rules is not None:
             refused = request.rules.accept(token)
             if refused:
                 self._finish(request, "error", Event(error=f"internal error: {refused}"))
                 return
+            grammar_done = request.rules.mask is not None and request.rules.mask.done
         m = self.metrics
         m.generated_tokens += 1
         if first:
@@ -209,6 +211,9 @@ class Engine:
             m.itl.observe(request.token_times[-1] - request.token_times[-2])
         _, processor = self._outputs[request]
         text, reason = processor.push(token)
+        if reason is None and grammar_done:        # the grammar ended (with ignore_eos the end token is text)
+            reason = "stop"
+            text += processor.finish()
         if reason is None and (len(request.output_ids) >= request.params.max_tokens
                                or request.num_tokens > self.config.ctx):
             reason = "length"

@@ -34,7 +34,7 @@ def variants():
         "greedy": params(temperature=0),
         "schema": params(grammar=GrammarSpec.json_schema(SCHEMA), max_tokens=48),
         "json_object": params(grammar=GrammarSpec.json_object(), temperature=0, max_tokens=64),
-        "lark": params(grammar=GrammarSpec("lark", 'start: "yes" | "no" | "maybe"'), max_tokens=8),
+        "lark": params(grammar=GrammarSpec("lark", 'start: "yes" | "no" | "maybe"'), max_tokens=8, ignore_eos=True),
         "penalties": params(presence_penalty=1.5, frequency_penalty=1.0, ignore_eos=True),
         "repetition": params(repetition_penalty=1.8, temperature=0, ignore_eos=True),
         "bias": params(logit_bias=((28, 5.0), (30, -100.0)), temperature=0),
