@@ -86,7 +86,7 @@ async def _generate(state: ServerState, kind: str, ids: list[int], options: Opti
     params = schemas.params_for(options, len(ids), engine.config.ctx, kind)
     try:
         if params.grammar is not None:     # compiled off the event loop (the first one builds the tokenizer map)
-            await anyio.to_thread.run_sync(engine.grammars.compile, params.grammar)
+            await anyio.to_thread.run_sync(engine.compile_grammar, params.grammar)
         stream = ChoiceSet(engine, ids, params, options.n, vision)
     except InvalidRequest as exc:
         param = schemas.PROMPT_PARAM[kind] if exc.param == "prompt" else exc.param

@@ -17,7 +17,7 @@ import anyio
 
 from .. import _ffi
 from ..config import EngineConfig, backend_of, default_device
-from ..grammar.compiler import GrammarCompiler
+from ..grammar.compiler import GrammarCompiler, GrammarError
 from .logit_rules import LogitRules
 from .metrics import EngineMetrics
 from .output import Event, OutputProcessor
@@ -104,13 +104,24 @@ class Engine:
         self._notify()
         return RequestStream(self, request, receive)
 
+    def compile_grammar(self, spec) -> str:
+        """The compiled grammar of a GrammarSpec (cached); InvalidRequest if it does not compile. The
+        first call builds the tokenizer map (about a second): callers on an event loop run it in a thread."""
+        try:
+            return self.grammars.compile(spec)
+        except GrammarError as exc:
+            raise InvalidRequest(str(exc), exc.param) from None
+
     def _rules(self, prompt_ids: list[int], params: SamplingParams, eos: frozenset[int]) -> LogitRules | None:
         """The request's logit adjustments (None for a plain request); InvalidRequest for a bad grammar."""
         if not params.adjusts_logits:
             return None
         mask = None
         if params.grammar is not None:
-            mask = self.grammars.matcher(self.grammars.compile(params.grammar))
+            try:
+                mask = self.grammars.matcher(self.compile_grammar(params.grammar))
+            except GrammarError as exc:
+                raise InvalidRequest(str(exc), exc.param) from None
         return LogitRules(params, prompt_ids, self.model.spec.vocab, eos | frozenset(params.stop_token_ids), mask)
 
     async def run_on_device(self, fn, *args):

@@ -21,10 +21,19 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..engine.sampling import InvalidRequest
 from .spec import GrammarSpec
 
 CACHE_SIZE = 256
+
+
+class GrammarError(ValueError):
+    """A grammar that does not compile; `param` names the request field it came from."""
+
+    def __init__(self, message: str, param: str):
+        super().__init__(message)
+        self.param = param
+
+
 # JSON is written on one line with json.dumps' separators: no free whitespace for a small model to loop in,
 # and fewer tokens. A schema may override it with llguidance's "x-guidance" options.
 JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
@@ -49,7 +58,7 @@ class GrammarCompiler:
             return self._ll
 
     def compile(self, spec: GrammarSpec) -> str:
-        """The llguidance grammar of `spec`, or InvalidRequest naming what is wrong with it (param: spec.param)."""
+        """The llguidance grammar of `spec`, or GrammarError naming what is wrong with it (param: spec.param)."""
         param = spec.param
         with self._lock:
             grammar = self._cache.get(spec)
@@ -62,10 +71,10 @@ class GrammarCompiler:
         try:
             grammar = _grammar_text(spec)
         except ValueError as exc:
-            raise InvalidRequest(f"the {spec.kind} grammar is not valid: {exc}", param) from None
+            raise GrammarError(f"the {spec.kind} grammar is not valid: {exc}", param) from None
         error = llguidance.LLMatcher.validate_grammar(grammar, ll)
         if error and not error.startswith("WARNING"):
-            raise InvalidRequest(f"the {spec.kind} grammar is not valid: {error.strip()}", param)
+            raise GrammarError(f"the {spec.kind} grammar is not valid: {error.strip()}", param)
         with self._lock:
             self._cache[spec] = grammar
             while len(self._cache) > CACHE_SIZE:
@@ -85,7 +94,7 @@ class TokenMask:
         self._m = llguidance.LLMatcher(ll, grammar, log_level=0)
         self.n_vocab = n_vocab
         if self._m.is_error():
-            raise InvalidRequest(f"the grammar is not valid: {self._m.get_error()}", "response_format")
+            raise GrammarError(f"the grammar is not valid: {self._m.get_error()}", "response_format")
 
     def allowed(self) -> np.ndarray:
         """bool [n_vocab]: the tokens the grammar allows next (end-of-sequence ids once it is complete)."""
