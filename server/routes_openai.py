@@ -1,10 +1,11 @@
 """The OpenAI routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models.
 
-A generation request goes body -> typed request (schemas) -> prompt ids
-(prompts) -> engine.submit, which refuses bad input or a full queue before
-anything starts, so errors are plain JSON with their status; then either the
-whole answer as one JSON body or server-sent events (sse). Either way, a
-client that goes away cancels its request.
+A generation request goes body -> typed request (schemas) -> one validated
+EngineInput (strata.inputs) -> engine.submit, which refuses bad input or a
+full queue before anything starts; the exceptions on the way propagate to
+the one mapping in errors, so errors are plain JSON with their status. Then
+either the whole answer as one JSON body or server-sent events (sse). Either
+way, a client that goes away cancels its request.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ import logging
 import anyio
 from quart import Blueprint, Response, request
 
-from strata.engine.sampling import InvalidRequest
-from strata.engine.scheduler import QueueFull
+from strata.inputs import EngineInput, chat_input, completion_input
+from strata.inputs.tools import opens_thinking
 
-from . import chat_setup, prompts, schemas, sse
+from . import chat_setup, schemas, sse
 from .choices import ChoiceSet
-from .errors import APIError, bad_request, overloaded, shutting_down
+from .errors import APIError, shutting_down, unavailable
 from .responses import formatter_for, json_response
 from .schemas import Options
 from .state import ServerState, current_state
@@ -35,11 +36,11 @@ async def chat_completions():
     parsed = schemas.parse_chat(schemas.parse_json(await request.get_data()), state.settings.model_name)
     _check_serving(state)
     plan = chat_setup.plan_chat(state.engine, parsed)
-    inputs = await prompts.chat_inputs(state.engine, plan.messages, plan.template_kwargs,
-                                       state.settings.media_limits)
-    in_reasoning = chat_setup.opens_thinking(state.engine.tokenizer, inputs.prompt_ids)
+    inputs = await chat_input(state.engine, plan.messages, state.settings.media_limits,
+                              template_kwargs=plan.template_kwargs)
+    in_reasoning = opens_thinking(state.engine.tokenizer, inputs.prompt_ids)
     parsers = chat_setup.parsers_for(plan, state.settings.reasoning_format, in_reasoning, parsed.options.n)
-    return await _generate(state, "chat", inputs.prompt_ids, parsed.options, inputs.submit_kwargs(), parsers)
+    return await _generate(state, "chat", inputs, parsed.options, parsers)
 
 
 @bp.post("/v1/completions")
@@ -47,8 +48,7 @@ async def completions():
     state = current_state()
     parsed = schemas.parse_completion(schemas.parse_json(await request.get_data()), state.settings.model_name)
     _check_serving(state)
-    ids = prompts.completion_prompt_ids(state.engine, parsed.prompt)
-    return await _generate(state, "completion", ids, parsed.options)
+    return await _generate(state, "completion", completion_input(state.engine, parsed.prompt), parsed.options)
 
 
 @bp.get("/v1/models")
@@ -74,25 +74,17 @@ def _check_serving(state: ServerState) -> None:
     if state.draining:
         raise shutting_down()
     if not state.engine_running:
-        raise APIError(503, "the engine is not running; see the server log", code="engine_stopped",
-                       headers={"Retry-After": "5"})
+        raise unavailable("the engine is not running; see the server log", "engine_stopped")
 
 
-async def _generate(state: ServerState, kind: str, ids: list[int], options: Options, vision: dict | None = None,
-                    parsers=None) -> Response:
-    """vision: submit's positions, rope_delta and image rows for a prompt with images;
-    parsers: one ChatOutputParser per choice (chat)."""
+async def _generate(state: ServerState, kind: str, inputs: EngineInput, options: Options, parsers=None) -> Response:
+    """parsers: one ChatOutputParser per choice (chat)."""
     engine = state.engine
+    ids = inputs.prompt_ids
     params = schemas.params_for(options, len(ids), engine.config.ctx, kind)
-    try:
-        if params.grammar is not None:     # compiled off the event loop (the first one builds the tokenizer map)
-            await anyio.to_thread.run_sync(engine.compile_grammar, params.grammar)
-        stream = ChoiceSet(engine, ids, params, options.n, vision)
-    except InvalidRequest as exc:
-        param = schemas.PROMPT_PARAM[kind] if exc.param == "prompt" else exc.param
-        raise bad_request(str(exc), param) from None
-    except QueueFull as exc:
-        raise overloaded(str(exc), state.settings.retry_after_s) from None
+    if params.grammar is not None:     # compiled off the event loop (the first one builds the tokenizer map)
+        await anyio.to_thread.run_sync(engine.compile_grammar, params.grammar)
+    stream = ChoiceSet(engine, ids, params, options.n, inputs.submit_kwargs())
     log.debug("%s: %d prompt tokens, max_tokens %d, stream %s", stream.request_id, len(ids), params.max_tokens,
               options.stream)
     fmt = formatter_for(kind, options, engine.tokenizer, parsers)

@@ -48,7 +48,7 @@ class ModelRunner:
         self.use_graphs = config.graphs
         self.images = ImageRows(ctx, spec.hidden)      # per-slot image embeddings, injected in prefill
         self.logit_table = LogitTable(ctx, config.batch, spec.vocab)   # per-slot masks, bias, penalties
-        on_gpu = ctx.info().backend == 1
+        on_gpu = ctx.info().backend == F.Backend.CUDA
         self.ahead = DecodeAhead(ctx, self.io, self.max_logits) if on_gpu and config.graphs else None
         # Tests that read act.logits after each step set this: a guessed next step would overwrite them.
         self.keep_logits = False

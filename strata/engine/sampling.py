@@ -18,11 +18,15 @@ MAX_LOGIT_BIAS = 300          # entries; each value in [-100, 100] as OpenAI
 
 
 class InvalidRequest(ValueError):
-    """A request that cannot be served as asked; the message says what is allowed."""
+    """A request that cannot be served as asked; the message says what is allowed.
 
-    def __init__(self, message: str, param: str | None = None):
+    param names the field at fault ("prompt" means the request's prompt, whatever its form);
+    code is the machine-readable reason, when there is one."""
+
+    def __init__(self, message: str, param: str | None = None, code: str | None = None):
         super().__init__(message)
         self.param = param
+        self.code = code
 
 
 @dataclass(frozen=True)
