@@ -59,6 +59,10 @@ class ChoiceSet:
             return event.choice - self.base, event
         return PING
 
+    def cancel(self) -> None:
+        for stream in self.streams:
+            stream.cancel()
+
     async def collect(self) -> list[Completion]:
         completions = [Completion(s.request_id) for s in self.streams]
         while (item := await self.next()) is not None:

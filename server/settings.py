@@ -24,6 +24,7 @@ class ServerSettings:
     reasoning_format: str = "split"      # split: <think>...</think> into reasoning_content; none: left in content
     sse_ping_interval: float | None = 15.0   # seconds of silence before an SSE ': ping' comment; None = never
     cors_origins: tuple[str, ...] = ()   # origins allowed by CORS ('*' = any); empty: no CORS headers
+    allow_private_media: bool = False    # whether those fetches may reach non-public addresses
 
     @classmethod
     def from_args(cls, args, model: str) -> "ServerSettings":
@@ -31,9 +32,10 @@ class ServerSettings:
         api_key = args.api_key if args.api_key is not None else env.get("STRATA_API_KEY")
         media_dir = getattr(args, "media_dir", None) or env.get("STRATA_MEDIA_DIR")
         remote = bool(getattr(args, "allow_remote_media", False)) or env.get("STRATA_ALLOW_REMOTE_MEDIA") == "1"
+        private = bool(getattr(args, "allow_private_media", False)) or env.get("STRATA_ALLOW_PRIVATE_MEDIA") == "1"
         ping = getattr(args, "sse_ping_interval", 15.0)
         return cls(model_name=args.served_model_name or model, api_key=api_key or None,
-                   media_dir=media_dir, allow_remote_media=remote,
+                   media_dir=media_dir, allow_remote_media=remote, allow_private_media=private,
                    reasoning_format=getattr(args, "reasoning_format", "split"),
                    sse_ping_interval=ping if ping and ping > 0 else None,
                    cors_origins=tuple(getattr(args, "cors_origin", None) or ()))
@@ -41,4 +43,5 @@ class ServerSettings:
     @cached_property
     def media_limits(self) -> MediaLimits:
         """Where chat images may come from; ValueError for a --media-dir that is not a directory."""
-        return MediaLimits(media_dir=self.media_dir, allow_remote=self.allow_remote_media)
+        return MediaLimits(media_dir=self.media_dir, allow_remote=self.allow_remote_media,
+                           allow_private=self.allow_private_media)

@@ -52,6 +52,7 @@ class SamplingParams:
     grammar: GrammarSpec | None = None
     # n > 1: choice i draws with its own key (sampler_seed); choice 0 is the plain request.
     choice_index: int = 0
+    speculative: bool = True           # False: never draft for this request (the tokens are the same either way)
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -83,6 +84,8 @@ class SamplingParams:
         _check_int("top_logprobs", self.top_logprobs, 0, MAX_TOP_LOGPROBS)
         if self.top_logprobs and not self.logprobs:
             raise InvalidRequest("top_logprobs requires logprobs to be true", "top_logprobs")
+        if not isinstance(self.speculative, bool):
+            raise InvalidRequest(f"speculative must be a boolean, got {type(self.speculative).__name__}", "speculative")
         if self.seed is not None:
             _check_int("seed", self.seed, -(1 << 63), (1 << 64) - 1)
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
@@ -107,7 +110,10 @@ class SamplingParams:
         return replace(self, seed=seed % (1 << 64), stop=stop, top_k=max(self.top_k, 0),
                        presence_penalty=float(self.presence_penalty), frequency_penalty=float(self.frequency_penalty),
                        repetition_penalty=float(self.repetition_penalty),
-                       logit_bias=tuple((int(t), float(b)) for t, b in self.logit_bias))
+                       logit_bias=tuple((int(t), float(b)) for t, b in self.logit_bias),
+                       # A slot has one adjustment row (strata.engine.logit_table), right for its next
+                       # token only, so a drafted slot's later verification rows would read a wrong one.
+                       speculative=self.speculative and not self.adjusts_logits)
 
 
 _MASK64 = (1 << 64) - 1
