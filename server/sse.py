@@ -6,13 +6,14 @@ choice's index; the n choices interleave as they are generated), a chunk
 with an empty delta and the finish_reason per choice, a usage chunk with
 empty choices when the client asked for it, then `data: [DONE]`. While
 nothing arrives for `ping_interval` seconds (queued, or a long prefill) an
-SSE comment line `: ping` keeps proxies and clients from timing out. A request that ends without a finish reason
-(the server shutting down, an engine failure) ends with an OpenAI error
-event instead, then `[DONE]`, so clients see why their answer stopped.
+SSE comment line `: ping` keeps proxies and clients from timing out. A
+request that ends without a finish reason (the server shutting down, an
+engine failure) ends with an OpenAI error event instead, then `[DONE]`, so
+clients see why their answer stopped.
 
 Leaving the generator early (the client disconnected and Quart cancelled
-the response) closes the RequestStream, which cancels the request: its slot
-frees within one engine step.
+the response) closes the ChoiceSet, which cancels its requests: their slots
+free within one engine step.
 """
 
 from __future__ import annotations

@@ -135,3 +135,23 @@ async def test_shared_table_row_negative_control(make_engine, loaded, monkeypatc
     monkeypatch.setattr(ModelRunner, "_fill_inputs", shared_row)
     results, _ = await run_script(make_engine(batch=2, chunk=64, graphs=False), jobs)
     assert results[1].token_ids != want.token_ids
+
+
+async def test_rules_never_draft(make_engine, loaded):
+    """A slot has one adjustment row, right for its next token only: a request with rules must not be
+    verified over drafted rows. On an engine that drafts (suffix drafter), such requests still equal
+    their solo runs on an engine without drafting, and no draft is ever verified for them."""
+    _, model = loaded
+    p = chat_prompt(model.tokenizer, model.chat_template, "Repeat after me: one two three one two three one two")
+    rules = [params(temperature=0, max_tokens=16, ignore_eos=True, repetition_penalty=1.3),
+             params(temperature=0, max_tokens=16, ignore_eos=True, logit_bias=((28, 2.0),))]
+    assert all(not r.validated().speculative for r in rules)
+    assert params().validated().speculative
+    plain_engine = make_engine(batch=1, chunk=512)
+    want = [await solo(plain_engine, p, r) for r in rules]
+    drafting = make_engine(batch=2, chunk=64, draft="suffix")
+    got = [await solo(drafting, p, r) for r in rules]
+    assert [g.token_ids for g in got] == [w.token_ids for w in want]
+    assert sum(drafting.metrics.drafts.drafted.values()) == 0
+    plain = await solo(drafting, p, params(temperature=0, max_tokens=16, ignore_eos=True))
+    assert plain.token_ids and sum(drafting.metrics.drafts.drafted.values()) > 0   # the drafter does draft
