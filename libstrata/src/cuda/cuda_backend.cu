@@ -249,6 +249,7 @@ public:
     }
 
     void step_advance(const StepAdvanceArgs& a) override { use_device(); cuda::launch_step_advance(a, stream_); }
+    void logits_adjust(const LogitsAdjustArgs& a) override { use_device(); cuda::launch_logits_adjust(a, stream_); }
 
     void capture_begin() override {
         use_device();
