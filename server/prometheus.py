@@ -33,10 +33,11 @@ def render(state: ServerState) -> str:
     _family(out, "strata_busy_slots", "gauge", "Slots holding a request.", [({}, engine.scheduler.busy_slots)])
     _family(out, "strata_slots", "gauge", "Slots of the engine.", [({}, engine.config.batch)])
     _family(out, "strata_engine_up", "gauge", "1 while the engine loop runs.", [({}, int(state.engine_running))])
-    sources = sorted(m.drafts.drafted)
+    configured = getattr(engine.config, "draft", None)       # shown at 0 before the first draft
+    sources = sorted({*m.drafts.drafted, *([configured] if configured else [])})
     _family(out, "strata_draft_tokens_total", "counter",
             "Speculative decoding: draft tokens verified, by draft source.",
-            [({"source": s}, m.drafts.drafted[s]) for s in sources])
+            [({"source": s}, m.drafts.drafted.get(s, 0)) for s in sources])
     _family(out, "strata_draft_accepted_tokens_total", "counter",
             "Speculative decoding: verified draft tokens equal to the sampled token (kept), by draft source.",
             [({"source": s}, m.drafts.accepted.get(s, 0)) for s in sources])
