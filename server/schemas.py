@@ -54,10 +54,14 @@ def parse_json(data: bytes) -> dict:
         body = json.loads(data, parse_constant=_refuse_constant)
     except (UnicodeDecodeError, ValueError) as exc:
         raise bad_request(f"the request body is not valid JSON: {exc}", code="invalid_json") from None
+    except RecursionError:       # the parser recurses per level: far too deep (json_limits bounds the rest)
+        raise bad_request("the request body nests arrays or objects too deeply to parse", code="invalid_json") from None
     if not isinstance(body, dict):
         raise bad_request(f"the request body must be a JSON object, got {_type_name(body)}", code="invalid_json")
     try:
         json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except RecursionError:
+        raise bad_request("the request body nests arrays or objects too deeply", code="invalid_json") from None
     except UnicodeEncodeError:
         raise bad_request("the request body holds an unpaired UTF-16 surrogate escape (such as \\ud800), which is "
                           "not text; write characters outside the BMP as surrogate pairs",

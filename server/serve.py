@@ -21,6 +21,7 @@ from strata import env
 from strata.config import ConfigError, EngineConfig
 from strata.engine.engine import Engine
 
+from . import h11_errors
 from .app import create_app
 from .settings import ServerSettings
 from .state import ServerState
@@ -53,6 +54,7 @@ def serve(args, engine_config: EngineConfig) -> int:
         print(f"error: --media-dir: {exc}", file=sys.stderr)
         return 2
     _log_start(engine, settings, args)
+    h11_errors.install()
     app = create_app(engine, settings)
     try:
         asyncio.run(_serve(app, app.extensions["strata"], _hypercorn_config(args)))
@@ -85,7 +87,30 @@ async def _serve(app, state: ServerState, config: HypercornConfig) -> None:
             log.info("ending %d request(s) in flight", busy)
         await state.begin_shutdown()
 
-    await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)
+    announce = asyncio.create_task(_announce_when_listening(config.bind[0]))
+    try:
+        await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)
+    finally:
+        announce.cancel()
+
+
+async def _announce_when_listening(bind: str) -> None:
+    """Prints the one "ready" line, with the chat page's URL, once the port accepts connections."""
+    host, _, port = bind.rpartition(":")
+    host = host.strip("[]")
+    probe = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    while True:
+        try:
+            _, writer = await asyncio.open_connection(probe, int(port))
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        break
+    shown = f"[{probe}]" if ":" in probe else probe
+    everywhere = " (listening on all interfaces)" if probe != host else ""
+    print(f"strata serve: ready — chat at http://{shown}:{port}/ , OpenAI API at http://{shown}:{port}/v1"
+          f"{everywhere}", flush=True)
 
 
 def _hypercorn_config(args) -> HypercornConfig:

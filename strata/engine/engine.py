@@ -256,7 +256,7 @@ class Engine:
                 out.append({"id": slot, "state": "prefill" if request.in_prefill else "decode",
                              "request_id": request.request_id, "prompt_tokens": request.num_prompt,
                              "generated_tokens": len(request.output_ids), "cached_tokens": request.num_computed,
-                             **draft_state(request)})
+                             "tokens_per_s": request.tokens_per_s, **draft_state(request)})
         return out
 
     def close(self) -> None:

@@ -91,6 +91,13 @@ class Request:
     def ttft(self) -> float | None:
         return None if self.first_token_time is None else self.first_token_time - self.arrival_time
 
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Decode speed so far: tokens after the first over the time since the first (None before two)."""
+        if len(self.output_ids) < 2 or self.last_token_time <= self.first_token_time:
+            return None
+        return (len(self.output_ids) - 1) / (self.last_token_time - self.first_token_time)
+
     def inter_token_latencies(self) -> list[float]:
         t = self.token_times
         return [b - a for a, b in zip(t, t[1:])]
