@@ -40,6 +40,8 @@ SHARED_FIELDS: dict[str, dict] = {
     "stream_options": {"type": "object", "description": "only with stream: true",
                        "properties": {"include_usage": _s("boolean", "a final chunk with usage")}},
     "return_token_ids": _s("boolean", "Strata extension: the generated token ids in the response"),
+    "speculative": _s("boolean", "Strata extension: false never drafts for this request (with --draft); "
+                                 "the tokens are the same either way"),
     "presence_penalty": _s("number", "not supported: only 0", minimum=0, maximum=0),
     "frequency_penalty": _s("number", "not supported: only 0", minimum=0, maximum=0),
     "repetition_penalty": _s("number", "not supported: only 1", minimum=1, maximum=1),
