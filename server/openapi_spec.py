@@ -61,6 +61,8 @@ SHARED_FIELDS: dict[str, dict] = {
                                            "name": {"type": "string"}, "schema": {"type": "object"},
                                            "strict": {"type": "boolean"}}}}},
     "grammar": _s("string", "Strata extension: a GBNF or Lark grammar the answer must match (llguidance)"),
+    "speculative": _s("boolean", "Strata extension: false never drafts for this request (with --draft); "
+                                 "the tokens are the same either way"),
     "user": _s("string", "an end-user id; accepted and ignored"),
 }
 

@@ -45,10 +45,11 @@ def render(state: ServerState) -> str:
             "Requests whose CPU work (parsing, templating, tokenizing, images) runs or waits in the worker pool.",
             [({}, state.workers.num_pending)])
     _family(out, "strata_engine_up", "gauge", "1 while the engine loop runs.", [({}, int(state.engine_running))])
-    sources = sorted(m.drafts.drafted)
+    configured = getattr(engine.config, "draft", None)       # shown at 0 before the first draft
+    sources = sorted({*m.drafts.drafted, *([configured] if configured else [])})
     _family(out, "strata_draft_tokens_total", "counter",
             "Speculative decoding: draft tokens verified, by draft source.",
-            [({"source": s}, m.drafts.drafted[s]) for s in sources])
+            [({"source": s}, m.drafts.drafted.get(s, 0)) for s in sources])
     _family(out, "strata_draft_accepted_tokens_total", "counter",
             "Speculative decoding: verified draft tokens equal to the sampled token (kept), by draft source.",
             [({"source": s}, m.drafts.accepted.get(s, 0)) for s in sources])
