@@ -101,6 +101,7 @@ struct AttentionArgs {
     const float* q; int64_t q_row_stride, n_rows; int32_t n_heads;
     const int32_t* rows; float scale;
     float* out;  // [n_rows][n_heads * head_dim]
+    int32_t window = 0;  // > 0: row r sees cells max(0, index - window + 1)..index (sliding-window layers)
 };
 
 struct DenseAttentionArgs {
@@ -114,9 +115,10 @@ struct SiluMulArgs {
     const float* gate; int64_t gate_row_stride;
     const float* up; int64_t up_row_stride;
     float* out; int64_t n_rows, n_cols;
+    int32_t gelu_tanh = 0;  // 0: silu(gate) * up; 1: gelu_tanh(gate) * up (strata_gelu_tanh_mul)
 };
 
-struct UnaryArgs { const float* x; float* out; int64_t n; };
+struct UnaryArgs { const float* x; float* out; int64_t n; float factor = 1.0f; /* scale */ };
 struct BinaryArgs { const float* a; const float* b; float* out; int64_t n; };
 
 struct GatherRowsArgs {
@@ -185,6 +187,7 @@ public:
     virtual void attention_dense(const DenseAttentionArgs& a) = 0;
     virtual void silu_mul(const SiluMulArgs& a) = 0;
     virtual void gelu(const UnaryArgs& a) = 0;
+    virtual void scale(const UnaryArgs& a) = 0;  // out = x * a.factor
     virtual void add(const BinaryArgs& a) = 0;
     virtual void gather_rows(const GatherRowsArgs& a) = 0;
     virtual void positions_decode(const PositionsDecodeArgs& a) = 0;

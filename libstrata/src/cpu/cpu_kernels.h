@@ -23,6 +23,7 @@ void attention(ThreadPool& pool, const AttentionArgs& a);
 void attention_dense(ThreadPool& pool, const DenseAttentionArgs& a);
 void silu_mul(ThreadPool& pool, const SiluMulArgs& a);
 void gelu(ThreadPool& pool, const UnaryArgs& a);
+void scale(ThreadPool& pool, const UnaryArgs& a);
 void add(ThreadPool& pool, const BinaryArgs& a);
 void gather_rows(ThreadPool& pool, const GatherRowsArgs& a);
 void positions_decode(const PositionsDecodeArgs& a);

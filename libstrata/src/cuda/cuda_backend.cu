@@ -192,6 +192,7 @@ public:
     }
     void silu_mul(const SiluMulArgs& a) override { use_device(); cuda::launch_silu_mul(a, stream_); }
     void gelu(const UnaryArgs& a) override { use_device(); cuda::launch_gelu(a, stream_); }
+    void scale(const UnaryArgs& a) override { use_device(); cuda::launch_scale(a, stream_); }
     void add(const BinaryArgs& a) override { use_device(); cuda::launch_add(a, stream_); }
     void gather_rows(const GatherRowsArgs& a) override { use_device(); cuda::launch_gather_rows(a, stream_); }
     void positions_decode(const PositionsDecodeArgs& a) override {

@@ -30,6 +30,7 @@ void launch_attention(const AttentionArgs& a, cudaStream_t stream);      // cuda
 void launch_attention_dense(const DenseAttentionArgs& a, cudaStream_t stream);  // cuda_attention_dense.cu
 void launch_silu_mul(const SiluMulArgs& a, cudaStream_t stream);         // cuda_elementwise.cu
 void launch_gelu(const UnaryArgs& a, cudaStream_t stream);               // cuda_elementwise.cu
+void launch_scale(const UnaryArgs& a, cudaStream_t stream);              // cuda_elementwise.cu
 void launch_add(const BinaryArgs& a, cudaStream_t stream);               // cuda_elementwise.cu
 void launch_argmax(const ArgmaxArgs& a, cudaStream_t stream);            // cuda_sample.cu
 void launch_sample(const SampleArgs& a, cudaStream_t stream);            // cuda_sample.cu
