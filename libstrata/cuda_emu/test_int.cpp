@@ -85,15 +85,11 @@ static Act ref_act(int pro, const float* xr, const float* g, int64_t k) {
         }
         a.dx[b] = d; a.sx[b] = s;
     }
-    // ssq: chunks of 1024 values; in a chunk, 256 fmaf chains (thread t: t, t+256, ...), warp butterflies, warps in order
+    // ssq: chunks of 256 values (one slice); in a chunk, one square per thread, warp butterflies, warps in order
     float ssq = 0;
-    for (int64_t c0 = 0, ci = 0; c0 < k; c0 += 1024, ++ci) {
+    for (int64_t c0 = 0, ci = 0; c0 < k; c0 += 256, ++ci) {
         float th[256];
-        for (int t = 0; t < 256; ++t) {
-            float s = 0;
-            for (int64_t e = c0 + t; e < std::min(k, c0 + 1024); e += 256) s = fmaf(xr[e], xr[e], s);
-            th[t] = s;
-        }
+        for (int t = 0; t < 256; ++t) th[t] = c0 + t < k ? fmaf(xr[c0 + t], xr[c0 + t], 0.0f) : 0.0f;
         float wsum[8];
         for (int w = 0; w < 8; ++w) {
             float v[32];
@@ -139,41 +135,62 @@ static float ref_out(int dt, int pro, const Act& a, const uint8_t* wrow, int64_t
 }
 
 // The launcher's steps (launch_int_matmul) on the emulator: pre-pass, then the dot kernel.
+// kind: 0 dp4a (1 row: one accumulator, else tiles of 8 rows), 1 mma 8-row tiles, 2 mma 16-row tiles.
 static void run_int(int dt, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k, const uint8_t* w,
-                    int64_t n_out, const float* g, float eps, const float* bias, float* y, bool accumulate, int sms) {
+                    int64_t n_out, const float* g, float eps, const float* bias, float* y, bool accumulate, int sms,
+                    int kind) {
     const int64_t nb = k / 32;
-    const int nchunks = (int)((nb + 31) / 32);
+    const int nchunks = (int)((nb + 7) / 8), nbp = (int)((nb + 1) / 2 * 2);
     std::vector<uint8_t> xq(n_rows * k + 16);
-    std::vector<uint2> meta(n_rows * nb);
+    std::vector<uint2> meta(n_rows * nbp + 2);
     std::vector<float> ssq(n_rows * nchunks);
     int8_t* xq16 = reinterpret_cast<int8_t*>(xq.data() + (16 - reinterpret_cast<uintptr_t>(xq.data()) % 16) % 16);
-    I::PreParams pp{x, x_stride, k, (int)nb, nchunks, pro, g, xq16, meta.data(), ssq.data()};
+    uint2* meta16 = reinterpret_cast<uintptr_t>(meta.data()) % 16 ? meta.data() + 1 : meta.data();
+    I::PreParams pp{x, x_stride, k, (int)nb, nbp, nchunks, pro, g, xq16, meta16, ssq.data()};
     run_grid((unsigned)n_rows, (unsigned)nchunks, 256, [&] {
         if (pro == STRATA_PROLOGUE_RMSNORM) I::int_prepass_kernel<STRATA_PROLOGUE_RMSNORM>(pp);
         else if (pro == STRATA_PROLOGUE_SILU_MUL) I::int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL>(pp);
         else I::int_prepass_kernel<STRATA_PROLOGUE_NONE>(pp);
     });
     I::IntParams p{};
-    p.xq = xq16; p.meta = meta.data(); p.ssq = ssq.data();
+    p.xq = xq16; p.meta = meta16; p.ssq = ssq.data();
     p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = nb * bbytes(dt);
-    p.nb = (int)nb; p.n_slices = (int)((nb + 7) / 8); p.nchunks = nchunks;
+    p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
     p.w = w; p.w_end = w + n_out * p.w_row_bytes;
     p.bias = bias; p.y = y; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
-    I::dot_shape(p, bbytes(dt), sms);
-    p.n_row_tiles = (int)((n_rows + 7) / 8);
-    const int smem = (p.n_parts > 1 ? 2 : 1) * p.buf_bytes + p.ps * p.no * 8 * 4;
+    const int kr = kind == 2 ? 16 : (kind == 1 || n_rows > 1 ? 8 : 1);
+    if (kind) I::mma_shape(p, bbytes(dt), kr);
+    else I::dot_shape(p, bbytes(dt), sms, kr);
+    p.n_row_tiles = (int)((n_rows + kr - 1) / kr);
+    p.n_tiles = p.n_row_tiles * (int)((n_out + p.no - 1) / p.no);
+    const int smem = kind ? I::mma_smem_bytes(p, kr) : I::dot_smem(p, kr);
     CHECK(smem <= (int)sizeof(g_emu_smem), "smem %d", smem);
     memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));
     static int pending = 0;
     auto guard = [&](auto fn) { return [fn] { fn(); if (emu_pending_copies() != 0) pending++; }; };
-    const unsigned gx = (unsigned)((n_out + p.no - 1) / p.no), gy = (unsigned)std::min<int64_t>(p.n_row_tiles, 2);  // gy 2: the row-tile loop runs
-    if (dt == STRATA_Q4_0) run_grid(gx, gy, 256, guard([p] { I::int_dot_kernel<STRATA_Q4_0>(p); }));
-    else if (dt == STRATA_Q8_0) run_grid(gx, gy, 256, guard([p] { I::int_dot_kernel<STRATA_Q8_0>(p); }));
-    else run_grid(gx, gy, 256, guard([p] { I::int_dot_kernel<STRATA_Q4_1>(p); }));
+    const unsigned gx = (unsigned)std::max(1, p.n_tiles / 2), gy = 1, nt = (unsigned)p.threads;  // fewer CTAs than tiles: the tile loop runs
+    if (kind == 1) {
+        if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q4_0, 1>(p); }));
+        else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q8_0, 1>(p); }));
+        else run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q4_1, 1>(p); }));
+    } else if (kind == 2) {
+        if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q4_0, 2>(p); }));
+        else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q8_0, 2>(p); }));
+        else run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q4_1, 2>(p); }));
+    } else if (kr == 1) {
+        if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_0, 1>(p); }));
+        else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q8_0, 1>(p); }));
+        else run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_1, 1>(p); }));
+    } else {
+        if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_0, 8>(p); }));
+        else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q8_0, 8>(p); }));
+        else run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_1, 8>(p); }));
+    }
     CHECK(pending == 0, "cp.async copies left pending");
 }
 
-static void one(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, int pad, int sms, bool bias_on, bool acc_on) {
+static void one(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, int pad, int sms, bool bias_on, bool acc_on,
+                int kind) {
     const int64_t in_k = pro == STRATA_PROLOGUE_SILU_MUL ? 2 * k : k;
     const int64_t stride = in_k + (rng() % 3);  // strided rows
     std::vector<float> x(n_rows * stride + 8), g(k), bias(n_out), y(n_rows * n_out), y0;
@@ -187,7 +204,7 @@ static void one(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, int p
     const uint8_t* wp = w.data() + pad;
     const float eps = 1e-5f;
     run_int(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bias_on ? bias.data() : nullptr, y.data(),
-            acc_on, sms);
+            acc_on, sms, kind);
     const int64_t rb = k / 32 * bbytes(dt);
     int bad = 0, far = 0;
     for (int64_t r = 0; r < n_rows; ++r) {
@@ -217,14 +234,23 @@ static void one(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, int p
             if (std::fabs(got - exact * scale) > tol) ++far;
         }
     }
-    CHECK(bad == 0, "dt %d pro %d k %ld n_out %ld rows %ld pad %d sms %d: %d outputs differ from the canonical bits", dt,
-          pro, (long)k, (long)n_out, (long)n_rows, pad, sms, bad);
+    CHECK(bad == 0, "kind %d dt %d pro %d k %ld n_out %ld rows %ld pad %d sms %d: %d outputs differ from the canonical bits",
+          kind, dt, pro, (long)k, (long)n_out, (long)n_rows, pad, sms, bad);
     CHECK(far == 0, "dt %d pro %d k %ld rows %ld: %d outputs outside the int8 bound of float64", dt, pro, (long)k,
           (long)n_rows, far);
 }
 
 int main(int argc, char** argv) {
     const bool quick = argc > 1 && std::string(argv[1]) == "quick";
+    if (argc > 1 && std::string(argv[1]) == "smoke") {  // a few configurations of every kernel, fast
+        for (int kind = 0; kind < 3; ++kind) {
+            one(STRATA_Q4_0, 0, 576, 77, 20, 2, 1000, true, false, kind);
+            one(STRATA_Q8_0, 1, 32 * 8 * 5 + 64, 70, 9, 0, 1, false, true, kind);
+            one(STRATA_Q4_1, 2, 96, 66, 3, 4, 1, false, false, kind);
+        }
+        printf("test_int smoke: %d checks, %d failures\n", checks, fails);
+        return fails ? 1 : 0;
+    }
     const int dts[3] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1};
     // k: 1 partial slice; 18 blocks (2 full + 1 partial slice); 40 slices (several parts); 66 slices at 8 outputs.
     const int64_t ks[4] = {96, 576, 32 * 8 * 40, 32 * (8 * 66 + 3)};
@@ -234,9 +260,13 @@ int main(int argc, char** argv) {
             for (int64_t k : ks) {
                 ++cfg;
                 if (quick && cfg % 3) continue;
-                const int64_t n_out = k > 4096 ? 19 : 37;
+                const int64_t n_out = k > 4096 ? 19 : 77;  // 77: two mma tiles of 64 outputs, the second partial
                 const int64_t rows = (cfg % 4 == 0) ? 20 : (cfg % 4 == 1 ? 1 : (cfg % 4 == 2 ? 3 : 9));
-                one(dt, pro, k, n_out, rows, 2 * (int)(cfg % 5), cfg % 2 ? 1000 : 1, cfg % 3 == 0, cfg % 3 == 1);
+                for (int kind = 0; kind < 3; ++kind) {
+                    if (kind > 0 && rows == 1 && cfg % 2) continue;  // the tensor-core kernels also take single rows
+                    one(dt, pro, k, n_out, kind == 0 ? rows : rows + 4 * kind, 2 * (int)(cfg % 5), cfg % 2 ? 1000 : 1,
+                        cfg % 3 == 0, cfg % 3 == 1, kind);
+                }
             }
     // Negative control: a different slice fold order must change some bits.
     {
