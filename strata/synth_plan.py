@@ -4,6 +4,8 @@ The mix follows llama.cpp's `llama_tensor_get_type` for the file types we
 support, so synthesized files have the sizes in shared/ANCHORS.md:
 
 - 1-D tensors (the RMSNorm weights) are always F32.
+- Q4_K_M (llama.cpp's `use_more_bits`): attn_v and ffn_down are Q6_K in
+  layers i < n/8, i >= 7n/8 and (i - n/8) % 3 == 2; the rest is Q4_K.
 - For Q4_0, Q4_1 and Q4_K files the output matrix (`output`, or `token_embd`
   when the embeddings are tied) is Q6_K; other file types keep it in the file
   type (Q8_0 stays Q8_0; F32/F16/BF16 files are not "quantized" at all).
@@ -34,6 +36,9 @@ FILE_TYPES: dict[str, tuple[QT, LlamaFileType]] = {
     "Q4_1": (QT.Q4_1, LlamaFileType.MOSTLY_Q4_1),
     # Our Q4_K mix (all Q4_K but a Q6_K output) is closest to llama.cpp's Q4_K_S.
     "Q4_K": (QT.Q4_K, LlamaFileType.MOSTLY_Q4_K_S),
+    # llama-quantize's Q4_K_M: Q4_K, with Q6_K for the output and for attn_v and ffn_down in
+    # the layers llama.cpp's use_more_bits picks (first and last eighth, every third between).
+    "Q4_K_M": (QT.Q4_K, LlamaFileType.MOSTLY_Q4_K_M),
     "Q6_K": (QT.Q6_K, LlamaFileType.MOSTLY_Q6_K),
 }
 _OUTPUT_TO_Q6_K = {QT.Q4_0, QT.Q4_1, QT.Q4_K}
@@ -85,28 +90,35 @@ def plan_tensors(shape: LlamaShape, dtype: str, pure: bool = False) -> list[Tens
     base = FILE_TYPES[parse_dtype(dtype)][0]
     output_name = "token_embd.weight" if shape.tied_embeddings else "output.weight"
     specs = [_matrix("token_embd.weight", shape.vocab_size, shape.hidden_size, base, output_name, pure)]
+    more_bits = parse_dtype(dtype) == "Q4_K_M" and not pure
     for layer in range(shape.num_layers):
-        specs += _layer(shape, layer, base, pure)
+        specs += _layer(shape, layer, base, pure, more_bits and _use_more_bits(layer, shape.num_layers))
     specs.append(TensorSpec("output_norm.weight", (shape.hidden_size,), QT.F32, "ones"))
     if not shape.tied_embeddings:
         specs.append(_matrix("output.weight", shape.vocab_size, shape.hidden_size, base, output_name, pure))
     return specs
 
 
-def _layer(shape: LlamaShape, layer: int, base: QT, pure: bool) -> list[TensorSpec]:
+def _use_more_bits(layer: int, num_layers: int) -> bool:
+    """llama.cpp's use_more_bits (integer arithmetic as there)."""
+    return layer < num_layers // 8 or layer >= 7 * num_layers // 8 or (layer - num_layers // 8) % 3 == 2
+
+
+def _layer(shape: LlamaShape, layer: int, base: QT, pure: bool, more_bits: bool = False) -> list[TensorSpec]:
     hidden, kv, ffn = shape.hidden_size, shape.kv_size, shape.ffn_size
     prefix = f"blk.{layer}."
-    matrix = lambda kind, rows, row_len: _matrix(prefix + kind + ".weight", rows, row_len, base, "", pure)  # noqa: E731
+    matrix = lambda kind, rows, row_len, qt=base: _matrix(prefix + kind + ".weight", rows, row_len, qt, "", pure)  # noqa: E731
+    wide = QT.Q6_K if more_bits else base  # Q4_K_M's attn_v / ffn_down in the layers that get more bits
     return [
         TensorSpec(prefix + "attn_norm.weight", (hidden,), QT.F32, "ones"),
         matrix("attn_q", hidden, hidden),
         matrix("attn_k", kv, hidden),
-        matrix("attn_v", kv, hidden),
+        matrix("attn_v", kv, hidden, wide),
         matrix("attn_output", hidden, hidden),
         TensorSpec(prefix + "ffn_norm.weight", (hidden,), QT.F32, "ones"),
         matrix("ffn_gate", ffn, hidden),
         matrix("ffn_up", ffn, hidden),
-        matrix("ffn_down", hidden, ffn),
+        matrix("ffn_down", hidden, ffn, wide),
     ]
 
 
