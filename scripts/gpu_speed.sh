@@ -27,6 +27,8 @@ prepare)
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
   ( time make -j"$(nproc)" lib ) > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
   tail -4 "$OUT/build.log"
+  # The bench call may carry the checkout again, which replaces its build/: keep the library in /tmp.
+  mkdir -p /tmp/strata-build && cp build/libstrata.so /tmp/strata-build/
   mkdir -p "$SYN" /tmp/models && cp "$tok" /tmp/tok.gguf
   setsid nohup bash -c "for m in $MODELS; do s=\${m%%:*} t=\${m##*:}; f=$SYN/synth-\$s-\$t.gguf;
       python3 -m strata.cli synth --shape \$s --dtype \$t --out \$f.part --tokenizer-from /tmp/tok.gguf --quiet \
@@ -41,6 +43,7 @@ bench)
   for i in $(seq 1 60); do grep -q synth-done /tmp/synth.txt && grep -q "built in" /tmp/llama-build.txt && break; sleep 5; done
   cat /tmp/synth.txt; tail -1 /tmp/llama-build.txt
   export LD_LIBRARY_PATH=$LL
+  [ -f build/libstrata.so ] || export STRATA_LIB=/tmp/strata-build/libstrata.so
   for m in $MODELS; do
     f=$SYN/synth-${m%%:*}-${m##*:}.gguf
     "$LL/llama-bench" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -r 3 -o md 2>/dev/null | tee -a "$OUT/llama_bench.md" | grep -E "pp512|tg128"
