@@ -5,7 +5,7 @@
 #   make test          the same set-up plus test dependencies, then the whole test suite
 #   make test-gpu      the GPU tests (run on a machine with a CUDA device)
 #   make lib           build/libstrata.so (CUDA backend if nvcc is found)
-#   make lib CUDA=0    CPU backend only (cuda_stub.cpp stands in for CUDA)
+#   make lib CUDA=0    CPU backend only (cuda/cuda_stub.cpp stands in for CUDA)
 #   make model         fetch the default model (SmolLM2-135M-Instruct Q4_1) into the model cache
 #   make clean         remove build/ (keeps .venv and the model cache)
 #
@@ -40,9 +40,11 @@ NVCCFLAGS := -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=co
 
 # ---------------------------------------------------------------- sources
 
-CORE_SRCS := $(wildcard $(SRC)/api*.cpp) $(SRC)/call.cpp $(SRC)/handles.cpp
-CPU_SRCS  := $(wildcard $(SRC)/cpu_*.cpp) $(SRC)/thread_pool.cpp
-CU_SRCS   := $(wildcard $(SRC)/*.cu)
+# api/ is the C ABI boundary, cpu/ and cuda/ the two backends, core/ the
+# headers all three share. Sources include each other by path from $(SRC).
+CORE_SRCS := $(wildcard $(SRC)/api/*.cpp)
+CPU_SRCS  := $(wildcard $(SRC)/cpu/*.cpp)
+CU_SRCS   := $(wildcard $(SRC)/cuda/*.cu)
 
 ifneq ($(and $(filter-out 0,$(CUDA)),$(NVCC),$(CU_SRCS)),)
   # cudart is linked statically so the library loads where no CUDA runtime is
@@ -52,7 +54,7 @@ ifneq ($(and $(filter-out 0,$(CUDA)),$(NVCC),$(CU_SRCS)),)
   LDLIBS += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib -lcudart_static -ldl -lrt
   BUILD_KIND := cuda
 else
-  BACKEND_OBJS := $(OBJ)/cuda_stub.o
+  BACKEND_OBJS := $(OBJ)/cuda/cuda_stub.o
   BUILD_KIND := cpu-only
 endif
 
@@ -81,7 +83,7 @@ $(LIB): $(ALL_OBJS) $(MAPFILE) $(LINK_STAMP)
 	mv -f $@.tmp $@
 	@echo "built $@ ($(BUILD_KIND))"
 
-$(CORE_OBJS) $(OBJ)/cuda_stub.o: $(OBJ)/%.o: $(SRC)/%.cpp $(COMPILE_STAMP)
+$(CORE_OBJS) $(OBJ)/cuda/cuda_stub.o: $(OBJ)/%.o: $(SRC)/%.cpp $(COMPILE_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) -MMD -MP -c $< -o $@
 
@@ -105,7 +107,7 @@ $(LINK_STAMP): FORCE
 clean:
 	rm -rf $(BUILD)
 
--include $(wildcard $(OBJ)/*.d)
+-include $(wildcard $(OBJ)/*/*.d)
 
 # ---------------------------------------------------------------- set-up, serve, test
 

@@ -1,4 +1,4 @@
-"""GPU serving speed against the llama.cpp anchors (shared/ANCHORS.md), through Strata's engine.
+"""GPU serving speed against llama.cpp's figures on the same shapes (ANCHORS below), through Strata's engine.
 
 For each model: prompt tokens/s (one 512-token prompt), batch-1 decode
 tokens/s (128 tokens), and aggregate decode tokens/s with 1, 4, 16 and 64
@@ -32,7 +32,8 @@ from strata.engine.engine import Engine  # noqa: E402
 from strata.engine.sampling import SamplingParams  # noqa: E402
 
 ROOFLINE = 4.27e12
-# (shape, type) -> (pp512, tg128) from ANCHORS.md; concurrent figures for 8b Q4_0 only.
+# (shape, type) -> (pp512, tg128) of llama.cpp's `llama-bench -p 512 -n 128 -r 3` on one H200 (2026-11-29,
+# flash attention, all layers on the GPU); concurrent figures for 8b Q4_0 only.
 ANCHORS = {
     ("135m", "Q4_0"): (51491, 951), ("135m", "Q8_0"): (52646, 920), ("135m", "F16"): (86570, 978),
     ("1b", "Q4_0"): (43153, 1032), ("1b", "Q8_0"): (48011, 871), ("1b", "F16"): (70375, 859),

@@ -1,6 +1,6 @@
 """Matmul speed per shape on the GPU: µs per call, weight GB/s (and % of the
-4.27 TB/s copy roofline, shared/ANCHORS.md) and TFLOP/s, for every weight
-dtype, the Llama shapes of the ANCHORS models and 1..512 rows.
+4.27 TB/s an H200 reached in a device-to-device copy) and TFLOP/s, for every
+weight dtype, the Llama shapes of the benchmark models (docs/design.md) and 1..512 rows.
 
 Each figure is one call inside a captured graph of `--calls` back-to-back
 matmuls that cycle over enough copies of the weights (>= --rotate-mb, default

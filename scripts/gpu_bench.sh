@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the GPU machine, after scripts/gpu_check.sh joined the model: the benchmark table and the
-# per-kernel profiles. Arguments go to bench/gpu_decode.py (default: the full ANCHORS grid).
+# per-kernel profiles. Arguments go to bench/gpu_decode.py (default: the full grid of benchmark shapes).
 set -uo pipefail
 export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1 STRATA_MODEL_CACHE=/tmp/models
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

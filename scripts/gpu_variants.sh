@@ -15,10 +15,10 @@ bench_args=("$@"); [ ${#bench_args[@]} -gt 0 ] || bench_args=(--models 8b 135m -
 make -j"$(nproc)" lib > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 flags=$(make -s -p lib 2>/dev/null | sed -n 's/^NVCCFLAGS := //p' | head -1)
 ldlibs=$(make -s -p lib 2>/dev/null | sed -n 's/^LDLIBS := //p' | head -1)
-objs=$(ls build/obj/*.o | grep -v cuda_mma_matmul)
+objs=$(ls build/obj/*/*.o | grep -v cuda_mma_matmul)
 for v in "${variants[@]}"; do
   name=${v%%:*}; defs=${v#*:}; d=build/var_$name; mkdir -p "$d"; cp build/strata.h "$d/"
-  src=libstrata/src/cuda_mma_matmul.cu; case "$defs" in @*) src=${defs%% *}; src=${src#@}; defs=${defs#"@$src"};; esac
+  src=libstrata/src/cuda/cuda_mma_matmul.cu; case "$defs" in @*) src=${defs%% *}; src=${src#@}; defs=${defs#"@$src"};; esac
   ( nvcc $flags -Ilibstrata/include -Ilibstrata/src $defs -c "$src" -o "$d/mma.o" \
       && g++ -shared -Wl,--version-script=libstrata/strata.map -o "$d/libstrata.so" $objs "$d/mma.o" $ldlibs \
       && echo "built $name" ) > "$d/build.log" 2>&1 &

@@ -4,6 +4,9 @@ Every failure a client can cause becomes an APIError with the right status
 (400 bad input, 401 key, 404 model or route, 413 body too large, 503 queue
 full or shutting down) and a message that says what was wrong and what is
 allowed. Anything else is our bug: logged with its traceback, answered 500.
+`from_exception` is the one place where what the input pipeline and the
+engine raise about a request becomes its HTTP error; routes just let those
+exceptions propagate to the handlers registered here.
 """
 
 from __future__ import annotations
@@ -11,9 +14,10 @@ from __future__ import annotations
 import json
 import logging
 
-from quart import Quart, Response
+from quart import Quart, Response, current_app, has_request_context, request
 from werkzeug.exceptions import HTTPException
 
+from strata.chat_template import ChatTemplateError
 from strata.engine.sampling import InvalidRequest
 from strata.engine.scheduler import QueueFull
 from strata.vision.errors import VisionError
@@ -58,25 +62,36 @@ def bad_request(message: str, param: str | None = None, code: str | None = None)
     return APIError(400, message, param=param, code=code)
 
 
-def overloaded(message: str, retry_after: int) -> APIError:
-    return APIError(503, message, code="overloaded", headers={"Retry-After": str(retry_after)})
+# The field an engine error about "the prompt" names, per generation route.
+PROMPT_PARAMS = {"/v1/chat/completions": "messages", "/v1/completions": "prompt"}
+RESTART_RETRY_AFTER_S = 5      # Retry-After while the server drains or its engine is down
+
+
+def unavailable(message: str, code: str) -> APIError:
+    return APIError(503, message, code=code, headers={"Retry-After": str(RESTART_RETRY_AFTER_S)})
 
 
 def shutting_down() -> APIError:
-    return APIError(503, "the server is shutting down; retry against another instance or after it restarts",
-                    code="shutting_down", headers={"Retry-After": "5"})
+    return unavailable("the server is shutting down; retry against another instance or after it restarts",
+                       "shutting_down")
 
 
-def from_exception(exc: Exception, retry_after: int = 1) -> APIError | None:
-    """The APIError for an exception the engine or the vision code raises about a request, else None."""
+def from_exception(exc: Exception) -> APIError | None:
+    """The APIError for what the input pipeline or the engine raises about a request, else None."""
     if isinstance(exc, APIError):
         return exc
     if isinstance(exc, InvalidRequest):
-        return bad_request(str(exc), exc.param)
+        param = exc.param
+        if param == "prompt" and has_request_context():
+            param = PROMPT_PARAMS.get(request.path, param)
+        return bad_request(str(exc), param, code=exc.code)
     if isinstance(exc, QueueFull):
-        return overloaded(str(exc), retry_after)
+        retry_after = current_app.extensions["strata"].settings.retry_after_s
+        return APIError(503, str(exc), code="overloaded", headers={"Retry-After": str(retry_after)})
     if isinstance(exc, VisionError):
-        return APIError(exc.status, exc.message, param="messages", code=exc.code)
+        return APIError(exc.status, exc.message, param=exc.param, code=exc.code)
+    if isinstance(exc, ChatTemplateError):
+        return bad_request(str(exc), "messages", code="chat_template_error")
     return None
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from quart import Blueprint, Response, request
 
+from strata.inputs import chat_ids, refuse_images
 from strata.tokenizer import TokenizerError
 
-from . import prometheus, prompts, schemas
+from . import prometheus, schemas
 from .errors import bad_request
 from .responses import json_response
 from .state import current_state
@@ -48,7 +49,9 @@ async def tokenize():
     schemas.check_model(f, state.settings.model_name)
     messages = f.optional("messages", list, "an array of messages")
     if messages is not None:
-        ids = prompts.chat_prompt_ids(state.engine, schemas.parse_messages(messages))
+        messages = schemas.parse_messages(messages)
+        refuse_images(state.engine.model, messages)        # images count as their single placeholder here
+        ids = chat_ids(state.engine.model, state.engine.tokenizer, messages)
     else:
         prompt = f.required("prompt", str, "a string (or send messages)")
         add_special = f.optional("add_special_tokens", bool, "a boolean")

@@ -1,10 +1,11 @@
 """The OpenAI routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models.
 
-A generation request goes body -> typed request (schemas) -> prompt ids
-(prompts) -> engine.submit, which refuses bad input or a full queue before
-anything starts, so errors are plain JSON with their status; then either the
-whole answer as one JSON body or server-sent events (sse). Either way, a
-client that goes away cancels its request.
+A generation request goes body -> typed request (schemas) -> one validated
+EngineInput (strata.inputs) -> engine.submit, which refuses bad input or a
+full queue before anything starts; the exceptions on the way propagate to
+the one mapping in errors, so errors are plain JSON with their status. Then
+either the whole answer as one JSON body or server-sent events (sse). Either
+way, a client that goes away cancels its request.
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ import logging
 
 from quart import Blueprint, Response, request
 
-from strata.engine.sampling import InvalidRequest
-from strata.engine.scheduler import QueueFull
+from strata.inputs import EngineInput, chat_input, completion_input
 
-from . import prompts, schemas, sse
-from .errors import APIError, bad_request, overloaded, shutting_down
+from . import schemas, sse
+from .errors import APIError, shutting_down, unavailable
 from .responses import formatter_for, json_response
 from .schemas import Options
 from .state import ServerState, current_state
@@ -32,9 +32,9 @@ async def chat_completions():
     state = current_state()
     parsed = schemas.parse_chat(schemas.parse_json(await request.get_data()), state.settings.model_name)
     _check_serving(state)
-    inputs = await prompts.chat_inputs(state.engine, parsed.messages, parsed.template_kwargs,
-                                       state.settings.media_limits)
-    return await _generate(state, "chat", inputs.prompt_ids, parsed.options, inputs.submit_kwargs())
+    inputs = await chat_input(state.engine, parsed.messages, state.settings.media_limits,
+                              template_kwargs=parsed.template_kwargs)
+    return await _generate(state, "chat", inputs, parsed.options)
 
 
 @bp.post("/v1/completions")
@@ -42,8 +42,7 @@ async def completions():
     state = current_state()
     parsed = schemas.parse_completion(schemas.parse_json(await request.get_data()), state.settings.model_name)
     _check_serving(state)
-    ids = prompts.completion_prompt_ids(state.engine, parsed.prompt)
-    return await _generate(state, "completion", ids, parsed.options)
+    return await _generate(state, "completion", completion_input(state.engine, parsed.prompt), parsed.options)
 
 
 @bp.get("/v1/models")
@@ -69,22 +68,14 @@ def _check_serving(state: ServerState) -> None:
     if state.draining:
         raise shutting_down()
     if not state.engine_running:
-        raise APIError(503, "the engine is not running; see the server log", code="engine_stopped",
-                       headers={"Retry-After": "5"})
+        raise unavailable("the engine is not running; see the server log", "engine_stopped")
 
 
-async def _generate(state: ServerState, kind: str, ids: list[int], options: Options, vision: dict | None = None
-                    ) -> Response:
-    """vision: submit's positions, rope_delta and image rows for a prompt with images."""
+async def _generate(state: ServerState, kind: str, inputs: EngineInput, options: Options) -> Response:
     engine = state.engine
+    ids = inputs.prompt_ids
     params = schemas.params_for(options, len(ids), engine.config.ctx, kind)
-    try:
-        stream = engine.submit(ids, params, **(vision or {}))
-    except InvalidRequest as exc:
-        param = schemas.PROMPT_PARAM[kind] if exc.param == "prompt" else exc.param
-        raise bad_request(str(exc), param) from None
-    except QueueFull as exc:
-        raise overloaded(str(exc), state.settings.retry_after_s) from None
+    stream = engine.submit(ids, params, **inputs.submit_kwargs())
     log.debug("%s: %d prompt tokens, max_tokens %d, stream %s", stream.request_id, len(ids), params.max_tokens,
               options.stream)
     fmt = formatter_for(kind, options, engine.tokenizer)

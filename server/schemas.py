@@ -19,7 +19,6 @@ from strata.engine.sampling import MAX_TOP_LOGPROBS, SamplingParams
 from .errors import APIError, bad_request
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
-PROMPT_PARAM = {"chat": "messages", "completion": "prompt"}
 DEFAULT_COMPLETION_MAX_TOKENS = 16      # as OpenAI's legacy completions
 RESERVED_TEMPLATE_NAMES = frozenset({"messages", "add_generation_prompt", "tools", "documents"})
 
@@ -116,11 +115,9 @@ def parse_messages(messages: list) -> list[dict]:
 
 
 def params_for(options: Options, num_prompt: int, ctx: int, kind: str) -> SamplingParams:
-    """The sampling parameters with max_tokens resolved against the room the prompt leaves in a slot."""
+    """The sampling parameters with max_tokens resolved against the room the prompt leaves in a slot
+    (at least one token: the input pipeline refused longer prompts)."""
     room = ctx - num_prompt
-    if room < 1:
-        raise bad_request(f"the prompt has {num_prompt} tokens but a slot holds {ctx}: send at most {ctx - 1} "
-                          "prompt tokens", PROMPT_PARAM[kind], code="context_length_exceeded")
     max_tokens = options.max_tokens
     if max_tokens is None:
         max_tokens = room if kind == "chat" else min(DEFAULT_COMPLETION_MAX_TOKENS, room)

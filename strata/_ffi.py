@@ -44,10 +44,26 @@ _lib = None
 _declared = False
 _load_lock = threading.Lock()
 
-STATUS_NAMES = {
-    0: "STRATA_OK", 1: "STRATA_ERR_INVALID_ARGUMENT", 2: "STRATA_ERR_OUT_OF_MEMORY", 3: "STRATA_ERR_UNSUPPORTED",
-    4: "STRATA_ERR_DEVICE", 5: "STRATA_ERR_STATE", 6: "STRATA_ERR_INTERNAL",
-}
+class Status(enum.IntEnum):
+    """enum strata_status (the names without their STRATA_ prefix)."""
+
+    OK = 0
+    ERR_INVALID_ARGUMENT = 1
+    ERR_OUT_OF_MEMORY = 2
+    ERR_UNSUPPORTED = 3
+    ERR_DEVICE = 4
+    ERR_STATE = 5
+    ERR_INTERNAL = 6
+
+
+STATUS_NAMES = {int(s): f"STRATA_{s.name}" for s in Status}
+
+
+class Backend(enum.IntEnum):
+    """enum strata_backend."""
+
+    CPU = 0
+    CUDA = 1
 
 
 class StrataError(RuntimeError):
@@ -111,14 +127,14 @@ def header_path(lib_path: Path) -> Path:
     for candidate in (lib_path.parent / "strata.h", _REPO / "libstrata" / "include" / "strata.h"):
         if candidate.is_file():
             return candidate
-    raise StrataError(3, f"strata.h not found beside {lib_path} nor in {_REPO / 'libstrata/include'}; run `make lib`")
+    raise StrataError(Status.ERR_UNSUPPORTED, f"strata.h not found beside {lib_path} nor in {_REPO / 'libstrata/include'}; run `make lib`")
 
 
 def header_cdef(text: str) -> str:
     """The declarations between STRATA_CDEF_BEGIN and STRATA_CDEF_END."""
     match = _CDEF.search(text)
     if match is None:
-        raise StrataError(6, "strata.h has no STRATA_CDEF_BEGIN/STRATA_CDEF_END region")
+        raise StrataError(Status.ERR_INTERNAL, "strata.h has no STRATA_CDEF_BEGIN/STRATA_CDEF_END region")
     return match.group(1)
 
 
@@ -132,7 +148,7 @@ def load():
             return _lib
         path = library_path()
         if not path.is_file():
-            raise StrataError(3, f"libstrata not found at {path}; run `make lib` (or set STRATA_LIB)")
+            raise StrataError(Status.ERR_UNSUPPORTED, f"libstrata not found at {path}; run `make lib` (or set STRATA_LIB)")
         text = header_path(path).read_text()
         global _declared
         if not _declared:  # cdef once, even if a load failed after it
@@ -141,10 +157,10 @@ def load():
         try:
             lib = ffi.dlopen(str(path))
         except OSError as exc:
-            raise StrataError(3, f"cannot load {path} ({exc}); rebuild it with `make lib`") from exc
+            raise StrataError(Status.ERR_UNSUPPORTED, f"cannot load {path} ({exc}); rebuild it with `make lib`") from exc
         expected = int(_ABI.search(text).group(1))
         if lib.strata_abi_version() != expected:
-            raise StrataError(3, f"{path} implements ABI {lib.strata_abi_version()} but strata.h describes "
+            raise StrataError(Status.ERR_UNSUPPORTED, f"{path} implements ABI {lib.strata_abi_version()} but strata.h describes "
                                  f"ABI {expected}; rebuild with `make lib`")
         _lib = lib
     return _lib
@@ -160,7 +176,7 @@ def _check(status: int):
 
 
 def _closed(obj):
-    raise StrataError(1, f"{type(obj).__name__} used after close()")
+    raise StrataError(Status.ERR_INVALID_ARGUMENT, f"{type(obj).__name__} used after close()")
 
 
 # ---------------------------------------------------------------- library-wide
@@ -229,7 +245,7 @@ class _Owned:
 
 @dataclass(frozen=True)
 class DeviceInfo:
-    backend: int
+    backend: Backend
     device_index: int
     num_threads: int
     compute_capability: int
@@ -256,7 +272,7 @@ class Context(_Owned):
     def info(self) -> DeviceInfo:
         raw = ffi.new("strata_device_info *")
         _check(_lib.strata_context_info(self._ptr or _closed(self), raw))
-        return DeviceInfo(raw.backend, raw.device_index, raw.num_threads, raw.compute_capability,
+        return DeviceInfo(Backend(raw.backend), raw.device_index, raw.num_threads, raw.compute_capability,
                           raw.free_bytes, raw.total_bytes, ffi.string(raw.name).decode("utf-8", "replace"))
 
     def synchronize(self):

@@ -158,6 +158,8 @@ def _generate(args) -> int:
 
 
 def _serve(args) -> int:
+    # The command sits above both packages: strata serve reaches the server package through
+    # server.serve.serve only (library code under strata/ never imports server).
     from server.serve import serve
 
     return serve(args, engine_config(args))

@@ -22,8 +22,7 @@ from .config import EngineConfig
 from .engine.engine import Engine
 from .engine.sampling import SamplingParams
 from .engine.stream import Completion
-from .vision.chat_inputs import chat_inputs
-from .vision.engine_inputs import EngineInput
+from .inputs import EngineInput, chat_ids, chat_input, completion_ids, completion_input
 from .vision.media import MediaLimits
 
 Prompt = str | Sequence[int]
@@ -46,25 +45,24 @@ class LLM:
         return self.engine.config
 
     def encode_prompt(self, prompt: Prompt) -> list[int]:
-        return self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        return completion_ids(self.tokenizer, prompt)
 
     def render_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
-        text = self.engine.model.chat_template.render(messages, add_generation_prompt=add_generation_prompt)
-        return self.tokenizer.encode(text, add_special=False)
+        return chat_ids(self.engine.model, self.tokenizer, messages, add_generation_prompt=add_generation_prompt)
 
     def generate(self, prompts: Prompt | list[Prompt], params: SamplingParams | list[SamplingParams] | None = None
                  ) -> list[Completion]:
         """Generates for every prompt concurrently; results in prompt order."""
         if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
             prompts = [prompts]
-        return self._run_all([EngineInput(self.encode_prompt(p)) for p in prompts], params)
+        return self._run_all([completion_input(self.engine, p) for p in prompts], params)
 
     def chat(self, conversations: list[dict] | list[list[dict]], params=None) -> list[Completion]:
         """One conversation (a list of messages) or several; returns one Completion each.
         Images in content parts are loaded under `media`, encoded and validated before anything is queued."""
         if conversations and isinstance(conversations[0], dict):
             conversations = [conversations]
-        inputs = [self._portal.call(chat_inputs, self.engine, c, self.media) for c in conversations]
+        inputs = [self._portal.call(chat_input, self.engine, c, self.media) for c in conversations]
         return self._run_all(inputs, params)
 
     def stream(self, prompt_ids: list[int], params: SamplingParams | None = None) -> Iterator:

@@ -1,6 +1,6 @@
 """Text ↔ token ids for byte-level BPE models, from a GGUF or a Hugging Face directory.
 
-A GGUF carries its tokenizer as metadata (SPECS.md §1): the vocabulary in
+A GGUF carries its tokenizer as metadata (docs/design.md, "Formats"): the vocabulary in
 GPT-2's byte-to-unicode spelling, merges ranked by position, token types, the
 special ids, and the name of the pre-tokenizer (see strata.pretokenize). We
 rebuild it with the `tokenizers` library. Control tokens (type 3) become

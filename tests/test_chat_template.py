@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from strata import model_store
 from strata.chat_template import CHATML_TEMPLATE, ChatTemplate, ChatTemplateError
-from strata.tokenizer import Tokenizer
 
 transformers = pytest.importorskip("transformers")
 
@@ -59,55 +57,37 @@ CONVERSATIONS = {
 
 
 @pytest.fixture(scope="module")
-def model_path():
-    try:
-        return model_store.resolve_model(model_store.DEFAULT_MODEL)
-    except model_store.ModelStoreError as error:
-        pytest.skip(f"the default model is absent ({error})")
+def template(default_tokenizer):
+    return ChatTemplate.for_tokenizer(default_tokenizer)
 
 
-@pytest.fixture(scope="module")
-def hf_tokenizer(model_path):
-    return transformers.AutoTokenizer.from_pretrained(str(model_path.parent), gguf_file=model_path.name)
-
-
-@pytest.fixture(scope="module")
-def tokenizer(model_path):
-    return Tokenizer.from_gguf(model_path)
-
-
-@pytest.fixture(scope="module")
-def template(tokenizer):
-    return ChatTemplate.for_tokenizer(tokenizer)
-
-
-def hf_render(hf_tokenizer, messages, chat_template=None, **kwargs):
-    return hf_tokenizer.apply_chat_template(messages, tokenize=False, chat_template=chat_template, **kwargs)
+def hf_render(hf_gguf_tokenizer, messages, chat_template=None, **kwargs):
+    return hf_gguf_tokenizer.apply_chat_template(messages, tokenize=False, chat_template=chat_template, **kwargs)
 
 
 @pytest.mark.parametrize("name", CONVERSATIONS)
 @pytest.mark.parametrize("add_generation_prompt", [True, False])
-def test_default_model_template_matches_transformers(template, hf_tokenizer, name, add_generation_prompt):
+def test_default_model_template_matches_transformers(template, hf_gguf_tokenizer, name, add_generation_prompt):
     messages = CONVERSATIONS[name]
-    expected = hf_render(hf_tokenizer, messages, add_generation_prompt=add_generation_prompt)
+    expected = hf_render(hf_gguf_tokenizer, messages, add_generation_prompt=add_generation_prompt)
     assert template.render(messages, add_generation_prompt=add_generation_prompt) == expected
     assert not template.is_fallback
 
 
 @pytest.mark.parametrize("name", CONVERSATIONS)
-def test_feature_template_matches_transformers(hf_tokenizer, name):
+def test_feature_template_matches_transformers(hf_gguf_tokenizer, name):
     tools = [{"type": "function", "function": {"name": "add", "description": "a < b & c", "parameters": {"type": "object"}}}]
-    ours = ChatTemplate(FEATURE_TEMPLATE, bos_token=hf_tokenizer.bos_token, eos_token=hf_tokenizer.eos_token)
+    ours = ChatTemplate(FEATURE_TEMPLATE, bos_token=hf_gguf_tokenizer.bos_token, eos_token=hf_gguf_tokenizer.eos_token)
     messages = CONVERSATIONS[name] + [{"role": "tool", "content": "skipped"}]
-    expected = hf_render(hf_tokenizer, messages, chat_template=FEATURE_TEMPLATE, tools=tools, add_generation_prompt=True)
+    expected = hf_render(hf_gguf_tokenizer, messages, chat_template=FEATURE_TEMPLATE, tools=tools, add_generation_prompt=True)
     assert ours.render(messages, tools=tools) == expected
     assert '"a < b & c"' in expected  # tojson does not HTML-escape
 
 
-def test_default_model_prompt_tokenizes_like_transformers(template, hf_tokenizer, tokenizer):
+def test_default_model_prompt_tokenizes_like_transformers(template, hf_gguf_tokenizer, default_tokenizer):
     messages = CONVERSATIONS["multi-turn"]
-    expected = hf_tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, return_dict=True)["input_ids"]
-    assert tokenizer.encode(template.render(messages)) == expected
+    expected = hf_gguf_tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, return_dict=True)["input_ids"]
+    assert default_tokenizer.encode(template.render(messages)) == expected
 
 
 def test_raise_exception_becomes_chat_template_error():
@@ -138,11 +118,11 @@ def test_text_parts_join_into_a_string(template):
     "image_part",
     [{"type": "image"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}],
 )
-def test_image_parts_reach_a_vision_template(hf_tokenizer, image_part):
+def test_image_parts_reach_a_vision_template(hf_gguf_tokenizer, image_part):
     messages = [{"role": "user", "content": [image_part, {"type": "text", "text": "What is in this picture?"}]}]
     rendered = ChatTemplate(QWEN2_VL_TEMPLATE).render(messages)
     hf_messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is in this picture?"}]}]
-    assert rendered == hf_render(hf_tokenizer, hf_messages, chat_template=QWEN2_VL_TEMPLATE, add_generation_prompt=True)
+    assert rendered == hf_render(hf_gguf_tokenizer, hf_messages, chat_template=QWEN2_VL_TEMPLATE, add_generation_prompt=True)
     assert "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>What is in this picture?<|im_end|>\n" in rendered
 
 
@@ -175,11 +155,11 @@ def test_none_valued_keys_are_dropped():
     assert template.render([{"role": "assistant", "content": "x", "tool_calls": None}]) == "assistant:False"
 
 
-def test_fallback_is_chatml(hf_tokenizer):
+def test_fallback_is_chatml(hf_gguf_tokenizer):
     fallback = ChatTemplate(None)
     assert fallback.is_fallback and fallback.source == CHATML_TEMPLATE
     messages = CONVERSATIONS["multi-turn"]
-    assert fallback.render(messages) == hf_render(hf_tokenizer, messages, chat_template=CHATML_TEMPLATE, add_generation_prompt=True)
+    assert fallback.render(messages) == hf_render(hf_gguf_tokenizer, messages, chat_template=CHATML_TEMPLATE, add_generation_prompt=True)
     assert fallback.render([{"role": "user", "content": "hi"}]) == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
 
 

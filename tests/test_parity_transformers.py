@@ -47,16 +47,6 @@ def reference(model_path):
     return model
 
 
-@pytest.fixture(scope="module")
-def model_path():
-    from strata.model_store import ModelStoreError, resolve_model
-
-    try:
-        return resolve_model("smollm2-135m")
-    except ModelStoreError as exc:
-        pytest.skip(f"the default model is not in the cache ({exc}); run `make model`")
-
-
 def prompt_ids(llm) -> list[tuple[str, list[int]]]:
     chats = [(q, llm.render_chat([{"role": "user", "content": q}])) for q in CHAT]
     raws = [(t, llm.encode_prompt(t)) for t in RAW]

@@ -23,12 +23,12 @@ import pytest
 from gguf import GGUFReader, GGMLQuantizationType as QT, quants
 
 from strata import synth
-from strata.synth_blocks import Q6_K_SCALES, draw_rows, pack_q4_k_scales
-from strata.synth_plan import FILE_TYPES, plan_tensors
-from strata.synth_shapes import SynthError, resolve_shape
-from strata.synth_stream import CHUNK_BYTES, chunks_of
-from strata.synth_tokenizer import find_tokenizer_gguf, read_tokenizer_fields, resize_vocab
-from strata.synth_writer import write_llama_gguf
+from strata.synth.blocks import Q6_K_SCALES, draw_rows, pack_q4_k_scales
+from strata.synth.plan import FILE_TYPES, plan_tensors
+from strata.synth.shapes import SynthError, resolve_shape
+from strata.synth.stream import CHUNK_BYTES, chunks_of
+from strata.synth.tokenizer import find_tokenizer_gguf, read_tokenizer_fields, resize_vocab
+from strata.synth.writer import write_llama_gguf
 
 MIB, GIB = 1 << 20, 1 << 30
 SMALL_VOCAB = 512  # keeps gguf's (slow, per-string) reader and transformers quick

@@ -17,7 +17,6 @@ import copy
 
 import pytest
 
-from strata import model_store
 from strata.pretokenize import LLAMA3_SPLIT, QWEN2_SPLIT
 from strata.tokenizer import StreamDecoder, Tokenizer, TokenizerError, _complete_prefix_len, byte_to_unicode
 
@@ -66,26 +65,8 @@ def smollm2_reference_pre_tokenizer():
 
 
 @pytest.fixture(scope="module")
-def model_path():
-    try:
-        return model_store.resolve_model(model_store.DEFAULT_MODEL)
-    except model_store.ModelStoreError as error:
-        pytest.skip(f"the default model is absent ({error})")
-
-
-@pytest.fixture(scope="module")
-def ours(model_path):
-    return Tokenizer.from_gguf(model_path)
-
-
-@pytest.fixture(scope="module")
-def hf_gguf(model_path):
-    return transformers.AutoTokenizer.from_pretrained(str(model_path.parent), gguf_file=model_path.name)
-
-
-@pytest.fixture(scope="module")
-def hf_reference(hf_gguf):
-    tokenizer = copy.deepcopy(hf_gguf)
+def hf_reference(hf_gguf_tokenizer):
+    tokenizer = copy.deepcopy(hf_gguf_tokenizer)
     tokenizer.backend_tokenizer.pre_tokenizer = smollm2_reference_pre_tokenizer()
     return tokenizer
 
@@ -93,109 +74,109 @@ def hf_reference(hf_gguf):
 # -- the default model -----------------------------------------------------------------------------
 
 
-def test_metadata(ours):
-    assert ours.vocab_size == 49152
-    assert (ours.bos_id, ours.eos_id, ours.pad_id, ours.unk_id) == (1, 2, 2, 0)
-    assert (ours.bos_token, ours.eos_token) == ("<|im_start|>", "<|im_end|>")
-    assert ours.eos_ids == {2, 0}  # <|im_end|> and <|endoftext|>
-    assert not ours.add_bos and not ours.add_eos
-    assert ours.token_to_id("<|im_start|>") == 1 and ours.id_to_token(4093) == "user"
-    assert ours.token_to_id("no such token") is None
-    assert len(ours.special_ids) == 17
-    assert ours.chat_template.startswith("{% for message in messages %}")
+def test_metadata(default_tokenizer):
+    assert default_tokenizer.vocab_size == 49152
+    assert (default_tokenizer.bos_id, default_tokenizer.eos_id, default_tokenizer.pad_id, default_tokenizer.unk_id) == (1, 2, 2, 0)
+    assert (default_tokenizer.bos_token, default_tokenizer.eos_token) == ("<|im_start|>", "<|im_end|>")
+    assert default_tokenizer.eos_ids == {2, 0}  # <|im_end|> and <|endoftext|>
+    assert not default_tokenizer.add_bos and not default_tokenizer.add_eos
+    assert default_tokenizer.token_to_id("<|im_start|>") == 1 and default_tokenizer.id_to_token(4093) == "user"
+    assert default_tokenizer.token_to_id("no such token") is None
+    assert len(default_tokenizer.special_ids) == 17
+    assert default_tokenizer.chat_template.startswith("{% for message in messages %}")
 
 
 @pytest.mark.parametrize("text", CORPUS)
-def test_ids_match_transformers_gguf(ours, hf_gguf, text):
-    assert ours.encode(text) == hf_gguf.encode(text, add_special_tokens=False)
+def test_ids_match_transformers_gguf(default_tokenizer, hf_gguf_tokenizer, text):
+    assert default_tokenizer.encode(text) == hf_gguf_tokenizer.encode(text, add_special_tokens=False)
 
 
 @pytest.mark.parametrize(
     "text",
     [pytest.param(t, marks=pytest.mark.xfail(reason="transformers' GGUF conversion lacks SmolLM2's Digits split")) for t in DIGIT_SPLIT_CASES],
 )
-def test_digit_split_cases_against_plain_conversion(ours, hf_gguf, text):
-    assert ours.encode(text) == hf_gguf.encode(text, add_special_tokens=False)
+def test_digit_split_cases_against_plain_conversion(default_tokenizer, hf_gguf_tokenizer, text):
+    assert default_tokenizer.encode(text) == hf_gguf_tokenizer.encode(text, add_special_tokens=False)
 
 
 @pytest.mark.parametrize("text", CORPUS + DIGIT_SPLIT_CASES)
-def test_ids_match_smollm2_reference_tokenizer(ours, hf_reference, text):
-    assert ours.encode(text) == hf_reference.encode(text, add_special_tokens=False)
+def test_ids_match_smollm2_reference_tokenizer(default_tokenizer, hf_reference, text):
+    assert default_tokenizer.encode(text) == hf_reference.encode(text, add_special_tokens=False)
 
 
-def test_digit_split_differs_where_documented(ours):
-    assert ours.encode("  3") == [ours.token_to_id("ĠĠ"), ours.token_to_id("3")]
+def test_digit_split_differs_where_documented(default_tokenizer):
+    assert default_tokenizer.encode("  3") == [default_tokenizer.token_to_id("ĠĠ"), default_tokenizer.token_to_id("3")]
 
 
 @pytest.mark.parametrize("text", CORPUS + DIGIT_SPLIT_CASES)
-def test_special_tokens_as_plain_text(ours, hf_reference, text):
+def test_special_tokens_as_plain_text(default_tokenizer, hf_reference, text):
     expected = hf_reference.encode(text, add_special_tokens=False, split_special_tokens=True)
-    assert ours.encode(text, parse_special=False) == expected
+    assert default_tokenizer.encode(text, parse_special=False) == expected
 
 
-def test_special_tokens_parsed_whole(ours):
-    ids = ours.encode("<|im_start|>user\nhi<|im_end|>")
+def test_special_tokens_parsed_whole(default_tokenizer):
+    ids = default_tokenizer.encode("<|im_start|>user\nhi<|im_end|>")
     assert ids[0] == 1 and ids[-1] == 2
-    assert 1 not in ours.encode("<|im_start|>", parse_special=False)
+    assert 1 not in default_tokenizer.encode("<|im_start|>", parse_special=False)
 
 
 @pytest.mark.parametrize("text", CORPUS + DIGIT_SPLIT_CASES)
 @pytest.mark.parametrize("parse_special", [True, False])
-def test_decode_inverts_encode(ours, text, parse_special):
-    assert ours.decode(ours.encode(text, parse_special=parse_special)) == text
+def test_decode_inverts_encode(default_tokenizer, text, parse_special):
+    assert default_tokenizer.decode(default_tokenizer.encode(text, parse_special=parse_special)) == text
 
 
 @pytest.mark.parametrize("text", CORPUS)
 @pytest.mark.parametrize("skip_special", [False, True])
-def test_decode_matches_transformers(ours, hf_gguf, text, skip_special):
-    ids = ours.encode(text)
-    assert ours.decode(ids, skip_special=skip_special) == hf_gguf.decode(ids, skip_special_tokens=skip_special)
+def test_decode_matches_transformers(default_tokenizer, hf_gguf_tokenizer, text, skip_special):
+    ids = default_tokenizer.encode(text)
+    assert default_tokenizer.decode(ids, skip_special=skip_special) == hf_gguf_tokenizer.decode(ids, skip_special_tokens=skip_special)
 
 
-def test_decode_rejects_ids_outside_vocab(ours):
+def test_decode_rejects_ids_outside_vocab(default_tokenizer):
     for bad in ([49152], [-1]):
         with pytest.raises(TokenizerError, match="outside the vocabulary"):
-            ours.decode(bad)
+            default_tokenizer.decode(bad)
 
 
 # -- streaming ------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("text", CORPUS + DIGIT_SPLIT_CASES)
-def test_stream_pieces_concatenate_to_decode(ours, text):
-    ids = ours.encode(text)
-    stream = StreamDecoder(ours)
+def test_stream_pieces_concatenate_to_decode(default_tokenizer, text):
+    ids = default_tokenizer.encode(text)
+    stream = StreamDecoder(default_tokenizer)
     pieces = [stream.push(i) for i in ids] + [stream.flush()]
-    assert "".join(pieces) == ours.decode(ids) == text
+    assert "".join(pieces) == default_tokenizer.decode(ids) == text
     assert not any("\ufffd" in piece for piece in pieces)
 
 
-def test_stream_holds_back_a_character_split_across_tokens(ours):
-    ids = ours.encode("😀")
+def test_stream_holds_back_a_character_split_across_tokens(default_tokenizer):
+    ids = default_tokenizer.encode("😀")
     assert len(ids) > 1  # the emoji's four bytes span several tokens
-    stream = ours.stream_decoder()
+    stream = default_tokenizer.stream_decoder()
     assert [stream.push(i) for i in ids] == [""] * (len(ids) - 1) + ["😀"]
 
 
-def test_stream_byte_by_byte(ours):
+def test_stream_byte_by_byte(default_tokenizer):
     spelling = byte_to_unicode()
     text = "añ€😀"
-    byte_ids = [ours.token_to_id(spelling[b]) for b in text.encode("utf-8")]
-    stream = ours.stream_decoder()
+    byte_ids = [default_tokenizer.token_to_id(spelling[b]) for b in text.encode("utf-8")]
+    stream = default_tokenizer.stream_decoder()
     pieces = [stream.push(i) for i in byte_ids]
     assert pieces == ["a", "", "ñ", "", "", "€", "", "", "", "😀"]
     assert stream.flush() == ""
 
 
-def test_stream_flush_releases_an_unfinished_character(ours):
-    stream = ours.stream_decoder()
-    assert stream.push(ours.token_to_id(byte_to_unicode()[0xE2])) == ""
+def test_stream_flush_releases_an_unfinished_character(default_tokenizer):
+    stream = default_tokenizer.stream_decoder()
+    assert stream.push(default_tokenizer.token_to_id(byte_to_unicode()[0xE2])) == ""
     assert stream.flush() == "\ufffd"
 
 
-def test_stream_skips_special_tokens(ours):
-    stream = ours.stream_decoder(skip_special=True)
-    assert stream.push(ours.encode("<|im_start|>user\nhi<|im_end|>")) == "user\nhi"
+def test_stream_skips_special_tokens(default_tokenizer):
+    stream = default_tokenizer.stream_decoder(skip_special=True)
+    assert stream.push(default_tokenizer.encode("<|im_start|>user\nhi<|im_end|>")) == "user\nhi"
 
 
 @pytest.mark.parametrize(
@@ -209,11 +190,11 @@ def test_complete_prefix_len(data, complete):
 # -- Hugging Face directories ------------------------------------------------------------------------
 
 
-def test_from_hf_dir_matches_transformers(hf_reference, ours, tmp_path):
+def test_from_hf_dir_matches_transformers(hf_reference, default_tokenizer, tmp_path):
     hf_reference.save_pretrained(tmp_path)
     loaded = Tokenizer.from_hf_dir(tmp_path)
-    assert (loaded.vocab_size, loaded.bos_id, loaded.eos_id, loaded.eos_ids) == (ours.vocab_size, ours.bos_id, ours.eos_id, ours.eos_ids)
-    assert loaded.chat_template == ours.chat_template
+    assert (loaded.vocab_size, loaded.bos_id, loaded.eos_id, loaded.eos_ids) == (default_tokenizer.vocab_size, default_tokenizer.bos_id, default_tokenizer.eos_id, default_tokenizer.eos_ids)
+    assert loaded.chat_template == default_tokenizer.chat_template
     for text in CORPUS + DIGIT_SPLIT_CASES:
         ids = hf_reference.encode(text)
         assert loaded.encode(text) == ids
@@ -277,23 +258,23 @@ def write_synthetic_gguf(path, pre, add_bos=None):
 @pytest.mark.parametrize("pre", ["llama-bpe", "qwen2", "gpt2"])
 def test_synthetic_gguf_matches_transformers(tmp_path, pre):
     path = write_synthetic_gguf(tmp_path / "synthetic.gguf", pre, add_bos=False)
-    ours = Tokenizer.from_gguf(path)
+    default_tokenizer = Tokenizer.from_gguf(path)
     reference = transformers.AutoTokenizer.from_pretrained(str(tmp_path), gguf_file=path.name)
     for text in SYNTH_TEXTS:
-        assert ours.encode(text) == reference.encode(text, add_special_tokens=False), text
-        assert ours.decode(ours.encode(text)) == text
+        assert default_tokenizer.encode(text) == reference.encode(text, add_special_tokens=False), text
+        assert default_tokenizer.decode(default_tokenizer.encode(text)) == text
 
 
 def test_llama3_takes_vocabulary_words_whole(tmp_path):
     # Llama 3 is tiktoken-made: a word in the vocabulary is one token whatever the merges say
     # (tokenizer.json's ignore_merges). transformers' GGUF conversion leaves that flag off; restore it.
     path = write_synthetic_gguf(tmp_path / "llama3.gguf", "llama-bpe", add_bos=False)
-    ours = Tokenizer.from_gguf(path)
+    default_tokenizer = Tokenizer.from_gguf(path)
     reference = transformers.AutoTokenizer.from_pretrained(str(tmp_path), gguf_file=path.name)
     reference.backend_tokenizer.model.ignore_merges = True
     text = "xyz and xyz"
-    assert ours.encode(text)[0] == ours.token_to_id(SYNTH_WHOLE_WORD)
-    assert ours.encode(text) == reference.encode(text, add_special_tokens=False)
+    assert default_tokenizer.encode(text)[0] == default_tokenizer.token_to_id(SYNTH_WHOLE_WORD)
+    assert default_tokenizer.encode(text) == reference.encode(text, add_special_tokens=False)
 
 
 def test_llama3_adds_bos_unless_told_not_to(tmp_path):

@@ -6,7 +6,7 @@ set -e
 here=$(cd "$(dirname "$0")" && pwd)
 root=$here/../..
 out=$root/build/cuda_emu
-python3 "$here/mk.py" "$root/libstrata/src" "$out/src"
+python3 "$here/mk.py" "$root/libstrata/src/cuda" "$out/src"
 CXX=${CXX:-g++}
 flags="-std=c++20 -O2 -ffp-contract=off -pthread -I$here -I$out/src -I$root/libstrata/include -I$root/libstrata/src"
 what=${1:-all}

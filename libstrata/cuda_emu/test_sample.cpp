@@ -5,7 +5,7 @@
 // rng.h's.
 #include "emu.h"
 #include "cuda_sample.cu"
-#include "rng.h"
+#include "core/rng.h"
 #include <cstdio>
 #include <random>
 #include <numeric>

@@ -3,7 +3,7 @@
 One loop task schedules steps; each step's device work runs in a worker
 thread (cffi releases the GIL), so the event loop keeps serving clients while
 the device computes. Requests come in through `submit`, which validates them
-first (DESIGN invariant 3), and their tokens leave through one anyio
+first (docs/design.md, invariant 3), and their tokens leave through one anyio
 memory-object stream per request, as soon as each token exists.
 """
 
@@ -24,7 +24,6 @@ from .runner import ModelRunner
 from .sampling import InvalidRequest, SamplingParams
 from .scheduler import QueueFull, Scheduler, StepPlan
 from .stream import RequestStream
-from ..vision.engine_inputs import check_submission, record_limits
 
 log = logging.getLogger("strata.engine")
 
@@ -43,7 +42,7 @@ class Engine:
         self._wake: anyio.Event | None = None
         self._limiter: anyio.CapacityLimiter | None = None
         self._running = False
-        self._record_limits = record_limits(model, config.ctx)   # None for a text-only model
+        self._check_images = model.submission_check(config.ctx)   # None for a text-only model
 
     @classmethod
     def create(cls, config: EngineConfig) -> "Engine":
@@ -60,24 +59,34 @@ class Engine:
 
     # ------------------------------------------------------------ requests
 
-    def validate(self, prompt_ids, params: SamplingParams) -> SamplingParams:
+    def check_prompt(self, prompt_ids) -> None:
+        """Raises InvalidRequest unless the prompt is 1 to ctx-1 token ids of this model's vocabulary.
+        The input pipeline runs it before any work; submit runs it again for whoever submits directly."""
         if not isinstance(prompt_ids, (list, tuple)) or not prompt_ids:
             raise InvalidRequest("the prompt must contain at least one token", "prompt")
+        ctx = self.config.ctx
+        if len(prompt_ids) >= ctx:
+            raise InvalidRequest(f"the prompt has {len(prompt_ids)} tokens but a slot holds {ctx}: send at most "
+                                 f"{ctx - 1} prompt tokens", "prompt", code="context_length_exceeded")
         vocab = self.model.spec.vocab
         for t in prompt_ids:
             if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab:
                 raise InvalidRequest(f"token id {t!r} is out of range: ids must be integers in [0, {vocab})", "prompt")
-        if len(prompt_ids) >= self.config.ctx:
-            raise InvalidRequest(
-                f"the prompt has {len(prompt_ids)} tokens but a slot holds {self.config.ctx} "
-                f"(at most {self.config.ctx - 1} prompt tokens)", "prompt")
+
+    def validate(self, prompt_ids, params: SamplingParams) -> SamplingParams:
+        self.check_prompt(prompt_ids)
         return params.validated()
 
     def submit(self, prompt_ids, params: SamplingParams, *, positions=None, rope_delta: int = 0,
                vision=None) -> RequestStream:
-        """Validates and queues a request; raises InvalidRequest or QueueFull, changing nothing."""
+        """Validates and queues a request; raises InvalidRequest (VisionRecordError for a vision model's
+        images) or QueueFull, changing nothing."""
         params = self.validate(list(prompt_ids), params)
-        check_submission(list(prompt_ids), positions, rope_delta, vision, self._record_limits)
+        if self._check_images is not None:
+            self._check_images(list(prompt_ids), positions, rope_delta, vision)
+        elif vision is not None:
+            raise InvalidRequest("this model reads text only; it has no vision tower to take images",
+                                 "messages", code="images_not_supported")
         request = Request(list(prompt_ids), params, positions=positions, rope_delta=rope_delta, vision=vision)
         send, receive = anyio.create_memory_object_stream[Event](math.inf)
         eos = frozenset() if params.ignore_eos else frozenset(self.tokenizer.eos_ids)

@@ -1,6 +1,6 @@
 """One request's state: its tokens, its slot, its counters and its timings.
 
-The request owns every counter about itself (STYLE: nano-vllm's sequence).
+The request owns every counter about itself (as nano-vllm's Sequence does).
 The scheduler moves it WAITING -> RUNNING -> FINISHED; the runner reads its
 next rows; the engine loop appends sampled tokens and emits them.
 """

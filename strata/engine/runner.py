@@ -46,7 +46,7 @@ class ModelRunner:
         self.graphs: dict[int, F.Graph] = {}
         self.use_graphs = config.graphs
         self.images = ImageRows(ctx, spec.hidden)      # per-slot image embeddings, injected in prefill
-        on_gpu = ctx.info().backend == 1
+        on_gpu = ctx.info().backend == F.Backend.CUDA
         self.ahead = DecodeAhead(ctx, self.io, self.max_logits) if on_gpu and config.graphs else None
         # Tests that read act.logits after each step set this: a guessed next step would overwrite them.
         self.keep_logits = False

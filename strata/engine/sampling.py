@@ -15,11 +15,15 @@ MAX_TOP_LOGPROBS = 20
 
 
 class InvalidRequest(ValueError):
-    """A request that cannot be served as asked; the message says what is allowed."""
+    """A request that cannot be served as asked; the message says what is allowed.
 
-    def __init__(self, message: str, param: str | None = None):
+    param names the field at fault ("prompt" means the request's prompt, whatever its form);
+    code is the machine-readable reason, when there is one."""
+
+    def __init__(self, message: str, param: str | None = None, code: str | None = None):
         super().__init__(message)
         self.param = param
+        self.code = code
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ There are no prefill or decode phases (vLLM v1's rule): each running
 request's computed-token count catches up with its token count. A step holds
 one decode row for every request whose prompt is done, plus prompt chunks of
 admitted requests within the token budget (`chunk`). A prompt longer than the
-budget yields at each chunk boundary and resumes next step (BYIELD), so
+budget yields at each chunk boundary and resumes next step (BYIELD/resume, docs/design.md), so
 decoding slots never wait for more than one chunk.
 
 Pure bookkeeping: no device, no threads, no clocks besides timestamps.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .gguf_spec import TensorInfo
+from .model import TensorInfo
 
 QKV = ("attn_q", "attn_k", "attn_v")
 GATE_UP = ("ffn_gate", "ffn_up")

@@ -2,21 +2,22 @@
 
 Uses the `gguf` package's reader (memory-mapped; nothing is copied here).
 Architectures: `llama` (adjacent-pair RoPE: llama.cpp's converter permutes
-Q/K rows, SPECS §2) and `qwen2` (half-split RoPE, q/k/v biases).
+Q/K rows, docs/design.md "RoPE layouts") and `qwen2` (half-split RoPE, q/k/v biases).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .spec import ROPE_ADJACENT, ROPE_HALF, ModelSpec
+from .model import ModelFormatError, TensorInfo
+from .._ffi import DType, RopeMode
+from .spec import ModelSpec
 
-SUPPORTED_ARCHS = {"llama": ROPE_ADJACENT, "qwen2": ROPE_HALF}
+SUPPORTED_ARCHS = {"llama": RopeMode.ADJACENT, "qwen2": RopeMode.HALF}
 # GGUF tensor type ids libstrata's matmul and embedding accept.
-SUPPORTED_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 8: "Q8_0", 12: "Q4_K", 14: "Q6_K", 30: "BF16"}
+SUPPORTED_TYPES = {int(t): t.name for t in DType if t is not DType.I32}
 
 
 def _reader_class():
@@ -41,22 +42,6 @@ def _reader_class():
 
 def _FastReader(path, mode):
     return _reader_class()(path, mode)
-
-
-class ModelFormatError(ValueError):
-    """The file is not a model Strata can run; the message says why and what is supported."""
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    name: str
-    dtype: int                # GGUF/libstrata type id
-    shape: tuple[int, ...]    # row-major, outermost first (HF orientation: [n_out, k])
-    data: np.ndarray          # the raw bytes, memory-mapped
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.data.nbytes)
 
 
 def open_reader(path: str | Path):

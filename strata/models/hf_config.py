@@ -16,8 +16,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .gguf_spec import ModelFormatError
-from .spec import ROPE_MROPE, ModelSpec
+from .model import ModelFormatError
+from .._ffi import RopeMode
+from .spec import ModelSpec
 
 SUPPORTED_MODEL_TYPES = ("qwen2_5_vl",)
 DEFAULT_MROPE_SECTION = (16, 24, 24)
@@ -107,7 +108,7 @@ def read_spec(config: dict, name: str = "") -> ModelSpec:
         n_kv_heads=_int(text, "num_key_value_heads", n_heads), head_dim=head_dim,
         ffn=_int(text, "intermediate_size"), vocab=_int(text, "vocab_size"),
         ctx_train=_int(text, "max_position_embeddings", 32768), rms_eps=float(text.get("rms_norm_eps", 1e-6)),
-        rope_mode=ROPE_MROPE, rope_dim=head_dim, rope_base=theta, rope_sections=(*sections, 0),
+        rope_mode=RopeMode.MROPE, rope_dim=head_dim, rope_base=theta, rope_sections=(*sections, 0),
         tied_output=tied, qkv_bias=True, name=name)
 
 

@@ -25,8 +25,7 @@ from ..tokenizer import Tokenizer
 from ..vision.preprocess import PreprocessConfig
 from . import hf_config, safetensors_io
 from .decoder import Decoder
-from .gguf_spec import ModelFormatError, TensorInfo
-from .loader import LoadedModel
+from .model import LoadedModel, ModelFormatError, TensorInfo
 from .spec import ModelSpec
 from .vision_encoder import PREFIX as VISION_PREFIX
 from .vision_encoder import VisionEncoder, weight_names
@@ -35,7 +34,7 @@ from .weights import WeightArena
 
 log = logging.getLogger("strata.models")
 
-F32, F16, BF16 = 0, 1, 30
+F32, F16, BF16 = _ffi.DType.F32, _ffi.DType.F16, _ffi.DType.BF16
 TEXT_PREFIXES = ("model.language_model.", "language_model.model.", "model.")
 VISION_PREFIXES = ("model.visual.", "visual.")
 OUTPUT_NAMES = ("lm_head.weight", "language_model.lm_head.weight")

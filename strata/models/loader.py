@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from .. import _ffi
@@ -19,27 +18,11 @@ from ..tokenizer import Tokenizer
 from . import gguf_spec
 from .decoder import Decoder
 from .fusion import fuse_projections
+from .model import LoadedModel
 from .spec import ModelSpec
 from .weights import WeightArena
 
 log = logging.getLogger("strata.models")
-
-
-@dataclass
-class LoadedModel:
-    name: str
-    path: Path
-    spec: ModelSpec
-    weights: WeightArena
-    decoder: Decoder
-    tokenizer: Tokenizer
-    chat_template: ChatTemplate
-    vision: object | None = None      # the vision encoder, when the checkpoint has one
-
-    def close(self) -> None:
-        if self.vision is not None:
-            self.vision.close()
-        self.weights.close()
 
 
 def load_model(name: str | None, ctx: _ffi.Context) -> LoadedModel:
@@ -77,7 +60,7 @@ def _check_tensors(spec: ModelSpec, tensors: dict, path: Path) -> None:
         raise gguf_spec.ModelFormatError(f"{path} lacks tensors {', '.join(missing[:5])}"
                                          f"{' and more' if len(missing) > 5 else ''}")
     for name, t in tensors.items():
-        if len(t.shape) == 2 and t.dtype not in (0, 1, 30):
+        if len(t.shape) == 2 and t.dtype not in (_ffi.DType.F32, _ffi.DType.F16, _ffi.DType.BF16):
             block, _ = _ffi.dtype_block(t.dtype)
             if t.shape[1] % block:
                 raise gguf_spec.ModelFormatError(f"tensor {name} rows of {t.shape[1]} values are not whole blocks")

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .gguf_spec import ModelFormatError, TensorInfo
+from .._ffi import DType
+from .model import ModelFormatError, TensorInfo
 
 # safetensors dtype name -> libstrata dtype id (GGUF ggml_type ids)
-DTYPES = {"F32": 0, "F16": 1, "BF16": 30}
+DTYPES = {"F32": DType.F32, "F16": DType.F16, "BF16": DType.BF16}
 ITEM_BYTES = {"F32": 4, "F16": 2, "BF16": 2}
 MAX_HEADER_BYTES = 100 << 20
 

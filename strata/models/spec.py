@@ -7,11 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# RoPE modes; the values are libstrata's enum strata_rope_mode.
-ROPE_ADJACENT = 0
-ROPE_HALF = 1
-ROPE_MROPE = 2
-ROPE_VISION = 3
+from .._ffi import RopeMode
 
 
 @dataclass(frozen=True)
@@ -26,7 +22,7 @@ class ModelSpec:
     vocab: int
     ctx_train: int
     rms_eps: float
-    rope_mode: int
+    rope_mode: RopeMode
     rope_dim: int
     rope_base: float
     rope_sections: tuple[int, int, int, int] = (0, 0, 0, 0)
@@ -51,7 +47,7 @@ class ModelSpec:
 
     @property
     def uses_mrope(self) -> bool:
-        return self.rope_mode == ROPE_MROPE
+        return self.rope_mode == RopeMode.MROPE
 
     def kv_bytes_per_token(self) -> int:
         return self.n_layers * 2 * self.kv_dim * 2

@@ -1,4 +1,4 @@
-"""The Qwen2.5-VL vision encoder composed from libstrata kernels (SPECS §4), on either backend.
+"""The Qwen2.5-VL vision encoder composed from libstrata kernels (docs/vision.md, "The encoder"), on either backend.
 
 One image at a time, so an image's rows never depend on which other images
 are encoded with it:
@@ -17,14 +17,15 @@ run (Engine.run_on_device), never beside one.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from .. import _ffi as F
 from ..vision.errors import PreprocessError
+from ..vision.submission import check_submission, record_limits
 from .hf_config import VisionSpec
-from .spec import ROPE_VISION
 from .vision_windows import WindowLayout, window_layout
 from .weights import WeightArena
 
@@ -72,7 +73,7 @@ class VisionEncoder:
         self.max_patches = max_patches
         hd = spec.head_dim
         self.table = F.Slots(ctx, 1, 0, max_patches, 1, 2)   # tables only: (row, col) per patch
-        self.rope = F.rope_params(ROPE_VISION, spec.n_heads, hd, hd, spec.rope_theta, 1.0, (hd // 4, hd // 4))
+        self.rope = F.rope_params(F.RopeMode.VISION, spec.n_heads, hd, hd, spec.rope_theta, 1.0, (hd // 4, hd // 4))
         self.scale = 1.0 / math.sqrt(hd)
         self._scratch: _Scratch | None = None
         w = lambda name: weights[PREFIX + name]   # noqa: E731
@@ -92,6 +93,11 @@ class VisionEncoder:
             full = index in self.spec.fullatt_blocks
             self._block(s, layout, block, full)
         return self._merge(s, layout)
+
+    def submission_check(self, text_spec, n_ctx: int):
+        """The check Engine.submit runs on every request to this model: a callable
+        (prompt_ids, positions, rope_delta, vision) that raises VisionRecordError unless they form a sound record."""
+        return functools.partial(check_submission, limits=record_limits(self, text_spec, n_ctx))
 
     def close(self) -> None:
         if self._scratch is not None:

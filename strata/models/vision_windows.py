@@ -4,7 +4,7 @@ Patch rows arrive from preprocessing with each 2x2 merge block as four
 consecutive rows. Window attention wants every window's patches contiguous,
 so the encoder reorders merge blocks into window order before block 0 and
 restores raster order after the merger. This module computes, from the grid
-alone (SPECS §4, as transformers' `get_vision_window_index`,
+alone (docs/vision.md, as transformers' `get_vision_window_index`,
 `get_vision_position_ids` and `get_vision_cu_seqlens` do):
 
   - `patch_order`: window-order row i holds patch row patch_order[i];

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 
 class VisionError(ValueError):
-    """Base of the vision errors; `status` is the HTTP status to answer with."""
+    """Base of the vision errors; `status` is the HTTP status to answer with, `param` the request field."""
 
     status = 400
 
-    def __init__(self, message: str, code: str = "invalid_image") -> None:
+    def __init__(self, message: str, code: str = "invalid_image", param: str = "messages") -> None:
         super().__init__(message)
         self.message = message
         self.code = code
+        self.param = param
 
 
 class MediaError(VisionError):

@@ -1,4 +1,4 @@
-"""M-RoPE position ids for a Qwen2-VL / Qwen2.5-VL prompt (SPECS §3).
+"""M-RoPE position ids for a Qwen2-VL / Qwen2.5-VL prompt (docs/vision.md, "Positions").
 
 Text tokens get T = H = W = p. An image is `<|vision_start|>` then a run of
 t*(h/m)*(w/m) `<|image_pad|>` tokens; if its first pad would sit at text

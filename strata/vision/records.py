@@ -1,4 +1,4 @@
-"""Validation of a vision record before it may touch engine state (DESIGN invariant 3).
+"""Validation of a vision record before it may touch engine state (docs/design.md, invariant 3).
 
 A vision record is what admission needs to prefill a prompt that holds
 images: the prompt's token ids, its M-RoPE positions and rope_delta, and per

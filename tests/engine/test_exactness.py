@@ -52,7 +52,7 @@ async def test_batch(make_engine, loaded):
 
 async def test_interleave(make_engine, loaded):
     """Admitted mid-prefill and mid-decode, long prompts over many chunks: every stream equals solo,
-    and decode tokens are emitted between a long prompt's chunks (BYIELD/resume)."""
+    and decode tokens are emitted between a long prompt's chunks (BYIELD/resume, docs/design.md)."""
     _, model = loaded
     long_a = chat_prompt(model.tokenizer, model.chat_template, CHAT_QUESTIONS[0], repeat_context=4)
     long_d = chat_prompt(model.tokenizer, model.chat_template, CHAT_QUESTIONS[3], repeat_context=3)

@@ -74,13 +74,13 @@ def test_dtype_block():
         assert S.dtype_block(dtype) == pair
     with pytest.raises(S.StrataError) as e:
         S.dtype_block(9)
-    assert e.value.status == 1 and "dtype 9" in e.value.message
+    assert e.value.status == S.Status.ERR_INVALID_ARGUMENT and "dtype 9" in e.value.message
 
 
 def test_cpu_context_info():
     with S.Context("cpu", 3) as ctx:
         info = ctx.info()
-        assert info.backend == 0 and info.num_threads == 3 and info.total_bytes >= info.free_bytes > 0
+        assert info.backend == S.Backend.CPU and info.num_threads == 3 and info.total_bytes >= info.free_bytes > 0
         assert info.name
     with S.Context("cpu") as ctx:
         assert ctx.info().num_threads == len(os.sched_getaffinity(0))

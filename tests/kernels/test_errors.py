@@ -9,7 +9,8 @@ import pytest
 
 from strata import _ffi as S
 
-INVALID, OOM, UNSUPPORTED, STATE = 1, 2, 3, 5
+INVALID, OOM, UNSUPPORTED, STATE = (S.Status.ERR_INVALID_ARGUMENT, S.Status.ERR_OUT_OF_MEMORY,
+                                   S.Status.ERR_UNSUPPORTED, S.Status.ERR_STATE)
 
 
 def expect_error(status, fragment, call, *args):

@@ -117,11 +117,11 @@ def test_recording_refuses_synchronous_calls(ctx):
                        ("buffer create", lambda: S.Buffer(ctx, 8)), ("buffer destroy", buf.close)]:
         with pytest.raises(S.StrataError) as e:
             call()
-        assert e.value.status == 5, name
+        assert e.value.status == S.Status.ERR_STATE, name
         assert "record" in e.value.message, name
     with pytest.raises(S.StrataError) as e:
         ctx.graph_end()
-    assert e.value.status == 5 and "discarded" in e.value.message and "strata_buffer_upload" in e.value.message
+    assert e.value.status == S.Status.ERR_STATE and "discarded" in e.value.message and "strata_buffer_upload" in e.value.message
     buf.upload(b"abcd")  # eager again
     assert bytes(buf.to_numpy(np.uint8, (4,))) == b"abcd"
     slots.close()
@@ -136,10 +136,10 @@ def test_failed_kernel_poisons_recording(ctx):
         S.add(ctx, x, 0, x, 2, x, 0, 4)  # misaligned
     with pytest.raises(S.StrataError) as e:
         ctx.graph_end()
-    assert e.value.status == 5 and "strata_add" in e.value.message and "offset 2" in e.value.message
+    assert e.value.status == S.Status.ERR_STATE and "strata_add" in e.value.message and "offset 2" in e.value.message
     with pytest.raises(S.StrataError) as e:
         ctx.graph_end()
-    assert e.value.status == 5 and "not recording" in e.value.message
+    assert e.value.status == S.Status.ERR_STATE and "not recording" in e.value.message
     x.close()
 
 
@@ -157,11 +157,11 @@ def test_graph_keeps_buffers_and_slots_alive(ctx):
     for obj in (a, slots, rows):
         with pytest.raises(S.StrataError) as e:
             obj.close()
-        assert e.value.status == 5 and "graph" in e.value.message
+        assert e.value.status == S.Status.ERR_STATE and "graph" in e.value.message
     ctx.graph_begin()
     with pytest.raises(S.StrataError) as e:
         graph.launch()  # not while recording
-    assert e.value.status == 5
+    assert e.value.status == S.Status.ERR_STATE
     with pytest.raises(S.StrataError):
         ctx.graph_end()
     b.close()  # not referenced: fine

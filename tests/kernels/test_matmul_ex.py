@@ -190,7 +190,7 @@ def test_matmul_ex_in_a_graph(ctx, rng):
 def expect_error(fragment, fn, *args):
     with pytest.raises(S.StrataError) as info:
         fn(*args)
-    assert info.value.status == 1 and fragment in info.value.message, info.value.message
+    assert info.value.status == S.Status.ERR_INVALID_ARGUMENT and fragment in info.value.message, info.value.message
     assert info.value.message.startswith("strata_matmul_ex: ")
 
 

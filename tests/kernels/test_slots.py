@@ -33,7 +33,7 @@ def test_write_read_lengths(ctx, rng):
         assert not slots.read_positions(0, 0, 12).any() and not slots.read_positions(2, 0, 12).any()
         with pytest.raises(S.StrataError) as e:
             slots.write_positions(1, 10, a[:1])     # would leave a gap
-        assert e.value.status == 1 and "gap" in e.value.message
+        assert e.value.status == S.Status.ERR_INVALID_ARGUMENT and "gap" in e.value.message
         with pytest.raises(S.StrataError):
             slots.write_positions(1, 9, positions(rng, 4))  # past n_ctx
 
@@ -75,7 +75,7 @@ def test_bad_slot_params(ctx, bad):
     params = dict(n_slots=2, n_layers=1, n_ctx=4, n_kv_heads=1, head_dim=4) | bad
     with pytest.raises(S.StrataError) as e:
         S.Slots(ctx, **params)
-    assert e.value.status == 1
+    assert e.value.status == S.Status.ERR_INVALID_ARGUMENT
     assert next(iter(bad)) in e.value.message
 
 
@@ -86,4 +86,4 @@ def test_slot_index_out_of_range(ctx):
                      lambda: slots.read_positions(1, 3, 2)):
             with pytest.raises(S.StrataError) as e:
                 call()
-            assert e.value.status == 1 and "out of range" in e.value.message
+            assert e.value.status == S.Status.ERR_INVALID_ARGUMENT and "out of range" in e.value.message

@@ -20,7 +20,7 @@ def test_markers_increase_and_unknown_marker_fails(ctx):
     assert b > a >= 1
     S.wait(ctx, a)
     S.wait(ctx, b)
-    if ctx.info().backend == 1:
+    if ctx.info().backend == S.Backend.CUDA:
         with pytest.raises(S.StrataError, match="no such marker"):
             S.wait(ctx, b + 1000)
 

@@ -8,17 +8,13 @@ Slots, context and token counts are small so the suite stays fast on 2 cores.
 from __future__ import annotations
 
 import pytest
-from server_helpers import MODEL, start_server
-
-from strata.model_store import ModelStoreError, resolve_model
+from server_helpers import start_server
 
 
 @pytest.fixture(scope="session")
-def model_available():
-    try:
-        resolve_model(MODEL)
-    except ModelStoreError as exc:
-        pytest.skip(f"the default model is not in the cache ({exc}); run `make model`")
+def model_available(model_path):
+    """The servers serve the default model: skip unless it is in the cache (tests/conftest.py's model_path)."""
+    return model_path
 
 
 def _session_server(tmp_path_factory, *flags, api_key=None):

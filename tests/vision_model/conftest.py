@@ -1,25 +1,12 @@
 """Fixtures for the vision-model tests: the tiny random Qwen2.5-VL checkpoint (written once per
-session by transformers), loaded once per backend ("cpu"; "cuda:0" marked gpu when libstrata sees
-a GPU), engines of any shape around it, and transformers' reference model."""
+session by transformers) loaded once per device, the defaults of the engines the shared `make_engine`
+(tests/conftest.py) builds around it, and transformers' reference model."""
 
 from __future__ import annotations
 
-import gc
-
 import pytest
 
-from strata import _ffi
-from strata.config import EngineConfig
-from strata.engine.engine import Engine
-
 from .tiny_checkpoint import write_checkpoint
-
-
-def _devices():
-    devices = ["cpu"]
-    if _ffi.cuda_device_count() > 0:
-        devices.append(pytest.param("cuda:0", marks=pytest.mark.gpu))
-    return devices
 
 
 @pytest.fixture(scope="session")
@@ -28,40 +15,18 @@ def checkpoint(tmp_path_factory):
     return write_checkpoint(tmp_path_factory.mktemp("tiny_qwen2_5_vl"))
 
 
-@pytest.fixture(scope="session", params=_devices())
-def device(request):
-    return request.param
+@pytest.fixture(scope="session")
+def loaded(device, checkpoint, model_on):
+    """The tiny checkpoint on `device`, once per session; the shared `make_engine` builds engines around it."""
+    from strata.models.hf_loader import load_hf_checkpoint
+
+    with model_on(device, lambda ctx: load_hf_checkpoint(checkpoint, ctx, "tiny-qwen2.5-vl")) as pair:
+        yield pair
 
 
 @pytest.fixture(scope="session")
-def loaded(device, checkpoint):
-    from strata.models.hf_loader import load_hf_checkpoint
-
-    ctx = _ffi.Context(device)
-    model = load_hf_checkpoint(checkpoint, ctx, "tiny-qwen2.5-vl")
-    yield ctx, model
-    gc.collect()
-    model.close()
-    ctx.close()
-
-
-@pytest.fixture
-def make_engine(loaded, device):
-    """make_engine(batch=, chunk=, ctx_len=, graphs=) -> an Engine sharing the session's model."""
-    ctx, model = loaded
-    engines = []
-
-    def make(batch=2, chunk=16, ctx_len=512, graphs=True):
-        backend = "cuda" if device.startswith("cuda") else "cpu"
-        config = EngineConfig(model="tiny", device=device, batch=batch, chunk=chunk, ctx=ctx_len,
-                              graphs=graphs).resolve(backend, model.spec.ctx_train)
-        engine = Engine(ctx, model, config)
-        engines.append(engine)
-        return engine
-
-    yield make
-    for engine in engines:
-        engine.runner.close()
+def engine_defaults():
+    return {"model": "tiny", "batch": 2, "chunk": 16, "ctx_len": 512, "graphs": True, "max_queue": 256}
 
 
 @pytest.fixture(scope="session")

@@ -19,8 +19,7 @@ import numpy as np
 from PIL import Image
 
 from strata.engine.sampling import SamplingParams
-from strata.vision.chat_inputs import chat_inputs
-from strata.vision.engine_inputs import EngineInput
+from strata.inputs import EngineInput, chat_input
 from strata.vision.media import MediaLimits
 
 GREEDY = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
@@ -49,7 +48,7 @@ def user(*parts) -> dict:
 
 
 async def encode(engine, messages: list[dict], limits: MediaLimits | None = None) -> EngineInput:
-    return await chat_inputs(engine, messages, limits or MediaLimits())
+    return await chat_input(engine, messages, limits or MediaLimits())
 
 
 @dataclass

@@ -20,7 +20,7 @@ from strata.models import hf_config, safetensors_io
 from strata.models.gguf_spec import ModelFormatError
 from strata.models.hf_loader import load_hf_checkpoint, map_tensors, strata_name
 from strata.models.loader import load_model
-from strata.models.spec import ROPE_MROPE
+from strata._ffi import DType, RopeMode
 from strata.models.vision_windows import window_layout
 
 from .harness import Job, drive, encode, picture, user
@@ -46,7 +46,7 @@ def hub_style(config: dict) -> dict:
 def test_spec_from_config_in_both_spellings(checkpoint):
     config = hf_config.read_config(checkpoint)
     spec = hf_config.read_spec(config)
-    assert (spec.arch, spec.rope_mode, spec.rope_sections, spec.rope_base) == ("qwen2_5_vl", ROPE_MROPE,
+    assert (spec.arch, spec.rope_mode, spec.rope_sections, spec.rope_base) == ("qwen2_5_vl", RopeMode.MROPE,
                                                                               (2, 3, 3, 0), 1e6)
     assert (spec.hidden, spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.vocab) == (64, 4, 2, 16, 151936)
     assert spec.qkv_bias and not spec.tied_output
@@ -140,7 +140,7 @@ async def test_half_precision_checkpoints_match_transformers(tmp_path_factory, d
         wanted = {"bfloat16": 30, "float16": 1}[dtype]
         w = model.weights
         assert w["blk.0.attn_qkv.weight"].dtype == wanted and w["v.blocks.0.attn.qkv.weight"].dtype == wanted
-        assert w["blk.0.attn_qkv.bias"].dtype == 0 and w["output_norm.weight"].dtype == 0
+        assert w["blk.0.attn_qkv.bias"].dtype == DType.F32 and w["output_norm.weight"].dtype == DType.F32
         assert model.spec.tied_output == tied and (w.get("output.weight") is None) == tied
         backend = "cuda" if device.startswith("cuda") else "cpu"
         engine = Engine(ctx, model, EngineConfig(model="t", device=device, batch=1, chunk=16, ctx=512)

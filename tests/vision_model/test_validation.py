@@ -2,7 +2,7 @@
 request, in the same slot, is exact.
 
 Records are refused by Engine.submit (whoever built them); images by
-chat_inputs (media limits, decoding, placeholders) before anything is
+strata.inputs.chat_input (media limits, decoding, placeholders) before anything is
 encoded or submitted. After every refusal the engine holds no request, no
 queued work and no image rows, and a valid image request then served in the
 same (only) slot equals its run on a fresh engine bit for bit.
@@ -15,7 +15,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from strata.vision.engine_inputs import check_submission
+from strata.engine.sampling import InvalidRequest
+from strata.models.model import LoadedModel
 from strata.vision.errors import MediaError, VisionError, VisionRecordError
 from strata.vision.media import MediaLimits
 
@@ -134,8 +135,12 @@ async def test_text_model_paths_refuse_images(make_engine):
     text_only = types.SimpleNamespace(**{**vars(engine.model), "vision": None})
     fake = types.SimpleNamespace(model=text_only, tokenizer=engine.tokenizer, config=engine.config)
     with pytest.raises(VisionError, match="reads text only") as refused:
-        await encode(fake, [user(CAT)])
-    assert refused.value.code == "images_not_supported"
+        await encode(fake, [user("look: ", CAT)])
+    assert refused.value.code == "images_not_supported" and refused.value.param == "messages[0].content[1]"
     valid = await encode(engine, [user(CAT)])
-    with pytest.raises(VisionRecordError, match="reads text only"):
-        check_submission(valid.prompt_ids, valid.positions, valid.rope_delta, valid.vision, None)
+    assert LoadedModel.submission_check(text_only, engine.config.ctx) is None
+    engine._check_images = None            # as Engine.__init__ sets it for a text-only model
+    with pytest.raises(InvalidRequest, match="reads text only") as refused:
+        engine.submit(valid.prompt_ids, GREEDY, **valid.submit_kwargs())
+    assert refused.value.code == "images_not_supported"
+    assert_untouched(engine)

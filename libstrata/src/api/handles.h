@@ -1,0 +1,97 @@
+// handles.h — the objects behind the opaque C handles, and their registry.
+//
+// Every handle the library hands out is registered with its kind; a pointer
+// passed back in is looked up before it is dereferenced, so a destroyed or
+// foreign handle is refused instead of crashing. Destroyed handle shells are
+// kept in a bounded quarantine so their addresses are not reused at once and a
+// stale handle keeps being recognized as destroyed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "core/backend.h"
+
+namespace strata {
+
+enum class HandleKind { Context, Buffer, Slots, Graph, HostBuffer };
+
+struct HandleBase {
+    virtual ~HandleBase() = default;
+};
+
+}  // namespace strata
+
+struct strata_context : strata::HandleBase {
+    std::unique_ptr<strata::Backend> backend;
+    int32_t backend_kind = STRATA_BACKEND_CPU;
+    int32_t device_index = 0;
+    // Live objects created from this context (it cannot be destroyed before them).
+    int64_t n_buffers = 0, n_slot_sets = 0, n_graphs = 0, n_host_buffers = 0;
+
+    // Graph recording state.
+    bool recording = false;
+    bool recording_failed = false;
+    std::string recording_error;  // the first failure while recording
+    std::unordered_set<strata_buffer*> recorded_buffers;
+    std::unordered_set<strata_slots*> recorded_slots;
+};
+
+struct strata_buffer : strata::HandleBase {
+    strata_context* ctx = nullptr;
+    uint8_t* ptr = nullptr;
+    uint64_t size = 0;
+    int64_t graph_refs = 0;  // live graphs that reference this buffer
+};
+
+struct strata_host_buffer : strata::HandleBase {
+    strata_context* ctx = nullptr;
+    uint8_t* ptr = nullptr;
+    uint64_t size = 0;
+};
+
+struct strata_slots : strata::HandleBase {
+    strata_context* ctx = nullptr;
+    strata::SlotsView view;        // device pointers into the regions below
+    std::vector<int32_t> lengths;  // host bookkeeping, per slot
+    std::vector<int32_t> table_of; // host mirror of view.table_of
+    int64_t graph_refs = 0;
+    // Device regions, freed by strata_slots_destroy (never by the destructor:
+    // a quarantined shell may outlive its context).
+    void* regions[4] = {nullptr, nullptr, nullptr, nullptr};
+};
+
+struct strata_graph : strata::HandleBase {
+    strata_context* ctx = nullptr;
+    std::unique_ptr<strata::GraphExec> exec;
+    std::vector<strata_buffer*> buffers;  // referenced; their graph_refs count this graph
+    std::vector<strata_slots*> slots;
+};
+
+namespace strata {
+
+// Registers a newly created handle; its memory stays the caller's until retired.
+void registry_add(const void* handle, HandleKind kind);
+
+// Whether `p` is a live handle of `kind`.
+bool registry_contains(const void* p, HandleKind kind);
+
+// Unregisters a handle and moves its shell (`object`, the same object as
+// `handle`) into the quarantine, which deletes the oldest shells beyond a
+// fixed bound.
+void registry_retire(HandleBase* object, const void* handle);
+
+template <class T>
+void register_handle(T* object, HandleKind kind) {
+    registry_add(static_cast<const void*>(object), kind);
+}
+
+template <class T>
+void retire_handle(T* object) {
+    registry_retire(object, static_cast<const void*>(object));
+}
+
+}  // namespace strata

@@ -1,0 +1,43 @@
+// cuda_kernels.cuh — the host-side launchers of the CUDA kernels.
+//
+// cuda_backend.cu owns devices, streams, memory and graphs and forwards each
+// kernel call here; each launcher lives in the file of its op family and
+// enqueues on `stream` only (no allocation, no synchronization, no host reads
+// of device memory, so every launcher can be recorded in a CUDA graph). Each
+// checks its launch and throws strata::Error(STRATA_ERR_DEVICE) on failure.
+// Arguments arrive validated by the entry points in api/; a launch with nothing to do returns
+// without enqueueing anything.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "core/backend.h"
+
+namespace strata {
+namespace cuda {
+
+class Scratch;  // cuda_scratch.cuh: the context's device scratch memory
+
+void launch_embed(const EmbedArgs& a, cudaStream_t stream);              // cuda_embed.cu
+void launch_gather_rows(const GatherRowsArgs& a, cudaStream_t stream);   // cuda_embed.cu
+void launch_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch);  // cuda_matmul.cu
+bool int_matmul_supports(int32_t w_dtype);                                // cuda_int_matmul.cu
+void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch);  // cuda_int_matmul.cu
+bool mma_matmul_supports(int32_t w_dtype);                                // cuda_mma_matmul.cu
+void launch_mma_matmul(const MatmulArgs& a, cudaStream_t stream);        // cuda_mma_matmul.cu
+void launch_rmsnorm(const RmsNormArgs& a, cudaStream_t stream);          // cuda_norm_rope.cu
+void launch_rope(const RopeArgs& a, cudaStream_t stream);                // cuda_norm_rope.cu
+void launch_positions_decode(const PositionsDecodeArgs& a, cudaStream_t stream);  // cuda_norm_rope.cu
+void launch_kv_store(const KvStoreArgs& a, cudaStream_t stream);         // cuda_kv_store.cu
+void launch_rope_kv_store(const RopeKvStoreArgs& a, cudaStream_t stream);  // cuda_kv_store.cu
+void launch_attention(const AttentionArgs& a, cudaStream_t stream);      // cuda_attention.cu
+void launch_attention_dense(const DenseAttentionArgs& a, cudaStream_t stream);  // cuda_attention_dense.cu
+void launch_silu_mul(const SiluMulArgs& a, cudaStream_t stream);         // cuda_elementwise.cu
+void launch_gelu(const UnaryArgs& a, cudaStream_t stream);               // cuda_elementwise.cu
+void launch_add(const BinaryArgs& a, cudaStream_t stream);               // cuda_elementwise.cu
+void launch_argmax(const ArgmaxArgs& a, cudaStream_t stream);            // cuda_sample.cu
+void launch_sample(const SampleArgs& a, cudaStream_t stream);            // cuda_sample.cu
+void launch_step_advance(const StepAdvanceArgs& a, cudaStream_t stream); // cuda_step.cu
+
+}  // namespace cuda
+}  // namespace strata

@@ -1,0 +1,144 @@
+"""Which tensors a llama GGUF holds, and each one's type: llama-quantize's default mix.
+
+The mix follows llama.cpp's `llama_tensor_get_type` for the file types we
+support, so synthesized files have the sizes llama-quantize gives the
+benchmark shapes (docs/design.md, "Benchmark shapes"):
+
+- 1-D tensors (the RMSNorm weights) are always F32.
+- Q4_K_M (llama.cpp's `use_more_bits`): attn_v and ffn_down are Q6_K in
+  layers i < n/8, i >= 7n/8 and (i - n/8) % 3 == 2; the rest is Q4_K.
+- For Q4_0, Q4_1 and Q4_K files the output matrix (`output`, or `token_embd`
+  when the embeddings are tied) is Q6_K; other file types keep it in the file
+  type (Q8_0 stays Q8_0; F32/F16/BF16 files are not "quantized" at all).
+- A k-quant (256-value blocks) needs rows that are a multiple of 256 long;
+  otherwise llama-quantize falls back: Q6_K -> Q8_0 (as llama.cpp), and
+  Q4_K -> Q4_1 (llama.cpp picks Q5_0, which Strata doesn't support). This is
+  why SmolLM2-135M (hidden 576) has a Q8_0 `token_embd` in its Q4_0 file.
+
+`pure` uses the file type for every matrix and refuses shapes it can't fit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from math import prod
+
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as QT, LlamaFileType
+
+from strata.synth.shapes import LlamaShape, SynthError
+
+FILE_TYPES: dict[str, tuple[QT, LlamaFileType]] = {
+    "F32": (QT.F32, LlamaFileType.ALL_F32),
+    "F16": (QT.F16, LlamaFileType.MOSTLY_F16),
+    "BF16": (QT.BF16, LlamaFileType.MOSTLY_BF16),
+    "Q8_0": (QT.Q8_0, LlamaFileType.MOSTLY_Q8_0),
+    "Q4_0": (QT.Q4_0, LlamaFileType.MOSTLY_Q4_0),
+    "Q4_1": (QT.Q4_1, LlamaFileType.MOSTLY_Q4_1),
+    # Our Q4_K mix (all Q4_K but a Q6_K output) is closest to llama.cpp's Q4_K_S.
+    "Q4_K": (QT.Q4_K, LlamaFileType.MOSTLY_Q4_K_S),
+    # llama-quantize's Q4_K_M: Q4_K, with Q6_K for the output and for attn_v and ffn_down in
+    # the layers llama.cpp's use_more_bits picks (first and last eighth, every third between).
+    "Q4_K_M": (QT.Q4_K, LlamaFileType.MOSTLY_Q4_K_M),
+    "Q6_K": (QT.Q6_K, LlamaFileType.MOSTLY_Q6_K),
+}
+_OUTPUT_TO_Q6_K = {QT.Q4_0, QT.Q4_1, QT.Q4_K}
+_K_FALLBACK = {QT.Q4_K: QT.Q4_1, QT.Q6_K: QT.Q8_0}
+_FLOAT_TYPES = {QT.F32, QT.F16, QT.BF16}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple[int, ...]  # NumPy order: [rows, row_len]; GGUF lists it reversed
+    qtype: QT
+    fill: str = "random"  # "random" (std-controlled weights) or "ones" (norms)
+
+    @property
+    def num_params(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def row_bytes(self) -> int:
+        block_len, block_bytes = GGML_QUANT_SIZES[self.qtype]
+        return self.shape[-1] // block_len * block_bytes
+
+    @property
+    def num_bytes(self) -> int:
+        return prod(self.shape[:-1]) * self.row_bytes
+
+    @property
+    def group(self) -> str:
+        """The progress group: token_embd, blk.N or output."""
+        match = re.match(r"blk\.\d+", self.name)
+        return match.group(0) if match else self.name.split(".")[0].removesuffix("_norm")
+
+
+def parse_dtype(dtype: str) -> str:
+    """The canonical file-type name for a user's spelling (q4_0 -> Q4_0)."""
+    name = dtype.upper()
+    if name not in FILE_TYPES:
+        raise SynthError(f"unknown type {dtype!r}; choose one of: {', '.join(FILE_TYPES)}")
+    return name
+
+
+def file_type_id(dtype: str) -> LlamaFileType:
+    return FILE_TYPES[parse_dtype(dtype)][1]
+
+
+def plan_tensors(shape: LlamaShape, dtype: str, pure: bool = False) -> list[TensorSpec]:
+    """Every tensor of the file, in file order, with its type."""
+    base = FILE_TYPES[parse_dtype(dtype)][0]
+    output_name = "token_embd.weight" if shape.tied_embeddings else "output.weight"
+    specs = [_matrix("token_embd.weight", shape.vocab_size, shape.hidden_size, base, output_name, pure)]
+    more_bits = parse_dtype(dtype) == "Q4_K_M" and not pure
+    for layer in range(shape.num_layers):
+        specs += _layer(shape, layer, base, pure, more_bits and _use_more_bits(layer, shape.num_layers))
+    specs.append(TensorSpec("output_norm.weight", (shape.hidden_size,), QT.F32, "ones"))
+    if not shape.tied_embeddings:
+        specs.append(_matrix("output.weight", shape.vocab_size, shape.hidden_size, base, output_name, pure))
+    return specs
+
+
+def _use_more_bits(layer: int, num_layers: int) -> bool:
+    """llama.cpp's use_more_bits (integer arithmetic as there)."""
+    return layer < num_layers // 8 or layer >= 7 * num_layers // 8 or (layer - num_layers // 8) % 3 == 2
+
+
+def _layer(shape: LlamaShape, layer: int, base: QT, pure: bool, more_bits: bool = False) -> list[TensorSpec]:
+    hidden, kv, ffn = shape.hidden_size, shape.kv_size, shape.ffn_size
+    prefix = f"blk.{layer}."
+    matrix = lambda kind, rows, row_len, qt=base: _matrix(prefix + kind + ".weight", rows, row_len, qt, "", pure)  # noqa: E731
+    wide = QT.Q6_K if more_bits else base  # Q4_K_M's attn_v / ffn_down in the layers that get more bits
+    return [
+        TensorSpec(prefix + "attn_norm.weight", (hidden,), QT.F32, "ones"),
+        matrix("attn_q", hidden, hidden),
+        matrix("attn_k", kv, hidden),
+        matrix("attn_v", kv, hidden, wide),
+        matrix("attn_output", hidden, hidden),
+        TensorSpec(prefix + "ffn_norm.weight", (hidden,), QT.F32, "ones"),
+        matrix("ffn_gate", ffn, hidden),
+        matrix("ffn_up", ffn, hidden),
+        matrix("ffn_down", hidden, ffn, wide),
+    ]
+
+
+def _matrix(name: str, rows: int, row_len: int, base: QT, output_name: str, pure: bool) -> TensorSpec:
+    qtype = base
+    if not pure and name == output_name and base in _OUTPUT_TO_Q6_K:
+        qtype = QT.Q6_K
+    if row_len % _block_len(qtype) and not pure and qtype in _K_FALLBACK:
+        qtype = _K_FALLBACK[qtype]
+    if row_len % _block_len(qtype):
+        hint = " (or drop --pure)" if pure else ""
+        raise SynthError(f"{name} has rows of {row_len} values, not a multiple of the {qtype.name} block "
+                         f"({_block_len(qtype)}); pick --hidden/--ffn multiples of {_block_len(qtype)}{hint}")
+    return TensorSpec(name, (rows, row_len), qtype)
+
+
+def _block_len(qtype: QT) -> int:
+    return GGML_QUANT_SIZES[qtype][0]
+
+
+def is_quantized(dtype: str) -> bool:
+    return FILE_TYPES[parse_dtype(dtype)][0] not in _FLOAT_TYPES

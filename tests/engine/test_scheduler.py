@@ -1,0 +1,127 @@
+"""The scheduler alone, without a model: admission, decode rows, prefill chunks within the budget
+(BYIELD/resume, docs/design.md), the queue bound, cancellation and slot reuse."""
+
+from __future__ import annotations
+
+import pytest
+
+from strata.engine.request import Request, State
+from strata.engine.sampling import SamplingParams
+from strata.engine.scheduler import QueueFull, Scheduler, StepPlan
+
+
+def request(n_prompt: int) -> Request:
+    return Request(list(range(1, n_prompt + 1)), SamplingParams())
+
+
+def submitted(scheduler: Scheduler, *prompt_lens: int) -> list[Request]:
+    requests = [request(n) for n in prompt_lens]
+    for r in requests:
+        scheduler.submit(r)
+    return requests
+
+
+def chunks(plan: StepPlan) -> list[tuple[Request, int, int]]:
+    return [(c.request, c.start, c.length) for c in plan.prefill]
+
+
+def run_step(scheduler: Scheduler) -> StepPlan:
+    """One step as the engine runs it: schedule, then advance computed counts and sample one token each."""
+    plan = scheduler.schedule()
+    scheduler.return_slots(scheduler.take_released())
+    for chunk in plan.prefill:
+        chunk.request.num_computed += chunk.length
+    for r in plan.decode:
+        r.num_computed += 1
+    for r in plan.sampled_requests():
+        r.record_token(7, 0.0)
+    return plan
+
+
+
+def test_admits_in_arrival_order_into_the_lowest_free_slots():
+    s = Scheduler(num_slots=2, chunk=64, max_queue=4)
+    a, b, c = submitted(s, 3, 4, 5)
+    plan = s.schedule()
+    assert plan.admitted == [a, b] and (a.slot, b.slot) == (0, 1)
+    assert a.state is b.state is State.RUNNING and c.state is State.WAITING and s.queue_len == 1
+    assert chunks(plan) == [(a, 0, 3), (b, 0, 4)]
+    assert plan.decode == [] and plan.num_rows == 7
+    assert plan.sampled_requests() == [a, b]          # both prompts complete in this step
+
+
+def test_a_long_prompt_yields_at_each_chunk_and_decoding_never_waits():
+    s = Scheduler(num_slots=2, chunk=8, max_queue=0)
+    short, long = request(3), request(20)
+    s.submit(short)
+    run_step(s)                                     # short: prompt read, first token
+    s.submit(long)
+    chunks, decode_rows = [], []
+    for _ in range(3):
+        plan = run_step(s)
+        chunks += [(c.start, c.length) for c in plan.prefill]
+        decode_rows.append([r.slot for r in plan.decode])
+    # budget 8 per step: one decode row (short) leaves the chunk its 8 tokens (decode rows are extra)
+    assert chunks == [(0, 8), (8, 8), (16, 4)]
+    assert decode_rows == [[0], [0], [0]]            # a token for `short` in every step
+    assert not long.in_prefill and len(long.output_ids) == 1
+    plan = s.schedule()
+    assert plan.decode == [short, long] and plan.prefill == []
+
+
+def test_prefill_budget_is_shared_oldest_admission_first():
+    s = Scheduler(num_slots=3, chunk=10, max_queue=0)
+    a, b, _ = submitted(s, 6, 6, 6)
+    plan = s.schedule()
+    assert chunks(plan) == [(a, 0, 6), (b, 0, 4)]
+    assert plan.sampled_requests() == [a]            # b's prompt is not complete: no token for it yet
+
+
+def test_queue_bound_counts_free_slots_and_refuses_past_it():
+    s = Scheduler(num_slots=2, chunk=16, max_queue=1)
+    submitted(s, 2, 2, 2)                            # 2 free slots + 1 queue place
+    with pytest.raises(QueueFull, match="2 slots are busy"):
+        s.submit(request(2))
+    assert s.queue_len == 3
+
+
+def test_cancelled_requests_leave_and_their_slot_is_reused_after_the_runner_resets_it():
+    s = Scheduler(num_slots=1, chunk=16, max_queue=2)
+    first, waiting_cancelled, second = submitted(s, 2, 2, 2)
+    run_step(s)
+    first.cancelled = waiting_cancelled.cancelled = True
+    plan = s.schedule()
+    assert first.finish_reason == waiting_cancelled.finish_reason == "cancelled"
+    assert plan.admitted == [] and plan.empty        # slot 0 is released but not reset yet
+    assert s.take_released() == [0]
+    s.return_slots([0])
+    plan = s.schedule()
+    assert plan.admitted == [second] and second.slot == 0
+
+
+def test_finish_is_idempotent_and_frees_the_slot_once():
+    s = Scheduler(num_slots=2, chunk=16, max_queue=0)
+    r = request(2)
+    s.submit(r)
+    s.schedule()
+    s.finish(r, "stop")
+    s.finish(r, "length")
+    assert r.finish_reason == "stop" and s.released == [r.slot] and s.busy_slots == 0
+    assert s.has_work()                              # the released slot still needs its reset
+    s.return_slots(s.take_released())
+    assert not s.has_work() and s.free_slots == [0, 1]
+
+
+def test_a_waiting_request_finished_before_admission_never_gets_a_slot():
+    s = Scheduler(num_slots=1, chunk=16, max_queue=2)
+    _, waiting = submitted(s, 2, 2)
+    s.schedule()
+    s.finish(waiting, "error")
+    assert s.queue_len == 0 and waiting.slot is None and waiting.finished
+
+
+@pytest.mark.parametrize("bad", [dict(num_slots=0, chunk=1, max_queue=0), dict(num_slots=1, chunk=0, max_queue=0),
+                                 dict(num_slots=1, chunk=1, max_queue=-1)])
+def test_bad_settings_are_refused(bad):
+    with pytest.raises(ValueError):
+        Scheduler(**bad)
