@@ -33,7 +33,7 @@
 
 #include "cuda_int_blocks.cuh"
 #include "cuda_int_mma.cuh"
-#include "dtype.h"
+#include "core/dtype.h"
 #include "cuda_kernels.cuh"
 #include "cuda_mma.cuh"
 #include "cuda_scratch.cuh"
