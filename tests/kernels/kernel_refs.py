@@ -136,7 +136,7 @@ def int8_activation_bound(xp, w):
     return bm @ wa.T
 
 
-INT8_DTYPES = (S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_1)
+INT8_DTYPES = (S.DType.Q4_0, S.DType.Q8_0)  # the types cuda_int_matmul.cu is routed for
 
 
 def matmul_tolerance(device, dtype, k, bound, exact_terms=0.0, xw=None):
@@ -148,11 +148,11 @@ def matmul_tolerance(device, dtype, k, bound, exact_terms=0.0, xw=None):
 
     CPU, and CUDA with F32 weights: x stays float32, so the only error is float32
     accumulation over k: 3e-6 * sqrt(k) * bound.
-    CUDA integer path (Q4_0, Q8_0, Q4_1, cuda_int_matmul.cu): each 32-value block of x'
+    CUDA integer path (Q4_0, Q8_0, cuda_int_matmul.cu): each 32-value block of x'
     is rounded to int8 with step max|x'|/127: at most int8_activation_bound (slack 2 %
     for the rounded step); the block products are exact integers, then one fmaf per block
     (its scale a rounded product) and one add per 8 blocks: (k/32 + k/256 + 48) * 2^-23 * bound.
-    CUDA tensor cores (F16, BF16 and the K-quants): each 32-value block of x' is
+    CUDA tensor cores (F16, BF16, Q4_1 and the K-quants): each 32-value block of x' is
     scaled by a power of two and rounded to f16 (bf16 for BF16 weights), a relative
     error of at most u = 2^-11 (2^-8) per value, so |error| <= u * bound; accumulation
     in float32 adds at most (k/32 + 48) * 2^-23 * bound (an mma sums 16 products, then
