@@ -7,6 +7,7 @@
 #   make lib           build/libstrata.so (CUDA backend if nvcc is found)
 #   make lib CUDA=0    CPU backend only (cuda/cuda_stub.cpp stands in for CUDA)
 #   make model         fetch the default model (SmolLM2-135M-Instruct Q4_1) into the model cache
+#   make browser       Debian's chromium for the browser tests (apt-get, when missing and root)
 #   make clean         remove build/ (keeps .venv and the model cache)
 #
 # SERVE_ARGS / TEST_ARGS pass extra flags, e.g. make serve SERVE_ARGS="--port 9000".
@@ -68,7 +69,7 @@ LINK_STAMP    := $(BUILD)/link.flags
 
 # ---------------------------------------------------------------- targets
 
-.PHONY: lib clean FORCE venv test-deps model serve test test-gpu
+.PHONY: lib clean FORCE venv test-deps model serve test test-gpu browser
 
 lib: $(LIB) $(HEADER)
 
@@ -134,11 +135,24 @@ $(VENV)/.test-installed: $(VENV)/.installed
 model: venv
 	$(VPY) -m strata.model_store fetch
 
+# The browser tests (tests/browser) drive Debian's Chromium through Playwright: Playwright's own
+# browser download comes from a host CI can't reach. Installed here when missing and we are root.
+browser:
+	@if [ -x /usr/bin/chromium ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing chromium and chromium-driver with apt-get (for the browser tests)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; } \
+	    >/dev/null || echo "note: apt-get could not install chromium: the browser tests will skip"; \
+	else \
+	  echo "note: /usr/bin/chromium is missing and apt-get is unavailable or we are not root:" \
+	       "the browser tests (tests/browser) will skip; install chromium to run them"; \
+	fi
+
 serve: venv model
 	$(MAKE) --no-print-directory -j$(JOBS) lib
 	$(VENV)/bin/strata serve $(SERVE_ARGS)
 
-test: test-deps model
+test: test-deps model browser
 	$(MAKE) --no-print-directory -j$(JOBS) lib
 	$(VPY) -m pytest $(TEST_ARGS)
 

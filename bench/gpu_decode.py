@@ -112,7 +112,7 @@ def bench_model(path: str, device: str, concurrency: list[int]) -> dict:
 
 
 def ensure_synth(shape: str, dtype: str, directory: Path) -> Path:
-    from strata.synth_writer import write_llama_gguf
+    from strata.synth.writer import write_llama_gguf
 
     path = directory / f"synth-{shape}-{dtype}.gguf"
     if not path.exists():

@@ -3,7 +3,9 @@
 It wires the routes, the OpenAI-shaped error handlers and the API key check,
 and runs the engine loop as a background task from before the first request
 until shutdown. Requests refused before reaching the engine are counted
-here for /metrics.
+here for /metrics, and every response by status. The ASGI app is wrapped so
+that a client's disconnect is seen whatever the handler is doing
+(client_gone) and memory goes back to the system after large requests.
 """
 
 from __future__ import annotations
@@ -14,24 +16,30 @@ from quart import Quart, request
 
 from strata.engine.engine import Engine
 
-from . import errors, routes_admin, routes_openai
+from . import errors, memory, openapi, routes_admin, routes_openai, routes_ui
+from .client_gone import DisconnectWatch
 from .errors import APIError
+from .input_bounds import InputBounds
 from .settings import ServerSettings
 from .state import ServerState, current_state
 
 OPEN_PATHS = frozenset({"/health"})
 GENERATION_PATHS = frozenset({"/v1/chat/completions", "/v1/completions"})
-MAX_BODY_BYTES = 64 * 1024 * 1024          # room for a few base64 images (vision)
+CLIENT_CLOSED = 499
 
 
 def create_app(engine: Engine, settings: ServerSettings) -> Quart:
     app = Quart("strata")
-    app.config.update(RESPONSE_TIMEOUT=None, BODY_TIMEOUT=60, MAX_CONTENT_LENGTH=MAX_BODY_BYTES)
     state = ServerState(engine, settings)
+    state.bounds = InputBounds.of(engine)
+    app.config.update(RESPONSE_TIMEOUT=None, BODY_TIMEOUT=60, MAX_CONTENT_LENGTH=state.bounds.max_body_bytes)
     app.extensions["strata"] = state
     errors.register(app)
     app.register_blueprint(routes_openai.bp)
     app.register_blueprint(routes_admin.bp)
+    app.register_blueprint(openapi.bp)
+    app.register_blueprint(routes_ui.bp)
+    app.asgi_app = memory.ReturnMemory(DisconnectWatch(app.asgi_app))
     app.before_request(_check_api_key)
     app.after_request(_count_refusals)
 
@@ -48,7 +56,7 @@ def create_app(engine: Engine, settings: ServerSettings) -> Quart:
 
 async def _check_api_key() -> None:
     key = current_state().settings.api_key
-    if key is None or request.path in OPEN_PATHS:
+    if key is None or request.path in OPEN_PATHS or routes_ui.is_public(request.path):
         return
     header = request.headers.get("Authorization", "")
     scheme, _, given = header.partition(" ")
@@ -64,10 +72,11 @@ def _unauthorized(message: str) -> APIError:
 
 
 async def _count_refusals(response):
+    current_state().count_response(response.status_code)
     if request.path in GENERATION_PATHS:
         status = response.status_code
         if status == 401:
             current_state().count_outcome("unauthorized")
-        elif 400 <= status < 500:
+        elif 400 <= status < 500 and status != CLIENT_CLOSED:     # 499: counted as cancelled by the route
             current_state().count_outcome("invalid")
     return response

@@ -32,6 +32,9 @@ ERROR_TYPES = {
     405: "invalid_request_error",
     408: "invalid_request_error",
     413: "invalid_request_error",
+    415: "invalid_request_error",
+    431: "invalid_request_error",
+    499: "invalid_request_error",
     500: "server_error",
     503: "server_error",
 }
@@ -128,7 +131,8 @@ def _from_http(error: HTTPException) -> APIError:
     status = error.code or 500
     if status == 404:
         return APIError(404, "no such route; the API serves /v1/chat/completions, /v1/completions, /v1/models, "
-                             "/health, /metrics, /slots, /tokenize and /detokenize", code="not_found")
+                             "/health, /metrics, /slots, /tokenize, /detokenize and /openapi.json; the chat page is at /",
+                        code="not_found")
     if status == 405:
         allowed = ", ".join(sorted(getattr(error, "valid_methods", None) or [])) or "another method"
         return APIError(405, f"this route does not take that method; use {allowed}", code="method_not_allowed")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from strata.engine.metrics import Histogram
 
+from . import h11_errors
 from .state import ServerState
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -20,11 +21,19 @@ def render(state: ServerState) -> str:
     engine = state.engine
     m = engine.metrics
     out: list[str] = []
-    outcomes = {o: 0 for o in OUTCOMES} | m.requests | state.outcomes
+    outcomes = {o: 0 for o in OUTCOMES} | m.requests
+    for outcome, count in state.outcomes.items():           # both sides count `cancelled` and `rejected`
+        outcomes[outcome] = outcomes.get(outcome, 0) + count
     _family(out, "strata_requests_total", "counter",
             "Requests by outcome: stop/length finished, cancelled (client gone or shutdown), error (engine failure), "
             "rejected (queue full), invalid (bad input), unauthorized (missing or wrong API key).",
             [({"outcome": o}, n) for o, n in sorted(outcomes.items())])
+    responses = dict(state.responses)
+    for status, count in h11_errors.COUNTS.items():
+        responses[status] = responses.get(status, 0) + count
+    _family(out, "strata_http_responses_total", "counter",
+            "HTTP responses by status code, every route, errors answered below the app (malformed HTTP) included.",
+            [({"code": str(s)}, n) for s, n in sorted(responses.items())])
     _family(out, "strata_prompt_tokens_total", "counter", "Prompt tokens of requests that produced a token.",
             [({}, m.prompt_tokens)])
     _family(out, "strata_generation_tokens_total", "counter", "Tokens generated.", [({}, m.generated_tokens)])
@@ -32,7 +41,17 @@ def render(state: ServerState) -> str:
     _family(out, "strata_queue_length", "gauge", "Requests waiting for a slot.", [({}, engine.scheduler.queue_len)])
     _family(out, "strata_busy_slots", "gauge", "Slots holding a request.", [({}, engine.scheduler.busy_slots)])
     _family(out, "strata_slots", "gauge", "Slots of the engine.", [({}, engine.config.batch)])
+    _family(out, "strata_request_workers_pending", "gauge",
+            "Requests whose CPU work (parsing, templating, tokenizing, images) runs or waits in the worker pool.",
+            [({}, state.workers.num_pending)])
     _family(out, "strata_engine_up", "gauge", "1 while the engine loop runs.", [({}, int(state.engine_running))])
+    sources = sorted(m.drafts.drafted)
+    _family(out, "strata_draft_tokens_total", "counter",
+            "Speculative decoding: draft tokens verified, by draft source.",
+            [({"source": s}, m.drafts.drafted[s]) for s in sources])
+    _family(out, "strata_draft_accepted_tokens_total", "counter",
+            "Speculative decoding: verified draft tokens equal to the sampled token (kept), by draft source.",
+            [({"source": s}, m.drafts.accepted.get(s, 0)) for s in sources])
     _histogram(out, "strata_time_to_first_token_seconds", "Seconds from arrival to the first generated token.",
                m.ttft)
     _histogram(out, "strata_inter_token_latency_seconds", "Seconds between consecutive tokens of a request.", m.itl)

@@ -11,7 +11,8 @@ from quart import Blueprint, Response, request
 from strata.inputs import chat_ids, refuse_images
 from strata.tokenizer import TokenizerError
 
-from . import prometheus, schemas
+from . import json_body, prometheus, schemas
+from .request_workers import workers_or_503
 from .errors import bad_request
 from .responses import json_response
 from .state import current_state
@@ -37,7 +38,8 @@ async def metrics():
 @bp.get("/slots")
 async def slots():
     engine = current_state().engine
-    return json_response({"num_slots": engine.config.batch, "busy_slots": engine.scheduler.busy_slots,
+    return json_response({"num_slots": engine.config.batch, "slot_ctx": engine.config.ctx,
+                          "busy_slots": engine.scheduler.busy_slots,
                           "queue_len": engine.scheduler.queue_len, "slots": engine.slot_states()})
 
 
@@ -45,17 +47,20 @@ async def slots():
 async def tokenize():
     """{"prompt": text, "add_special_tokens": bool} or {"messages": [...]} -> {"tokens", "count", "max_model_len"}."""
     state = current_state()
-    f = schemas.Fields(schemas.parse_json(await request.get_data()))
+    body = await json_body.read_json(request, state, lambda b: "messages" if "messages" in b else "prompt")
+    f = schemas.Fields(body)
     schemas.check_model(f, state.settings.model_name)
     messages = f.optional("messages", list, "an array of messages")
-    if messages is not None:
-        messages = schemas.parse_messages(messages)
-        refuse_images(state.engine.model, messages)        # images count as their single placeholder here
-        ids = chat_ids(state.engine.model, state.engine.tokenizer, messages)
-    else:
-        prompt = f.required("prompt", str, "a string (or send messages)")
-        add_special = f.optional("add_special_tokens", bool, "a boolean")
-        ids = state.engine.tokenizer.encode(prompt, add_special=True if add_special is None else add_special)
+    with workers_or_503(state):
+        if messages is not None:
+            messages = schemas.parse_messages(messages)
+            refuse_images(state.engine.model, messages)        # images count as their single placeholder here
+            ids = await state.workers.run(chat_ids, state.engine.model, state.engine.tokenizer, messages)
+        else:
+            prompt = f.required("prompt", str, "a string (or send messages)")
+            add_special = f.optional("add_special_tokens", bool, "a boolean")
+            ids = await state.workers.run(state.engine.tokenizer.encode, prompt,
+                                          add_special=True if add_special is None else add_special)
     return json_response({"tokens": ids, "count": len(ids), "max_model_len": state.engine.config.ctx})
 
 
@@ -63,12 +68,13 @@ async def tokenize():
 async def detokenize():
     """{"tokens": [ids]} -> {"prompt": text}."""
     state = current_state()
-    f = schemas.Fields(schemas.parse_json(await request.get_data()))
+    f = schemas.Fields(await json_body.read_json(request, state))
     schemas.check_model(f, state.settings.model_name)
     tokens = f.required("tokens", list, "an array of token ids")
     ids = schemas.int_list(tokens, "tokens")
     try:
-        text = state.engine.tokenizer.decode(ids)
+        with workers_or_503(state):
+            text = await state.workers.run(state.engine.tokenizer.decode, ids)
     except TokenizerError as exc:
         raise bad_request(str(exc), "tokens") from None
     return json_response({"prompt": text})

@@ -4,8 +4,10 @@ A generation request goes body -> typed request (schemas) -> one validated
 EngineInput (strata.inputs) -> engine.submit, which refuses bad input or a
 full queue before anything starts; the exceptions on the way propagate to
 the one mapping in errors, so errors are plain JSON with their status. Then
-either the whole answer as one JSON body or server-sent events (sse). Either
-way, a client that goes away cancels its request.
+either the whole answer as one JSON body or server-sent events (sse). Parsing
+a large body, templating and tokenizing run in the bounded worker pool, never
+on the event loop. Either way, a client that goes away cancels its request,
+from whatever point it leaves (client_gone).
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from quart import Blueprint, Response, request
 
 from strata.inputs import EngineInput, chat_input, completion_input
 
-from . import schemas, sse
+from . import json_body, memory, schemas, sse
+from .client_gone import client_of
 from .errors import APIError, shutting_down, unavailable
+from .request_workers import workers_or_503
 from .responses import formatter_for, json_response
 from .schemas import Options
 from .state import ServerState, current_state
@@ -30,19 +34,26 @@ bp = Blueprint("openai", __name__)
 @bp.post("/v1/chat/completions")
 async def chat_completions():
     state = current_state()
-    parsed = schemas.parse_chat(schemas.parse_json(await request.get_data()), state.settings.model_name)
+    body = await json_body.read_json(request, state, text_param="messages")
+    parsed = schemas.parse_chat(body, state.settings.model_name)
     _check_serving(state)
-    inputs = await chat_input(state.engine, parsed.messages, state.settings.media_limits,
-                              template_kwargs=parsed.template_kwargs)
+    if state.engine.model.vision is not None:
+        request.scope[memory.SCOPE_KEY] = True          # decoded images, refused or not, are freed: trim after
+    with workers_or_503(state):
+        inputs = await chat_input(state.engine, parsed.messages, state.settings.media_limits,
+                                  template_kwargs=parsed.template_kwargs, run_cpu=state.workers.run)
     return await _generate(state, "chat", inputs, parsed.options)
 
 
 @bp.post("/v1/completions")
 async def completions():
     state = current_state()
-    parsed = schemas.parse_completion(schemas.parse_json(await request.get_data()), state.settings.model_name)
+    body = await json_body.read_json(request, state, text_param="prompt")
+    parsed = schemas.parse_completion(body, state.settings.model_name)
     _check_serving(state)
-    return await _generate(state, "completion", completion_input(state.engine, parsed.prompt), parsed.options)
+    with workers_or_503(state):
+        inputs = await state.workers.run(completion_input, state.engine, parsed.prompt)
+    return await _generate(state, "completion", inputs, parsed.options)
 
 
 @bp.get("/v1/models")
@@ -75,7 +86,12 @@ async def _generate(state: ServerState, kind: str, inputs: EngineInput, options:
     engine = state.engine
     ids = inputs.prompt_ids
     params = schemas.params_for(options, len(ids), engine.config.ctx, kind)
+    client = client_of(request.scope)
+    if client.gone:                  # left while its prompt was prepared: nothing to run for it
+        state.count_outcome("cancelled")
+        raise APIError(499, "the client closed the connection", code="client_closed_request")
     stream = engine.submit(ids, params, **inputs.submit_kwargs())
+    client.on_gone(stream.cancel)    # FIN, half-close or RST at any point from here frees the slot within a step
     log.debug("%s: %d prompt tokens, max_tokens %d, stream %s", stream.request_id, len(ids), params.max_tokens,
               options.stream)
     fmt = formatter_for(kind, options, engine.tokenizer)

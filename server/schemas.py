@@ -54,10 +54,14 @@ def parse_json(data: bytes) -> dict:
         body = json.loads(data, parse_constant=_refuse_constant)
     except (UnicodeDecodeError, ValueError) as exc:
         raise bad_request(f"the request body is not valid JSON: {exc}", code="invalid_json") from None
+    except RecursionError:       # the parser recurses per level: far too deep (json_limits bounds the rest)
+        raise bad_request("the request body nests arrays or objects too deeply to parse", code="invalid_json") from None
     if not isinstance(body, dict):
         raise bad_request(f"the request body must be a JSON object, got {_type_name(body)}", code="invalid_json")
     try:
         json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except RecursionError:
+        raise bad_request("the request body nests arrays or objects too deeply", code="invalid_json") from None
     except UnicodeEncodeError:
         raise bad_request("the request body holds an unpaired UTF-16 surrogate escape (such as \\ud800), which is "
                           "not text; write characters outside the BMP as surrogate pairs",
@@ -168,7 +172,8 @@ def _options(f: "Fields", model_name: str, max_tokens, logprobs: bool, top_logpr
         stop_token_ids=tuple(int_list(f.optional("stop_token_ids", list, "an array of token ids") or [],
                                        "stop_token_ids")),
         ignore_eos=f.optional("ignore_eos", bool, "a boolean") or False,
-        logprobs=logprobs, top_logprobs=top_logprobs)
+        logprobs=logprobs, top_logprobs=top_logprobs,
+        speculative=_or(f.optional("speculative", bool, "a boolean"), True))
     return Options(model, params, max_tokens, stream, bool(include_usage),
                    f.optional("return_token_ids", bool, "a boolean") or False)
 

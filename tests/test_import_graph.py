@@ -19,6 +19,8 @@ LAYERS = {
     "strata.cli": 0,
     "server": 1,
     "strata.synth": 1,
+    "strata.loadgen": 1,
+    "strata.top": 1,
     "strata.llm": 2,
     "strata.inputs": 3,
     "strata.engine": 4,
@@ -30,6 +32,7 @@ LAYERS = {
     "strata.model_store": 6,
     "strata.config": 7,
     "strata.progress": 7,
+    "strata.hub": 7,
     "strata.env": 8,
     "strata._ffi": 8,
 }
@@ -161,6 +164,14 @@ def test_no_import_loops():
 def test_no_upward_imports():
     problems = upward_imports(import_graph())
     assert not problems, "\n".join(problems)
+
+
+def test_the_engine_gets_image_checks_from_the_model_not_from_vision():
+    """The vision encoder hands its record check to the engine (LoadedModel.submission_check)."""
+    graph = import_graph()
+    reached = sorted(t for name, targets in graph.items() if name.startswith("strata.engine.")
+                     for t in targets if t.startswith("strata.vision"))
+    assert not reached, reached
 
 
 def test_the_sdk_and_the_package_face_load_no_native_code():

@@ -17,6 +17,8 @@ import anyio
 
 from .. import _ffi
 from ..config import EngineConfig, backend_of, default_device
+from .drafting.factory import make_speculator
+from .drafting.speculator import draft_state
 from .metrics import EngineMetrics
 from .output import Event, OutputProcessor
 from .request import Request
@@ -31,12 +33,14 @@ __all__ = ["Engine", "InvalidRequest", "QueueFull"]
 
 
 class Engine:
-    def __init__(self, ctx: _ffi.Context, model, config: EngineConfig):
+    def __init__(self, ctx: _ffi.Context, model, config: EngineConfig, drafter=None):
+        """drafter: a draft source (strata.engine.drafting); None builds the one config.draft names."""
         self.ctx, self.model, self.config = ctx, model, config
         self.tokenizer = model.tokenizer
-        self.runner = ModelRunner(ctx, model, config)
-        self.scheduler = Scheduler(config.batch, config.chunk, config.max_queue)
         self.metrics = EngineMetrics()
+        speculator = make_speculator(ctx, model, config, drafter, self.metrics.drafts)
+        self.runner = ModelRunner(ctx, model, config, speculator)
+        self.scheduler = Scheduler(config.batch, config.chunk, config.max_queue)
         self.step_observers: list = []          # callables(plan, result); tests watch interleaving with them
         self._outputs: dict[Request, tuple] = {}
         self._wake: anyio.Event | None = None
@@ -167,14 +171,15 @@ class Engine:
         for chunk in plan.prefill:
             chunk.request.num_computed += chunk.length
             chunk.request.num_prefill_steps += 1
-        for request in plan.decode:
-            request.num_computed += 1
-        logprobs = result.logprobs or [None] * len(result.sampled)
-        for request, token, lp in zip(plan.sampled_requests(), result.sampled, logprobs):
-            if request.finished or request.cancelled:
-                continue
+        for request, tokens in zip(plan.decode, result.tokens):
+            request.num_computed += len(tokens)      # the row's token and every accepted draft
+        logprobs = result.logprobs or [[None] * len(t) for t in result.tokens]
+        for request, tokens, lps in zip(plan.sampled_requests(), result.tokens, logprobs):
             try:
-                self._accept_token(request, token, lp, now)
+                for token, lp in zip(tokens, lps):   # an accepted run: one token at a time, as plain decoding
+                    if request.finished or request.cancelled:
+                        break
+                    self._accept_token(request, token, lp, now)
             except Exception as exc:   # one request's output failed: end it, keep serving the others
                 log.exception("processing the output of %s failed", request.request_id)
                 self._finish(request, "error", Event(error=f"internal error: {exc}"))
@@ -250,7 +255,8 @@ class Engine:
             else:
                 out.append({"id": slot, "state": "prefill" if request.in_prefill else "decode",
                              "request_id": request.request_id, "prompt_tokens": request.num_prompt,
-                             "generated_tokens": len(request.output_ids), "cached_tokens": request.num_computed})
+                             "generated_tokens": len(request.output_ids), "cached_tokens": request.num_computed,
+                             "tokens_per_s": request.tokens_per_s, **draft_state(request)})
         return out
 
     def close(self) -> None:

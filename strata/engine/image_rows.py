@@ -35,9 +35,10 @@ class ImageRows:
         if entry is not None:
             entry[0].close()
 
-    def copies(self, plan) -> list[tuple[F.Buffer, int, int, int]]:
-        """(source buffer, first embedding row, batch row, n rows) for each contiguous run in the step."""
-        out, row = [], len(plan.decode)
+    def copies(self, plan, n_decode_rows: int | None = None) -> list[tuple[F.Buffer, int, int, int]]:
+        """(source buffer, first embedding row, batch row, n rows) for each contiguous run in the step.
+        Prefill rows follow the decode rows: one per decode request, more when slots verify drafts."""
+        out, row = [], len(plan.decode) if n_decode_rows is None else n_decode_rows
         for chunk in plan.prefill:
             entry = self._slots.get(chunk.request.slot)
             if entry is not None:
@@ -45,9 +46,9 @@ class ImageRows:
             row += chunk.length
         return out
 
-    def inject_for(self, plan):
+    def inject_for(self, plan, n_decode_rows: int | None = None):
         """The Decoder.record inject hook for this step, or None when no chunk holds image rows."""
-        copies = self.copies(plan)
+        copies = self.copies(plan, n_decode_rows)
         if not copies:
             return None
         size = self.row_bytes

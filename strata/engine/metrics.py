@@ -37,6 +37,18 @@ class Histogram:
 
 
 @dataclass
+class DraftCounts:
+    """Speculative decoding per draft source: tokens proposed (and verified), and of those accepted."""
+
+    drafted: dict[str, int] = field(default_factory=dict)
+    accepted: dict[str, int] = field(default_factory=dict)
+
+    def add(self, source: str, drafted: int, accepted: int) -> None:
+        self.drafted[source] = self.drafted.get(source, 0) + drafted
+        self.accepted[source] = self.accepted.get(source, 0) + accepted
+
+
+@dataclass
 class EngineMetrics:
     requests: dict[str, int] = field(default_factory=dict)   # outcome -> count
     prompt_tokens: int = 0
@@ -44,6 +56,7 @@ class EngineMetrics:
     steps: int = 0
     ttft: Histogram = field(default_factory=Histogram)
     itl: Histogram = field(default_factory=Histogram)
+    drafts: DraftCounts = field(default_factory=DraftCounts)
 
     def count_outcome(self, outcome: str) -> None:
         self.requests[outcome] = self.requests.get(outcome, 0) + 1

@@ -57,6 +57,8 @@ class Request:
     last_token_time: float | None = None
     token_times: list[float] = field(default_factory=list)
     num_prefill_steps: int = 0
+    num_drafted: int = 0                  # speculative decoding: draft tokens verified for this request
+    num_draft_accepted: int = 0           # ... and of those, kept
 
     @property
     def num_prompt(self) -> int:
@@ -88,6 +90,13 @@ class Request:
     @property
     def ttft(self) -> float | None:
         return None if self.first_token_time is None else self.first_token_time - self.arrival_time
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Decode speed so far: tokens after the first over the time since the first (None before two)."""
+        if len(self.output_ids) < 2 or self.last_token_time <= self.first_token_time:
+            return None
+        return (len(self.output_ids) - 1) / (self.last_token_time - self.first_token_time)
 
     def inter_token_latencies(self) -> list[float]:
         t = self.token_times

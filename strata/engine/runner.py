@@ -2,9 +2,11 @@
 
 It owns the slot set (KV caches and position tables), the step buffers and
 the decoder's activations. A step resets released slots, prepares admitted
-ones (their position tables and rope delta — only their own regions), fills
-the step inputs, runs the forward pass (a captured graph per batch-size
-bucket for decode-only steps, eager otherwise), and returns the sampled ids.
+ones (their position tables and rope delta — only their own regions), asks
+the speculator for drafts, fills the step inputs (a drafting slot gets 1 + k
+decode rows), runs the forward pass (a captured graph per row-count bucket
+for decode-only steps, eager otherwise), and returns each request's tokens:
+one, or a drafting slot's accepted run (drafting/accept.py).
 Runs in the engine's worker thread; nothing here touches anyio.
 """
 
@@ -28,19 +30,27 @@ log = logging.getLogger("strata.runner")
 
 @dataclass
 class StepResult:
-    sampled: list[int]                            # aligned with plan.sampled_requests()
-    logprobs: list[TokenLogprob | None] | None = None
+    tokens: list[list[int]]                       # aligned with plan.sampled_requests(): 1 token, or a kept run
+    logprobs: list[list[TokenLogprob | None]] | None = None
+    num_drafted: int = 0                          # draft rows verified in the step
+
+
+def _sampled(sampled: list[int], logprobs=None) -> StepResult:
+    """One token per sampled row (no drafts in the step)."""
+    return StepResult([[t] for t in sampled], None if logprobs is None else [[lp] for lp in logprobs])
 
 
 class ModelRunner:
-    def __init__(self, ctx: F.Context, model, config: EngineConfig):
+    def __init__(self, ctx: F.Context, model, config: EngineConfig, speculator=None):
         from ..models.decoder import Activations
 
         spec = model.spec
         self.ctx, self.model, self.config, self.spec = ctx, model, config, spec
         self.slots = F.Slots(ctx, config.batch, spec.n_layers, config.ctx, spec.n_kv_heads, spec.head_dim)
-        self.max_rows = config.chunk + config.batch
-        self.max_logits = config.batch
+        self.speculator = speculator                  # drafting/speculator.py, None: plain decoding
+        rows_per_slot = 1 + (speculator.draft_max if speculator is not None else 0)
+        self.max_rows = config.chunk + config.batch * rows_per_slot
+        self.max_logits = config.batch * rows_per_slot
         self.io = StepIO(ctx, self.max_rows, self.max_logits)
         self.act = Activations(ctx, spec, self.max_rows, self.max_logits)
         self.graphs: dict[int, F.Graph] = {}
@@ -57,6 +67,8 @@ class ModelRunner:
         for slot in slots:
             self.slots.reset(slot)
             self.images.release(slot)
+        if self.speculator is not None:
+            self.speculator.release(slots)
 
     def admit(self, request) -> None:
         """Writes the request's prompt positions into its own slot's table."""
@@ -69,6 +81,8 @@ class ModelRunner:
         self.slots.write_positions(request.slot, 0, positions)
         self.slots.set_delta(request.slot, int(request.rope_delta))
         self.images.admit(request)
+        if self.speculator is not None:
+            self.speculator.admit(request)
 
     # ------------------------------------------------------------ a step
 
@@ -80,58 +94,93 @@ class ModelRunner:
             self.admit(request)
         if plan.empty:
             return StepResult([])
+        drafts = self.speculator.propose(plan.decode) if self.speculator is not None else {}
         if self.use_graphs and plan.decode and not plan.prefill:
-            return self._graph_step(plan)
+            return self._graph_step(plan, drafts)
         if self.ahead is not None:
             self.ahead.drop()
-        n_rows, n_logits, wants_logprobs = self._fill_inputs(plan)
+        n_rows, n_decode, n_logits, wants_logprobs = self._fill_inputs(plan, drafts)
         self.io.clear(n_rows, n_logits)
         self.io.upload()
-        self.model.decoder.record(self.io, self.act, self.slots, n_rows, len(plan.decode), n_logits,
-                                  inject=self.images.inject_for(plan))
+        self.model.decoder.record(self.io, self.act, self.slots, n_rows, n_decode, n_logits,
+                                  inject=self.images.inject_for(plan, n_decode))
         sampled = self.io.download_ids(n_logits).tolist() if n_logits else []
-        logprobs = self._logprobs(wants_logprobs, sampled) if any(w >= 0 for w in wants_logprobs) else None
-        return StepResult(sampled, logprobs)
+        return self._result(plan, drafts, sampled, wants_logprobs)
 
-    def _graph_step(self, plan: StepPlan) -> StepResult:
-        """A decode-only step: a captured graph per batch-size bucket, run one step ahead on CUDA."""
-        n = len(plan.decode)
+    def _graph_step(self, plan: StepPlan, drafts: dict) -> StepResult:
+        """A decode-only step (verification rows included): a captured graph per row-count bucket,
+        run one step ahead on CUDA when no slot drafts."""
+        n = len(plan.decode) + sum(len(d) for d in drafts.values())
         bucket = self._bucket(n)
         graph = self._graph(bucket)
         wants = [r.params.top_logprobs if r.params.logprobs else -1 for r in plan.decode]
-        ahead = self.ahead if all(w < 0 for w in wants) and not self.keep_logits else None
+        plain = all(w < 0 for w in wants) and not self.keep_logits and not self._speculating(plan)
+        ahead = self.ahead if plain else None
         if ahead is None and self.ahead is not None:
             self.ahead.drop()
         rows = [(r.slot, r.num_computed) for r in plan.decode]
         launched = ahead.take(rows) if ahead is not None else None
         if launched is None:
-            n_rows, n_logits, wants = self._fill_inputs(plan)
+            n_rows, _, n_logits, wants = self._fill_inputs(plan, drafts)
             self.io.clear(n_rows, n_logits)
             self.io.upload()
             if ahead is None:
                 graph.launch()
-                sampled = self.io.download_ids(n_logits).tolist()
-                logprobs = self._logprobs(wants, sampled) if any(w >= 0 for w in wants) else None
-                return StepResult(sampled, logprobs)
+                return self._result(plan, drafts, self.io.download_ids(n_logits).tolist(), wants)
             launched = ahead.launch(graph, n_logits)
         if self._may_continue(plan):
             ahead.launch_guess(graph, bucket, n, rows)
-        return StepResult(ahead.tokens(launched))
+        return _sampled(ahead.tokens(launched))
+
+    def _speculating(self, plan: StepPlan) -> bool:
+        """Whether a request of this step may draft (a guessed plain step would then be wasted)."""
+        from .drafting.speculator import may_draft
+
+        return self.speculator is not None and any(may_draft(r) for r in plan.decode)
+
+    def _result(self, plan: StepPlan, drafts: dict, sampled: list[int], wants: list[int]) -> StepResult:
+        """Each sampled request's tokens: drafting slots keep their accepted run, and their rejected
+        cells are forgotten (slot truncate)."""
+        logprobs = self._logprobs(wants, sampled) if any(w >= 0 for w in wants) else None
+        if not drafts:
+            result = _sampled(sampled, logprobs)
+            if self.speculator is not None:
+                self.speculator.observe(plan, drafts, result.tokens, self.act, self.max_rows)
+            return result
+        tokens, groups, row = [], [] if logprobs is not None else None, 0
+        for request in plan.sampled_requests():
+            proposed = drafts.get(request, [])      # only decode requests draft
+            width = 1 + len(proposed)
+            run = sampled[row: row + width]
+            if proposed:
+                run = self.speculator.keep(request, proposed, run)
+                if len(run) < width:
+                    self.slots.truncate(request.slot, request.num_computed + len(run))
+            tokens.append(run)
+            if groups is not None:
+                groups.append(logprobs[row: row + len(run)])
+            row += width
+        self.speculator.observe(plan, drafts, tokens, self.act, self.max_rows)
+        return StepResult(tokens, groups, sum(len(d) for d in drafts.values()))
 
     def _may_continue(self, plan: StepPlan) -> bool:
         """Whether every request of this decode step may still be decoding in the next one."""
         return all(not r.cancelled and len(r.output_ids) + 1 < r.params.max_tokens
                    and r.num_tokens + 1 <= self.config.ctx for r in plan.decode)
 
-    def _fill_inputs(self, plan: StepPlan):
+    def _fill_inputs(self, plan: StepPlan, drafts: dict):
+        """Decode rows first (a drafting slot's last token, then its drafts at the next cells), then
+        prefill chunks; every decode row is sampled at its own position."""
         io = self.io
         row, logit_rows, wants = 0, [], []
         for request in plan.decode:
             index = request.num_computed
-            io.ids[row] = request.token_at(index)
-            io.rows[row] = (request.slot, index)
-            logit_rows.append((row, request, index + 1))
-            row += 1
+            for j, token in enumerate([request.token_at(index), *drafts.get(request, ())]):
+                io.ids[row] = token
+                io.rows[row] = (request.slot, index + j)
+                logit_rows.append((row, request, index + j + 1))
+                row += 1
+        n_decode = row
         for chunk in plan.prefill:
             request, n = chunk.request, chunk.length
             io.ids[row: row + n] = request.prompt_ids[chunk.start: chunk.start + n]
@@ -145,9 +194,11 @@ class ModelRunner:
             io.logit_idx[i] = r
             io.params[i] = (p.temperature, p.top_p, p.min_p, p.top_k, p.seed, position)
             wants.append(p.top_logprobs if p.logprobs else -1)
-        return row, len(logit_rows), wants
+        return row, n_decode, len(logit_rows), wants
 
     def _bucket(self, n_rows: int) -> int:
+        if self.speculator is not None and n_rows <= 16:
+            return n_rows       # verification row counts vary step to step: padding them to 2^k costs real rows
         bucket = 1
         while bucket < n_rows:
             bucket *= 2
@@ -186,6 +237,8 @@ class ModelRunner:
         return out
 
     def close(self) -> None:
+        if self.speculator is not None:
+            self.speculator.close()
         if self.ahead is not None:
             self.ahead.close()
         for graph in self.graphs.values():

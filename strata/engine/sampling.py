@@ -39,6 +39,7 @@ class SamplingParams:
     ignore_eos: bool = False
     logprobs: bool = False
     top_logprobs: int = 0
+    speculative: bool = True           # False: never draft for this request (the tokens are the same either way)
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -55,6 +56,8 @@ class SamplingParams:
         _check_int("top_logprobs", self.top_logprobs, 0, MAX_TOP_LOGPROBS)
         if self.top_logprobs and not self.logprobs:
             raise InvalidRequest("top_logprobs requires logprobs to be true", "top_logprobs")
+        if not isinstance(self.speculative, bool):
+            raise InvalidRequest(f"speculative must be a boolean, got {type(self.speculative).__name__}", "speculative")
         if self.seed is not None:
             _check_int("seed", self.seed, -(1 << 63), (1 << 64) - 1)
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)

@@ -14,11 +14,12 @@ engine), whoever built it. Every refusal comes before anything touches a slot.
 
 from __future__ import annotations
 
-import anyio
+from functools import partial
+
 import numpy as np
 
 from strata.vision.errors import VisionError
-from strata.vision.media import MediaLimits, load_images_async
+from strata.vision.media import MediaLimits, load_processed_images
 from strata.vision.mrope import mrope_positions
 from strata.vision.preprocess import PreprocessedImage, preprocess_image
 from strata.vision.records import ImageEmbedding, VisionRecord
@@ -26,11 +27,14 @@ from strata.vision.records import ImageEmbedding, VisionRecord
 from .engine_input import EngineInput, from_record
 
 
-async def image_input(engine, ids: list[int], urls: list[str], limits: MediaLimits, client=None) -> EngineInput:
-    """The input of a prompt whose template placed one pad per URL in `urls` (its record checked at submit)."""
+async def image_input(engine, ids: list[int], urls: list[str], limits: MediaLimits, client=None,
+                      run_cpu=None) -> EngineInput:
+    """The input of a prompt whose template placed one pad per URL in `urls` (its record checked at submit).
+    Each image is decoded and preprocessed before the next is read (within media's process-wide decode
+    bound), so a request holds patch rows, never all its decoded images at once."""
     encoder = engine.model.vision
-    images = await load_images_async(urls, limits, client)
-    processed = [await anyio.to_thread.run_sync(preprocess_image, image, encoder.preprocess) for image in images]
+    processed = await load_processed_images(urls, limits, partial(preprocess_image, config=encoder.preprocess),
+                                            client, run_cpu)
     ids = expand_image_pads(ids, [p.n_merged_tokens for p in processed], encoder.spec.image_pad_id)
     engine.check_prompt(ids)
     embeddings = [await engine.run_on_device(encoder.encode, p.pixels, p.grid_thw) for p in processed]

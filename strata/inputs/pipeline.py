@@ -22,14 +22,21 @@ from .prompt import chat_ids, completion_ids, refuse_images
 
 
 async def chat_input(engine, messages: list[dict], media: MediaLimits, *, template_kwargs: dict | None = None,
-                     client=None) -> EngineInput:
-    """The prompt (and images) of a chat request; raises ChatTemplateError, VisionError or InvalidRequest."""
+                     client=None, run_cpu=None) -> EngineInput:
+    """The prompt (and images) of a chat request; raises ChatTemplateError, VisionError or InvalidRequest.
+
+    run_cpu: `await run_cpu(fn, *args)` runs templating, tokenizing and image decoding off the event loop (the
+    server passes its bounded worker pool); None runs the template inline and images in anyio's threads.
+    """
     model = engine.model
     refuse_images(model, messages)
     urls = collect_image_urls(messages, media) if model.vision is not None else []
-    ids = chat_ids(model, engine.tokenizer, messages, template_kwargs)
+    if run_cpu is None:
+        ids = chat_ids(model, engine.tokenizer, messages, template_kwargs)
+    else:
+        ids = await run_cpu(chat_ids, model, engine.tokenizer, messages, template_kwargs)
     if urls:
-        return await image_input(engine, ids, urls, media, client)
+        return await image_input(engine, ids, urls, media, client, run_cpu)
     engine.check_prompt(ids)
     return EngineInput(ids)
 

@@ -83,9 +83,11 @@ def read_spec(reader) -> ModelSpec:
     factor = float(field_value(reader, f"{arch}.rope.scaling.factor", 1.0) or 1.0)
     if scaling not in ("none", "linear") and scaling is not None:
         raise ModelFormatError(f"RoPE scaling {scaling!r} is not supported (supported: none, linear)")
+    n_nextn = int(field_value(reader, f"{arch}.nextn_predict_layers", 0) or 0)   # counted in block_count
     return ModelSpec(
         arch=arch,
-        n_layers=int(need("block_count")),
+        n_layers=int(need("block_count")) - n_nextn,
+        n_nextn=n_nextn,
         hidden=hidden,
         n_heads=n_heads,
         n_kv_heads=n_kv,

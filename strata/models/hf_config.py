@@ -109,7 +109,8 @@ def read_spec(config: dict, name: str = "") -> ModelSpec:
         ffn=_int(text, "intermediate_size"), vocab=_int(text, "vocab_size"),
         ctx_train=_int(text, "max_position_embeddings", 32768), rms_eps=float(text.get("rms_norm_eps", 1e-6)),
         rope_mode=RopeMode.MROPE, rope_dim=head_dim, rope_base=theta, rope_sections=(*sections, 0),
-        tied_output=tied, qkv_bias=True, name=name)
+        tied_output=tied, qkv_bias=True, name=name,
+        n_nextn=_int(text, "num_nextn_predict_layers", 0))   # DeepSeek-V3-style MTP layers after the decoder
 
 
 def _rope(text: dict, head_dim: int) -> tuple[float, tuple[int, int, int]]:

@@ -47,6 +47,12 @@ LAYER_NAMES = {
     "self_attn.o_proj.weight": "attn_output.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
 }
+# A multi-token-prediction layer (DeepSeek-V3 layout: model.layers.<num_hidden_layers>.*) -> models/mtp_head.py
+NEXTN_NAMES = {
+    "eh_proj.weight": "nextn.eh_proj.weight", "enorm.weight": "nextn.enorm.weight",
+    "hnorm.weight": "nextn.hnorm.weight", "shared_head.norm.weight": "nextn.shared_head_norm.weight",
+    "shared_head.head.weight": "nextn.shared_head_head.weight", "embed_tokens.weight": "nextn.embed_tokens.weight",
+}
 _LAYER = re.compile(r"layers\.(\d+)\.(.+)")
 
 
@@ -65,6 +71,8 @@ def strata_name(hf_name: str) -> str | None:
             match = _LAYER.fullmatch(rest)
             if match and match.group(2) in LAYER_NAMES:
                 return f"blk.{match.group(1)}.{LAYER_NAMES[match.group(2)]}"
+            if match and match.group(2) in NEXTN_NAMES:
+                return f"blk.{match.group(1)}.{NEXTN_NAMES[match.group(2)]}"
     return None
 
 
@@ -144,6 +152,10 @@ def load_hf_checkpoint(path: Path, ctx: _ffi.Context, name: str) -> LoadedModel:
             raise ModelFormatError(f"vision out_hidden_size {vision.out_hidden} differs from the text hidden_size "
                                    f"{spec.hidden}")
     tensors = fuse_projections(map_tensors(safetensors_io.read_tensors(path), spec, vision, path), spec.n_layers)
+    if spec.n_nextn:
+        from .mtp_head import split_nextn
+
+        tensors = split_nextn(tensors, spec.n_layers)
     weights = WeightArena(ctx, tensors, label=f"loading {path.name}")
     try:
         decoder = Decoder(ctx, spec, weights)

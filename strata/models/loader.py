@@ -43,6 +43,10 @@ def load_gguf(path: Path, ctx: _ffi.Context, name: str) -> LoadedModel:
     tokenizer = Tokenizer.from_gguf(reader)
     template = ChatTemplate.for_tokenizer(tokenizer)
     tensors = fuse_projections(tensors, spec.n_layers)
+    if spec.n_nextn:
+        from .mtp_head import split_nextn
+
+        tensors = split_nextn(tensors, spec.n_layers)
     weights = WeightArena(ctx, tensors, label=f"loading {path.name}")
     decoder = Decoder(ctx, spec, weights)
     log.info("loaded %s (%s, %d layers, %.0f MB) in %.1fs", path.name, spec.arch, spec.n_layers,

@@ -29,6 +29,7 @@ class ModelSpec:
     rope_freq_scale: float = 1.0
     tied_output: bool = False
     qkv_bias: bool = False
+    n_nextn: int = 0          # multi-token-prediction layers after the n_layers decoder layers (models/mtp_head.py)
     name: str = ""
 
     def __post_init__(self):

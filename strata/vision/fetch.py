@@ -1,32 +1,47 @@
-"""Fetching an image over http(s) within a byte limit, one deadline and a redirect limit.
+"""Fetching an image over http(s): public addresses only, within a byte limit, one deadline and a redirect limit.
 
 Only media.py calls this, and only when the operator allows remote images.
-The byte limit is enforced while streaming (and from Content-Length when the
-server sends one); redirects are followed by hand so that no redirect body is
-read; the deadline covers the whole fetch, redirects included. A failure of
-any kind is a MediaError saying what happened.
+Every hop (the first request and each redirect) is resolved and checked by
+address_policy before anything is sent, and the connection goes to the
+checked address. Redirects are followed by hand so that no redirect body is
+read; the deadline covers the whole fetch, redirects included; the byte
+limit holds while streaming, for the decoded body too (bounded_body).
+
+Any failure is the same MediaError, whatever the cause: an error that told
+a refused address from a closed port, an open port from a slow one, or
+passed back the upstream status would make the server a port scanner for
+its clients. The cause goes to the server log (debug level) instead.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Iterable
 
 import anyio
 import httpx
 
+from strata.vision import address_policy
+from strata.vision.address_policy import AddressRefused
+from strata.vision.bounded_body import BodyRefused, BoundedBody
 from strata.vision.errors import MediaError
+
+log = logging.getLogger("strata.vision")
 
 HEADERS = {
     "Accept": "image/png, image/jpeg, image/webp, image/gif",
-    # images are compressed already; a gzip bomb could inflate far past the byte limit within one chunk
-    "Accept-Encoding": "identity",
+    "Accept-Encoding": "identity",        # images are compressed already; bounded_body copes when ignored
     "User-Agent": "strata",
 }
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+class FetchFailed(Exception):
+    """Why a fetch failed, for the log; the client only ever sees fetch_error()."""
 
 
 def check_encoded_size(num_bytes: int, max_bytes: int) -> None:
-    """The size refusal every image source shares."""
+    """The size refusal every local image source shares (data: URLs, media-dir files)."""
     if num_bytes > max_bytes:
         raise MediaError(
             f"image is too large: {num_bytes:,} bytes or more encoded; "
@@ -40,39 +55,59 @@ def shorten(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def fetch_error(url: str, *, max_bytes: int, timeout_s: float, max_redirects: int) -> MediaError:
+    """The one error of every failed fetch: what a URL must satisfy, never which part it missed."""
+    return MediaError(
+        f"could not fetch image_url {shorten(url)}: a remote image must be served with status 200 from a public "
+        f"address, as PNG, JPEG, WebP or GIF of at most {max_bytes:,} bytes, within {timeout_s:g} s and "
+        f"{max_redirects} redirects",
+        "image_fetch_failed",
+    )
+
+
 def make_async_client(timeout_s: float) -> httpx.AsyncClient:
-    """An AsyncClient set up for image fetches, for a server to share across requests."""
-    return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), follow_redirects=False, headers=HEADERS)
+    """An AsyncClient set up for image fetches, for a server to share across requests.
 
-
-def fetch(url: str, *, max_bytes: int, timeout_s: float, max_redirects: int) -> bytes:
-    """GET `url`'s body (blocking).
-
-    The deadline is checked before each hop and between body chunks, and no
-    single network wait may outlast the time left when its hop began.
+    trust_env=False: a proxy from the environment would connect on our behalf to addresses we never checked.
     """
+    return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), follow_redirects=False, headers=HEADERS,
+                             trust_env=False)
+
+
+def fetch(url: str, *, max_bytes: int, timeout_s: float, max_redirects: int, allow_private: bool = False) -> bytes:
+    """GET `url`'s body (blocking). No single network wait may outlast the time left to the whole fetch."""
     deadline = time.monotonic() + timeout_s
     try:
-        with httpx.Client(timeout=httpx.Timeout(timeout_s), follow_redirects=False, headers=HEADERS) as client:
-            request = client.build_request("GET", url)
+        with httpx.Client(timeout=httpx.Timeout(timeout_s), follow_redirects=False, headers=HEADERS,
+                          trust_env=False) as client:
+            target = httpx.URL(url)
             for _ in range(max_redirects + 1):
-                response = client.send(_with_timeout(request, deadline), stream=True)
+                hop = address_policy.check_hop(target, allow_private)
+                request = _with_timeout(hop.request(client), deadline)
+                response = client.send(request, stream=True)
                 try:
-                    if response.next_request is None:
-                        _check_response(response, url, max_bytes)
-                        return _read_body(response.iter_bytes(), max_bytes, deadline)
-                    request = response.next_request
+                    target = _redirect_target(response, target)
+                    if target is None:
+                        _check_response(response, max_bytes)
+                        body = BoundedBody(response.headers.get("content-encoding"), max_bytes)
+                        for chunk in response.iter_raw():
+                            body.feed(chunk)
+                            if time.monotonic() > deadline:
+                                raise TimeoutError
+                        return body.finish()
                 finally:
                     response.close()
-    except (httpx.HTTPError, httpx.InvalidURL, TimeoutError) as e:
-        raise _fetch_error(url, e, timeout_s) from None
-    raise _too_many_redirects(url, max_redirects)
+            raise FetchFailed(f"more than {max_redirects} redirects")
+    except (FetchFailed, AddressRefused, BodyRefused, httpx.HTTPError, httpx.InvalidURL, TimeoutError,
+            ValueError) as exc:
+        raise _failed(url, exc, max_bytes, timeout_s, max_redirects) from None
 
 
 async def fetch_async(
-    url: str, *, max_bytes: int, timeout_s: float, max_redirects: int, client: httpx.AsyncClient | None = None
+    url: str, *, max_bytes: int, timeout_s: float, max_redirects: int, client: httpx.AsyncClient | None = None,
+    allow_private: bool = False,
 ) -> bytes:
-    """fetch for the event loop, cancelled at the deadline wherever it waits.
+    """fetch for the event loop, cancelled at the deadline wherever it waits (name resolution included).
 
     `client`: one from make_async_client (shared by a server), or None for one made per call.
     """
@@ -80,27 +115,39 @@ async def fetch_async(
     client = client or make_async_client(timeout_s)
     try:
         with anyio.fail_after(timeout_s):
-            request = client.build_request("GET", url)
+            target = httpx.URL(url)
             for _ in range(max_redirects + 1):
-                response = await client.send(request, stream=True, follow_redirects=False)
+                hop = await anyio.to_thread.run_sync(address_policy.check_hop, target, allow_private,
+                                                     abandon_on_cancel=True)
+                response = await client.send(hop.request(client), stream=True, follow_redirects=False)
                 try:
-                    if response.next_request is None:
-                        _check_response(response, url, max_bytes)
-                        body = bytearray()
-                        async for chunk in response.aiter_bytes():
-                            body += chunk
-                            check_encoded_size(len(body), max_bytes)
-                        return bytes(body)
-                    request = response.next_request
+                    target = _redirect_target(response, target)
+                    if target is None:
+                        _check_response(response, max_bytes)
+                        body = BoundedBody(response.headers.get("content-encoding"), max_bytes)
+                        async for chunk in response.aiter_raw():
+                            body.feed(chunk)
+                        return body.finish()
                 finally:
                     with anyio.CancelScope(shield=True):  # release the connection even past the deadline
                         await response.aclose()
-    except (httpx.HTTPError, httpx.InvalidURL, TimeoutError) as e:
-        raise _fetch_error(url, e, timeout_s) from None
+            raise FetchFailed(f"more than {max_redirects} redirects")
+    except (FetchFailed, AddressRefused, BodyRefused, httpx.HTTPError, httpx.InvalidURL, TimeoutError,
+            ValueError) as exc:
+        raise _failed(url, exc, max_bytes, timeout_s, max_redirects) from None
     finally:
         if own_client:
             await client.aclose()
-    raise _too_many_redirects(url, max_redirects)
+
+
+def _redirect_target(response: httpx.Response, current: httpx.URL) -> httpx.URL | None:
+    """The next hop's URL (joined to the URL the client named, not to the pinned address), or None."""
+    if response.status_code not in REDIRECT_STATUSES:
+        return None
+    location = response.headers.get("location")
+    if not location:
+        raise FetchFailed(f"redirect {response.status_code} without a Location")
+    return current.join(location)
 
 
 def _with_timeout(request: httpx.Request, deadline: float) -> httpx.Request:
@@ -112,38 +159,15 @@ def _with_timeout(request: httpx.Request, deadline: float) -> httpx.Request:
     return request
 
 
-def _check_response(response: httpx.Response, url: str, max_bytes: int) -> None:
+def _check_response(response: httpx.Response, max_bytes: int) -> None:
     if response.status_code != 200:
-        raise MediaError(
-            f"fetching image_url {shorten(url)} returned HTTP {response.status_code}",
-            "image_fetch_failed",
-        )
+        raise FetchFailed(f"status {response.status_code}")
     declared = response.headers.get("content-length", "")
-    if declared.isdigit():
-        check_encoded_size(int(declared), max_bytes)
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise FetchFailed(f"Content-Length {declared} is over {max_bytes}")
 
 
-def _read_body(chunks: Iterable[bytes], max_bytes: int, deadline: float) -> bytes:
-    body = bytearray()
-    for chunk in chunks:
-        body += chunk
-        check_encoded_size(len(body), max_bytes)
-        if time.monotonic() > deadline:
-            raise TimeoutError
-    return bytes(body)
-
-
-def _fetch_error(url: str, error: Exception, timeout_s: float) -> MediaError:
-    if isinstance(error, (httpx.TimeoutException, TimeoutError)):
-        return MediaError(f"fetching image_url {shorten(url)} took longer than {timeout_s:g} s", "image_fetch_failed")
-    return MediaError(
-        f"fetching image_url {shorten(url)} failed: {type(error).__name__}: {error}",
-        "image_fetch_failed",
-    )
-
-
-def _too_many_redirects(url: str, max_redirects: int) -> MediaError:
-    return MediaError(
-        f"fetching image_url {shorten(url)} took more than {max_redirects} redirects",
-        "image_fetch_failed",
-    )
+def _failed(url: str, exc: Exception, max_bytes: int, timeout_s: float, max_redirects: int) -> MediaError:
+    reason = "timed out" if isinstance(exc, (TimeoutError, httpx.TimeoutException)) else f"{type(exc).__name__}: {exc}"
+    log.debug("image fetch of %s failed: %s", shorten(url), reason)
+    return fetch_error(url, max_bytes=max_bytes, timeout_s=timeout_s, max_redirects=max_redirects)

@@ -3,12 +3,14 @@
 Accepted sources: `data:image/{png,jpeg,webp,gif};base64,...` URLs (strict
 base64) always; local files only inside the operator's media directory
 (file:///abs/path, or a path relative to it; `..` and symlink escapes
-refused); http(s) URLs only when the operator allows remote media (fetched
-by fetch.py within the byte, time and redirect limits). The bytes must
-decode as PNG, JPEG, WebP or GIF (first frame), and the pixel count is
-checked from the header before decoding, so a decompression bomb is refused
-without being expanded. Every refusal is a MediaError whose message says
-what was wrong and what is allowed.
+refused, checked on the percent-decoded path); http(s) URLs only when the
+operator allows remote media (fetched by fetch.py from public addresses,
+within the byte, time and redirect limits, one error for every failure). The
+bytes must decode as PNG, JPEG, WebP or GIF (first frame), and the pixel
+count is checked from the header before decoding, so a decompression bomb is
+refused without being expanded; at most MAX_CONCURRENT_DECODES images are
+decoded at once in the process. Every refusal is a MediaError whose message
+says what was wrong and what is allowed.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import io
 import os
 import re
 import stat
+import threading
 import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +42,12 @@ _MIME_ALIASES = {"image/jpg": "image/jpeg", "image/pjpeg": "image/jpeg"}
 FORMATS = {"PNG": "PNG", "JPEG": "JPEG", "MPO": "JPEG", "WEBP": "WebP", "GIF": "GIF"}
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 _DATA_HEAD = re.compile(r"^data:([^,;]*)((?:;[^,;]*)*),", re.IGNORECASE)
+# Decoded images are the largest transient memory of a request (up to max_pixels x 4 bytes each); at most this
+# many are decoded (and preprocessed) at once in the whole process, whatever the number of requests.
+MAX_CONCURRENT_DECODES = 2
+_DECODE_SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_DECODES)
+# Decode failures that would tell a client what a remote URL serves (an open port from a closed one).
+_CONTENT_CODES = frozenset({"invalid_image", "unsupported_image_format"})
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,7 @@ class MediaLimits:
     max_images_per_request: int = 8
     media_dir: str | None = None  # local files only under this directory; None refuses them
     allow_remote: bool = False  # fetch http(s) URLs
+    allow_private: bool = False  # let those fetches reach loopback/private/link-local addresses (address_policy)
     fetch_timeout_s: float = 10.0  # the whole remote fetch, redirects included
     max_redirects: int = 3
 
@@ -69,7 +79,9 @@ class MediaLimits:
     def from_env(cls, **overrides: Any) -> MediaLimits:
         """Defaults plus STRATA_MEDIA_DIR and STRATA_ALLOW_REMOTE_MEDIA; keyword overrides win."""
         allow_remote = (env.get("STRATA_ALLOW_REMOTE_MEDIA") or "0").strip().lower() in ("1", "true", "yes", "on")
-        fields: dict[str, Any] = {"media_dir": env.get("STRATA_MEDIA_DIR"), "allow_remote": allow_remote}
+        allow_private = (env.get("STRATA_ALLOW_PRIVATE_MEDIA") or "0").strip().lower() in ("1", "true", "yes", "on")
+        fields: dict[str, Any] = {"media_dir": env.get("STRATA_MEDIA_DIR"), "allow_remote": allow_remote,
+                                  "allow_private": allow_private}
         return cls(**(fields | overrides))
 
 
@@ -203,7 +215,10 @@ def read_local_file(reference: str, limits: MediaLimits) -> bytes:
             "send the image as a data: URL",
             "image_source_not_allowed",
         )
-    path = _file_path(reference)
+    try:
+        path = _file_path(reference)
+    except UnicodeDecodeError:
+        raise MediaError("image path is not valid UTF-8 once percent-decoded", "invalid_image_url") from None
     if ".." in re.split(r"[/\\]", path):
         raise MediaError(
             f"image path {fetch.shorten(path)!r} contains '..'; name a file inside the media directory",
@@ -236,17 +251,19 @@ def read_local_file(reference: str, limits: MediaLimits) -> bytes:
 
 
 def _file_path(reference: str) -> str:
-    if "\x00" in reference:
+    """The path a reference names, decoded first, so that every check below sees what the OS would."""
+    path = reference
+    if reference[:5].lower() == "file:":
+        parts = urllib.parse.urlsplit(reference)
+        if parts.netloc not in ("", "localhost"):
+            raise MediaError(
+                f"file URL names host {parts.netloc!r}; only local files (file:///path) are read",
+                "invalid_image_url",
+            )
+        path = urllib.parse.unquote(parts.path, errors="strict")
+    if "\x00" in path:
         raise MediaError("image path contains a NUL character", "invalid_image_url")
-    if not reference[:5].lower() == "file:":
-        return reference
-    parts = urllib.parse.urlsplit(reference)
-    if parts.netloc not in ("", "localhost"):
-        raise MediaError(
-            f"file URL names host {parts.netloc!r}; only local files (file:///path) are read",
-            "invalid_image_url",
-        )
-    return urllib.parse.unquote(parts.path)
+    return path
 
 
 def read_source(url: str, limits: MediaLimits) -> bytes:
@@ -275,7 +292,8 @@ def fetch_remote(url: str, limits: MediaLimits) -> bytes:
     """An http(s) URL's body within the byte, time and redirect limits (blocking)."""
     _check_remote_allowed(limits)
     return fetch.fetch(
-        url, max_bytes=limits.max_encoded_bytes, timeout_s=limits.fetch_timeout_s, max_redirects=limits.max_redirects
+        url, max_bytes=limits.max_encoded_bytes, timeout_s=limits.fetch_timeout_s, max_redirects=limits.max_redirects,
+        allow_private=limits.allow_private,
     )
 
 
@@ -284,7 +302,7 @@ async def fetch_remote_async(url: str, limits: MediaLimits, client: httpx.AsyncC
     _check_remote_allowed(limits)
     return await fetch.fetch_async(
         url, max_bytes=limits.max_encoded_bytes, timeout_s=limits.fetch_timeout_s,
-        max_redirects=limits.max_redirects, client=client,
+        max_redirects=limits.max_redirects, client=client, allow_private=limits.allow_private,
     )
 
 
@@ -298,7 +316,33 @@ def make_async_client(limits: MediaLimits) -> httpx.AsyncClient:
 
 def load_image(url: str, limits: MediaLimits) -> Image.Image:
     """An image_url (data:, local file or http(s)) -> a loaded PIL image, or a MediaError."""
-    return decode_image(read_source(url, limits), limits)
+    return decode_source(read_source(url, limits), url, limits)
+
+
+def decode_source(data: bytes, url: str, limits: MediaLimits) -> Image.Image:
+    """decode_image within the process-wide decode bound; a remote URL's content errors become the fetch error."""
+    with _DECODE_SLOTS:
+        return _decode_as_source(data, url, limits)
+
+
+def decode_and_process(data: bytes, url: str, limits: MediaLimits, process: Callable[[Image.Image], Any]) -> Any:
+    """process(decoded image) with the decoded pixels freed before returning, all within the decode bound."""
+    with _DECODE_SLOTS:
+        image = _decode_as_source(data, url, limits)
+        try:
+            return process(image)
+        finally:
+            image.close()
+
+
+def _decode_as_source(data: bytes, url: str, limits: MediaLimits) -> Image.Image:
+    try:
+        return decode_image(data, limits)
+    except MediaError as e:
+        if source_kind(url) == "remote" and e.code in _CONTENT_CODES:
+            raise fetch.fetch_error(url, max_bytes=limits.max_encoded_bytes, timeout_s=limits.fetch_timeout_s,
+                                    max_redirects=limits.max_redirects) from None
+        raise
 
 
 def load_images(urls: list[str], limits: MediaLimits) -> list[Image.Image]:
@@ -313,11 +357,31 @@ def load_images(urls: list[str], limits: MediaLimits) -> list[Image.Image]:
 
 async def load_image_async(url: str, limits: MediaLimits, client: httpx.AsyncClient | None = None) -> Image.Image:
     """load_image without blocking the event loop: decoding and file reads run in a worker thread."""
+    data = await read_source_async(url, limits, client)
+    return await anyio.to_thread.run_sync(decode_source, data, url, limits)
+
+
+async def read_source_async(url: str, limits: MediaLimits, client: httpx.AsyncClient | None = None) -> bytes:
+    """read_source without blocking the event loop."""
     if source_kind(url) == "remote":
-        data = await fetch_remote_async(url, limits, client)
-    else:
-        data = await anyio.to_thread.run_sync(read_source, url, limits)
-    return await anyio.to_thread.run_sync(decode_image, data, limits)
+        return await fetch_remote_async(url, limits, client)
+    return await anyio.to_thread.run_sync(read_source, url, limits)
+
+
+async def load_processed_images(urls: list[str], limits: MediaLimits, process: Callable[[Image.Image], Any],
+                                client: httpx.AsyncClient | None = None, run_cpu=None) -> list[Any]:
+    """process(image) of each of a request's images, one after another: only the processed results are kept,
+    so a request never holds all its decoded images at once. run_cpu: the thread pool to decode in
+    (`await run_cpu(fn, *args)`), anyio's by default."""
+    check_image_count(len(urls), limits)
+    run_cpu = run_cpu or anyio.to_thread.run_sync
+    results = []
+    for index, url in enumerate(urls):
+        with _naming_image(index, len(urls)):
+            data = await read_source_async(url, limits, client)
+            results.append(await run_cpu(decode_and_process, data, url, limits, process))
+            del data
+    return results
 
 
 async def load_images_async(

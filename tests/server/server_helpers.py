@@ -56,9 +56,13 @@ class ServerProcess:
         return self.proc.returncode
 
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
 def _strata_command() -> list[str]:
-    script = Path(sys.executable).with_name("strata")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "strata.cli"]
+    # `python -m` from this checkout's root, not the venv's `strata` script: an editable install points that
+    # script at whichever checkout installed it, so a worktree's tests would serve another tree's code.
+    return [sys.executable, "-m", "strata.cli"]
 
 
 def _free_port() -> int:
@@ -75,7 +79,7 @@ def start_server(log_dir: Path, *flags: str, api_key: str | None = None, env: di
         cmd += ["--api-key", api_key]
     env = {**{k: v for k, v in os.environ.items() if k != "STRATA_API_KEY"}, **(env or {})}
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT)
     server = ServerProcess(proc, port, log_path, api_key or (env or {}).get("STRATA_API_KEY"))
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:

@@ -10,6 +10,7 @@ import struct
 import threading
 import time
 import zlib
+from urllib.parse import quote
 
 import anyio
 import numpy as np
@@ -250,6 +251,13 @@ def test_local_file_refusals(media, tmp_path) -> None:
         "sub": "not a regular file",
         "pipe.png": "not a regular file",
         "cat\x00.png": "NUL character",
+        # every check runs on the percent-decoded path, as the OS would see it
+        f"file://{root}/cat.png%00.txt": "NUL character",
+        "file:///media/ok.png%00.txt": "NUL character",
+        f"file://{root}/%2e%2e/secret.png": "contains '..'",
+        f"file://{root}/sub/%2E%2E/%2e%2e/secret.png": "contains '..'",
+        f"file://{root}/%ff.png": "not valid UTF-8",
+        f"file://{quote(str(outside))}": "outside the media directory",
     }
     for ref, message in cases.items():
         with pytest.raises(MediaError, match=message):
@@ -339,7 +347,10 @@ def server():
     httpd.server_close()
 
 
-REMOTE = MediaLimits(allow_remote=True, max_encoded_bytes=10_000, fetch_timeout_s=1.0, max_redirects=3)
+# the test servers listen on loopback, a private address: allowed here (test_remote_policy.py covers the refusal)
+REMOTE = MediaLimits(allow_remote=True, allow_private=True, max_encoded_bytes=10_000, fetch_timeout_s=1.0,
+                     max_redirects=3)
+FETCH_FAILED = "could not fetch image_url .*: a remote image must be served with status 200 from a public address"
 
 
 async def _load(mode: str, url: str, limits: MediaLimits) -> Image.Image:
@@ -356,23 +367,15 @@ async def test_remote_fetch(server: str, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-@pytest.mark.parametrize(
-    "path, message",
-    [
-        ("/big-declared", "too large: [0-9,]+ bytes or more encoded; at most 10,000 bytes"),
-        ("/big-undeclared", "too large: [0-9,]+ bytes or more encoded; at most 10,000 bytes"),
-        ("/drip", "took longer than 1 s"),
-        ("/stall", "took longer than 1 s"),
-        ("/hops/4", "more than 3 redirects"),
-        ("/to-file", "failed: UnsupportedProtocol"),
-        ("/missing", "returned HTTP 404"),
-        ("/text", "does not hold an image"),
-    ],
-)
-async def test_remote_refusals(server: str, mode: str, path: str, message: str) -> None:
+@pytest.mark.parametrize("path", ["/big-declared", "/big-undeclared", "/drip", "/stall", "/hops/4", "/to-file",
+                                  "/missing", "/text"])
+async def test_remote_refusals(server: str, mode: str, path: str) -> None:
+    """Every failure is the same error, so a client can't tell a slow host from a closed port or a non-image."""
     started = time.monotonic()
-    with pytest.raises(MediaError, match=message):
+    with pytest.raises(MediaError, match=FETCH_FAILED) as info:
         await _load(mode, server + path, REMOTE)
+    assert info.value.code == "image_fetch_failed"
+    assert "10,000 bytes, within 1 s and 3 redirects" in info.value.message
     assert time.monotonic() - started < 2.5  # the 1 s budget holds, slow servers included
 
 
@@ -381,5 +384,5 @@ async def test_remote_refused_by_default_and_unreachable_hosts(server: str, mode
     with pytest.raises(MediaError, match="fetches no remote images") as info:
         await _load(mode, f"{server}/cat.png", MediaLimits())
     assert info.value.code == "image_source_not_allowed"
-    with pytest.raises(MediaError, match="failed: ConnectError"):
+    with pytest.raises(MediaError, match=FETCH_FAILED):
         await _load(mode, "http://127.0.0.1:9/cat.png", REMOTE)

@@ -1,0 +1,100 @@
+"""A load run's figures: aggregate tokens/s, TTFT and inter-token latency percentiles, streams equal to solo.
+
+`summarize` gives a JSON-ready dict (also the `--json` output); `format_table`
+prints it for people. Percentiles are nearest-rank over every request (TTFT)
+or every gap between token-bearing chunks (ITL).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .runner import LoadRun
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def summarize(run: LoadRun) -> dict:
+    ok = [r for r in run.concurrent if r.ok]
+    tokens = sum(r.num_tokens for r in ok)
+    ttfts = [r.ttft for r in ok if r.ttft is not None]
+    gaps = [g for r in ok for g in r.gaps]
+    summary = {
+        "requests": len(run.concurrent),
+        "clients": run.num_clients,
+        "stagger_ms": round(run.stagger_s * 1000, 3),
+        "max_tokens": run.workload.max_tokens,
+        "prompt_tokens": list(run.workload.prompt_tokens),
+        "sampling": run.workload.sampling,
+        "ok": len(ok),
+        "errors": len(run.concurrent) - len(ok),
+        "wall_s": round(run.wall_s, 4),
+        "generated_tokens": tokens,
+        "tokens_per_s": round(tokens / run.wall_s, 2) if run.wall_s > 0 else None,
+        "ttft_p50_ms": _ms(percentile(ttfts, 50)),
+        "ttft_p99_ms": _ms(percentile(ttfts, 99)),
+        "itl_p50_ms": _ms(percentile(gaps, 50)),
+        "itl_p99_ms": _ms(percentile(gaps, 99)),
+        "first_errors": [f"request {r.index}: {r.error}" for r in run.concurrent if not r.ok][:5],
+    }
+    summary.update(_solo_comparison(run))
+    return summary
+
+
+def _solo_comparison(run: LoadRun) -> dict:
+    if run.solo is None:
+        return {"solo_checked": False}
+    solo = {r.index: r for r in run.solo}
+    pairs = [(r, solo[r.index]) for r in run.concurrent if r.ok and solo.get(r.index) and solo[r.index].ok]
+    by_ids = bool(pairs) and all(a.token_ids is not None and b.token_ids is not None for a, b in pairs)
+    differ = sorted(a.index for a, b in pairs if not a.same_output(b))
+    return {
+        "solo_checked": True,
+        "compared": len(pairs),
+        "equal_solo": len(pairs) - len(differ),
+        "compared_by": "token ids" if by_ids else "text",
+        "differ": differ,
+        "solo_errors": sum(1 for r in run.solo if not r.ok),
+    }
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 2)
+
+
+def format_table(summary: dict, title: str = "") -> str:
+    rows = [
+        ("requests (ok / errors)", f"{summary['ok']} / {summary['errors']}"),
+        ("clients, stagger", f"{summary['clients']}, {summary['stagger_ms']} ms"),
+        ("prompt tokens (approx.)", ", ".join(map(str, summary["prompt_tokens"]))),
+        ("max tokens, sampling", f"{summary['max_tokens']}, {summary['sampling']}"),
+        ("generated tokens", str(summary["generated_tokens"])),
+        ("wall time", f"{summary['wall_s']:.2f} s"),
+        ("aggregate tokens/s", _fmt(summary["tokens_per_s"])),
+        ("TTFT p50 / p99", f"{_fmt(summary['ttft_p50_ms'])} / {_fmt(summary['ttft_p99_ms'])} ms"),
+        ("ITL p50 / p99", f"{_fmt(summary['itl_p50_ms'])} / {_fmt(summary['itl_p99_ms'])} ms"),
+    ]
+    if summary["solo_checked"]:
+        rows.append(("streams equal to solo", f"{summary['equal_solo']} / {summary['compared']} "
+                                              f"(by {summary['compared_by']})"))
+        if summary["differ"]:
+            rows.append(("differ from solo", ", ".join(map(str, summary["differ"][:20]))))
+        if summary["solo_errors"]:
+            rows.append(("solo errors", str(summary["solo_errors"])))
+    for error in summary["first_errors"]:
+        rows.append(("error", error))
+    width = max(len(name) for name, _ in rows)
+    lines = [title] if title else []
+    lines += [f"{name.ljust(width)}  {value}" for name, value in rows]
+    return "\n".join(lines)
+
+
+def _fmt(value) -> str:
+    return "-" if value is None else f"{value:,.2f}"

@@ -1,0 +1,97 @@
+"""A load run: N concurrent streaming clients with staggered arrivals, then each request rerun alone.
+
+The concurrent phase is what a server sees in production; the solo phase
+runs the same bodies one at a time, and each concurrent stream is compared
+with its solo rerun. On Strata every pair is equal (a request's tokens never
+depend on who else is served); on a server that batches without that
+guarantee, some are not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+from .client import StreamResult, stream_chat
+from .workload import Workload
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the load goes: a base URL (with or without /v1) and an optional API key."""
+
+    url: str
+    api_key: str | None = None
+    timeout_s: float = 600.0
+
+    @property
+    def v1(self) -> str:
+        base = self.url.rstrip("/")
+        return base if base.endswith("/v1") else base + "/v1"
+
+    def client(self, connections: int) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+        return httpx.AsyncClient(headers=headers, timeout=self.timeout_s, limits=limits)
+
+
+@dataclass
+class LoadRun:
+    workload: Workload
+    num_clients: int
+    stagger_s: float
+    concurrent: list[StreamResult]
+    wall_s: float
+    solo: list[StreamResult] | None = None      # None: the solo check was not run
+    notes: list[str] = field(default_factory=list)
+
+
+async def discover_model(target: Target) -> str:
+    """The first model id the server lists at /v1/models."""
+    async with target.client(1) as http:
+        response = await http.get(target.v1 + "/models")
+        if response.status_code != 200:
+            raise RuntimeError(f"GET {target.v1}/models answered {response.status_code}: {response.text[:200]}")
+        models = response.json().get("data") or []
+        if not models:
+            raise RuntimeError(f"GET {target.v1}/models lists no model; pass --model")
+        return models[0]["id"]
+
+
+async def run_load(target: Target, workload: Workload, num_clients: int, stagger_s: float = 0.0,
+                   solo_check: bool = True) -> LoadRun:
+    """Runs the concurrent phase, then (solo_check) every request again alone."""
+    if num_clients < 1:
+        raise ValueError("the number of clients must be at least 1")
+    url = target.v1 + "/chat/completions"
+    results: list[StreamResult | None] = [None] * workload.num_requests
+    next_index = iter(range(workload.num_requests))
+
+    async def client(client_id: int, http: httpx.AsyncClient) -> None:
+        await asyncio.sleep(client_id * stagger_s)      # staggered arrivals: admissions land mid-prefill/decode
+        for index in next_index:                          # shared iterator: each index taken by one client
+            results[index] = await stream_chat(http, url, workload.body(index), index)
+
+    async with target.client(num_clients) as http:
+        start = time.perf_counter()
+        await asyncio.gather(*(client(c, http) for c in range(min(num_clients, workload.num_requests))))
+        wall_s = time.perf_counter() - start
+    run = LoadRun(workload, num_clients, stagger_s, [r for r in results if r is not None], wall_s)
+    if solo_check:
+        run.solo = await run_solo(target, workload)
+    return run
+
+
+async def run_solo(target: Target, workload: Workload) -> list[StreamResult]:
+    """Each request alone, one after another."""
+    url = target.v1 + "/chat/completions"
+    async with target.client(1) as http:
+        return [await stream_chat(http, url, workload.body(i), i) for i in range(workload.num_requests)]
+
+
+def run_load_sync(target: Target, workload: Workload, num_clients: int, stagger_s: float = 0.0,
+                  solo_check: bool = True) -> LoadRun:
+    return asyncio.run(run_load(target, workload, num_clients, stagger_s, solo_check))

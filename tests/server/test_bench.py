@@ -1,0 +1,42 @@
+"""`strata bench` against a live Strata server: every stream equals its solo rerun, by token ids.
+
+Six streaming clients with staggered arrivals, prompts from a few tokens to
+several 32-token prefill chunks, greedy and seeded requests; the command is
+run as a user runs it (a subprocess) and its JSON read back. The negative
+control (a server whose answers change under load) is tests/loadgen.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def test_bench_against_strata(server):
+    command = [sys.executable, "-m", "strata.cli", "bench", "--url", server.url, "--clients", "6",
+               "--prompt-tokens", "6,60,200", "--max-tokens", "12", "--stagger-ms", "40", "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["model"] == "smollm2-135m"
+    assert (summary["ok"], summary["errors"], summary["solo_errors"]) == (6, 0, 0)
+    assert summary["generated_tokens"] == 6 * 12             # ignore_eos: every request runs to max_tokens
+    assert summary["compared_by"] == "token ids"
+    assert (summary["compared"], summary["equal_solo"], summary["differ"]) == (6, 6, [])
+    assert summary["tokens_per_s"] > 0
+    assert 0 < summary["ttft_p50_ms"] <= summary["ttft_p99_ms"]
+    assert 0 < summary["itl_p50_ms"] <= summary["itl_p99_ms"]
+
+
+def test_bench_table_and_api_key(key_server):
+    command = [sys.executable, "-m", "strata.cli", "bench", "--url", key_server.url + "/v1", "--clients", "2",
+               "--prompt-tokens", "6", "--max-tokens", "4", "--api-key", key_server.api_key, "--require-equal"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "streams equal to solo    2 / 2 (by token ids)" in done.stdout
+    assert "aggregate tokens/s" in done.stdout
+
+    refused = subprocess.run(command[:-3], capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 2
+    assert "401" in refused.stderr and "API key" in refused.stderr
