@@ -125,8 +125,8 @@ async def test_shared_table_row_negative_control(make_engine, loaded, monkeypatc
     want = await solo(make_engine(batch=1, chunk=512), jobs[1].prompt, jobs[1].params)
     original = ModelRunner._fill_inputs
 
-    def shared_row(self, plan):
-        out = original(self, plan)
+    def shared_row(self, plan, drafts):
+        out = original(self, plan, drafts)
         slots = [int(s) for s in self.io.adjust if s >= 0]
         if slots:
             self.io.adjust[: out[1]] = slots[0]
@@ -134,6 +134,9 @@ async def test_shared_table_row_negative_control(make_engine, loaded, monkeypatc
 
     monkeypatch.setattr(ModelRunner, "_fill_inputs", shared_row)
     results, _ = await run_script(make_engine(batch=2, chunk=64, graphs=False), jobs)
+    # Both streams ran to their length (a failing step would end them early and pass vacuously).
+    assert [r.finish_reason for r in results] == ["length", "length"]
+    assert len(results[1].token_ids) == len(want.token_ids) == 12
     assert results[1].token_ids != want.token_ids
 
 
