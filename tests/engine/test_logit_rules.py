@@ -125,11 +125,12 @@ async def test_shared_table_row_negative_control(make_engine, loaded, monkeypatc
     want = await solo(make_engine(batch=1, chunk=512), jobs[1].prompt, jobs[1].params)
     original = ModelRunner._fill_inputs
 
-    def shared_row(self, plan):
-        out = original(self, plan)
-        slots = [int(s) for s in self.io.adjust if s >= 0]
+    def shared_row(self, plan, *args):
+        out = original(self, plan, *args)
+        n_logits = out[-2]
+        slots = [int(s) for s in self.io.adjust[:n_logits] if s >= 0]
         if slots:
-            self.io.adjust[: out[1]] = slots[0]
+            self.io.adjust[:n_logits] = slots[0]
         return out
 
     monkeypatch.setattr(ModelRunner, "_fill_inputs", shared_row)
