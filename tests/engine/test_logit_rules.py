@@ -120,7 +120,7 @@ async def test_shared_table_row_negative_control(make_engine, loaded, monkeypatc
 
     _, model = loaded
     jobs = [Job(prompt(model, 0), params(temperature=0, max_tokens=12, ignore_eos=True,
-                                         logit_bias=((28, 8.0), (30, 8.0))), name="biased"),
+                                         logit_bias=((28, 100.0),)), name="biased"),
             Job(prompt(model, 2), params(temperature=0, max_tokens=12, ignore_eos=True), at_step=1, name="plain")]
     want = await solo(make_engine(batch=1, chunk=512), jobs[1].prompt, jobs[1].params)
     original = ModelRunner._fill_inputs
