@@ -120,16 +120,17 @@ async def test_shared_table_row_negative_control(make_engine, loaded, monkeypatc
 
     _, model = loaded
     jobs = [Job(prompt(model, 0), params(temperature=0, max_tokens=12, ignore_eos=True,
-                                         logit_bias=((28, 8.0), (30, 8.0))), name="biased"),
+                                         logit_bias=((28, 100.0),)), name="biased"),
             Job(prompt(model, 2), params(temperature=0, max_tokens=12, ignore_eos=True), at_step=1, name="plain")]
     want = await solo(make_engine(batch=1, chunk=512), jobs[1].prompt, jobs[1].params)
     original = ModelRunner._fill_inputs
 
-    def shared_row(self, plan, drafts):
-        out = original(self, plan, drafts)
-        slots = [int(s) for s in self.io.adjust if s >= 0]
+    def shared_row(self, plan, *args):
+        out = original(self, plan, *args)
+        n_logits = out[-2]
+        slots = [int(s) for s in self.io.adjust[:n_logits] if s >= 0]
         if slots:
-            self.io.adjust[: out[1]] = slots[0]
+            self.io.adjust[:n_logits] = slots[0]
         return out
 
     monkeypatch.setattr(ModelRunner, "_fill_inputs", shared_row)
