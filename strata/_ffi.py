@@ -32,7 +32,7 @@ __all__ = [
     "status_name", "rope_params", "embed", "rmsnorm", "matmul", "MatmulPrologue", "matmul_params", "matmul_ex",
     "rope", "kv_store", "rope_kv_store", "attention",
     "attention_dense", "silu_mul", "gelu", "add", "gather_rows", "positions_decode", "argmax", "sample",
-    "HostBuffer", "step_advance",
+    "HostBuffer", "step_advance", "logits_adjust",
 ]
 
 _REPO = Path(__file__).resolve().parent.parent
@@ -83,9 +83,14 @@ class DType(enum.IntEnum):
     F16 = 1
     Q4_0 = 2
     Q4_1 = 3
+    Q5_0 = 6
+    Q5_1 = 7
     Q8_0 = 8
     Q4_K = 12
+    Q5_K = 13
     Q6_K = 14
+    IQ4_NL = 20
+    IQ4_XS = 23
     I32 = 26
     BF16 = 30
 
@@ -556,6 +561,33 @@ def attention_dense(ctx, q, q_offset, k, k_offset, v, v_offset, row_stride, n_to
         _raise(st)
 
 
+def attention_window(ctx, slots, layer, q, q_offset, q_row_stride, n_rows, n_heads, rows, rows_offset, scale,
+                     window, out, out_offset):
+    """attention over each row's last `window` cells (0: all of them, as attention)."""
+    st = _lib.strata_attention_window(ctx._ptr or _closed(ctx), slots._ptr or _closed(slots), layer,
+                                      q._ptr or _closed(q), q_offset, q_row_stride, n_rows, n_heads,
+                                      rows._ptr or _closed(rows), rows_offset, scale, window,
+                                      out._ptr or _closed(out), out_offset)
+    if st:
+        _raise(st)
+
+
+def gelu_tanh_mul(ctx, gate, gate_offset, gate_row_stride, up, up_offset, up_row_stride, out, out_offset, n_rows,
+                  n_cols):
+    st = _lib.strata_gelu_tanh_mul(ctx._ptr or _closed(ctx), gate._ptr or _closed(gate), gate_offset,
+                                   gate_row_stride, up._ptr or _closed(up), up_offset, up_row_stride,
+                                   out._ptr or _closed(out), out_offset, n_rows, n_cols)
+    if st:
+        _raise(st)
+
+
+def scale(ctx, x, x_offset, out, out_offset, n, factor):
+    st = _lib.strata_scale(ctx._ptr or _closed(ctx), x._ptr or _closed(x), x_offset, out._ptr or _closed(out),
+                           out_offset, n, factor)
+    if st:
+        _raise(st)
+
+
 def silu_mul(ctx, gate, gate_offset, gate_row_stride, up, up_offset, up_row_stride, out, out_offset, n_rows, n_cols):
     st = _lib.strata_silu_mul(ctx._ptr or _closed(ctx), gate._ptr or _closed(gate), gate_offset, gate_row_stride,
                               up._ptr or _closed(up), up_offset, up_row_stride, out._ptr or _closed(out), out_offset,
@@ -604,6 +636,15 @@ def sample(ctx, logits, logits_offset, n_rows, n_vocab, params, params_offset, o
     st = _lib.strata_sample(ctx._ptr or _closed(ctx), logits._ptr or _closed(logits), logits_offset, n_rows, n_vocab,
                             params._ptr or _closed(params), params_offset, out_ids._ptr or _closed(out_ids),
                             out_offset)
+    if st:
+        _raise(st)
+
+
+def logits_adjust(ctx, logits, logits_offset, n_rows, n_vocab, row_slots, row_slots_offset, table, table_offset,
+                  n_slots):
+    st = _lib.strata_logits_adjust(ctx._ptr or _closed(ctx), logits._ptr or _closed(logits), logits_offset, n_rows,
+                                   n_vocab, row_slots._ptr or _closed(row_slots), row_slots_offset,
+                                   table._ptr or _closed(table), table_offset, n_slots)
     if st:
         _raise(st)
 

@@ -56,10 +56,14 @@ class ChatTemplate:
             raise ChatTemplateError(f"the model's chat template does not parse (line {error.lineno}): {error.message}") from None
 
     @classmethod
-    def for_tokenizer(cls, tokenizer: Any) -> ChatTemplate:
-        """The template a strata.tokenizer.Tokenizer carries (ChatML if none), with its special tokens' text."""
+    def for_tokenizer(cls, tokenizer: Any, arch: str | None = None) -> ChatTemplate:
+        """The template a strata.tokenizer.Tokenizer carries, else the architecture's built-in one
+        (strata.chat_template_defaults), else ChatML; with its special tokens' text."""
+        from strata.chat_template_defaults import default_template
+
         pad, unk = (None if i is None else tokenizer.id_to_token(i) for i in (tokenizer.pad_id, tokenizer.unk_id))
-        return cls(tokenizer.chat_template, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token, pad_token=pad, unk_token=unk)
+        source = tokenizer.chat_template if (tokenizer.chat_template or "").strip() else default_template(arch)
+        return cls(source, bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token, pad_token=pad, unk_token=unk)
 
     def render(
         self,

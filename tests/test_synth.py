@@ -88,6 +88,13 @@ def test_quantized_files_mirror_llama_quantize_mix():
     assert types("Q4_0", pure=True)["token_embd.weight"] == QT.Q4_0
     assert types("Q8_0")["token_embd.weight"] == QT.Q8_0
     assert types("Q4_K")["blk.1.attn_norm.weight"] == QT.F32
+    # Q4_K_M: Q6_K attn_v / ffn_down where llama.cpp's use_more_bits says (32 layers: 0-3, 6, 9, ..., 27, 28-31).
+    m = {s.name: s.qtype for s in plan_tensors(resolve_shape("8b"), "Q4_K_M")}
+    wide = [i for i in range(32) if m[f"blk.{i}.ffn_down.weight"] == QT.Q6_K]
+    assert wide == [0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31]
+    assert all(m[f"blk.{i}.attn_v.weight"] == m[f"blk.{i}.ffn_down.weight"] for i in range(32))
+    assert m["blk.4.attn_q.weight"] == m["blk.4.ffn_down.weight"] == QT.Q4_K
+    assert (m["output.weight"], m["token_embd.weight"]) == (QT.Q6_K, QT.Q4_K)
     eight = {s.name: s.qtype for s in plan_tensors(resolve_shape("8b"), "Q4_0")}
     assert (eight["output.weight"], eight["token_embd.weight"]) == (QT.Q6_K, QT.Q4_0)
     # hidden 576 isn't a multiple of 256: llama-quantize's Q6_K -> Q8_0 fallback, and --pure refuses.
@@ -250,3 +257,29 @@ def test_cli_explains_impossible_shapes(tmp_path, capsys, argv, message):
 def test_cli_reports_a_missing_output_directory(tokenizer_gguf, tmp_path, capsys):
     assert synth.main(["--shape", "tiny", "--dtype", "F16", "--out", str(tmp_path / "no" / "x.gguf")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_q5_k_m_and_iq4_xs_mixes_follow_llama_quantize():
+    eight = lambda dtype: {s.name: s.qtype for s in plan_tensors(resolve_shape("8b"), dtype)}  # noqa: E731
+    q5 = eight("Q5_K_M")
+    assert q5["output.weight"] == QT.Q6_K and q5["blk.0.attn_q.weight"] == QT.Q5_K
+    # use_more_bits over 32 layers: the first and last 4, and every third from layer 6.
+    more = [i for i in range(32) if q5[f"blk.{i}.attn_v.weight"] == QT.Q6_K]
+    assert more == [0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31]
+    assert more == [i for i in range(32) if q5[f"blk.{i}.ffn_down.weight"] == QT.Q6_K]
+    iq4 = eight("IQ4_XS")
+    assert iq4["blk.3.attn_v.weight"] == QT.Q5_K and iq4["blk.3.ffn_up.weight"] == QT.IQ4_XS
+    assert iq4["output.weight"] == QT.Q6_K
+    small = {s.name: s.qtype for s in plan_tensors(resolve_shape("135m"), "IQ4_XS")}
+    assert small["blk.0.attn_q.weight"] == QT.IQ4_NL    # rows of 576: IQ4_XS -> IQ4_NL
+    assert {s.name: s.qtype for s in plan_tensors(resolve_shape("135m"), "Q5_K_M")}["blk.0.attn_q.weight"] == QT.Q5_1
+
+
+@pytest.mark.parametrize("dtype", ["Q5_K_M", "IQ4_XS"])
+def test_strata_runs_the_new_mixes(tiny_files, dtype):
+    from strata import LLM
+    from strata.engine.sampling import SamplingParams
+
+    with LLM(str(tiny_files[dtype]), device="cpu", batch=1, ctx=64) as llm:
+        out = llm.generate([[1, 2, 3, 4]], SamplingParams(temperature=0, max_tokens=4, ignore_eos=True))[0]
+    assert len(out.token_ids) == 4

@@ -17,6 +17,30 @@ static void ref_row(int dt, const uint8_t* row, int64_t k, float* y) {
         for (int j = 0; j < 16; ++j) { y[32*b+j] = __fmul_rn(d, (float)((x[2+j] & 15) - 8)); y[32*b+j+16] = __fmul_rn(d, (float)((x[2+j] >> 4) - 8)); } }
     if (dt == STRATA_Q4_1) for (int64_t b = 0; b < k / 32; ++b) { const uint8_t* x = row + 20 * b; float d = h2f(x), m = h2f(x + 2);
         for (int j = 0; j < 16; ++j) { y[32*b+j] = __fadd_rn(__fmul_rn(d, (float)(x[4+j] & 15)), m); y[32*b+j+16] = __fadd_rn(__fmul_rn(d, (float)(x[4+j] >> 4)), m); } }
+    if (dt == STRATA_Q5_0 || dt == STRATA_Q5_1) { const bool one = dt == STRATA_Q5_1; const int bs = one ? 24 : 22;
+        for (int64_t b = 0; b < k / 32; ++b) { const uint8_t* x = row + bs * b; float d = h2f(x), m = one ? h2f(x + 2) : 0.0f;
+            uint32_t qh; memcpy(&qh, x + (one ? 4 : 2), 4); const uint8_t* qs = x + (one ? 8 : 6);
+            for (int j = 0; j < 16; ++j) {
+                int q0 = (qs[j] & 15) | (((qh >> j) << 4) & 0x10), q1 = (qs[j] >> 4) | ((qh >> (j + 12)) & 0x10);
+                y[32*b+j] = one ? __fadd_rn(__fmul_rn(d, (float)q0), m) : __fmul_rn(d, (float)(q0 - 16));
+                y[32*b+j+16] = one ? __fadd_rn(__fmul_rn(d, (float)q1), m) : __fmul_rn(d, (float)(q1 - 16)); } } }
+    static const int kv[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    if (dt == STRATA_IQ4_NL) for (int64_t b = 0; b < k / 32; ++b) { const uint8_t* x = row + 18 * b; float d = h2f(x);
+        for (int j = 0; j < 16; ++j) { y[32*b+j] = __fmul_rn(d, (float)kv[x[2+j] & 15]); y[32*b+j+16] = __fmul_rn(d, (float)kv[x[2+j] >> 4]); } }
+    if (dt == STRATA_IQ4_XS) for (int64_t b = 0; b < k / 256; ++b) { const uint8_t* x = row + 136 * b; float d = h2f(x);
+        uint16_t sh; memcpy(&sh, x + 2, 2);
+        for (int ib = 0; ib < 8; ++ib) { int ls = ((x[4 + ib / 2] >> 4 * (ib % 2)) & 0xf) | (((sh >> 2 * ib) & 3) << 4);
+            float dl = __fmul_rn(d, (float)(ls - 32)); const uint8_t* qs = x + 8 + 16 * ib;
+            for (int j = 0; j < 16; ++j) { y[256*b+32*ib+j] = __fmul_rn(dl, (float)kv[qs[j] & 0xf]); y[256*b+32*ib+j+16] = __fmul_rn(dl, (float)kv[qs[j] >> 4]); } } }
+    if (dt == STRATA_Q5_K) for (int64_t b = 0; b < k / 256; ++b) {
+        const uint8_t* x = row + 176 * b; float d = h2f(x), dmin = h2f(x + 2); const uint8_t* sc = x + 4; const uint8_t* qh = x + 16; const uint8_t* ql = x + 48;
+        float* out = y + 256 * b; int is = 0; uint8_t u1 = 1, u2 = 2;
+        auto gsm = [&](int j, int& s, int& m) { if (j < 4) { s = sc[j] & 63; m = sc[j + 4] & 63; } else { s = (sc[j+4] & 0xF) | ((sc[j-4] >> 6) << 4); m = (sc[j+4] >> 4) | ((sc[j] >> 6) << 4); } };
+        for (int j = 0; j < 256; j += 64) { int s, m; gsm(is, s, m); float d1 = __fmul_rn(d, (float)s), m1 = __fmul_rn(dmin, (float)m);
+            gsm(is + 1, s, m); float d2 = __fmul_rn(d, (float)s), m2 = __fmul_rn(dmin, (float)m);
+            for (int l = 0; l < 32; ++l) *out++ = __fsub_rn(__fmul_rn(d1, (float)((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0))), m1);
+            for (int l = 0; l < 32; ++l) *out++ = __fsub_rn(__fmul_rn(d2, (float)((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0))), m2);
+            ql += 32; is += 2; u1 <<= 2; u2 <<= 2; } }
     if (dt == STRATA_Q4_K) for (int64_t b = 0; b < k / 256; ++b) {
         const uint8_t* x = row + 144 * b; float d = h2f(x), dmin = h2f(x + 2); const uint8_t* sc = x + 4; const uint8_t* q = x + 16;
         float* out = y + 256 * b; int is = 0;
@@ -61,6 +85,11 @@ int main() {
             fix(34, {0}, k / 32); ref_row(STRATA_Q8_0, row, k, ref.data()); bad += check_units<STRATA_Q8_0>(row, k, ref.data());
             fix(18, {0}, k / 32); ref_row(STRATA_Q4_0, row, k, ref.data()); bad += check_units<STRATA_Q4_0>(row, k, ref.data());
             fix(20, {0, 2}, k / 32); ref_row(STRATA_Q4_1, row, k, ref.data()); bad += check_units<STRATA_Q4_1>(row, k, ref.data());
+            fix(22, {0}, k / 32); ref_row(STRATA_Q5_0, row, k, ref.data()); bad += check_units<STRATA_Q5_0>(row, k, ref.data());
+            fix(24, {0, 2}, k / 32); ref_row(STRATA_Q5_1, row, k, ref.data()); bad += check_units<STRATA_Q5_1>(row, k, ref.data());
+            fix(18, {0}, k / 32); ref_row(STRATA_IQ4_NL, row, k, ref.data()); bad += check_units<STRATA_IQ4_NL>(row, k, ref.data());
+            fix(136, {0}, k / 256); ref_row(STRATA_IQ4_XS, row, k, ref.data()); bad += check_units<STRATA_IQ4_XS>(row, k, ref.data());
+            fix(176, {0, 2}, k / 256); ref_row(STRATA_Q5_K, row, k, ref.data()); bad += check_units<STRATA_Q5_K>(row, k, ref.data());
             fix(144, {0, 2}, k / 256); ref_row(STRATA_Q4_K, row, k, ref.data()); bad += check_units<STRATA_Q4_K>(row, k, ref.data());
             fix(210, {208}, k / 256); ref_row(STRATA_Q6_K, row, k, ref.data()); bad += check_units<STRATA_Q6_K>(row, k, ref.data());
         }

@@ -96,9 +96,14 @@ enum strata_dtype {
     STRATA_F16 = 1,
     STRATA_Q4_0 = 2,
     STRATA_Q4_1 = 3,
+    STRATA_Q5_0 = 6,
+    STRATA_Q5_1 = 7,
     STRATA_Q8_0 = 8,
     STRATA_Q4_K = 12,
+    STRATA_Q5_K = 13,
     STRATA_Q6_K = 14,
+    STRATA_IQ4_NL = 20,
+    STRATA_IQ4_XS = 23,
     STRATA_I32 = 26,
     STRATA_BF16 = 30
 };
@@ -258,7 +263,7 @@ int32_t strata_rmsnorm(strata_context *ctx, strata_buffer *x, uint64_t x_offset,
 
 /* y[r, o] = (accumulate ? y[r, o] : 0) + sum_i x[r, i] * W[o, i] (+ bias[o]).
  * x: F32 [n_rows, k]; W: [n_out, k] in w_dtype (F32, F16, BF16, Q8_0, Q4_0,
- * Q4_1, Q4_K, Q6_K; GGUF block layouts along k, k a multiple of the block);
+ * Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS; GGUF block layouts along k, k a multiple of the block);
  * bias: F32 [n_out] or NULL; y: F32 [n_rows, n_out], must not overlap x.
  * Backends may round activations inside the kernel (documented per backend
  * in docs/kernels.md); the result of a row never depends on other rows. */
@@ -360,6 +365,15 @@ int32_t strata_attention(strata_context *ctx, strata_slots *slots, int32_t layer
                          strata_buffer *rows, uint64_t rows_offset, float scale, strata_buffer *out,
                          uint64_t out_offset);
 
+/* strata_attention with a sliding window (Gemma's local layers): row r
+ * attends to cells max(0, index - window + 1)..rows[r].index, so the window is
+ * a property of the row's own position. window 0 is strata_attention; the
+ * key blocks start at the row's first visible cell. window >= 0. */
+int32_t strata_attention_window(strata_context *ctx, strata_slots *slots, int32_t layer, strata_buffer *q,
+                                uint64_t q_offset, int64_t q_row_stride, int64_t n_rows, int32_t n_heads,
+                                strata_buffer *rows, uint64_t rows_offset, float scale, int32_t window,
+                                strata_buffer *out, uint64_t out_offset);
+
 /* Bidirectional attention within segments (the vision encoder): token t of
  * segment s (segments[s] <= t < segments[s + 1], int32, n_segments + 1
  * entries, non-decreasing from 0 to n_tokens) attends to every token of its
@@ -376,6 +390,18 @@ int32_t strata_attention_dense(strata_context *ctx, strata_buffer *q, uint64_t q
 int32_t strata_silu_mul(strata_context *ctx, strata_buffer *gate, uint64_t gate_offset, int64_t gate_row_stride,
                         strata_buffer *up, uint64_t up_offset, int64_t up_row_stride, strata_buffer *out,
                         uint64_t out_offset, int64_t n_rows, int64_t n_cols);
+
+/* out[r, c] = gelu_tanh(gate[r, c]) * up[r, c] (Gemma's feed-forward), with
+ * PyTorch's tanh form: inner = sqrt(2/pi) * (g + 0.044715 g^3),
+ * gelu_tanh(g) = 0.5 g (1 + tanh(inner)). Operands as strata_silu_mul. */
+int32_t strata_gelu_tanh_mul(strata_context *ctx, strata_buffer *gate, uint64_t gate_offset,
+                             int64_t gate_row_stride, strata_buffer *up, uint64_t up_offset, int64_t up_row_stride,
+                             strata_buffer *out, uint64_t out_offset, int64_t n_rows, int64_t n_cols);
+
+/* out[i] = x[i] * factor for n F32 values (Gemma's embedding scale); factor
+ * finite. out may equal x. */
+int32_t strata_scale(strata_context *ctx, strata_buffer *x, uint64_t x_offset, strata_buffer *out,
+                     uint64_t out_offset, int64_t n, float factor);
 
 /* out[i] = gelu(x[i]) with the exact erf form, for n F32 values. out may equal x. */
 int32_t strata_gelu(strata_context *ctx, strata_buffer *x, uint64_t x_offset, strata_buffer *out,
@@ -426,6 +452,22 @@ typedef struct strata_sampling_params {
 int32_t strata_sample(strata_context *ctx, strata_buffer *logits, uint64_t logits_offset, int64_t n_rows,
                       int64_t n_vocab, strata_buffer *params, uint64_t params_offset, strata_buffer *out_ids,
                       uint64_t out_offset);
+
+/* Per-row logit adjustments read from a per-slot table, for grammar masks,
+ * logit bias and penalties (run before strata_sample / strata_argmax).
+ * row_slots: int32 [n_rows]; table: F32 [n_slots][2][n_vocab]: for slot s,
+ * row 0 is an additive term a and row 1 a repetition factor p (1 = none).
+ * For each row r with 0 <= s = row_slots[r] < n_slots, each token v:
+ *   l = logits[r][v]; if (p != 1) l = (l > 0) ? l / p : l * p; logits[r][v] = l + a
+ * in F32, each operation rounded once (no contraction), so the result is a
+ * pure function of the row's logits and its slot's table rows. Rows whose
+ * s is out of [0, n_slots) (-1: no adjustment) are left as they are and
+ * their table rows are not read. a = -inf masks a token. Recordable: a
+ * captured graph reads row_slots and the table at their fixed addresses, so
+ * the host changes adjustments by writing them between launches. */
+int32_t strata_logits_adjust(strata_context *ctx, strata_buffer *logits, uint64_t logits_offset, int64_t n_rows,
+                             int64_t n_vocab, strata_buffer *row_slots, uint64_t row_slots_offset,
+                             strata_buffer *table, uint64_t table_offset, int64_t n_slots);
 
 /* The sampler's uniform draw in [0, 1): with splitmix64(z) = the standard
  * 64-bit finalizer of (z + 0x9E3779B97F4A7C15),

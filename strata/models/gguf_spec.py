@@ -2,7 +2,9 @@
 
 Uses the `gguf` package's reader (memory-mapped; nothing is copied here).
 Architectures: `llama` (adjacent-pair RoPE: llama.cpp's converter permutes
-Q/K rows, docs/design.md "RoPE layouts") and `qwen2` (half-split RoPE, q/k/v biases).
+Q/K rows, docs/design.md "RoPE layouts"), `qwen2` (half-split RoPE, q/k/v
+biases), `qwen3` (half-split RoPE, per-head Q/K RMSNorm, no biases) and
+`gemma3` (half-split RoPE; its extra hyperparameters in models/gemma3_spec.py).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from .model import ModelFormatError, TensorInfo
 from .._ffi import DType, RopeMode
 from .spec import ModelSpec
 
-SUPPORTED_ARCHS = {"llama": RopeMode.ADJACENT, "qwen2": RopeMode.HALF}
+SUPPORTED_ARCHS = {"llama": RopeMode.ADJACENT, "qwen2": RopeMode.HALF, "qwen3": RopeMode.HALF,
+                   "gemma3": RopeMode.HALF}
 # GGUF tensor type ids libstrata's matmul and embedding accept.
 SUPPORTED_TYPES = {int(t): t.name for t in DType if t is not DType.I32}
 
@@ -78,7 +81,16 @@ def read_spec(reader) -> ModelSpec:
     tensors = {t.name for t in reader.tensors}
     vocab = field_value(reader, f"{arch}.vocab_size")
     if vocab is None:
-        vocab = len(reader.get_field("tokenizer.ggml.tokens").data)
+        tokens = reader.get_field("tokenizer.ggml.tokens")
+        if tokens is None:
+            raise ModelFormatError(f"GGUF metadata lacks {arch}.vocab_size and tokenizer.ggml.tokens")
+        vocab = len(tokens.data)
+    if arch == "gemma3":
+        from .gemma3_spec import gemma3_fields
+
+        extra = gemma3_fields(reader, hidden, n_heads, head_dim, int(need("block_count")))
+    else:
+        extra = {}
     scaling = field_value(reader, f"{arch}.rope.scaling.type", "none")
     factor = float(field_value(reader, f"{arch}.rope.scaling.factor", 1.0) or 1.0)
     if scaling not in ("none", "linear") and scaling is not None:
@@ -103,6 +115,7 @@ def read_spec(reader) -> ModelSpec:
         tied_output="output.weight" not in tensors,
         qkv_bias="blk.0.attn_q.bias" in tensors,
         name=str(field_value(reader, "general.name", "") or ""),
+        **extra,
     )
 
 

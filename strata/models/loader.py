@@ -41,14 +41,20 @@ def load_gguf(path: Path, ctx: _ffi.Context, name: str) -> LoadedModel:
     tensors = gguf_spec.read_tensors(reader)
     _check_tensors(spec, tensors, path)
     tokenizer = Tokenizer.from_gguf(reader)
-    template = ChatTemplate.for_tokenizer(tokenizer)
-    tensors = fuse_projections(tensors, spec.n_layers)
+    template = ChatTemplate.for_tokenizer(tokenizer, arch=spec.arch)
+    if spec.arch == "gemma3":       # Q/K norms need q and k as dense rows: no fused projections
+        from .gemma3_decoder import Gemma3Decoder as decoder_class
+    elif spec.arch == "qwen3":
+        from .qk_norm_decoder import QKNormDecoder as decoder_class
+    else:
+        tensors = fuse_projections(tensors, spec.n_layers)
+        decoder_class = Decoder
     if spec.n_nextn:
         from .mtp_head import split_nextn
 
         tensors = split_nextn(tensors, spec.n_layers)
     weights = WeightArena(ctx, tensors, label=f"loading {path.name}")
-    decoder = Decoder(ctx, spec, weights)
+    decoder = decoder_class(ctx, spec, weights)
     log.info("loaded %s (%s, %d layers, %.0f MB) in %.1fs", path.name, spec.arch, spec.n_layers,
              weights.nbytes / 1e6, time.monotonic() - start)
     return LoadedModel(name, path, spec, weights, decoder, tokenizer, template)
@@ -56,9 +62,13 @@ def load_gguf(path: Path, ctx: _ffi.Context, name: str) -> LoadedModel:
 
 def _check_tensors(spec: ModelSpec, tensors: dict, path: Path) -> None:
     needed = ["token_embd.weight", "output_norm.weight"]
+    names = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"]
+    if spec.arch == "gemma3":
+        names += ["attn_q_norm", "attn_k_norm", "post_attention_norm", "post_ffw_norm"]
+    elif spec.arch == "qwen3":
+        names += ["attn_q_norm", "attn_k_norm"]
     for i in range(spec.n_layers):
-        needed += [f"blk.{i}.{n}.weight" for n in ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
-                                                   "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")]
+        needed += [f"blk.{i}.{n}.weight" for n in names]
     missing = [n for n in needed if n not in tensors]
     if missing:
         raise gguf_spec.ModelFormatError(f"{path} lacks tensors {', '.join(missing[:5])}"

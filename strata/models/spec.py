@@ -12,7 +12,7 @@ from .._ffi import RopeMode
 
 @dataclass(frozen=True)
 class ModelSpec:
-    arch: str                 # "llama", "qwen2", "qwen2_5_vl"
+    arch: str                 # "llama", "qwen2", "qwen2_5_vl", "gemma3"
     n_layers: int
     hidden: int
     n_heads: int
@@ -31,6 +31,13 @@ class ModelSpec:
     qkv_bias: bool = False
     n_nextn: int = 0          # multi-token-prediction layers after the n_layers decoder layers (models/mtp_head.py)
     name: str = ""
+    # Gemma 3 (models/gemma3.py): per-layer sliding windows with their own RoPE base, embedding
+    # scale, Q/K RMSNorm, norms after attention and feed-forward, GELU (tanh) gating.
+    sliding_window: int = 0                # cells a local layer sees (0: every layer is global)
+    local_layers: tuple[bool, ...] = ()    # per layer: True = sliding window, local RoPE base
+    rope_base_local: float = 0.0
+    embed_scale: float = 1.0               # embeddings are multiplied by this (Gemma: sqrt(hidden))
+    attn_scale: float = 0.0                # 0: 1/sqrt(head_dim)
 
     def __post_init__(self):
         if self.n_heads % self.n_kv_heads:

@@ -45,6 +45,16 @@ def _q4_k_mean_square() -> float:
     return _mean_square(scales) * _mean_square(np.arange(16) - 7.5) + 7.5**2 * _mean_square(deltas)
 
 
+def _q5_k_mean_square() -> float:
+    scales = np.arange(Q4_K_SCALES[0], Q4_K_SCALES[1] + 1)
+    deltas = np.arange(-Q4_K_MIN_DELTA, Q4_K_MIN_DELTA + 1)
+    # As Q4_K with 5-bit quants centred by dmin = 15.5·d.
+    return _mean_square(scales) * _mean_square(np.arange(32) - 15.5) + 15.5**2 * _mean_square(deltas)
+
+
+IQ4_NL_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113])
+IQ4_XS_SCALES = (16, 31)  # inclusive range of |ls − 32| (6-bit sub-block scales, random sign)
+
 # E[(x / d)²] for one block of each type, over its random quants and sub-scales.
 QUANT_MEAN_SQUARE: dict[QT, float] = {
     QT.Q8_0: _mean_square(np.arange(-128, 128)),
@@ -52,6 +62,11 @@ QUANT_MEAN_SQUARE: dict[QT, float] = {
     QT.Q4_1: _mean_square(np.arange(16) - 7.5),
     QT.Q4_K: _q4_k_mean_square(),
     QT.Q6_K: _mean_square(np.arange(64) - 32) * _mean_square(np.arange(Q6_K_SCALES[0], Q6_K_SCALES[1] + 1)),
+    QT.Q5_0: _mean_square(np.arange(32) - 16),
+    QT.Q5_1: _mean_square(np.arange(32) - 15.5),
+    QT.Q5_K: _q5_k_mean_square(),
+    QT.IQ4_NL: _mean_square(IQ4_NL_VALUES),
+    QT.IQ4_XS: _mean_square(IQ4_NL_VALUES) * _mean_square(np.arange(IQ4_XS_SCALES[0], IQ4_XS_SCALES[1] + 1)),
 }
 
 
@@ -141,7 +156,48 @@ def _write_q6_k(rng: np.random.Generator, blocks: np.ndarray, std: float) -> Non
     _set_f16(blocks, 208, block_scales(rng, len(blocks), QT.Q6_K, std, signed=False))
 
 
+def _write_q5_0(rng: np.random.Generator, blocks: np.ndarray, std: float) -> None:
+    _set_f16(blocks, 0, block_scales(rng, len(blocks), QT.Q5_0, std, signed=True))
+
+
+def _write_q5_1(rng: np.random.Generator, blocks: np.ndarray, std: float) -> None:
+    d = block_scales(rng, len(blocks), QT.Q5_1, std, signed=False)
+    _set_f16(blocks, 0, d)
+    _set_f16(blocks, 2, d.astype(np.float32) * -15.5)
+
+
+def _write_q5_k(rng: np.random.Generator, blocks: np.ndarray, std: float) -> None:
+    d = block_scales(rng, len(blocks), QT.Q5_K, std, signed=False)
+    scales = rng.integers(Q4_K_SCALES[0], Q4_K_SCALES[1] + 1, size=(len(blocks), 8), dtype=np.uint8)
+    deltas = rng.integers(-Q4_K_MIN_DELTA, Q4_K_MIN_DELTA + 1, size=(len(blocks), 8), dtype=np.int8)
+    _set_f16(blocks, 0, d)
+    _set_f16(blocks, 2, d.astype(np.float32) * 15.5)
+    blocks[:, 4:16] = pack_q4_k_scales(scales, (scales + deltas).astype(np.uint8))
+
+
+def _write_iq4_nl(rng: np.random.Generator, blocks: np.ndarray, std: float) -> None:
+    _set_f16(blocks, 0, block_scales(rng, len(blocks), QT.IQ4_NL, std, signed=True))
+
+
+def _write_iq4_xs(rng: np.random.Generator, blocks: np.ndarray, std: float) -> None:
+    """Sub-block scales ls − 32 = ±[16, 31] (random sign cancels the table's mean), packed 4 + 2 bits."""
+    lo, hi = IQ4_XS_SCALES
+    mag = rng.integers(lo, hi + 1, size=(len(blocks), 8), dtype=np.int16)
+    ls = (32 + np.where(random_bytes(rng, mag.size).reshape(mag.shape) & 1, -mag, mag)).astype(np.uint16)
+    _set_f16(blocks, 0, block_scales(rng, len(blocks), QT.IQ4_XS, std, signed=False))
+    high = np.zeros(len(blocks), dtype=np.uint16)
+    for j in range(8):
+        high |= ((ls[:, j] >> 4) & 3) << (2 * j)
+    blocks.view(np.uint16)[:, 1] = high
+    blocks[:, 4:8] = ((ls[:, 0::2] & 15) | ((ls[:, 1::2] & 15) << 4)).astype(np.uint8)
+
+
 _SCALE_WRITERS = {
+    QT.Q5_0: _write_q5_0,
+    QT.Q5_1: _write_q5_1,
+    QT.Q5_K: _write_q5_k,
+    QT.IQ4_NL: _write_iq4_nl,
+    QT.IQ4_XS: _write_iq4_xs,
     QT.Q8_0: _write_q8_0,
     QT.Q4_0: _write_q4_0,
     QT.Q4_1: _write_q4_1,

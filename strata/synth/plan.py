@@ -5,12 +5,18 @@ support, so synthesized files have the sizes llama-quantize gives the
 benchmark shapes (docs/design.md, "Benchmark shapes"):
 
 - 1-D tensors (the RMSNorm weights) are always F32.
+- Q4_K_M (llama.cpp's `use_more_bits`): attn_v and ffn_down are Q6_K in
+  layers i < n/8, i >= 7n/8 and (i - n/8) % 3 == 2; the rest is Q4_K.
 - For Q4_0, Q4_1 and Q4_K files the output matrix (`output`, or `token_embd`
   when the embeddings are tied) is Q6_K; other file types keep it in the file
   type (Q8_0 stays Q8_0; F32/F16/BF16 files are not "quantized" at all).
+- Q5_K_M gives attn_v and ffn_down Q6_K in the layers llama.cpp's
+  use_more_bits picks; IQ4_XS gives attn_v Q5_K when heads >= 4 x KV heads;
+  both keep a Q6_K output.
 - A k-quant (256-value blocks) needs rows that are a multiple of 256 long;
-  otherwise llama-quantize falls back: Q6_K -> Q8_0 (as llama.cpp), and
-  Q4_K -> Q4_1 (llama.cpp picks Q5_0, which Strata doesn't support). This is
+  otherwise llama-quantize falls back: Q6_K -> Q8_0, Q5_K -> Q5_1, IQ4_XS ->
+  IQ4_NL (as llama.cpp), and Q4_K -> Q4_1 (llama.cpp picks Q5_0; kept as it
+  was, the benchmark anchors were measured with it). This is
   why SmolLM2-135M (hidden 576) has a Q8_0 `token_embd` in its Q4_0 file.
 
 `pure` uses the file type for every matrix and refuses shapes it can't fit.
@@ -35,10 +41,17 @@ FILE_TYPES: dict[str, tuple[QT, LlamaFileType]] = {
     "Q4_1": (QT.Q4_1, LlamaFileType.MOSTLY_Q4_1),
     # Our Q4_K mix (all Q4_K but a Q6_K output) is closest to llama.cpp's Q4_K_S.
     "Q4_K": (QT.Q4_K, LlamaFileType.MOSTLY_Q4_K_S),
+    # llama-quantize's Q4_K_M: Q4_K, with Q6_K for the output and for attn_v and ffn_down in
+    # the layers llama.cpp's use_more_bits picks (first and last eighth, every third between).
+    "Q4_K_M": (QT.Q4_K, LlamaFileType.MOSTLY_Q4_K_M),
     "Q6_K": (QT.Q6_K, LlamaFileType.MOSTLY_Q6_K),
+    # llama-quantize's Q5_K_M: Q5_K, with Q6_K for attn_v and ffn_down in the layers use_more_bits picks.
+    "Q5_K_M": (QT.Q5_K, LlamaFileType.MOSTLY_Q5_K_M),
+    # IQ4_XS everywhere (attn_v Q5_K when n_heads >= 4 n_kv_heads), as llama-quantize.
+    "IQ4_XS": (QT.IQ4_XS, LlamaFileType.MOSTLY_IQ4_XS),
 }
-_OUTPUT_TO_Q6_K = {QT.Q4_0, QT.Q4_1, QT.Q4_K}
-_K_FALLBACK = {QT.Q4_K: QT.Q4_1, QT.Q6_K: QT.Q8_0}
+_OUTPUT_TO_Q6_K = {QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q5_K, QT.IQ4_XS}
+_K_FALLBACK = {QT.Q4_K: QT.Q4_1, QT.Q6_K: QT.Q8_0, QT.Q5_K: QT.Q5_1, QT.IQ4_XS: QT.IQ4_NL}
 _FLOAT_TYPES = {QT.F32, QT.F16, QT.BF16}
 
 
@@ -83,21 +96,42 @@ def file_type_id(dtype: str) -> LlamaFileType:
 
 def plan_tensors(shape: LlamaShape, dtype: str, pure: bool = False) -> list[TensorSpec]:
     """Every tensor of the file, in file order, with its type."""
-    base = FILE_TYPES[parse_dtype(dtype)][0]
+    file_type = parse_dtype(dtype)
+    base = FILE_TYPES[file_type][0]
     output_name = "token_embd.weight" if shape.tied_embeddings else "output.weight"
     specs = [_matrix("token_embd.weight", shape.vocab_size, shape.hidden_size, base, output_name, pure)]
     for layer in range(shape.num_layers):
-        specs += _layer(shape, layer, base, pure)
+        specs += _layer(shape, layer, file_type, base, pure)
     specs.append(TensorSpec("output_norm.weight", (shape.hidden_size,), QT.F32, "ones"))
     if not shape.tied_embeddings:
         specs.append(_matrix("output.weight", shape.vocab_size, shape.hidden_size, base, output_name, pure))
     return specs
 
 
-def _layer(shape: LlamaShape, layer: int, base: QT, pure: bool) -> list[TensorSpec]:
+def _use_more_bits(layer: int, n_layers: int) -> bool:
+    """llama.cpp's choice of the layers that get more bits in _M mixes (integer arithmetic as there)."""
+    eighth = n_layers // 8
+    return layer < eighth or layer >= 7 * n_layers // 8 or (layer - eighth) % 3 == 2
+
+
+def _mixed_type(shape: LlamaShape, layer: int, kind: str, file_type: str, base: QT) -> QT:
+    """The _M mixes' and IQ4_XS's per-tensor choices (everything else keeps the file type)."""
+    if file_type in ("Q4_K_M", "Q5_K_M") and kind in ("attn_v", "ffn_down") \
+            and _use_more_bits(layer, shape.num_layers):
+        return QT.Q6_K
+    if base == QT.IQ4_XS and kind == "attn_v" and shape.num_heads >= 4 * shape.num_kv_heads:
+        return QT.Q5_K
+    return base
+
+
+def _layer(shape: LlamaShape, layer: int, file_type: str, base: QT, pure: bool) -> list[TensorSpec]:
     hidden, kv, ffn = shape.hidden_size, shape.kv_size, shape.ffn_size
     prefix = f"blk.{layer}."
-    matrix = lambda kind, rows, row_len: _matrix(prefix + kind + ".weight", rows, row_len, base, "", pure)  # noqa: E731
+
+    def matrix(kind, rows, row_len):
+        qtype = base if pure else _mixed_type(shape, layer, kind, file_type, base)
+        return _matrix(prefix + kind + ".weight", rows, row_len, qtype, "", pure)
+
     return [
         TensorSpec(prefix + "attn_norm.weight", (hidden,), QT.F32, "ones"),
         matrix("attn_q", hidden, hidden),

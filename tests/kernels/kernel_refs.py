@@ -1,9 +1,9 @@
 """Float64 NumPy references and test-data builders shared by the kernel tests.
 
 Weights for every dtype are built as raw GGUF blocks plus their float64
-dequantization by gguf.quants (F16/BF16/Q8_0/Q4_0/Q4_1 quantized by gguf;
-Q4_K/Q6_K, which gguf cannot write, as valid random blocks with small finite
-f16 scales).
+dequantization by gguf.quants (F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 quantized by gguf;
+Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS, which gguf cannot write, as valid random blocks
+with small finite f16 scales).
 """
 
 import numpy as np
@@ -15,10 +15,13 @@ from strata import _ffi as S
 GGUF_TYPE = {
     S.DType.F32: QT.F32, S.DType.F16: QT.F16, S.DType.BF16: QT.BF16, S.DType.Q8_0: QT.Q8_0,
     S.DType.Q4_0: QT.Q4_0, S.DType.Q4_1: QT.Q4_1, S.DType.Q4_K: QT.Q4_K, S.DType.Q6_K: QT.Q6_K,
+    S.DType.Q5_0: QT.Q5_0, S.DType.Q5_1: QT.Q5_1, S.DType.Q5_K: QT.Q5_K, S.DType.IQ4_NL: QT.IQ4_NL,
+    S.DType.IQ4_XS: QT.IQ4_XS,
 }
 WEIGHT_DTYPES = list(GGUF_TYPE)
 BLOCK_VALUES = {S.DType.F32: 1, S.DType.F16: 1, S.DType.BF16: 1, S.DType.Q8_0: 32, S.DType.Q4_0: 32,
-                S.DType.Q4_1: 32, S.DType.Q4_K: 256, S.DType.Q6_K: 256}
+                S.DType.Q4_1: 32, S.DType.Q4_K: 256, S.DType.Q6_K: 256, S.DType.Q5_0: 32, S.DType.Q5_1: 32,
+                S.DType.Q5_K: 256, S.DType.IQ4_NL: 32, S.DType.IQ4_XS: 256}
 
 
 def _f16_bytes(values):
@@ -41,15 +44,37 @@ def _random_q6_k(rng, n_blocks):
     return np.concatenate([ql, qh, scales, d], axis=1)
 
 
+def _random_q5_k(rng, n_blocks):
+    d = _f16_bytes(rng.uniform(0.0005, 0.004, n_blocks))
+    dmin = _f16_bytes(rng.uniform(0.0005, 0.004, n_blocks))
+    rest = rng.integers(0, 256, (n_blocks, 12 + 32 + 128), dtype=np.uint8)   # scales, qh, qs
+    return np.concatenate([d, dmin, rest], axis=1)
+
+
+def _random_iq4_nl(rng, n_blocks):
+    return np.concatenate([_f16_bytes(rng.uniform(0.0005, 0.02, n_blocks)),
+                           rng.integers(0, 256, (n_blocks, 16), dtype=np.uint8)], axis=1)
+
+
+def _random_iq4_xs(rng, n_blocks):
+    return np.concatenate([_f16_bytes(rng.uniform(0.0002, 0.001, n_blocks)),
+                           rng.integers(0, 256, (n_blocks, 2 + 4 + 128), dtype=np.uint8)], axis=1)
+
+
+RANDOM_BLOCKS = {S.DType.Q4_K: (_random_q4_k, 256), S.DType.Q6_K: (_random_q6_k, 256),
+                 S.DType.Q5_K: (_random_q5_k, 256), S.DType.IQ4_NL: (_random_iq4_nl, 32),
+                 S.DType.IQ4_XS: (_random_iq4_xs, 256)}
+
+
 def make_weights(rng, dtype, n_rows, k):
     """(raw bytes uint8 [n_rows, row_bytes], float64 values [n_rows, k]) for a weight dtype."""
     qtype = GGUF_TYPE[dtype]
     if dtype == S.DType.F32:
         values = rng.standard_normal((n_rows, k), dtype=np.float32)
         return values.view(np.uint8).reshape(n_rows, -1), values.astype(np.float64)
-    if dtype in (S.DType.Q4_K, S.DType.Q6_K):
-        make = _random_q4_k if dtype == S.DType.Q4_K else _random_q6_k
-        raw = make(rng, n_rows * k // 256).reshape(n_rows, -1)
+    if dtype in RANDOM_BLOCKS:       # types gguf cannot quantize: valid random blocks
+        make, block = RANDOM_BLOCKS[dtype]
+        raw = make(rng, n_rows * k // block).reshape(n_rows, -1)
     else:
         raw = quantize(rng.standard_normal((n_rows, k), dtype=np.float32), qtype)
     values = dequantize(raw, qtype).astype(np.float64).reshape(n_rows, k)
@@ -125,15 +150,34 @@ def attention_reference(q, keys, values, scale):
     return out.reshape(-1)
 
 
-def matmul_tolerance(device, dtype, k, bound, exact_terms=0.0):
+def int8_activation_bound(xp, w):
+    """Per (row, output): sum over 32-value blocks of max|x'_block| / 254 * sum|w_block|,
+    the most the int8 rounding of x' (step max|x'|/127, half a step per value) can move
+    the exact product. xp: [n_rows, k] float64 activations after the prologue; w: [n_out, k]."""
+    n, k = xp.shape
+    nb = k // 32
+    bm = np.abs(xp[:, :32 * nb]).reshape(n, nb, 32).max(axis=2) / 254.0
+    wa = np.abs(w[:, :32 * nb]).reshape(w.shape[0], nb, 32).sum(axis=2)
+    return bm @ wa.T
+
+
+INT8_DTYPES = (S.DType.Q4_0, S.DType.Q8_0)  # the types cuda_int_matmul.cu is routed for
+
+
+def matmul_tolerance(device, dtype, k, bound, exact_terms=0.0, xw=None):
     """Allowed |y - float64 reference| of a matmul on `device` ("cpu", "cuda:N").
 
     bound: sum_i |x'_i * w_i| per output (x' the activations after any prologue);
-    exact_terms: |bias| + |y0| + |reference| (each rounded once or twice in float32).
+    exact_terms: |bias| + |y0| + |reference| (each rounded once or twice in float32);
+    xw: (x' [n_rows, k] float64, w [n_out, k]) — needed for the CUDA integer path.
 
     CPU, and CUDA with F32 weights: x stays float32, so the only error is float32
     accumulation over k: 3e-6 * sqrt(k) * bound.
-    CUDA tensor cores (F16, BF16 and quantized weights): each 32-value block of x' is
+    CUDA integer path (Q4_0, Q8_0, cuda_int_matmul.cu): each 32-value block of x'
+    is rounded to int8 with step max|x'|/127: at most int8_activation_bound (slack 2 %
+    for the rounded step); the block products are exact integers, then one fmaf per block
+    (its scale a rounded product) and one add per 8 blocks: (k/32 + k/256 + 48) * 2^-23 * bound.
+    CUDA tensor cores (F16, BF16, Q4_1 and the K-quants): each 32-value block of x' is
     scaled by a power of two and rounded to f16 (bf16 for BF16 weights), a relative
     error of at most u = 2^-11 (2^-8) per value, so |error| <= u * bound; accumulation
     in float32 adds at most (k/32 + 48) * 2^-23 * bound (an mma sums 16 products, then
@@ -141,6 +185,11 @@ def matmul_tolerance(device, dtype, k, bound, exact_terms=0.0):
     slack factor 1.25 covers the float32 prologue (rmsnorm scale, silu) rounding.
     """
     eps32 = 2.0 ** -23
+    if device.startswith("cuda") and dtype in INT8_DTYPES:
+        if xw is None:
+            raise ValueError("the CUDA integer path's tolerance needs xw=(x', w)")
+        acc = 1.25 * (2.0 ** -20 + (k / 32 + k / 256 + 48) * eps32) * bound
+        return 1.02 * int8_activation_bound(*xw) + acc + 2 * eps32 * exact_terms + 1e-30
     if device.startswith("cuda") and dtype != S.DType.F32:
         u = 2.0 ** -8 if dtype == S.DType.BF16 else 2.0 ** -11
         return 1.25 * (u + (k / 32 + 48) * eps32) * bound + 2 * eps32 * exact_terms + 1e-30

@@ -143,13 +143,18 @@ STRATA_EXPORT int32_t strata_rope_kv_store(strata_context* ctx, const strata_rop
     });
 }
 
-STRATA_EXPORT int32_t strata_attention(strata_context* ctx, strata_slots* slots, int32_t layer, strata_buffer* q,
-                                       uint64_t q_offset, int64_t q_row_stride, int64_t n_rows, int32_t n_heads,
-                                       strata_buffer* rows, uint64_t rows_offset, float scale, strata_buffer* out,
-                                       uint64_t out_offset) {
-    return guarded("strata_attention", [&](Call& call) {
+namespace {
+
+// strata_attention and strata_attention_window: window 0 is plain causal attention.
+int32_t attention_entry(const char* entry, strata_context* ctx, strata_slots* slots, int32_t layer,
+                        strata_buffer* q, uint64_t q_offset, int64_t q_row_stride, int64_t n_rows, int32_t n_heads,
+                        strata_buffer* rows, uint64_t rows_offset, float scale, int32_t window, strata_buffer* out,
+                        uint64_t out_offset) {
+    return guarded(entry, [&](Call& call) {
         use_context(call, ctx);
+        require_range("window", window, 0, INT32_MAX);
         AttentionArgs a;
+        a.window = window;
         a.slots = use_slots(call, slots, "slots")->view;
         require_layer(slots, layer);
         require_positive("n_rows", n_rows);
@@ -173,6 +178,25 @@ STRATA_EXPORT int32_t strata_attention(strata_context* ctx, strata_slots* slots,
         a.scale = scale;
         ctx->backend->attention(a);
     });
+}
+
+}  // namespace
+
+STRATA_EXPORT int32_t strata_attention(strata_context* ctx, strata_slots* slots, int32_t layer, strata_buffer* q,
+                                       uint64_t q_offset, int64_t q_row_stride, int64_t n_rows, int32_t n_heads,
+                                       strata_buffer* rows, uint64_t rows_offset, float scale, strata_buffer* out,
+                                       uint64_t out_offset) {
+    return attention_entry("strata_attention", ctx, slots, layer, q, q_offset, q_row_stride, n_rows, n_heads, rows,
+                           rows_offset, scale, 0, out, out_offset);
+}
+
+STRATA_EXPORT int32_t strata_attention_window(strata_context* ctx, strata_slots* slots, int32_t layer,
+                                              strata_buffer* q, uint64_t q_offset, int64_t q_row_stride,
+                                              int64_t n_rows, int32_t n_heads, strata_buffer* rows,
+                                              uint64_t rows_offset, float scale, int32_t window, strata_buffer* out,
+                                              uint64_t out_offset) {
+    return attention_entry("strata_attention_window", ctx, slots, layer, q, q_offset, q_row_stride, n_rows, n_heads,
+                           rows, rows_offset, scale, window, out, out_offset);
 }
 
 STRATA_EXPORT int32_t strata_attention_dense(strata_context* ctx, strata_buffer* q, uint64_t q_offset,

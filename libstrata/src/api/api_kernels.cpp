@@ -172,11 +172,14 @@ STRATA_EXPORT int32_t strata_matmul_ex(strata_context* ctx, const strata_matmul_
     });
 }
 
-STRATA_EXPORT int32_t strata_silu_mul(strata_context* ctx, strata_buffer* gate, uint64_t gate_offset,
-                                      int64_t gate_row_stride, strata_buffer* up, uint64_t up_offset,
-                                      int64_t up_row_stride, strata_buffer* out, uint64_t out_offset, int64_t n_rows,
-                                      int64_t n_cols) {
-    return guarded("strata_silu_mul", [&](Call& call) {
+namespace {
+
+// strata_silu_mul and strata_gelu_tanh_mul: the same operands and checks, another activation.
+int32_t gated_activation(const char* entry, int32_t gelu_tanh, strata_context* ctx, strata_buffer* gate,
+                         uint64_t gate_offset, int64_t gate_row_stride, strata_buffer* up, uint64_t up_offset,
+                         int64_t up_row_stride, strata_buffer* out, uint64_t out_offset, int64_t n_rows,
+                         int64_t n_cols) {
+    return guarded(entry, [&](Call& call) {
         use_context(call, ctx);
         require_positive("n_rows", n_rows);
         require_positive("n_cols", n_cols);
@@ -195,7 +198,44 @@ STRATA_EXPORT int32_t strata_silu_mul(strata_context* ctx, strata_buffer* gate, 
         a.up_row_stride = up_row_stride;
         a.n_rows = n_rows;
         a.n_cols = n_cols;
+        a.gelu_tanh = gelu_tanh;
         ctx->backend->silu_mul(a);
+    });
+}
+
+}  // namespace
+
+STRATA_EXPORT int32_t strata_silu_mul(strata_context* ctx, strata_buffer* gate, uint64_t gate_offset,
+                                      int64_t gate_row_stride, strata_buffer* up, uint64_t up_offset,
+                                      int64_t up_row_stride, strata_buffer* out, uint64_t out_offset, int64_t n_rows,
+                                      int64_t n_cols) {
+    return gated_activation("strata_silu_mul", 0, ctx, gate, gate_offset, gate_row_stride, up, up_offset,
+                            up_row_stride, out, out_offset, n_rows, n_cols);
+}
+
+STRATA_EXPORT int32_t strata_gelu_tanh_mul(strata_context* ctx, strata_buffer* gate, uint64_t gate_offset,
+                                           int64_t gate_row_stride, strata_buffer* up, uint64_t up_offset,
+                                           int64_t up_row_stride, strata_buffer* out, uint64_t out_offset,
+                                           int64_t n_rows, int64_t n_cols) {
+    return gated_activation("strata_gelu_tanh_mul", 1, ctx, gate, gate_offset, gate_row_stride, up, up_offset,
+                            up_row_stride, out, out_offset, n_rows, n_cols);
+}
+
+STRATA_EXPORT int32_t strata_scale(strata_context* ctx, strata_buffer* x, uint64_t x_offset, strata_buffer* out,
+                                   uint64_t out_offset, int64_t n, float factor) {
+    return guarded("strata_scale", [&](Call& call) {
+        use_context(call, ctx);
+        require_positive("n", n);
+        require_finite("factor", factor);
+        u128 bytes = u128(n) * 4;
+        UnaryArgs a;
+        a.x = reinterpret_cast<const float*>(operand(call, x, "x", x_offset, bytes, 4, "F32"));
+        a.out = reinterpret_cast<float*>(operand(call, out, "out", out_offset, bytes, 4, "F32"));
+        if (!same_place(out, out_offset, x, x_offset))
+            require_disjoint(out, out_offset, bytes, "out", x, x_offset, bytes, "x (unless out equals x)");
+        a.n = n;
+        a.factor = factor;
+        ctx->backend->scale(a);
     });
 }
 

@@ -101,6 +101,7 @@ struct AttentionArgs {
     const float* q; int64_t q_row_stride, n_rows; int32_t n_heads;
     const int32_t* rows; float scale;
     float* out;  // [n_rows][n_heads * head_dim]
+    int32_t window = 0;  // > 0: row r sees cells max(0, index - window + 1)..index (sliding-window layers)
 };
 
 struct DenseAttentionArgs {
@@ -114,9 +115,10 @@ struct SiluMulArgs {
     const float* gate; int64_t gate_row_stride;
     const float* up; int64_t up_row_stride;
     float* out; int64_t n_rows, n_cols;
+    int32_t gelu_tanh = 0;  // 0: silu(gate) * up; 1: gelu_tanh(gate) * up (strata_gelu_tanh_mul)
 };
 
-struct UnaryArgs { const float* x; float* out; int64_t n; };
+struct UnaryArgs { const float* x; float* out; int64_t n; float factor = 1.0f; /* scale */ };
 struct BinaryArgs { const float* a; const float* b; float* out; int64_t n; };
 
 struct GatherRowsArgs {
@@ -133,6 +135,11 @@ struct StepAdvanceArgs {
 
 struct ArgmaxArgs { const float* logits; int64_t n_rows, n_vocab; int32_t* out_ids; };
 
+// strata_logits_adjust: table is [n_slots][2][n_vocab] (additive row, repetition row).
+struct LogitsAdjustArgs {
+    float* logits; int64_t n_rows, n_vocab;
+    const int32_t* row_slots; const float* table; int64_t n_slots;
+};
 struct SampleArgs {
     const float* logits; int64_t n_rows, n_vocab;
     const strata_sampling_params* params;  // device pointer, [n_rows]
@@ -180,11 +187,13 @@ public:
     virtual void attention_dense(const DenseAttentionArgs& a) = 0;
     virtual void silu_mul(const SiluMulArgs& a) = 0;
     virtual void gelu(const UnaryArgs& a) = 0;
+    virtual void scale(const UnaryArgs& a) = 0;  // out = x * a.factor
     virtual void add(const BinaryArgs& a) = 0;
     virtual void gather_rows(const GatherRowsArgs& a) = 0;
     virtual void positions_decode(const PositionsDecodeArgs& a) = 0;
     virtual void argmax(const ArgmaxArgs& a) = 0;
     virtual void sample(const SampleArgs& a) = 0;
+    virtual void logits_adjust(const LogitsAdjustArgs& a) = 0;
 
     // Host memory the device copies into asynchronously; markers that say when
     // enqueued work has finished. Synchronous backends (the CPU) finish

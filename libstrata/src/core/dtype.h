@@ -22,6 +22,8 @@ inline const DtypeInfo* dtype_info(int32_t dtype) noexcept {
     static const DtypeInfo f32{"F32", 1, 4}, f16{"F16", 1, 2}, bf16{"BF16", 1, 2}, i32{"I32", 1, 4};
     static const DtypeInfo q4_0{"Q4_0", 32, 18}, q4_1{"Q4_1", 32, 20}, q8_0{"Q8_0", 32, 34};
     static const DtypeInfo q4_k{"Q4_K", 256, 144}, q6_k{"Q6_K", 256, 210};
+    static const DtypeInfo q5_0{"Q5_0", 32, 22}, q5_1{"Q5_1", 32, 24}, q5_k{"Q5_K", 256, 176};
+    static const DtypeInfo iq4_nl{"IQ4_NL", 32, 18}, iq4_xs{"IQ4_XS", 256, 136};
     switch (dtype) {
         case STRATA_F32: return &f32;
         case STRATA_F16: return &f16;
@@ -30,7 +32,12 @@ inline const DtypeInfo* dtype_info(int32_t dtype) noexcept {
         case STRATA_Q4_0: return &q4_0;
         case STRATA_Q4_1: return &q4_1;
         case STRATA_Q8_0: return &q8_0;
+        case STRATA_Q5_0: return &q5_0;
+        case STRATA_Q5_1: return &q5_1;
         case STRATA_Q4_K: return &q4_k;
+        case STRATA_Q5_K: return &q5_k;
+        case STRATA_IQ4_NL: return &iq4_nl;
+        case STRATA_IQ4_XS: return &iq4_xs;
         case STRATA_Q6_K: return &q6_k;
         default: return nullptr;
     }

@@ -131,7 +131,10 @@ void attention(ThreadPool& pool, const AttentionArgs& a) {
     const int parts_per_kv = (group + kMaxGroup - 1) / kMaxGroup;
     const int64_t n_tasks = a.n_rows * s.n_kv_heads * parts_per_kv;
     int64_t keys = 0;
-    for (int64_t r = 0; r < a.n_rows; r++) keys += s.row_valid(a.rows[2 * r], a.rows[2 * r + 1]) ? a.rows[2 * r + 1] + 1 : 0;
+    for (int64_t r = 0; r < a.n_rows; r++) {
+        const int64_t n = s.row_valid(a.rows[2 * r], a.rows[2 * r + 1]) ? a.rows[2 * r + 1] + 1 : 0;
+        keys += a.window > 0 ? std::min<int64_t>(n, a.window) : n;
+    }
     pool.run(std::min(chunks_for(pool, keys * a.n_heads * hd * 4), n_tasks), [&](int t, int parts) {
         for (int64_t task = t; task < n_tasks; task += parts) {  // interleaved: causal rows differ in cost
             const int64_t r = task / (int64_t(s.n_kv_heads) * parts_per_kv);
@@ -151,7 +154,10 @@ void attention(ThreadPool& pool, const AttentionArgs& a) {
             }
             const uint16_t* k = s.kv + s.kv_index(slot, a.layer, 0, kv, 0);
             const uint16_t* v = s.kv + s.kv_index(slot, a.layer, 1, kv, 0);
-            attend<uint16_t>(q, out, n_q, hd, a.scale, 0, int64_t(index) + 1, [&](int64_t c) { return k + c * hd; },
+            // A sliding window starts the key blocks at the row's first visible cell: a function of
+            // the row's own index, so the blocks (and the bits) never depend on the batch.
+            const int64_t first = a.window > 0 ? std::max<int64_t>(0, int64_t(index) - a.window + 1) : 0;
+            attend<uint16_t>(q, out, n_q, hd, a.scale, first, int64_t(index) + 1, [&](int64_t c) { return k + c * hd; },
                              [&](int64_t c) { return v + c * hd; });
         }
     });

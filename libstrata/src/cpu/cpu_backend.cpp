@@ -102,11 +102,13 @@ public:
     }
     void silu_mul(const SiluMulArgs& a) override { enqueue([this, a] { cpu::silu_mul(pool_, a); }); }
     void gelu(const UnaryArgs& a) override { enqueue([this, a] { cpu::gelu(pool_, a); }); }
+    void scale(const UnaryArgs& a) override { enqueue([this, a] { cpu::scale(pool_, a); }); }
     void add(const BinaryArgs& a) override { enqueue([this, a] { cpu::add(pool_, a); }); }
     void gather_rows(const GatherRowsArgs& a) override { enqueue([this, a] { cpu::gather_rows(pool_, a); }); }
     void positions_decode(const PositionsDecodeArgs& a) override { enqueue([a] { cpu::positions_decode(a); }); }
     void argmax(const ArgmaxArgs& a) override { enqueue([this, a] { cpu::argmax(pool_, a); }); }
     void sample(const SampleArgs& a) override { enqueue([this, a] { cpu::sample(pool_, a); }); }
+    void logits_adjust(const LogitsAdjustArgs& a) override { enqueue([this, a] { cpu::logits_adjust(pool_, a); }); }
 
     // The CPU finishes everything before a call returns: host buffers are plain
     // memory, copies happen at once, and every marker is already reached.

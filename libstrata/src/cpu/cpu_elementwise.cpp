@@ -52,6 +52,17 @@ void silu_mul_row(const float* gate, const float* up, float* out, int64_t n) {
     }
 }
 
+// gelu_tanh(g) * u with PyTorch's tanh approximation, operation for operation:
+// inner = sqrt(2/pi) * (g + 0.044715 * g^3); (0.5 * g * (1 + tanh(inner))) * u.
+void gelu_tanh_mul_row(const float* gate, const float* up, float* out, int64_t n) {
+    const float beta = 0.7978845608028654f, kappa = 0.044715f;
+    for (int64_t i = 0; i < n; i++) {
+        const float g = gate[i];
+        const float inner = beta * (g + kappa * (g * g * g));
+        out[i] = (0.5f * g * (1.0f + std::tanh(inner))) * up[i];
+    }
+}
+
 // Splits n elements into chunks for element-wise kernels (multiples of 8).
 template <class F>
 void for_chunks(ThreadPool& pool, int64_t n, int64_t cost_per_element, F&& f) {
@@ -76,8 +87,19 @@ void silu_mul(ThreadPool& pool, const SiluMulArgs& a) {
     pool.run(std::min(chunks_for(pool, a.n_rows * a.n_cols * 16), a.n_rows), [&](int t, int parts) {
         int64_t begin, end;
         split_range(a.n_rows, t, parts, &begin, &end);
-        for (int64_t r = begin; r < end; r++)
-            silu_mul_row(a.gate + r * a.gate_row_stride, a.up + r * a.up_row_stride, a.out + r * a.n_cols, a.n_cols);
+        for (int64_t r = begin; r < end; r++) {
+            const float* gate = a.gate + r * a.gate_row_stride;
+            const float* up = a.up + r * a.up_row_stride;
+            float* out = a.out + r * a.n_cols;
+            if (a.gelu_tanh) gelu_tanh_mul_row(gate, up, out, a.n_cols);
+            else silu_mul_row(gate, up, out, a.n_cols);
+        }
+    });
+}
+
+void scale(ThreadPool& pool, const UnaryArgs& a) {
+    for_chunks(pool, a.n, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; i++) a.out[i] = a.x[i] * a.factor;
     });
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "cpu_kernels.h"
+#include "cpu_quant_blocks.h"
 #include "cpu_simd.h"
 #include "core/dtype.h"
 #include "core/errors.h"
@@ -79,6 +80,39 @@ void dequant_row(int32_t dtype, const uint8_t* w, int64_t dim, float* out) {
                 }
             }
             return;
+        case STRATA_Q5_0:
+        case STRATA_Q5_1: {
+            // {f16 d, [f16 m,] u32 qh, 16 bytes qs}: q = nibble | (bit j of qh) << 4; Q5_0 d*(q-16), Q5_1 (d*q)+m.
+            const bool one = dtype == STRATA_Q5_1;
+            const int64_t bytes = one ? 24 : 22;
+            for (int64_t b = 0; b < dim / 32; b++, w += bytes, out += 32) {
+                const float d = f16_to_f32(load_u16(w)), m = one ? f16_to_f32(load_u16(w + 2)) : 0.0f;
+                uint32_t qh;
+                std::memcpy(&qh, w + (one ? 4 : 2), 4);
+                const uint8_t* qs = w + (one ? 8 : 6);
+                for (int j = 0; j < 32; j++) {
+                    const int q = ((j < 16 ? qs[j] & 15 : qs[j - 16] >> 4) | int((qh >> j) & 1u) << 4);
+                    out[j] = one ? d * float(q) + m : d * float(q - 16);
+                }
+            }
+            return;
+        }
+        case STRATA_Q5_K:
+        case STRATA_IQ4_NL:
+        case STRATA_IQ4_XS: {
+            // gguf's formulas: Q5_K d1·q − m1, the IQ4 types (block or sub-block scale)·table value.
+            alignas(32) int8_t q[256];
+            float d[8], m[8];
+            const int64_t values = dtype == STRATA_IQ4_NL ? 32 : 256, bytes = dtype_info(dtype)->block_bytes;
+            for (int64_t b = 0; b < dim / values; b++, w += bytes, out += values) {
+                if (dtype == STRATA_Q5_K) decode_q5_k(w, q, d, m);
+                else if (dtype == STRATA_IQ4_NL) decode_iq4_nl(w, q, d);
+                else decode_iq4_xs(w, q, d);
+                for (int j = 0; j < values; j++)
+                    out[j] = dtype == STRATA_Q5_K ? d[j / 32] * float(q[j]) - m[j / 32] : d[j / 32] * float(q[j]);
+            }
+            return;
+        }
         case STRATA_Q4_K:
             for (int64_t b = 0; b < dim / 256; b++) dequant_q4_k(w + 144 * b, out + 256 * b);
             return;

@@ -23,11 +23,13 @@ void attention(ThreadPool& pool, const AttentionArgs& a);
 void attention_dense(ThreadPool& pool, const DenseAttentionArgs& a);
 void silu_mul(ThreadPool& pool, const SiluMulArgs& a);
 void gelu(ThreadPool& pool, const UnaryArgs& a);
+void scale(ThreadPool& pool, const UnaryArgs& a);
 void add(ThreadPool& pool, const BinaryArgs& a);
 void gather_rows(ThreadPool& pool, const GatherRowsArgs& a);
 void positions_decode(const PositionsDecodeArgs& a);
 void argmax(ThreadPool& pool, const ArgmaxArgs& a);
 void sample(ThreadPool& pool, const SampleArgs& a);
+void logits_adjust(ThreadPool& pool, const LogitsAdjustArgs& a);  // cpu_logits.cpp
 
 // Splits [0, n) into `parts` contiguous ranges; returns range `t` (a chunk).
 inline void split_range(int64_t n, int t, int parts, int64_t* begin, int64_t* end) {

@@ -11,6 +11,8 @@
 
 #include "cpu_kernels.h"
 #include "cpu_matmul_dot.h"
+#include "cpu_matmul_dot_blocks.h"
+#include "cpu_matmul_dot_q5.h"
 #include "core/dtype.h"
 #include "core/errors.h"
 
@@ -33,6 +35,9 @@ template <int R> void dot_f32(const DotRows& in, const uint8_t* w, int64_t s, in
 template <int R> void dot_f16(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_plain<LoadF16, R>(in, w, s, k, out); }
 template <int R> void dot_bf16(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_plain<LoadBF16, R>(in, w, s, k, out); }
 template <int R> void dot_q8_0_1(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_q8_0<R, 1>(in, w, s, k, out); }
+template <int R> void dot_q5_k(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_blocks<BlocksQ5K, R>(in, w, s, k, out); }
+template <int R> void dot_iq4_nl(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_blocks<BlocksIq4Nl, R>(in, w, s, k, out); }
+template <int R> void dot_iq4_xs(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_blocks<BlocksIq4Xs, R>(in, w, s, k, out); }
 template <int R> void dot_q4_1_1(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_q4_1<R, 1>(in, w, s, k, out); }
 
 DotKernel kernel_for(int32_t dtype) {
@@ -43,7 +48,12 @@ DotKernel kernel_for(int32_t dtype) {
         case STRATA_Q8_0: return STRATA_DOT_KERNEL(dot_q8_0_1, (&dot_q8_0<1, 2>), false);
         case STRATA_Q4_0: return STRATA_DOT_KERNEL(dot_q4_0, nullptr, false);
         case STRATA_Q4_1: return STRATA_DOT_KERNEL(dot_q4_1_1, (&dot_q4_1<1, 2>), true);
+        case STRATA_Q5_0: return STRATA_DOT_KERNEL(dot_q5_0, nullptr, false);
+        case STRATA_Q5_1: return STRATA_DOT_KERNEL(dot_q5_1, nullptr, true);
         case STRATA_Q4_K: return STRATA_DOT_KERNEL(dot_q4_k, nullptr, true);
+        case STRATA_Q5_K: return STRATA_DOT_KERNEL(dot_q5_k, nullptr, true);
+        case STRATA_IQ4_NL: return STRATA_DOT_KERNEL(dot_iq4_nl, nullptr, false);
+        case STRATA_IQ4_XS: return STRATA_DOT_KERNEL(dot_iq4_xs, nullptr, false);
         case STRATA_Q6_K: return STRATA_DOT_KERNEL(dot_q6_k, nullptr, false);
         default: fail(STRATA_ERR_INTERNAL, "cpu matmul: unhandled dtype " + std::to_string(dtype));
     }

@@ -18,7 +18,9 @@
 //     cell, m = −inf) is skipped and the first non-empty one is copied;
 //   - out = acc / l (0 for padding rows).
 // Cells past the row's index are never used (they are not even copied for the
-// row's last tile), so NaN there cannot leak in. Nothing depends on n_rows,
+// row's last tile), so NaN there cannot leak in. With a sliding window
+// (AttentionArgs::window > 0) cells below index − window + 1 score −inf: the
+// tile order and the fold are unchanged, a function of the row's index alone. Nothing depends on n_rows,
 // the other rows, the slot, or on how the work below is spread over the GPU.
 //
 // Execution (free to change without changing a bit of the results): a block
@@ -172,21 +174,28 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttnPlan P
         const int nv = rows_here * nh;  // vectors: v -> row first + v / nh, head h0 + v % nh
 
         // The last cell of each vector's row (-1: padding), and the pass's slot.
-        int vlast[NQ];
-        int max_last = -1, slot = -1;
+        // With a sliding window, also each vector's first visible cell and the pass's lowest one:
+        // tiles wholly below it are skipped (for every vector such a tile would come before any
+        // visible cell of its worker and add nothing, so skipping it changes no bit).
+        int vlast[NQ], vfirst[NQ];
+        int max_last = -1, slot = -1, min_first = INT32_MAX;
 #pragma unroll
         for (int v = 0; v < NQ; ++v) {
             vlast[v] = -1;
+            vfirst[v] = 0;
             if (v < nv) {
                 const int64_t r = r0 + first + v / nh;
                 const int32_t sl = a.rows[2 * r], ix = a.rows[2 * r + 1];
                 if (plane_ok && row_valid(s, sl, ix)) {
                     vlast[v] = ix;
+                    vfirst[v] = a.window > 0 ? max(0, (int)ix - a.window + 1) : 0;
                     max_last = max(max_last, (int)ix);
+                    min_first = min(min_first, vfirst[v]);
                     slot = sl;
                 }
             }
         }
+        auto below = [&](int t) { return (t + 1) * kTile <= min_first; };
         const int n_tiles = max_last < 0 ? 0 : max_last / kTile + 1;
         const int n_chunks = (n_tiles + kChunkTiles - 1) / kChunkTiles;
         const int n_rounds = (n_chunks + S - 1) / S;
@@ -198,7 +207,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttnPlan P
         auto tile_of = [&](int n) { return ((n >> 1) * S + rank) * kChunkTiles + warp + kWorkers * (n & 1); };
         auto issue = [&](int n) {
             const int t = tile_of(n);
-            if (n < 2 * n_rounds && t < n_tiles) {
+            if (n < 2 * n_rounds && t < n_tiles && !below(t)) {
                 __half* ks = kv_s + (size_t)(n % STAGES) * 2 * kTile * krow;
                 stage_tile(kbase, vbase, hd, krow, P.copy16 != 0, (int64_t)t * kTile,
                            min(kTile, max_last + 1 - t * kTile), ks, ks + kTile * krow, lane);
@@ -250,7 +259,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttnPlan P
             cp_async_wait<STAGES - 1>();
             __syncwarp();
             const int t = tile_of(n);
-            if (t < n_tiles) {
+            if (t < n_tiles && !below(t)) {
                 const __half* ks = kv_s + (size_t)(n % STAGES) * 2 * kTile * krow;
                 const __half* vs = ks + kTile * krow;
                 const int cell0 = t * kTile;
@@ -295,7 +304,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttnPlan P
                     cnt[v] = 0;
                     if (v < nv) cnt[v] = max(0, min(kTile, vlast[v] + 1 - cell0));
                     if (cnt[v] > 0) {
-                        const float sc = lane < cnt[v] ? __fmul_rn(__fadd_rn(se[v], so[v]), a.scale) : kNegInf;
+                        const bool seen = lane < cnt[v] && cell0 + lane >= vfirst[v];  // causal and in the window
+                        const float sc = seen ? __fmul_rn(__fadd_rn(se[v], so[v]), a.scale) : kNegInf;
                         const float m_new = fmaxf(m[v], warp_max(sc));
                         if (m_new == kNegInf) {
                             cnt[v] = 0;  // every score so far is -inf: nothing to add
@@ -464,15 +474,16 @@ void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
     if (a.n_rows <= 0 || a.n_heads <= 0) return;
     const SlotsView& s = a.slots;
     const int hd = s.head_dim;
-    if (hd <= 0 || hd % 2 != 0 || hd > 512)
-        fail(STRATA_ERR_INTERNAL, "cuda attention: head_dim " + std::to_string(hd) + " outside 2..512 or odd");
+    // Up to 256: a wider head's staged K/V tiles (4 warps x 2 x 32 rows) no longer fit in shared memory.
+    if (hd <= 0 || hd % 2 != 0 || hd > 256)
+        fail(STRATA_ERR_UNSUPPORTED, "cuda attention: head_dim " + std::to_string(hd) + " outside 2..256 or odd");
     if (reinterpret_cast<uintptr_t>(s.kv) % 4 != 0)
         fail(STRATA_ERR_INTERNAL, "cuda attention: KV cache base is not 4-byte aligned");
     if (s.n_kv_heads <= 0 || a.n_heads % s.n_kv_heads != 0)
         fail(STRATA_ERR_INTERNAL, "cuda attention: n_heads is not a multiple of n_kv_heads");
 
     // Variant: head-dim pairs per lane, and vectors per block (registers: NQ x 2 PPL accumulators).
-    const int ppl = hd <= 64 ? 1 : hd <= 128 ? 2 : hd <= 256 ? 4 : 8;
+    const int ppl = hd <= 64 ? 1 : hd <= 128 ? 2 : 4;
     const int group = a.n_heads / s.n_kv_heads;
     // Rows share staged tiles only in launches big enough to be mostly prompt chunks: a block whose
     // rows read different slots takes them one after the other, which would slow a decode batch.
@@ -480,8 +491,7 @@ void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
     Variant k{};
     if (ppl == 1) k = (!prefill && group <= 4) ? variant<1, 4, 2>() : variant<1, 16, 2>();
     else if (ppl == 2) k = (!prefill && group <= 4) ? variant<2, 4, 2>() : variant<2, 8, 2>();
-    else if (ppl == 4) k = variant<4, 4, 2>();
-    else k = variant<8, 2, 1>();
+    else k = variant<4, 4, 1>();  // head_dim 129..256 (Gemma 3): one stage, so the tiles fit in 227 KB
 
     AttnPlan P;
     P.a = a;

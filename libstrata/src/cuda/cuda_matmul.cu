@@ -1,6 +1,7 @@
 // cuda_matmul.cu — y = x·Wᵀ (+ bias) (+ y), batch-invariant: the entry of
 // every CUDA matmul. F16, BF16 and the quantized types go to the tensor-core
-// kernels (cuda_mma_matmul.cu); F32 weights stay here, on CUDA cores, weights
+// kernels (cuda_mma_matmul.cu); F32 weights, and the quantized types the
+// tensor cores do not take yet (Q5_0, Q5_1, Q5_K, IQ4_NL, IQ4_XS), stay here, on CUDA cores, weights
 // decoded in registers, F32 fused multiply-adds, no activation rounding.
 //
 // Fused prologues (strata_matmul_ex) on this path: x' = x·g (RMSNORM, the
@@ -128,7 +129,7 @@ __device__ __forceinline__ void plain_step(const uint8_t* wrow, int64_t u, const
         fma_group<true, kPro>(acc, nr, w, xt, p.k, e, nvalid, p.x_vec, p.x_stride, p.norm);
 }
 
-template <int kDtype>
+template <int kDtype, int kPro = 0>
 __device__ __forceinline__ void quant_step(const uint8_t* wrow, int64_t u, const MatmulParams& p, const float* xt,
                                            int nr, float (&acc)[kRows]) {
     using Unit = QuantUnit<kDtype>;
@@ -136,7 +137,8 @@ __device__ __forceinline__ void quant_step(const uint8_t* wrow, int64_t u, const
     int64_t e[Unit::kGroups];
     Unit::load(wrow, u, w, e);
 #pragma unroll
-    for (int g = 0; g < Unit::kGroups; ++g) fma_group<false>(acc, nr, w + 8 * g, xt, p.k, e[g], 8, p.x_vec);
+    for (int g = 0; g < Unit::kGroups; ++g)
+        fma_group<false, kPro>(acc, nr, w + 8 * g, xt, p.k, e[g], 8, p.x_vec, p.x_stride, p.norm);
 }
 
 // Sum of squares of row xr (k values) in a fixed order: lane l takes
@@ -171,7 +173,7 @@ __global__ void __launch_bounds__(kThreads, 6) matmul_kernel(const MatmulParams 
             if constexpr (kPlain)
                 plain_step<kDtype, kPro>(wrow, u, p, xt, nr, acc);
             else
-                quant_step<kDtype>(wrow, u, p, xt, nr, acc);
+                quant_step<kDtype, kPro>(wrow, u, p, xt, nr, acc);
         }
 
 #pragma unroll
@@ -194,9 +196,10 @@ template <int kDtype>
 void launch(const MatmulParams& p, cudaStream_t stream) {
     const int64_t n_tiles = (p.n_rows + kRows - 1) / kRows;
     const dim3 grid(ceil_div_u(p.n_out, kWarps), (unsigned)(n_tiles < 65535 ? n_tiles : 65535));
-    if (kDtype == STRATA_F32 && p.prologue == STRATA_PROLOGUE_RMSNORM)
+    // Every dtype that reaches this path (F32, and the types the tensor cores do not take) fuses the prologues.
+    if (p.prologue == STRATA_PROLOGUE_RMSNORM)
         matmul_kernel<kDtype, STRATA_PROLOGUE_RMSNORM><<<grid, kThreads, 0, stream>>>(p);
-    else if (kDtype == STRATA_F32 && p.prologue == STRATA_PROLOGUE_SILU_MUL)
+    else if (p.prologue == STRATA_PROLOGUE_SILU_MUL)
         matmul_kernel<kDtype, STRATA_PROLOGUE_SILU_MUL><<<grid, kThreads, 0, stream>>>(p);
     else
         matmul_kernel<kDtype><<<grid, kThreads, 0, stream>>>(p);
@@ -211,7 +214,12 @@ int64_t units_per_row(int dtype, int64_t k) {
     case STRATA_Q8_0: return k / 32 * QuantUnit<STRATA_Q8_0>::kUnitsPerBlock;
     case STRATA_Q4_0: return k / 32 * QuantUnit<STRATA_Q4_0>::kUnitsPerBlock;
     case STRATA_Q4_1: return k / 32 * QuantUnit<STRATA_Q4_1>::kUnitsPerBlock;
+    case STRATA_Q5_0: return k / 32 * QuantUnit<STRATA_Q5_0>::kUnitsPerBlock;
+    case STRATA_Q5_1: return k / 32 * QuantUnit<STRATA_Q5_1>::kUnitsPerBlock;
     case STRATA_Q4_K: return k / 256 * QuantUnit<STRATA_Q4_K>::kUnitsPerBlock;
+    case STRATA_Q5_K: return k / 256 * QuantUnit<STRATA_Q5_K>::kUnitsPerBlock;
+    case STRATA_IQ4_NL: return k / 32 * QuantUnit<STRATA_IQ4_NL>::kUnitsPerBlock;
+    case STRATA_IQ4_XS: return k / 256 * QuantUnit<STRATA_IQ4_XS>::kUnitsPerBlock;
     case STRATA_Q6_K: return k / 256 * QuantUnit<STRATA_Q6_K>::kUnitsPerBlock;
     default: return -1;
     }
@@ -219,8 +227,12 @@ int64_t units_per_row(int dtype, int64_t k) {
 
 }  // namespace
 
-void launch_matmul(const MatmulArgs& a, cudaStream_t stream) {
+void launch_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch) {
     if (a.n_rows <= 0 || a.n_out <= 0) return;
+    if (int_matmul_supports(a.w_dtype)) {  // integer-exact block products (cuda_int_matmul.cu)
+        launch_int_matmul(a, stream, scratch);
+        return;
+    }
     if (mma_matmul_supports(a.w_dtype)) {
         launch_mma_matmul(a, stream);
         return;
@@ -250,7 +262,12 @@ void launch_matmul(const MatmulArgs& a, cudaStream_t stream) {
     case STRATA_Q8_0: launch<STRATA_Q8_0>(p, stream); break;
     case STRATA_Q4_0: launch<STRATA_Q4_0>(p, stream); break;
     case STRATA_Q4_1: launch<STRATA_Q4_1>(p, stream); break;
+    case STRATA_Q5_0: launch<STRATA_Q5_0>(p, stream); break;
+    case STRATA_Q5_1: launch<STRATA_Q5_1>(p, stream); break;
     case STRATA_Q4_K: launch<STRATA_Q4_K>(p, stream); break;
+    case STRATA_Q5_K: launch<STRATA_Q5_K>(p, stream); break;
+    case STRATA_IQ4_NL: launch<STRATA_IQ4_NL>(p, stream); break;
+    case STRATA_IQ4_XS: launch<STRATA_IQ4_XS>(p, stream); break;
     case STRATA_Q6_K: launch<STRATA_Q6_K>(p, stream); break;
     default: break;
     }

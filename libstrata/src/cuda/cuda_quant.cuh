@@ -22,10 +22,20 @@ namespace cuda {
 __device__ __forceinline__ float deq_q4_0(float d, uint32_t q) { return __fmul_rn(d, (float)((int)q - 8)); }
 __device__ __forceinline__ float deq_q4_1(float d, float m, uint32_t q) { return __fadd_rn(__fmul_rn(d, (float)q), m); }
 __device__ __forceinline__ float deq_q8_0(float d, int q) { return __fmul_rn(d, (float)q); }
+// Q5_0: d·(q − 16); Q5_1: d·q + m (q the 5-bit quant: nibble | qh bit << 4).
+__device__ __forceinline__ float deq_q5_0(float d, uint32_t q) { return __fmul_rn(d, (float)((int)q - 16)); }
+__device__ __forceinline__ float deq_q5_1(float d, float m, uint32_t q) { return __fadd_rn(__fmul_rn(d, (float)q), m); }
 // Q4_K: d1 = d·sc, m1 = dmin·m per sub-block; value = d1·q − m1.
 __device__ __forceinline__ float deq_q4_k(float d1, float m1, uint32_t q) { return __fsub_rn(__fmul_rn(d1, (float)q), m1); }
 // Q6_K: ds = d·scale per 16 values; value = ds·(q − 32).
 __device__ __forceinline__ float deq_q6_k(float ds, uint32_t q) { return __fmul_rn(ds, (float)((int)q - 32)); }
+
+// IQ4_NL's non-linear table {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13,
+// 25, 38, 53, 69, 89, 113}, as int8 bytes packed in two words (no memory table).
+__host__ __device__ __forceinline__ float iq4nl_value(uint32_t n) {
+    const uint64_t packed = n < 8 ? 0xF6EADDCFBFAD9881ull : 0x7159453526190D01ull;
+    return (float)(int8_t)(uint8_t)((packed >> (8 * (n & 7))) & 0xFFu);
+}
 
 // Q4_K sub-block j (0..7): 6-bit scale and min from the 12 scale bytes.
 __device__ __forceinline__ void q4k_scale_min(const uint8_t* s, int j, uint32_t& sc, uint32_t& m) {
@@ -107,6 +117,36 @@ template <> struct QuantUnit<STRATA_Q4_1> {
     }
 };
 
+// Q5_0 and Q5_1 ({f16 d, [f16 m,] u32 qh, 16 bytes qs}): unit p (0, 1) as
+// Q4_0's, the fifth bit of value j being bit j of qh. They run on the CUDA
+// cores (cuda_matmul.cu), float32 activations, like F32 weights.
+template <int kOne>
+struct Q5Unit {
+    static constexpr int kGroups = 2, kUnitsPerBlock = 2, kBlockValues = 32, kBlockBytes = kOne ? 24 : 22;
+    __device__ __forceinline__ static void load(const uint8_t* row, int64_t u, float (&w)[8 * kGroups],
+                                                int64_t (&e)[kGroups]) {
+        const int64_t b = u >> 1;
+        const int p = (int)(u & 1);
+        const uint8_t* blk = row + b * kBlockBytes;
+        const float d = f16_to_f32(ld_u16(blk));
+        const float m = kOne ? f16_to_f32(ld_u16(blk + 2)) : 0.0f;
+        const uint32_t qh = (uint32_t)ld_u16(blk + (kOne ? 4 : 2)) | ((uint32_t)ld_u16(blk + (kOne ? 6 : 4)) << 16);
+        const uint2 q = ld_8bytes(blk + (kOne ? 8 : 6) + 8 * p);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const int j = 8 * p + i;
+            const uint32_t lo = (byte_of(q, i) & 15u) | (((qh >> j) & 1u) << 4);
+            const uint32_t hi = (byte_of(q, i) >> 4) | (((qh >> (j + 16)) & 1u) << 4);
+            w[i] = kOne ? deq_q5_1(d, m, lo) : deq_q5_0(d, lo);
+            w[8 + i] = kOne ? deq_q5_1(d, m, hi) : deq_q5_0(d, hi);
+        }
+        e[0] = b * kBlockValues + 8 * p;
+        e[1] = e[0] + 16;
+    }
+};
+template <> struct QuantUnit<STRATA_Q5_0> : Q5Unit<0> {};
+template <> struct QuantUnit<STRATA_Q5_1> : Q5Unit<1> {};
+
 // Q4_K: unit p (0..15) = chunk c = p/4 of 64 values, quarter q = p%4: qs bytes
 // 32c+8q.. give values 64c+8q.. (low nibbles, sub-block 2c) and 64c+32+8q..
 // (high nibbles, sub-block 2c+1).
@@ -128,6 +168,74 @@ template <> struct QuantUnit<STRATA_Q4_K> {
         }
         e[0] = b * kBlockValues + 64 * c + 8 * q4;
         e[1] = e[0] + 32;
+    }
+};
+
+// Q5_K: Q4_K's units, the fifth bit of value 32j + l being bit j of qh[l]
+// (qh: 32 bytes after the scales, qs after qh); value (d·sc)·q − (dmin·m).
+template <> struct QuantUnit<STRATA_Q5_K> {
+    static constexpr int kGroups = 2, kUnitsPerBlock = 16, kBlockValues = 256, kBlockBytes = 176;
+    __device__ __forceinline__ static void load(const uint8_t* row, int64_t u, float (&w)[8 * kGroups],
+                                                int64_t (&e)[kGroups]) {
+        const int64_t b = u >> 4;
+        const int p = (int)(u & 15), c = p >> 2, q4 = p & 3;
+        const uint8_t* blk = row + b * kBlockBytes;
+        float d_lo, m_lo, d_hi, m_hi;
+        q4k_factors(blk, 2 * c, d_lo, m_lo);
+        q4k_factors(blk, 2 * c + 1, d_hi, m_hi);
+        const uint2 q = ld_8bytes(blk + 48 + 32 * c + 8 * q4);
+        const uint2 h = ld_8bytes(blk + 16 + 8 * q4);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const uint32_t hb = byte_of(h, i) >> (2 * c);
+            w[i] = deq_q4_k(d_lo, m_lo, (byte_of(q, i) & 15u) | ((hb & 1u) << 4));
+            w[8 + i] = deq_q4_k(d_hi, m_hi, (byte_of(q, i) >> 4) | (((hb >> 1) & 1u) << 4));
+        }
+        e[0] = b * kBlockValues + 64 * c + 8 * q4;
+        e[1] = e[0] + 32;
+    }
+};
+
+// IQ4_NL: Q4_0's units, value d·kv[nibble].
+template <> struct QuantUnit<STRATA_IQ4_NL> {
+    static constexpr int kGroups = 2, kUnitsPerBlock = 2, kBlockValues = 32, kBlockBytes = 18;
+    __device__ __forceinline__ static void load(const uint8_t* row, int64_t u, float (&w)[8 * kGroups],
+                                                int64_t (&e)[kGroups]) {
+        const int64_t b = u >> 1;
+        const int p = (int)(u & 1);
+        const uint8_t* blk = row + b * kBlockBytes;
+        const float d = f16_to_f32(ld_u16(blk));
+        const uint2 q = ld_8bytes(blk + 2 + 8 * p);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            w[i] = __fmul_rn(d, iq4nl_value(byte_of(q, i) & 15u));
+            w[8 + i] = __fmul_rn(d, iq4nl_value(byte_of(q, i) >> 4));
+        }
+        e[0] = b * kBlockValues + 8 * p;
+        e[1] = e[0] + 16;
+    }
+};
+
+// IQ4_XS: unit p (0..15) = sub-block j = p/2, half s = p%2: qs bytes
+// 16j + 8s.. give values 32j + 8s.. (low nibbles) and 32j + 16 + 8s.. (high);
+// value (d·(ls_j − 32))·kv[nibble].
+template <> struct QuantUnit<STRATA_IQ4_XS> {
+    static constexpr int kGroups = 2, kUnitsPerBlock = 16, kBlockValues = 256, kBlockBytes = 136;
+    __device__ __forceinline__ static void load(const uint8_t* row, int64_t u, float (&w)[8 * kGroups],
+                                                int64_t (&e)[kGroups]) {
+        const int64_t b = u >> 4;
+        const int p = (int)(u & 15), j = p >> 1, side = p & 1;
+        const uint8_t* blk = row + b * kBlockBytes;
+        const uint32_t ls = ((ld_u8(blk + 4 + j / 2) >> (4 * (j % 2))) & 15u) | (((ld_u16(blk + 2) >> (2 * j)) & 3u) << 4);
+        const float dl = __fmul_rn(f16_to_f32(ld_u16(blk)), (float)((int)ls - 32));
+        const uint2 q = ld_8bytes(blk + 8 + 16 * j + 8 * side);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            w[i] = __fmul_rn(dl, iq4nl_value(byte_of(q, i) & 15u));
+            w[8 + i] = __fmul_rn(dl, iq4nl_value(byte_of(q, i) >> 4));
+        }
+        e[0] = b * kBlockValues + 32 * j + 8 * side;
+        e[1] = e[0] + 16;
     }
 };
 
@@ -188,6 +296,18 @@ __device__ __forceinline__ float dequant_value(const uint8_t* row, int dtype, in
         const uint32_t byte = ld_u8(blk + 4 + (i & 15));
         return deq_q4_1(f16_to_f32(ld_u16(blk)), f16_to_f32(ld_u16(blk + 2)), i < 16 ? (byte & 15u) : (byte >> 4));
     }
+    case STRATA_Q5_0:
+    case STRATA_Q5_1: {
+        const bool one = dtype == STRATA_Q5_1;
+        const uint8_t* blk = row + (e >> 5) * (one ? 24 : 22);
+        const int i = (int)(e & 31);
+        const uint8_t* qh = blk + (one ? 4 : 2);
+        const uint32_t bit = (ld_u8(qh + (i >> 3)) >> (i & 7)) & 1u;
+        const uint32_t byte = ld_u8(blk + (one ? 8 : 6) + (i & 15));
+        const uint32_t q = (i < 16 ? (byte & 15u) : (byte >> 4)) | (bit << 4);
+        const float d = f16_to_f32(ld_u16(blk));
+        return one ? deq_q5_1(d, f16_to_f32(ld_u16(blk + 2)), q) : deq_q5_0(d, q);
+    }
     case STRATA_Q4_K: {
         const uint8_t* blk = row + (e >> 8) * 144;
         const int i = (int)(e & 255), c = i >> 6, hi = (i >> 5) & 1, l = i & 31;
@@ -195,6 +315,29 @@ __device__ __forceinline__ float dequant_value(const uint8_t* row, int dtype, in
         q4k_factors(blk, 2 * c + hi, d1, m1);
         const uint32_t byte = ld_u8(blk + 16 + 32 * c + l);
         return deq_q4_k(d1, m1, hi ? (byte >> 4) : (byte & 15u));
+    }
+    case STRATA_Q5_K: {
+        const uint8_t* blk = row + (e >> 8) * 176;
+        const int i = (int)(e & 255), c = i >> 6, hi = (i >> 5) & 1, l = i & 31;
+        float d1, m1;
+        q4k_factors(blk, 2 * c + hi, d1, m1);
+        const uint32_t byte = ld_u8(blk + 48 + 32 * c + l);
+        const uint32_t bit = (ld_u8(blk + 16 + l) >> (2 * c + hi)) & 1u;
+        return deq_q4_k(d1, m1, (hi ? (byte >> 4) : (byte & 15u)) | (bit << 4));
+    }
+    case STRATA_IQ4_NL: {
+        const uint8_t* blk = row + (e >> 5) * 18;
+        const int i = (int)(e & 31);
+        const uint32_t byte = ld_u8(blk + 2 + (i & 15));
+        return __fmul_rn(f16_to_f32(ld_u16(blk)), iq4nl_value(i < 16 ? (byte & 15u) : (byte >> 4)));
+    }
+    case STRATA_IQ4_XS: {
+        const uint8_t* blk = row + (e >> 8) * 136;
+        const int i = (int)(e & 255), j = i >> 5, l = i & 31;
+        const uint32_t ls = ((ld_u8(blk + 4 + j / 2) >> (4 * (j % 2))) & 15u) | (((ld_u16(blk + 2) >> (2 * j)) & 3u) << 4);
+        const float dl = __fmul_rn(f16_to_f32(ld_u16(blk)), (float)((int)ls - 32));
+        const uint32_t byte = ld_u8(blk + 8 + 16 * j + (l & 15));
+        return __fmul_rn(dl, iq4nl_value(l < 16 ? (byte & 15u) : (byte >> 4)));
     }
     case STRATA_Q6_K: {
         const uint8_t* blk = row + (e >> 8) * 210;
@@ -218,7 +361,12 @@ inline int64_t row_bytes(int dtype, int64_t k) {
     case STRATA_Q8_0: return k / 32 * 34;
     case STRATA_Q4_0: return k / 32 * 18;
     case STRATA_Q4_1: return k / 32 * 20;
+    case STRATA_Q5_0: return k / 32 * 22;
+    case STRATA_Q5_1: return k / 32 * 24;
     case STRATA_Q4_K: return k / 256 * 144;
+    case STRATA_Q5_K: return k / 256 * 176;
+    case STRATA_IQ4_NL: return k / 32 * 18;
+    case STRATA_IQ4_XS: return k / 256 * 136;
     case STRATA_Q6_K: return k / 256 * 210;
     default: return 0;
     }
