@@ -44,6 +44,7 @@ PROMPTS = [
     ("chat", "Explain what a compiler does, in detail and with examples. " * 8, {"temperature": 0}),
     ("complete", "def fibonacci(n):", {"temperature": 0.7, "seed": 99, "min_p": 0.05}),
 ]
+# (body, content type); GENERATION_ONLY marks the bodies that are only bad on the generation routes
 BAD = [
     (b'{"messages": [', "application/json"),
     (b"[" * 5000 + b"]" * 5000, "application/json"),
@@ -185,9 +186,15 @@ async def leave_raw(server: Server, rng: random.Random) -> str:
     return f"leave {how} after {when}"
 
 
+GENERATION_ONLY = (b'"max_tokens": "many"', b'"stop": 7', b"99999999")
+
+
 async def bad_request(client: httpx.AsyncClient, rng: random.Random) -> int:
     data, mime = rng.choice(BAD)
-    path = rng.choice(["/v1/chat/completions", "/v1/completions", "/tokenize"])
+    paths = ["/v1/chat/completions", "/v1/completions"]
+    if not any(marker in data for marker in GENERATION_ONLY):
+        paths.append("/tokenize")
+    path = rng.choice(paths)
     r = await client.post(path, content=data, headers={"Content-Type": mime})
     shape = r.headers.get("content-type", "").startswith("application/json") and "error" in r.json()
     return r.status_code if shape else -r.status_code
