@@ -49,7 +49,7 @@ def write_case(case: Case, directory):
     import transformers
     from gguf.quants import dequantize, quantize
 
-    from strata.synth_tokenizer import add_tokenizer_keys, find_tokenizer_gguf, read_tokenizer_fields, resize_vocab
+    from strata.synth.tokenizer import add_tokenizer_keys, find_tokenizer_gguf, read_tokenizer_fields, resize_vocab
 
     torch.manual_seed(sum(map(ord, case.name)))
     config = _config(case)
