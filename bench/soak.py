@@ -44,6 +44,7 @@ PROMPTS = [
     ("chat", "Explain what a compiler does, in detail and with examples. " * 8, {"temperature": 0}),
     ("complete", "def fibonacci(n):", {"temperature": 0.7, "seed": 99, "min_p": 0.05}),
 ]
+# (body, content type); GENERATION_ONLY marks the bodies that are only bad on the generation routes
 BAD = [
     (b'{"messages": [', "application/json"),
     (b"[" * 5000 + b"]" * 5000, "application/json"),
@@ -185,9 +186,15 @@ async def leave_raw(server: Server, rng: random.Random) -> str:
     return f"leave {how} after {when}"
 
 
+GENERATION_ONLY = (b'"max_tokens": "many"', b'"stop": 7', b"99999999")
+
+
 async def bad_request(client: httpx.AsyncClient, rng: random.Random) -> int:
     data, mime = rng.choice(BAD)
-    path = rng.choice(["/v1/chat/completions", "/v1/completions", "/tokenize"])
+    paths = ["/v1/chat/completions", "/v1/completions"]
+    if not any(marker in data for marker in GENERATION_ONLY):
+        paths.append("/tokenize")
+    path = rng.choice(paths)
     r = await client.post(path, content=data, headers={"Content-Type": mime})
     shape = r.headers.get("content-type", "").startswith("application/json") and "error" in r.json()
     return r.status_code if shape else -r.status_code
@@ -204,6 +211,8 @@ class Soak:
         self.disconnects = 0
         self.server_cancelled = 0
         self.restarting = False
+        self.generation = 0                    # which server process (restarts count up)
+        self.up: asyncio.Event | None = None   # clear while the server restarts: clients wait instead of spinning
         self.start = 0.0
 
     async def references(self) -> None:
@@ -218,6 +227,7 @@ class Soak:
         weights = [w for _, w in ACTIONS]
         async with httpx.AsyncClient(base_url=self.server.url, timeout=600) as client:
             while time.monotonic() - self.start < self.args.minutes * 60:
+                await self.up.wait()
                 action = rng.choices([a for a, _ in ACTIONS], weights)[0]
                 try:
                     await self.one(client, action, rng)
@@ -262,8 +272,8 @@ class Soak:
     async def sampler(self) -> None:
         while time.monotonic() - self.start < self.args.minutes * 60:
             rss = self.server.rss_mb()
-            if rss is not None:
-                self.rss.append((time.monotonic() - self.start, rss))
+            if rss is not None and not self.restarting:
+                self.rss.append((time.monotonic() - self.start, self.generation, rss))
             await asyncio.sleep(10)
 
     async def scrape_cancelled(self) -> float:
@@ -285,14 +295,19 @@ class Soak:
             if time.monotonic() - self.start > self.args.minutes * 60 - 30:
                 return
             self.restarting = True
+            self.up.clear()
             self.server_cancelled += await self.scrape_cancelled()
             await asyncio.to_thread(self.server.stop)
             self.outcomes["server restarts (SIGTERM)"] += 1
             await asyncio.to_thread(self.server.start)
+            self.generation += 1
             self.restarting = False
+            self.up.set()
 
     async def run(self) -> None:
         await self.references()
+        self.up = asyncio.Event()
+        self.up.set()
         self.start = time.monotonic()
         tasks = [self.client_loop(self.args.seed * 1000 + i) for i in range(self.args.clients)]
         await asyncio.gather(self.sampler(), self.restarter(), *tasks)
@@ -322,10 +337,11 @@ def report(soak: Soak, args) -> dict:
         print(f"| {minute} | {len(whole)} | {_pct(ttft, .5):.2f} | {_pct(ttft, .9):.2f} | {_pct(ttft, .99):.2f} | "
               f"{_pct(whole, .5):.2f} | {_pct(whole, .9):.2f} | {_pct(whole, .99):.2f} |")
     if soak.rss:
-        print("\n| time (s) | server RSS (MB) |\n| ---: | ---: |")
-        step = max(1, len(soak.rss) // 12)
-        for t, rss in soak.rss[::step] + ([soak.rss[-1]] if len(soak.rss) % step != 1 else []):
-            print(f"| {t:.0f} | {rss:.0f} |")
+        print("\n| time (s) | server process | RSS (MB) |\n| ---: | ---: | ---: |")
+        step = max(1, len(soak.rss) // 16)
+        rows = soak.rss[::step] + ([soak.rss[-1]] if (len(soak.rss) - 1) % step else [])
+        for t, generation, rss in rows:
+            print(f"| {t:.0f} | {generation} | {rss:.0f} |")
     return {"outcomes": dict(soak.outcomes), "mismatches": soak.mismatches, "five_xx": five_xx,
             "disconnects": soak.disconnects, "server_cancelled": soak.server_cancelled, "rss": soak.rss,
             "latency": {m: v for m, v in soak.latency.items()}}

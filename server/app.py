@@ -16,7 +16,7 @@ from quart import Quart, request
 
 from strata.engine.engine import Engine
 
-from . import errors, memory, openapi, routes_admin, routes_openai, routes_ui
+from . import cors, errors, memory, openapi, routes_admin, routes_openai, routes_ui
 from .client_gone import DisconnectWatch
 from .errors import APIError
 from .input_bounds import InputBounds
@@ -42,6 +42,7 @@ def create_app(engine: Engine, settings: ServerSettings) -> Quart:
     app.asgi_app = memory.ReturnMemory(DisconnectWatch(app.asgi_app))
     app.before_request(_check_api_key)
     app.after_request(_count_refusals)
+    cors.install(app, settings.cors_origins)
 
     @app.before_serving
     async def _start_engine():

@@ -35,15 +35,34 @@ SHARED_FIELDS: dict[str, dict] = {
     "stop": STOP,
     "stop_token_ids": {**TOKEN_IDS, "description": "generation stops after any of these ids"},
     "ignore_eos": _s("boolean", "keep generating past end-of-sequence tokens"),
-    "n": _s("integer", "choices per request; only 1", minimum=1, maximum=1),
+    "n": _s("integer", "choices per request; choice i is sampled with key (seed, i) (docs/api.md)", minimum=1,
+            maximum=128),
+    "choice_index": _s("integer", "Strata extension: the first choice's index; with n = 1 it reproduces choice i "
+                                  "of an n-choice request", minimum=0, maximum=1 << 20),
     "stream": _s("boolean", "answer as server-sent events"),
     "stream_options": {"type": "object", "description": "only with stream: true",
                        "properties": {"include_usage": _s("boolean", "a final chunk with usage")}},
     "return_token_ids": _s("boolean", "Strata extension: the generated token ids in the response"),
-    "presence_penalty": _s("number", "not supported: only 0", minimum=0, maximum=0),
-    "frequency_penalty": _s("number", "not supported: only 0", minimum=0, maximum=0),
-    "repetition_penalty": _s("number", "not supported: only 1", minimum=1, maximum=1),
-    "logit_bias": {"type": "object", "description": "not supported: only {}", "maxProperties": 0},
+    "presence_penalty": _s("number", "subtracted once from the logit of every token generated so far",
+                           minimum=-2, maximum=2),
+    "frequency_penalty": _s("number", "subtracted per occurrence from the logit of generated tokens",
+                            minimum=-2, maximum=2),
+    "repetition_penalty": _s("number", "divides positive (multiplies negative) logits of prompt and generated "
+                                       "tokens; 1 is off", exclusiveMinimum=0, maximum=2),
+    "logit_bias": {"type": "object", "description": "token id (as a string) -> bias in [-100, 100] added to its "
+                                                    "logit", "maxProperties": 300,
+                   "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100}},
+    "min_tokens": _s("integer", "end-of-sequence and stop_token_ids are masked until this many tokens",
+                     minimum=0),
+    "response_format": {"type": "object", "description": "text, json_object, or json_schema {name, schema, strict}: "
+                                                         "the answer validates against the schema",
+                        "properties": {"type": {"enum": ["text", "json_object", "json_schema"]},
+                                       "json_schema": {"type": "object", "properties": {
+                                           "name": {"type": "string"}, "schema": {"type": "object"},
+                                           "strict": {"type": "boolean"}}}}},
+    "grammar": _s("string", "Strata extension: a GBNF or Lark grammar the answer must match (llguidance)"),
+    "speculative": _s("boolean", "Strata extension: false never drafts for this request (with --draft); "
+                                 "the tokens are the same either way"),
     "user": _s("string", "an end-user id; accepted and ignored"),
 }
 
@@ -67,6 +86,12 @@ MESSAGE = {
                               {"type": "array", "items": {"oneOf": [TEXT_PART, IMAGE_URL_PART]}}],
                     "description": "required but for assistant messages; image parts need a vision model"},
         "name": {"type": "string"},
+        "tool_call_id": {"type": "string", "description": "tool messages: the call this result answers"},
+        "tool_calls": {"type": "array", "description": "assistant messages: the calls it made", "items": {
+            "type": "object", "required": ["function"], "properties": {
+                "id": {"type": "string"}, "type": {"enum": ["function"]},
+                "function": {"type": "object", "required": ["name"], "properties": {
+                    "name": {"type": "string"}, "arguments": {"type": "string"}}}}}},
     },
 }
 
@@ -75,8 +100,19 @@ CHAT_FIELDS: dict[str, dict] = {
     "max_completion_tokens": _s("integer", "max_tokens by its newer name", minimum=1),
     "logprobs": _s("boolean", "log-probabilities of the generated tokens"),
     "top_logprobs": _s("integer", "alternatives per token (needs logprobs)", minimum=0, maximum=MAX_TOP_LOGPROBS),
-    "response_format": {"type": "object", "description": "only {\"type\": \"text\"}",
-                        "properties": {"type": {"enum": ["text"]}}},
+    "tools": {"type": "array", "maxItems": 128, "description": "functions the model may call",
+              "items": {"type": "object", "required": ["type", "function"], "properties": {
+                  "type": {"enum": ["function"]},
+                  "function": {"type": "object", "required": ["name"], "properties": {
+                      "name": {"type": "string", "minLength": 1}, "description": {"type": "string"},
+                      "parameters": {"type": "object"}}}}}},
+    "tool_choice": {"description": "auto, none, required, or {type: function, function: {name}}",
+                    "oneOf": [{"enum": ["auto", "none", "required"]},
+                              {"type": "object", "required": ["type", "function"], "properties": {
+                                  "type": {"enum": ["function"]},
+                                  "function": {"type": "object", "required": ["name"],
+                                               "properties": {"name": {"type": "string"}}}}}]},
+    "parallel_tool_calls": _s("boolean", "with tool_choice required: up to one call per tool (default true)"),
     "chat_template_kwargs": {"type": "object", "description": "extra variables for the chat template"},
 }
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from strata.engine.metrics import Histogram
 
-from . import h11_errors
+from . import h11_errors, prometheus_vllm
 from .state import ServerState
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -45,16 +45,19 @@ def render(state: ServerState) -> str:
             "Requests whose CPU work (parsing, templating, tokenizing, images) runs or waits in the worker pool.",
             [({}, state.workers.num_pending)])
     _family(out, "strata_engine_up", "gauge", "1 while the engine loop runs.", [({}, int(state.engine_running))])
-    sources = sorted(m.drafts.drafted)
+    configured = getattr(engine.config, "draft", None)       # shown at 0 before the first draft
+    sources = sorted({*m.drafts.drafted, *([configured] if configured else [])})
     _family(out, "strata_draft_tokens_total", "counter",
             "Speculative decoding: draft tokens verified, by draft source.",
-            [({"source": s}, m.drafts.drafted[s]) for s in sources])
+            [({"source": s}, m.drafts.drafted.get(s, 0)) for s in sources])
     _family(out, "strata_draft_accepted_tokens_total", "counter",
             "Speculative decoding: verified draft tokens equal to the sampled token (kept), by draft source.",
             [({"source": s}, m.drafts.accepted.get(s, 0)) for s in sources])
     _histogram(out, "strata_time_to_first_token_seconds", "Seconds from arrival to the first generated token.",
                m.ttft)
     _histogram(out, "strata_inter_token_latency_seconds", "Seconds between consecutive tokens of a request.", m.itl)
+    _histogram(out, "strata_e2e_request_latency_seconds", "Seconds from arrival to the end of a request.", m.e2e)
+    out += prometheus_vllm.render(state, _family, _histogram)
     return "\n".join(out) + "\n"
 
 
@@ -65,13 +68,13 @@ def _family(out: list[str], name: str, kind: str, help_text: str, samples) -> No
         out.append(f"{name}{_labels(labels)} {_number(value)}")
 
 
-def _histogram(out: list[str], name: str, help_text: str, hist: Histogram) -> None:
+def _histogram(out: list[str], name: str, help_text: str, hist: Histogram, labels: dict | None = None) -> None:
     out.append(f"# HELP {name} {help_text}")
     out.append(f"# TYPE {name} histogram")
     for le, count in hist.cumulative():
-        out.append(f'{name}_bucket{{le="{le}"}} {count}')
-    out.append(f"{name}_sum {_number(hist.total)}")
-    out.append(f"{name}_count {hist.count}")
+        out.append(f"{name}_bucket{_labels({**(labels or {}), 'le': le})} {count}")
+    out.append(f"{name}_sum{_labels(labels or {})} {_number(hist.total)}")
+    out.append(f"{name}_count{_labels(labels or {})} {hist.count}")
 
 
 def _labels(labels: dict) -> str:

@@ -2,8 +2,11 @@
 
 One Formatter per request holds what every body repeats (id, created, model)
 and the request's extensions (`return_token_ids` adds the generated ids to
-each choice and chunk). Chat and completions differ only in the choice's
-shape, so each has a small subclass.
+each choice and chunk). A request has n choices (`index` 0..n-1), each an
+engine request of its own. Chat and completions differ in the choice's
+shape, so each has a small subclass; a chat choice's text goes through its
+ChatOutputParser (strata.toolcall.parser), which splits reasoning_content
+and tool_calls from the content.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from quart import Response
 
 from strata.engine.output import Event, TokenLogprob
 from strata.engine.stream import Completion
+from strata.toolcall.parser import ChatOutputParser, Delta
 
 from .schemas import Options
 
@@ -38,13 +42,16 @@ class Formatter:
 
     # ------------------------------------------------------------ whole responses
 
-    def response(self, done: Completion) -> dict:
-        choice = self._choice(done.text, done.logprobs if self.options.params.logprobs else None)
-        choice["finish_reason"] = done.finish_reason
-        if self.options.return_token_ids:
-            choice["token_ids"] = list(done.token_ids)
-        body = self._envelope(self.object_name, [choice])
-        body["usage"] = usage(done.prompt_tokens, done.completion_tokens)
+    def response(self, dones: list[Completion]) -> dict:
+        choices = []
+        for index, done in enumerate(dones):
+            choice = self._choice(done.text, done.logprobs if self.options.params.logprobs else None, index)
+            choice["finish_reason"] = self._finish_reason(index, done.finish_reason)
+            if self.options.return_token_ids:
+                choice["token_ids"] = list(done.token_ids)
+            choices.append(choice)
+        body = self._envelope(self.object_name, choices)
+        body["usage"] = usage(dones[0].prompt_tokens, sum(d.completion_tokens for d in dones))
         return body
 
     # ------------------------------------------------------------ stream chunks
@@ -52,24 +59,31 @@ class Formatter:
     def opening_chunks(self) -> list[dict]:
         return []
 
-    def delta_chunk(self, event: Event) -> dict | None:
+    def delta_chunk(self, event: Event, index: int = 0) -> dict | None:
         """The chunk for one engine event's tokens, or None when it shows nothing."""
         wants_ids = self.options.return_token_ids and event.token_ids
         wants_logprobs = self.options.params.logprobs and event.logprobs
-        if not (event.text or wants_ids or wants_logprobs):
+        delta = self._delta(event.text, index, final=event.final)
+        if not (delta or wants_ids or wants_logprobs):
             return None
-        choice = self._delta_choice(event.text, event.logprobs if wants_logprobs else None)
+        choice = self._delta_choice(delta, event.logprobs if wants_logprobs else None, index)
         choice["finish_reason"] = None
         if self.options.return_token_ids:
             choice["token_ids"] = list(event.token_ids)
         return self._chunk([choice])
 
-    def finish_chunk(self, reason: str) -> dict:
-        choice = self._delta_choice("", None, empty=True)
-        choice["finish_reason"] = reason
+    def finish_chunk(self, reason: str, index: int = 0) -> dict:
+        choice = self._delta_choice(Delta(), None, index, empty=True)
+        choice["finish_reason"] = self._finish_reason(index, reason)
         if self.options.return_token_ids:
             choice["token_ids"] = []
         return self._chunk([choice])
+
+    def _delta(self, text: str, index: int, final: bool) -> Delta:
+        return Delta(content=text)
+
+    def _finish_reason(self, index: int, reason: str) -> str:
+        return reason
 
     def usage_chunk(self, prompt_tokens: int, completion_tokens: int) -> dict:
         body = self._envelope(self.chunk_object, [])
@@ -98,10 +112,11 @@ class Formatter:
     def token_text(self, token_id: int) -> str:
         return self.token_bytes(token_id).decode("utf-8", errors="replace")
 
-    def _choice(self, text: str, logprobs: list[TokenLogprob] | None) -> dict:
+    def _choice(self, text: str, logprobs: list[TokenLogprob] | None, index: int) -> dict:
         raise NotImplementedError
 
-    def _delta_choice(self, text: str, logprobs: list[TokenLogprob] | None, empty: bool = False) -> dict:
+    def _delta_choice(self, delta: Delta, logprobs: list[TokenLogprob] | None, index: int, empty: bool = False
+                      ) -> dict:
         raise NotImplementedError
 
 
@@ -110,18 +125,52 @@ class ChatFormatter(Formatter):
     chunk_object = "chat.completion.chunk"
     id_prefix = "chatcmpl"
 
+    def __init__(self, options: Options, tokenizer, parsers: list[ChatOutputParser] | None = None):
+        super().__init__(options, tokenizer)
+        self.parsers = parsers or [ChatOutputParser() for _ in range(options.n)]
+
     def opening_chunks(self) -> list[dict]:
-        choice = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
-        if self.options.return_token_ids:
-            choice["token_ids"] = []
-        return [self._chunk([choice])]
+        chunks = []
+        for index in range(len(self.parsers)):
+            choice = {"index": index, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                      "finish_reason": None}
+            if self.options.return_token_ids:
+                choice["token_ids"] = []
+            chunks.append(self._chunk([choice]))
+        return chunks
 
-    def _choice(self, text, logprobs):
-        return {"index": 0, "message": {"role": "assistant", "content": text},
-                "logprobs": self._logprobs(logprobs)}
+    def _choice(self, text, logprobs, index):
+        parser = self.parsers[index]
+        parser.push(text)
+        parser.finish()
+        message = {"role": "assistant", "content": parser.content_or_none}
+        if parser.reasoning_text:
+            message["reasoning_content"] = parser.reasoning_text
+        if parser.calls:
+            message["tool_calls"] = [c.as_dict() for c in parser.calls]
+        return {"index": index, "message": message, "logprobs": self._logprobs(logprobs)}
 
-    def _delta_choice(self, text, logprobs, empty=False):
-        return {"index": 0, "delta": {} if empty else {"content": text}, "logprobs": self._logprobs(logprobs)}
+    def _delta(self, text, index, final):
+        parser = self.parsers[index]
+        delta = parser.push(text)
+        if final:
+            rest = parser.finish()
+            delta = Delta(delta.reasoning + rest.reasoning, delta.content + rest.content, delta.calls + rest.calls)
+        return delta
+
+    def _delta_choice(self, delta, logprobs, index, empty=False):
+        body = {}
+        if delta.reasoning:
+            body["reasoning_content"] = delta.reasoning
+        if delta.content or not (empty or delta.reasoning or delta.calls):
+            body["content"] = delta.content
+        if delta.calls:
+            first = len(self.parsers[index].calls) - len(delta.calls)
+            body["tool_calls"] = [c.as_dict(first + i) for i, c in enumerate(delta.calls)]
+        return {"index": index, "delta": body, "logprobs": self._logprobs(logprobs)}
+
+    def _finish_reason(self, index, reason):
+        return "tool_calls" if reason == "stop" and self.parsers[index].calls else reason
 
     def _logprobs(self, logprobs: list[TokenLogprob] | None) -> dict | None:
         if logprobs is None:
@@ -143,15 +192,15 @@ class CompletionFormatter(Formatter):
 
     def __init__(self, options: Options, tokenizer):
         super().__init__(options, tokenizer)
-        self._offset = 0        # text_offset of the next token's logprob entry
+        self._offset = [0] * options.n      # per choice: text_offset of the next token's logprob entry
 
-    def _choice(self, text, logprobs):
-        return {"index": 0, "text": text, "logprobs": self._logprobs(logprobs)}
+    def _choice(self, text, logprobs, index):
+        return {"index": index, "text": text, "logprobs": self._logprobs(logprobs, index)}
 
-    def _delta_choice(self, text, logprobs, empty=False):
-        return self._choice(text, logprobs)
+    def _delta_choice(self, delta, logprobs, index, empty=False):
+        return self._choice(delta.content, logprobs, index)
 
-    def _logprobs(self, logprobs: list[TokenLogprob] | None) -> dict | None:
+    def _logprobs(self, logprobs: list[TokenLogprob] | None, index: int = 0) -> dict | None:
         if logprobs is None:
             return None
         out = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
@@ -160,13 +209,16 @@ class CompletionFormatter(Formatter):
             out["tokens"].append(text)
             out["token_logprobs"].append(lp.logprob)
             out["top_logprobs"].append({self.token_text(t): v for t, v in lp.top})
-            out["text_offset"].append(self._offset)
-            self._offset += len(text)
+            out["text_offset"].append(self._offset[index])
+            self._offset[index] += len(text)
         return out
 
 
-def formatter_for(kind: str, options: Options, tokenizer) -> Formatter:
-    return (ChatFormatter if kind == "chat" else CompletionFormatter)(options, tokenizer)
+def formatter_for(kind: str, options: Options, tokenizer, parsers: list[ChatOutputParser] | None = None
+                  ) -> Formatter:
+    if kind == "chat":
+        return ChatFormatter(options, tokenizer, parsers)
+    return CompletionFormatter(options, tokenizer)
 
 
 def json_response(body: dict, status: int = 200) -> Response:

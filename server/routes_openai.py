@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import logging
 
+import anyio
 from quart import Blueprint, Response, request
 
 from strata.inputs import EngineInput, chat_input, completion_input
+from strata.inputs.tools import opens_thinking
 
-from . import json_body, memory, schemas, sse
+from . import chat_setup, json_body, memory, schemas, sse
+from .choices import ChoiceSet
 from .client_gone import client_of
 from .errors import APIError, shutting_down, unavailable
 from .request_workers import workers_or_503
@@ -39,10 +42,13 @@ async def chat_completions():
     _check_serving(state)
     if state.engine.model.vision is not None:
         request.scope[memory.SCOPE_KEY] = True          # decoded images, refused or not, are freed: trim after
+    plan = chat_setup.plan_chat(state.engine, parsed)
     with workers_or_503(state):
-        inputs = await chat_input(state.engine, parsed.messages, state.settings.media_limits,
-                                  template_kwargs=parsed.template_kwargs, run_cpu=state.workers.run)
-    return await _generate(state, "chat", inputs, parsed.options)
+        inputs = await chat_input(state.engine, plan.messages, state.settings.media_limits,
+                                  template_kwargs=plan.template_kwargs, run_cpu=state.workers.run)
+    in_reasoning = opens_thinking(state.engine.tokenizer, inputs.prompt_ids)
+    parsers = chat_setup.parsers_for(plan, state.settings.reasoning_format, in_reasoning, parsed.options.n)
+    return await _generate(state, "chat", inputs, parsed.options, parsers)
 
 
 @bp.post("/v1/completions")
@@ -82,29 +88,34 @@ def _check_serving(state: ServerState) -> None:
         raise unavailable("the engine is not running; see the server log", "engine_stopped")
 
 
-async def _generate(state: ServerState, kind: str, inputs: EngineInput, options: Options) -> Response:
+async def _generate(state: ServerState, kind: str, inputs: EngineInput, options: Options, parsers=None) -> Response:
+    """parsers: one ChatOutputParser per choice (chat)."""
     engine = state.engine
     ids = inputs.prompt_ids
     params = schemas.params_for(options, len(ids), engine.config.ctx, kind)
+    if params.grammar is not None:     # compiled off the event loop (the first one builds the tokenizer map)
+        await anyio.to_thread.run_sync(engine.compile_grammar, params.grammar)
     client = client_of(request.scope)
     if client.gone:                  # left while its prompt was prepared: nothing to run for it
         state.count_outcome("cancelled")
         raise APIError(499, "the client closed the connection", code="client_closed_request")
-    stream = engine.submit(ids, params, **inputs.submit_kwargs())
-    client.on_gone(stream.cancel)    # FIN, half-close or RST at any point from here frees the slot within a step
+    stream = ChoiceSet(engine, ids, params, options.n, inputs.submit_kwargs())
+    client.on_gone(stream.cancel)    # FIN, half-close or RST at any point from here frees the slots within a step
     log.debug("%s: %d prompt tokens, max_tokens %d, stream %s", stream.request_id, len(ids), params.max_tokens,
               options.stream)
-    fmt = formatter_for(kind, options, engine.tokenizer)
+    fmt = formatter_for(kind, options, engine.tokenizer, parsers)
     if options.stream:
-        response = Response(sse.EventStreamBody(stream, fmt), content_type=sse.CONTENT_TYPE, headers=sse.HEADERS)
+        body = sse.EventStreamBody(stream, fmt, state.settings.sse_ping_interval)
+        response = Response(body, content_type=sse.CONTENT_TYPE, headers=sse.HEADERS)
         response.timeout = None
         return response
     try:
-        done = await stream.collect()
+        dones = await stream.collect()
     finally:
         await stream.aclose()
-    if done.finish_reason not in sse.FINISH_REASONS:
-        if done.finish_reason == "cancelled":
-            raise shutting_down()
-        raise APIError(500, done.error or "the request failed inside the engine", code="internal_error")
-    return json_response(fmt.response(done))
+    for done in dones:
+        if done.finish_reason not in sse.FINISH_REASONS:
+            if done.finish_reason == "cancelled":
+                raise shutting_down()
+            raise APIError(500, done.error or "the request failed inside the engine", code="internal_error")
+    return json_response(fmt.response(dones))

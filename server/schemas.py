@@ -4,9 +4,10 @@ Every field a client sends is checked for its JSON type here, with the
 field's name as the error's `param`; ranges of the sampling values are the
 engine's rule (SamplingParams.validated), so the CLI, the Python API and the
 server refuse the same values with the same words. `null` means "not sent".
-Fields we can't honour with their non-default value (penalties, n > 1, echo,
-tools, ...) are refused, never silently ignored; unknown fields are ignored,
-as clients send vendor extras.
+Structured output, tools and the extra sampling knobs are read by
+server.api_fields. Fields we can't honour with their non-default value (echo,
+suffix, best_of, legacy functions) are refused, never silently ignored;
+unknown fields are ignored, as clients send vendor extras.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from strata.engine.sampling import MAX_TOP_LOGPROBS, SamplingParams
 
+from . import api_fields
 from .errors import APIError, bad_request
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -33,6 +35,7 @@ class Options:
     stream: bool = False
     include_usage: bool = False
     return_token_ids: bool = False
+    n: int = 1                        # choices; choice i samples with key (seed, choice_index + i)
 
 
 @dataclass
@@ -40,6 +43,9 @@ class ChatRequest:
     messages: list[dict]
     options: Options
     template_kwargs: dict = field(default_factory=dict)
+    tools: list[dict] = field(default_factory=list)
+    tool_choice: str | dict = "none"
+    parallel_tool_calls: bool = True
 
 
 @dataclass
@@ -76,13 +82,10 @@ def _refuse_constant(name: str):
 def parse_chat(body: dict, model_name: str) -> ChatRequest:
     f = Fields(body)
     messages = parse_messages(f.required("messages", list, "an array of messages"))
-    for name in ("tools", "functions"):
-        if f.optional(name, list, "an array"):
-            raise bad_request(f"{name} (tool calling) is not supported yet; send the request without it", name)
-    fmt = f.optional("response_format", dict, "an object")
-    if fmt is not None and fmt.get("type", "text") != "text":
-        raise bad_request("response_format may only be {\"type\": \"text\"}: structured output is not supported yet",
-                          "response_format")
+    if f.optional("functions", list, "an array"):
+        raise bad_request("functions (the legacy form) is not supported; send tools", "functions")
+    tools, tool_choice = api_fields.tools_fields(f)
+    parallel = f.optional("parallel_tool_calls", bool, "a boolean")
     logprobs = f.optional("logprobs", bool, "a boolean") or False
     top_logprobs = f.optional("top_logprobs", int, "an integer") or 0
     max_tokens = f.optional("max_completion_tokens", int, "an integer")
@@ -92,7 +95,11 @@ def parse_chat(body: dict, model_name: str) -> ChatRequest:
     reserved = sorted(set(kwargs) & RESERVED_TEMPLATE_NAMES)
     if reserved:
         raise bad_request(f"chat_template_kwargs may not set {', '.join(reserved)}", "chat_template_kwargs")
-    return ChatRequest(messages, _options(f, model_name, max_tokens, logprobs, top_logprobs), kwargs)
+    options = _options(f, model_name, max_tokens, logprobs, top_logprobs)
+    if tool_choice not in ("auto", "none") and options.params.grammar is not None:
+        raise bad_request("tool_choice 'required' or a named function already constrains the output; send it "
+                          "without response_format or grammar", "tool_choice")
+    return ChatRequest(messages, options, kwargs, tools, tool_choice, parallel is not False)
 
 
 def parse_completion(body: dict, model_name: str) -> CompletionRequest:
@@ -145,17 +152,7 @@ def check_model(f: "Fields", model_name: str) -> str:
 
 def _options(f: "Fields", model_name: str, max_tokens, logprobs: bool, top_logprobs: int) -> Options:
     model = check_model(f, model_name)
-    n = f.optional("n", int, "an integer")
-    if n not in (None, 1):
-        raise bad_request(f"n must be 1, got {n}: each request returns one choice; send {n} requests "
-                          "(with different seeds) for more", "n")
-    for name in ("presence_penalty", "frequency_penalty"):
-        if f.optional(name, (int, float), "a number") not in (None, 0):
-            raise bad_request(f"{name} is not supported; omit it or send 0", name)
-    if f.optional("repetition_penalty", (int, float), "a number") not in (None, 1):
-        raise bad_request("repetition_penalty is not supported; omit it or send 1", "repetition_penalty")
-    if f.optional("logit_bias", dict, "an object"):
-        raise bad_request("logit_bias is not supported; omit it", "logit_bias")
+    n = api_fields.num_choices(f)
     f.optional("user", str, "a string")
     stream = f.optional("stream", bool, "a boolean") or False
     stream_options = f.optional("stream_options", dict, "an object")
@@ -173,9 +170,9 @@ def _options(f: "Fields", model_name: str, max_tokens, logprobs: bool, top_logpr
                                        "stop_token_ids")),
         ignore_eos=f.optional("ignore_eos", bool, "a boolean") or False,
         logprobs=logprobs, top_logprobs=top_logprobs,
-        speculative=_or(f.optional("speculative", bool, "a boolean"), True))
+        speculative=_or(f.optional("speculative", bool, "a boolean"), True), **api_fields.sampling_fields(f))
     return Options(model, params, max_tokens, stream, bool(include_usage),
-                   f.optional("return_token_ids", bool, "a boolean") or False)
+                   f.optional("return_token_ids", bool, "a boolean") or False, n)
 
 
 def _message(message, index: int) -> dict:
@@ -195,7 +192,24 @@ def _message(message, index: int) -> dict:
     name = f.optional("name", str, "a string")
     if name is not None:
         out["name"] = name
+    if role == "tool":
+        out["tool_call_id"] = f.optional("tool_call_id", str, "a string") or ""
+    calls = f.optional("tool_calls", list, "an array of tool calls") if role == "assistant" else None
+    if calls:
+        out["tool_calls"] = [_tool_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(calls)]
     return out
+
+
+def _tool_call(call, where: str) -> dict:
+    if not isinstance(call, dict):
+        raise bad_request(f"{where} must be a tool call object", where)
+    f = Fields(call, where + ".")
+    fn = Fields(f.required("function", dict, "an object with name and arguments"), where + ".function.")
+    arguments = fn.optional("arguments", (str, dict), "a JSON string")
+    if isinstance(arguments, dict):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    return {"id": f.optional("id", str, "a string") or "", "type": "function",
+            "function": {"name": fn.required("name", str, "a string"), "arguments": arguments or "{}"}}
 
 
 def _part(part, where: str) -> dict:

@@ -21,6 +21,9 @@ class ServerSettings:
     retry_after_s: int = 1               # Retry-After on a full queue
     media_dir: str | None = None         # where image_url file paths may read from (vision)
     allow_remote_media: bool = False     # whether image_url may fetch http(s) (vision)
+    reasoning_format: str = "split"      # split: <think>...</think> into reasoning_content; none: left in content
+    sse_ping_interval: float | None = 15.0   # seconds of silence before an SSE ': ping' comment; None = never
+    cors_origins: tuple[str, ...] = ()   # origins allowed by CORS ('*' = any); empty: no CORS headers
     allow_private_media: bool = False    # whether those fetches may reach non-public addresses
 
     @classmethod
@@ -30,8 +33,12 @@ class ServerSettings:
         media_dir = getattr(args, "media_dir", None) or env.get("STRATA_MEDIA_DIR")
         remote = bool(getattr(args, "allow_remote_media", False)) or env.get("STRATA_ALLOW_REMOTE_MEDIA") == "1"
         private = bool(getattr(args, "allow_private_media", False)) or env.get("STRATA_ALLOW_PRIVATE_MEDIA") == "1"
+        ping = getattr(args, "sse_ping_interval", 15.0)
         return cls(model_name=args.served_model_name or model, api_key=api_key or None,
-                   media_dir=media_dir, allow_remote_media=remote, allow_private_media=private)
+                   media_dir=media_dir, allow_remote_media=remote, allow_private_media=private,
+                   reasoning_format=getattr(args, "reasoning_format", "split"),
+                   sse_ping_interval=ping if ping and ping > 0 else None,
+                   cors_origins=tuple(getattr(args, "cors_origin", None) or ()))
 
     @cached_property
     def media_limits(self) -> MediaLimits:

@@ -1,15 +1,19 @@
 """Server-sent events: one request's engine events as OpenAI stream chunks.
 
-The order is what OpenAI clients expect: (chat) a first chunk with the role,
-one chunk per token that shows something, a chunk with an empty delta and
-the finish_reason, a usage chunk with empty choices when the client asked
-for it, then `data: [DONE]`. A request that ends without a finish reason
-(the server shutting down, an engine failure) ends with an OpenAI error
-event instead, then `[DONE]`, so clients see why their answer stopped.
+The order is what OpenAI clients expect: (chat) a first chunk with the role
+per choice, one chunk per token that shows something (tagged with its
+choice's index; the n choices interleave as they are generated), a chunk
+with an empty delta and the finish_reason per choice, a usage chunk with
+empty choices when the client asked for it, then `data: [DONE]`. While
+nothing arrives for `ping_interval` seconds (queued, or a long prefill) an
+SSE comment line `: ping` keeps proxies and clients from timing out. A
+request that ends without a finish reason (the server shutting down, an
+engine failure) ends with an OpenAI error event instead, then `[DONE]`, so
+clients see why their answer stopped.
 
 Leaving the generator early (the client disconnected and Quart cancelled
-the response) closes the RequestStream, which cancels the request: its slot
-frees within one engine step.
+the response) closes the ChoiceSet, which cancels its requests: their slots
+free within one engine step.
 """
 
 from __future__ import annotations
@@ -17,8 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
-from strata.engine.stream import RequestStream
-
+from .choices import PING, ChoiceSet
 from .errors import error_body
 from .responses import Formatter
 
@@ -32,39 +35,50 @@ def sse(data: dict) -> bytes:
     return b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
 
 
-async def stream_chunks(stream: RequestStream, fmt: Formatter) -> AsyncIterator[bytes]:
+PING_COMMENT = b": ping\n\n"
+
+
+async def stream_chunks(choices: ChoiceSet, fmt: Formatter, ping_interval: float | None = None
+                        ) -> AsyncIterator[bytes]:
     try:
         for chunk in fmt.opening_chunks():
             yield sse(chunk)
-        ended = False
-        async for event in stream:
+        running = set(range(choices.n))
+        prompt_tokens = completion_tokens = 0
+        while running:
+            item = await choices.next(ping_interval)
+            if item is PING:
+                yield PING_COMMENT
+                continue
+            if item is None:
+                yield sse(_error_event("error", "the request ended without a final event"))
+                break
+            index, event = item
             if event.final and event.finish_reason not in FINISH_REASONS:
                 yield sse(_error_event(event.finish_reason, event.error))
-                ended = True
                 break
-            chunk = fmt.delta_chunk(event)
+            chunk = fmt.delta_chunk(event, index)
             if chunk is not None:
                 yield sse(chunk)
             if event.final:
-                yield sse(fmt.finish_chunk(event.finish_reason))
-                if fmt.options.include_usage:
-                    yield sse(fmt.usage_chunk(event.prompt_tokens, event.completion_tokens))
-                ended = True
-                break
-        if not ended:
-            yield sse(_error_event("error", "the request ended without a final event"))
+                yield sse(fmt.finish_chunk(event.finish_reason, index))
+                running.discard(index)
+                prompt_tokens = event.prompt_tokens
+                completion_tokens += event.completion_tokens
+        if not running and fmt.options.include_usage:
+            yield sse(fmt.usage_chunk(prompt_tokens, completion_tokens))
         yield DONE
     finally:
-        await stream.aclose()
+        await choices.aclose()
 
 
 class EventStreamBody:
     """The response body of a streamed request. Closing it cancels the request even when the
     body was never iterated (the client left before the first chunk was sent)."""
 
-    def __init__(self, stream: RequestStream, fmt: Formatter):
+    def __init__(self, stream: ChoiceSet, fmt: Formatter, ping_interval: float | None = None):
         self._stream = stream
-        self._chunks = stream_chunks(stream, fmt)
+        self._chunks = stream_chunks(stream, fmt, ping_interval)
 
     def __aiter__(self) -> "EventStreamBody":
         return self

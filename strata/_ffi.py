@@ -32,7 +32,7 @@ __all__ = [
     "status_name", "rope_params", "embed", "rmsnorm", "matmul", "MatmulPrologue", "matmul_params", "matmul_ex",
     "rope", "kv_store", "rope_kv_store", "attention",
     "attention_dense", "silu_mul", "gelu", "add", "gather_rows", "positions_decode", "argmax", "sample",
-    "HostBuffer", "step_advance",
+    "HostBuffer", "step_advance", "logits_adjust",
 ]
 
 _REPO = Path(__file__).resolve().parent.parent
@@ -636,6 +636,15 @@ def sample(ctx, logits, logits_offset, n_rows, n_vocab, params, params_offset, o
     st = _lib.strata_sample(ctx._ptr or _closed(ctx), logits._ptr or _closed(logits), logits_offset, n_rows, n_vocab,
                             params._ptr or _closed(params), params_offset, out_ids._ptr or _closed(out_ids),
                             out_offset)
+    if st:
+        _raise(st)
+
+
+def logits_adjust(ctx, logits, logits_offset, n_rows, n_vocab, row_slots, row_slots_offset, table, table_offset,
+                  n_slots):
+    st = _lib.strata_logits_adjust(ctx._ptr or _closed(ctx), logits._ptr or _closed(logits), logits_offset, n_rows,
+                                   n_vocab, row_slots._ptr or _closed(row_slots), row_slots_offset,
+                                   table._ptr or _closed(table), table_offset, n_slots)
     if st:
         _raise(st)
 

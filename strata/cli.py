@@ -129,6 +129,15 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
                    help="directory image_url file paths may read from (default: none; $STRATA_MEDIA_DIR)")
     g.add_argument("--allow-remote-media", action="store_true",
                    help="let image_url fetch http(s) URLs (default: off; $STRATA_ALLOW_REMOTE_MEDIA)")
+    g.add_argument("--reasoning-format", default="split", choices=["split", "none"],
+                   help="split: text inside <think>...</think> goes to reasoning_content; none: it stays in "
+                        "content (default: split)")
+    g.add_argument("--sse-ping-interval", type=float, default=15.0,
+                   help="seconds without a token after which a streamed answer gets an SSE ': ping' comment "
+                        "(queued, long prefill); 0 = never (default: 15)")
+    g.add_argument("--cors-origin", action="append", default=[],
+                   help="an origin browsers may call the API from (repeatable; '*' for any); default: no "
+                        "CORS headers")
     g.add_argument("--allow-private-media", action="store_true",
                    help="let those fetches reach loopback, private, link-local and other non-public addresses "
                         "(default: off, only public addresses; $STRATA_ALLOW_PRIVATE_MEDIA)")

@@ -26,6 +26,8 @@ LAYERS = {
     "strata.engine": 4,
     "strata.models": 5,
     "strata.vision": 6,
+    "strata.grammar": 6,
+    "strata.toolcall": 6,
     "strata.chat_template": 6,
     "strata.chat_template_defaults": 6,
     "strata.tokenizer": 6,

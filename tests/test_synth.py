@@ -88,6 +88,13 @@ def test_quantized_files_mirror_llama_quantize_mix():
     assert types("Q4_0", pure=True)["token_embd.weight"] == QT.Q4_0
     assert types("Q8_0")["token_embd.weight"] == QT.Q8_0
     assert types("Q4_K")["blk.1.attn_norm.weight"] == QT.F32
+    # Q4_K_M: Q6_K attn_v / ffn_down where llama.cpp's use_more_bits says (32 layers: 0-3, 6, 9, ..., 27, 28-31).
+    m = {s.name: s.qtype for s in plan_tensors(resolve_shape("8b"), "Q4_K_M")}
+    wide = [i for i in range(32) if m[f"blk.{i}.ffn_down.weight"] == QT.Q6_K]
+    assert wide == [0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31]
+    assert all(m[f"blk.{i}.attn_v.weight"] == m[f"blk.{i}.ffn_down.weight"] for i in range(32))
+    assert m["blk.4.attn_q.weight"] == m["blk.4.ffn_down.weight"] == QT.Q4_K
+    assert (m["output.weight"], m["token_embd.weight"]) == (QT.Q6_K, QT.Q4_K)
     eight = {s.name: s.qtype for s in plan_tensors(resolve_shape("8b"), "Q4_0")}
     assert (eight["output.weight"], eight["token_embd.weight"]) == (QT.Q6_K, QT.Q4_0)
     # hidden 576 isn't a multiple of 256: llama-quantize's Q6_K -> Q8_0 fallback, and --pure refuses.

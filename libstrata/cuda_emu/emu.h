@@ -34,6 +34,22 @@ struct uint4 { unsigned int x, y, z, w; };
 struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
 inline float2 make_float2(float a, float b) { return {a, b}; }
+inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
+// Integer intrinsics of the integer matmul (cuda_int_blocks.cuh), as the PTX manual defines them.
+inline int __dp4a(int a, int b, int c) {
+    for (int i = 0; i < 4; ++i) c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
+    return c;
+}
+inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned sh) {
+    return (unsigned)((((uint64_t)hi << 32) | lo) >> (sh & 31));
+}
+// cvt.rni.s32.f32: round to nearest even, NaN -> 0, saturating.
+inline int __float2int_rn(float x) {
+    if (x != x) return 0;
+    if (x >= 2147483647.0f) return INT_MAX;
+    if (x <= -2147483648.0f) return INT_MIN;
+    return (int)std::nearbyint(x);
+}
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 inline void sincosf(float x, float* s, float* c) { *s = std::sin(x); *c = std::cos(x); }
 typedef void* cudaStream_t;

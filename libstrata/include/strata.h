@@ -453,6 +453,22 @@ int32_t strata_sample(strata_context *ctx, strata_buffer *logits, uint64_t logit
                       int64_t n_vocab, strata_buffer *params, uint64_t params_offset, strata_buffer *out_ids,
                       uint64_t out_offset);
 
+/* Per-row logit adjustments read from a per-slot table, for grammar masks,
+ * logit bias and penalties (run before strata_sample / strata_argmax).
+ * row_slots: int32 [n_rows]; table: F32 [n_slots][2][n_vocab]: for slot s,
+ * row 0 is an additive term a and row 1 a repetition factor p (1 = none).
+ * For each row r with 0 <= s = row_slots[r] < n_slots, each token v:
+ *   l = logits[r][v]; if (p != 1) l = (l > 0) ? l / p : l * p; logits[r][v] = l + a
+ * in F32, each operation rounded once (no contraction), so the result is a
+ * pure function of the row's logits and its slot's table rows. Rows whose
+ * s is out of [0, n_slots) (-1: no adjustment) are left as they are and
+ * their table rows are not read. a = -inf masks a token. Recordable: a
+ * captured graph reads row_slots and the table at their fixed addresses, so
+ * the host changes adjustments by writing them between launches. */
+int32_t strata_logits_adjust(strata_context *ctx, strata_buffer *logits, uint64_t logits_offset, int64_t n_rows,
+                             int64_t n_vocab, strata_buffer *row_slots, uint64_t row_slots_offset,
+                             strata_buffer *table, uint64_t table_offset, int64_t n_slots);
+
 /* The sampler's uniform draw in [0, 1): with splitmix64(z) = the standard
  * 64-bit finalizer of (z + 0x9E3779B97F4A7C15),
  * h = splitmix64(seed ^ splitmix64((uint64_t)position)), u = (h >> 40) * 2^-24.

@@ -17,6 +17,8 @@ import anyio
 
 from .. import _ffi
 from ..config import EngineConfig, backend_of, default_device
+from ..grammar.compiler import GrammarCompiler, GrammarError
+from .logit_rules import LogitRules
 from .drafting.factory import make_speculator
 from .drafting.speculator import draft_state
 from .metrics import EngineMetrics
@@ -47,6 +49,7 @@ class Engine:
         self._limiter: anyio.CapacityLimiter | None = None
         self._running = False
         self._check_images = model.submission_check(config.ctx)   # None for a text-only model
+        self.grammars = GrammarCompiler(self.tokenizer, model.spec.vocab)
 
     @classmethod
     def create(cls, config: EngineConfig) -> "Engine":
@@ -82,27 +85,57 @@ class Engine:
         return params.validated()
 
     def submit(self, prompt_ids, params: SamplingParams, *, positions=None, rope_delta: int = 0,
-               vision=None) -> RequestStream:
+               vision=None, events=None) -> RequestStream:
         """Validates and queues a request; raises InvalidRequest (VisionRecordError for a vision model's
-        images) or QueueFull, changing nothing."""
+        images) or QueueFull, changing nothing.
+
+        events: a (send, receive) memory-object stream pair that several requests share (the n
+        choices of one API request); each request sends on its own clone, and its Events carry
+        its params.choice_index."""
         params = self.validate(list(prompt_ids), params)
         if self._check_images is not None:
             self._check_images(list(prompt_ids), positions, rope_delta, vision)
         elif vision is not None:
             raise InvalidRequest("this model reads text only; it has no vision tower to take images",
                                  "messages", code="images_not_supported")
-        request = Request(list(prompt_ids), params, positions=positions, rope_delta=rope_delta, vision=vision)
-        send, receive = anyio.create_memory_object_stream[Event](math.inf)
         eos = frozenset() if params.ignore_eos else frozenset(self.tokenizer.eos_ids)
+        request = Request(list(prompt_ids), params, positions=positions, rope_delta=rope_delta, vision=vision,
+                          rules=self._rules(list(prompt_ids), params, eos))
+        if events is None:
+            send, receive = anyio.create_memory_object_stream[Event](math.inf)
+        else:
+            send, receive = events[0].clone(), events[1]
         processor = OutputProcessor(self.tokenizer, params.stop, eos, params.stop_token_ids)
         try:
             self.scheduler.submit(request)
         except QueueFull:
             self.metrics.count_outcome("rejected")
+            if events is not None:
+                send.close()
             raise
         self._outputs[request] = (send, processor)
         self._notify()
         return RequestStream(self, request, receive)
+
+    def compile_grammar(self, spec) -> str:
+        """The compiled grammar of a GrammarSpec (cached); InvalidRequest if it does not compile. The
+        first call builds the tokenizer map (about a second): callers on an event loop run it in a thread."""
+        try:
+            return self.grammars.compile(spec)
+        except GrammarError as exc:
+            raise InvalidRequest(str(exc), exc.param) from None
+
+    def _rules(self, prompt_ids: list[int], params: SamplingParams, eos: frozenset[int]) -> LogitRules | None:
+        """The request's logit adjustments (None for a plain request); InvalidRequest for a bad grammar."""
+        if not params.adjusts_logits:
+            return None
+        mask = None
+        if params.grammar is not None:
+            try:
+                mask = self.grammars.matcher(self.compile_grammar(params.grammar))
+            except GrammarError as exc:
+                raise InvalidRequest(str(exc), exc.param) from None
+        return LogitRules(params, prompt_ids, self.model.spec.vocab, eos | frozenset(params.stop_token_ids), mask)
 
     async def run_on_device(self, fn, *args):
         """fn(*args) in a worker thread, never beside an engine step (the vision encoder shares the device)."""
@@ -187,6 +220,13 @@ class Engine:
     def _accept_token(self, request: Request, token: int, logprob, now: float) -> None:
         first = request.first_token_time is None
         request.record_token(token, now)
+        grammar_done = False
+        if request.rules is not None:
+            refused = request.rules.accept(token)
+            if refused:
+                self._finish(request, "error", Event(error=f"internal error: {refused}"))
+                return
+            grammar_done = request.rules.mask is not None and request.rules.mask.done
         m = self.metrics
         m.generated_tokens += 1
         if first:
@@ -196,6 +236,9 @@ class Engine:
             m.itl.observe(request.token_times[-1] - request.token_times[-2])
         _, processor = self._outputs[request]
         text, reason = processor.push(token)
+        if reason is None and grammar_done:        # the grammar ended (with ignore_eos the end token is text)
+            reason = "stop"
+            text += processor.finish()
         if reason is None and (len(request.output_ids) >= request.params.max_tokens
                                or request.num_tokens > self.config.ctx):
             reason = "length"
@@ -210,6 +253,7 @@ class Engine:
         send, _ = self._outputs.get(request, (None, None))
         if send is None:
             return
+        event.choice = request.params.choice_index
         try:
             send.send_nowait(event)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -218,6 +262,7 @@ class Engine:
     def _finish(self, request: Request, reason: str, event: Event | None = None) -> None:
         self.scheduler.finish(request, reason)
         self.metrics.count_outcome(reason)
+        self.metrics.e2e.observe(time.monotonic() - request.arrival_time)
         event = event or Event()
         event.finish_reason = reason
         request.error = request.error or event.error     # _close then sends no second final event
@@ -233,7 +278,8 @@ class Engine:
             if request.finish_reason == "cancelled" and not request.error:
                 try:
                     send.send_nowait(Event(finish_reason="cancelled", prompt_tokens=request.num_prompt,
-                                           completion_tokens=len(request.output_ids)))
+                                           completion_tokens=len(request.output_ids),
+                                           choice=request.params.choice_index))
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.WouldBlock):
                     pass
                 self.metrics.count_outcome("cancelled")

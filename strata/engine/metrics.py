@@ -56,6 +56,7 @@ class EngineMetrics:
     steps: int = 0
     ttft: Histogram = field(default_factory=Histogram)
     itl: Histogram = field(default_factory=Histogram)
+    e2e: Histogram = field(default_factory=Histogram)     # arrival to the end of every finished request
     drafts: DraftCounts = field(default_factory=DraftCounts)
 
     def count_outcome(self, outcome: str) -> None:

@@ -28,6 +28,7 @@ class Event:
     error: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    choice: int = 0                       # the request's params.choice_index (n > 1 share one stream)
 
     @property
     def final(self) -> bool:

@@ -42,6 +42,7 @@ class Request:
     rope_delta: int = 0
     vision: VisionInput | None = None
     request_id: str = field(default_factory=lambda: f"req-{next(_ids)}")
+    rules: object | None = None           # LogitRules when params.adjusts_logits (strata.engine.logit_rules)
 
     state: State = State.WAITING
     slot: int | None = None

@@ -21,6 +21,7 @@ from .. import _ffi as F
 from ..config import EngineConfig
 from .decode_ahead import DecodeAhead
 from .image_rows import ImageRows
+from .logit_table import LogitTable
 from .output import TokenLogprob
 from .scheduler import StepPlan
 from .step_io import StepIO
@@ -56,6 +57,7 @@ class ModelRunner:
         self.graphs: dict[int, F.Graph] = {}
         self.use_graphs = config.graphs
         self.images = ImageRows(ctx, spec.hidden)      # per-slot image embeddings, injected in prefill
+        self.logit_table = LogitTable(ctx, config.batch, spec.vocab)   # per-slot masks, bias, penalties
         on_gpu = ctx.info().backend == F.Backend.CUDA
         self.ahead = DecodeAhead(ctx, self.io, self.max_logits) if on_gpu and config.graphs else None
         # Tests that read act.logits after each step set this: a guessed next step would overwrite them.
@@ -67,6 +69,7 @@ class ModelRunner:
         for slot in slots:
             self.slots.reset(slot)
             self.images.release(slot)
+            self.logit_table.forget(slot)
         if self.speculator is not None:
             self.speculator.release(slots)
 
@@ -103,7 +106,7 @@ class ModelRunner:
         self.io.clear(n_rows, n_logits)
         self.io.upload()
         self.model.decoder.record(self.io, self.act, self.slots, n_rows, n_decode, n_logits,
-                                  inject=self.images.inject_for(plan, n_decode))
+                                  inject=self.images.inject_for(plan, n_decode), adjust=self.logit_table)
         sampled = self.io.download_ids(n_logits).tolist() if n_logits else []
         return self._result(plan, drafts, sampled, wants_logprobs)
 
@@ -166,7 +169,8 @@ class ModelRunner:
     def _may_continue(self, plan: StepPlan) -> bool:
         """Whether every request of this decode step may still be decoding in the next one."""
         return all(not r.cancelled and len(r.output_ids) + 1 < r.params.max_tokens
-                   and r.num_tokens + 1 <= self.config.ctx for r in plan.decode)
+                   and r.num_tokens + 1 <= self.config.ctx and (r.rules is None or r.rules.static)
+                   for r in plan.decode)
 
     def _fill_inputs(self, plan: StepPlan, drafts: dict):
         """Decode rows first (a drafting slot's last token, then its drafts at the next cells), then
@@ -192,7 +196,10 @@ class ModelRunner:
         for i, (r, request, position) in enumerate(logit_rows):
             p = request.params
             io.logit_idx[i] = r
-            io.params[i] = (p.temperature, p.top_p, p.min_p, p.top_k, p.seed, position)
+            io.params[i] = (p.temperature, p.top_p, p.min_p, p.top_k, p.sampler_seed, position)
+            io.adjust[i] = -1 if request.rules is None else request.slot
+            if request.rules is not None:
+                self.logit_table.write(request.slot, request.rules)
             wants.append(p.top_logprobs if p.logprobs else -1)
         return row, n_decode, len(logit_rows), wants
 
@@ -210,7 +217,8 @@ class ModelRunner:
         if graph is None:
             self.ctx.graph_begin()
             try:
-                self.model.decoder.record(self.io, self.act, self.slots, bucket, bucket, bucket)
+                self.model.decoder.record(self.io, self.act, self.slots, bucket, bucket, bucket,
+                                          adjust=self.logit_table)
             except BaseException:
                 try:
                     self.ctx.graph_end().close()
@@ -245,6 +253,7 @@ class ModelRunner:
             graph.close()
         self.graphs.clear()
         self.images.close()
+        self.logit_table.close()
         self.io.close()
         self.act.close()
         self.slots.close()

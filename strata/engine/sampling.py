@@ -11,7 +11,10 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, field, replace
 
+from ..grammar.spec import GrammarSpec
+
 MAX_TOP_LOGPROBS = 20
+MAX_LOGIT_BIAS = 300          # entries; each value in [-100, 100] as OpenAI
 
 
 class InvalidRequest(ValueError):
@@ -39,12 +42,37 @@ class SamplingParams:
     ignore_eos: bool = False
     logprobs: bool = False
     top_logprobs: int = 0
+    # Per-row logit adjustments (strata.engine.logit_rules): OpenAI's penalties on generated
+    # tokens, vLLM's repetition penalty on prompt and generated tokens, a bias per token id.
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    min_tokens: int = 0
+    grammar: GrammarSpec | None = None
+    # n > 1: choice i draws with its own key (sampler_seed); choice 0 is the plain request.
+    choice_index: int = 0
     speculative: bool = True           # False: never draft for this request (the tokens are the same either way)
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0.0 or self.top_k == 1
+
+    @property
+    def adjusts_logits(self) -> bool:
+        """Whether the request needs per-row logit adjustments (strata.engine.logit_rules)."""
+        return bool(self.presence_penalty or self.frequency_penalty or self.repetition_penalty != 1.0
+                    or self.logit_bias or self.min_tokens or self.grammar is not None)
+
+    @property
+    def sampler_seed(self) -> int:
+        """The seed the device sampler draws with: the request's own for choice 0, and for
+        choice i > 0 splitmix64(seed ^ splitmix64(i)), a key of (seed, choice index) alone, so
+        choice i is the same whether asked alone (choice_index=i) or as one of n."""
+        if not self.choice_index:
+            return self.seed
+        return _splitmix64(self.seed ^ _splitmix64(self.choice_index))
 
     def validated(self) -> "SamplingParams":
         """Returns these parameters with a seed filled in, or raises InvalidRequest."""
@@ -65,8 +93,38 @@ class SamplingParams:
             raise InvalidRequest("stop must be at most 16 non-empty strings of at most 256 characters", "stop")
         for t in self.stop_token_ids:
             _check_int("stop_token_ids", t, 0, 1 << 31)
+        _check_float("presence_penalty", self.presence_penalty, -2.0, 2.0)
+        _check_float("frequency_penalty", self.frequency_penalty, -2.0, 2.0)
+        _check_float("repetition_penalty", self.repetition_penalty, 0.0, 2.0, low_open=True)
+        _check_int("min_tokens", self.min_tokens, 0, self.max_tokens)
+        _check_int("choice_index", self.choice_index, 0, 1 << 20)
+        if len(self.logit_bias) > MAX_LOGIT_BIAS:
+            raise InvalidRequest(f"logit_bias may hold at most {MAX_LOGIT_BIAS} entries, got {len(self.logit_bias)}",
+                                 "logit_bias")
+        for token, bias in self.logit_bias:
+            _check_int("logit_bias", token, 0, 1 << 31)
+            _check_float("logit_bias", bias, -100.0, 100.0)
+        if self.grammar is not None and not isinstance(self.grammar, GrammarSpec):
+            raise InvalidRequest("grammar must be a GrammarSpec", "response_format")
         seed = self.seed if self.seed is not None else secrets.randbits(63)
-        return replace(self, seed=seed % (1 << 64), stop=stop, top_k=max(self.top_k, 0))
+        return replace(self, seed=seed % (1 << 64), stop=stop, top_k=max(self.top_k, 0),
+                       presence_penalty=float(self.presence_penalty), frequency_penalty=float(self.frequency_penalty),
+                       repetition_penalty=float(self.repetition_penalty),
+                       logit_bias=tuple((int(t), float(b)) for t, b in self.logit_bias),
+                       # A slot has one adjustment row (strata.engine.logit_table), right for its next
+                       # token only, so a drafted slot's later verification rows would read a wrong one.
+                       speculative=self.speculative and not self.adjusts_logits)
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(z: int) -> int:
+    """The standard 64-bit finalizer of z + golden ratio (as the device sampler's key mixing, strata.h)."""
+    z = (z + 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
 
 
 def _check_int(name: str, value, low: int, high: int) -> None:

@@ -5,6 +5,7 @@ Layout (fixed for the runner's life, so captured graphs can read it):
   ids       int32 [max_rows]                      token id of each row
   rows      int32 [max_rows, 2]                   {slot, cache index}
   logit_idx int32 [max_logits]                    rows whose logits are sampled
+  adjust    int32 [max_logits]                    each sampled row's slot in the LogitTable, -1 = none
   out_ids   int32 [max_logits]                    sampled token ids
 Everything up to out_ids goes to the device in one upload per step.
 """
@@ -25,14 +26,17 @@ class StepIO:
         self.ids_off = self.params_off + PARAMS.itemsize * max_logits
         self.rows_off = self.ids_off + 4 * max_rows
         self.logit_idx_off = self.rows_off + 8 * max_rows
-        self.out_off = self.logit_idx_off + 4 * max_logits
+        self.adjust_off = self.logit_idx_off + 4 * max_logits
+        self.out_off = self.adjust_off + 4 * max_logits
         self.nbytes = self.out_off + 4 * max_logits
         self.buffer = _ffi.Buffer(ctx, self.nbytes)
         self.host = np.zeros(self.out_off, dtype=np.uint8)
         self.params = self.host[: self.ids_off].view(PARAMS)                              # [max_logits]
         self.ids = self.host[self.ids_off: self.rows_off].view(np.int32)                  # [max_rows]
         self.rows = self.host[self.rows_off: self.logit_idx_off].view(np.int32).reshape(max_rows, 2)
-        self.logit_idx = self.host[self.logit_idx_off: self.out_off].view(np.int32)      # [max_logits]
+        self.logit_idx = self.host[self.logit_idx_off: self.adjust_off].view(np.int32)   # [max_logits]
+        self.adjust = self.host[self.adjust_off: self.out_off].view(np.int32)            # [max_logits]
+        self.adjust[:] = -1
         self._out = np.zeros(max_logits, dtype=np.int32)
 
     def clear(self, n_rows: int, n_logits: int) -> None:
@@ -40,6 +44,7 @@ class StepIO:
         self.ids[n_rows:] = 0
         self.rows[n_rows:] = (-1, 0)
         self.params[n_logits:] = 0
+        self.adjust[n_logits:] = -1
         self.logit_idx[n_logits:] = np.arange(n_logits, self.max_logits, dtype=np.int32) % max(self.max_rows, 1)
 
     def upload(self) -> None:

@@ -103,9 +103,11 @@ class Decoder:
         return LayerWeights(**parts)
 
     def record(self, io, act: Activations, slots: F.Slots, n_rows: int, n_decode: int, n_logits: int,
-               inject=None) -> None:
+               inject=None, adjust=None) -> None:
         """Enqueues the forward pass and sampling for rows [0, n_rows) of `io`.
 
+        `adjust` (a LogitTable) adds the per-row masks, bias and penalties before sampling:
+        each sampled row reads its slot's table rows, picked by io.adjust (-1: untouched).
         Rows [0, n_decode) are decode rows: their table cells get index + delta first.
         `inject(buffer, offset)` may overwrite embedding rows (image features) before layer 0.
         """
@@ -127,6 +129,9 @@ class Decoder:
         o = self.output
         F.matmul_ex(ctx, self.head_params, A, act.xs, n_logits, s.hidden, o.buffer, o.offset, o.dtype, o.rows,
                     A, act.logits)
+        if adjust is not None:
+            F.logits_adjust(ctx, A, act.logits, n_logits, s.vocab, io_buf, io.adjust_off, adjust.buffer, 0,
+                            adjust.n_slots)
         F.sample(ctx, A, act.logits, n_logits, s.vocab, io_buf, io.params_off, io_buf, io.out_off)
 
     def _attention_block(self, index, layer: LayerWeights, io, act, slots, n_rows):

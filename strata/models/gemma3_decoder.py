@@ -62,7 +62,7 @@ class Gemma3Decoder(Decoder):
             down=w[p + "ffn_down.weight"], post_ffn_norm=w[p + "post_ffw_norm.weight"],
             local=bool(self.spec.local_layers[i]))
 
-    def record(self, io, act, slots, n_rows, n_decode, n_logits, inject=None) -> None:
+    def record(self, io, act, slots, n_rows, n_decode, n_logits, inject=None, adjust=None) -> None:
         s = self.spec
 
         def scaled(buffer, offset):
@@ -70,7 +70,7 @@ class Gemma3Decoder(Decoder):
             if inject is not None:
                 inject(buffer, offset)
 
-        super().record(io, act, slots, n_rows, n_decode, n_logits, scaled)
+        super().record(io, act, slots, n_rows, n_decode, n_logits, scaled, adjust)
 
     def _norm(self, x_off, weight, n_rows, dim, A, out_off=None):
         F.rmsnorm(self.ctx, A, x_off, weight.buffer, weight.offset, A, x_off if out_off is None else out_off, n_rows,

@@ -5,6 +5,8 @@ support, so synthesized files have the sizes llama-quantize gives the
 benchmark shapes (docs/design.md, "Benchmark shapes"):
 
 - 1-D tensors (the RMSNorm weights) are always F32.
+- Q4_K_M (llama.cpp's `use_more_bits`): attn_v and ffn_down are Q6_K in
+  layers i < n/8, i >= 7n/8 and (i - n/8) % 3 == 2; the rest is Q4_K.
 - For Q4_0, Q4_1 and Q4_K files the output matrix (`output`, or `token_embd`
   when the embeddings are tied) is Q6_K; other file types keep it in the file
   type (Q8_0 stays Q8_0; F32/F16/BF16 files are not "quantized" at all).
@@ -39,6 +41,9 @@ FILE_TYPES: dict[str, tuple[QT, LlamaFileType]] = {
     "Q4_1": (QT.Q4_1, LlamaFileType.MOSTLY_Q4_1),
     # Our Q4_K mix (all Q4_K but a Q6_K output) is closest to llama.cpp's Q4_K_S.
     "Q4_K": (QT.Q4_K, LlamaFileType.MOSTLY_Q4_K_S),
+    # llama-quantize's Q4_K_M: Q4_K, with Q6_K for the output and for attn_v and ffn_down in
+    # the layers llama.cpp's use_more_bits picks (first and last eighth, every third between).
+    "Q4_K_M": (QT.Q4_K, LlamaFileType.MOSTLY_Q4_K_M),
     "Q6_K": (QT.Q6_K, LlamaFileType.MOSTLY_Q6_K),
     # llama-quantize's Q5_K_M: Q5_K, with Q6_K for attn_v and ffn_down in the layers use_more_bits picks.
     "Q5_K_M": (QT.Q5_K, LlamaFileType.MOSTLY_Q5_K_M),
@@ -91,11 +96,12 @@ def file_type_id(dtype: str) -> LlamaFileType:
 
 def plan_tensors(shape: LlamaShape, dtype: str, pure: bool = False) -> list[TensorSpec]:
     """Every tensor of the file, in file order, with its type."""
-    base = FILE_TYPES[parse_dtype(dtype)][0]
+    file_type = parse_dtype(dtype)
+    base = FILE_TYPES[file_type][0]
     output_name = "token_embd.weight" if shape.tied_embeddings else "output.weight"
     specs = [_matrix("token_embd.weight", shape.vocab_size, shape.hidden_size, base, output_name, pure)]
     for layer in range(shape.num_layers):
-        specs += _layer(shape, layer, base, pure)
+        specs += _layer(shape, layer, file_type, base, pure)
     specs.append(TensorSpec("output_norm.weight", (shape.hidden_size,), QT.F32, "ones"))
     if not shape.tied_embeddings:
         specs.append(_matrix("output.weight", shape.vocab_size, shape.hidden_size, base, output_name, pure))
@@ -103,26 +109,27 @@ def plan_tensors(shape: LlamaShape, dtype: str, pure: bool = False) -> list[Tens
 
 
 def _use_more_bits(layer: int, n_layers: int) -> bool:
-    """llama.cpp's choice of the layers that get more bits in _M mixes."""
+    """llama.cpp's choice of the layers that get more bits in _M mixes (integer arithmetic as there)."""
     eighth = n_layers // 8
     return layer < eighth or layer >= 7 * n_layers // 8 or (layer - eighth) % 3 == 2
 
 
-def _mixed_type(shape: LlamaShape, layer: int, kind: str, base: QT) -> QT:
-    """Q5_K_M and IQ4_XS's per-tensor choices (everything else keeps the file type)."""
-    if base == QT.Q5_K and kind in ("attn_v", "ffn_down") and _use_more_bits(layer, shape.num_layers):
+def _mixed_type(shape: LlamaShape, layer: int, kind: str, file_type: str, base: QT) -> QT:
+    """The _M mixes' and IQ4_XS's per-tensor choices (everything else keeps the file type)."""
+    if file_type in ("Q4_K_M", "Q5_K_M") and kind in ("attn_v", "ffn_down") \
+            and _use_more_bits(layer, shape.num_layers):
         return QT.Q6_K
     if base == QT.IQ4_XS and kind == "attn_v" and shape.num_heads >= 4 * shape.num_kv_heads:
         return QT.Q5_K
     return base
 
 
-def _layer(shape: LlamaShape, layer: int, base: QT, pure: bool) -> list[TensorSpec]:
+def _layer(shape: LlamaShape, layer: int, file_type: str, base: QT, pure: bool) -> list[TensorSpec]:
     hidden, kv, ffn = shape.hidden_size, shape.kv_size, shape.ffn_size
     prefix = f"blk.{layer}."
 
     def matrix(kind, rows, row_len):
-        qtype = base if pure else _mixed_type(shape, layer, kind, base)
+        qtype = base if pure else _mixed_type(shape, layer, kind, file_type, base)
         return _matrix(prefix + kind + ".weight", rows, row_len, qtype, "", pure)
 
     return [

@@ -150,15 +150,34 @@ def attention_reference(q, keys, values, scale):
     return out.reshape(-1)
 
 
-def matmul_tolerance(device, dtype, k, bound, exact_terms=0.0):
+def int8_activation_bound(xp, w):
+    """Per (row, output): sum over 32-value blocks of max|x'_block| / 254 * sum|w_block|,
+    the most the int8 rounding of x' (step max|x'|/127, half a step per value) can move
+    the exact product. xp: [n_rows, k] float64 activations after the prologue; w: [n_out, k]."""
+    n, k = xp.shape
+    nb = k // 32
+    bm = np.abs(xp[:, :32 * nb]).reshape(n, nb, 32).max(axis=2) / 254.0
+    wa = np.abs(w[:, :32 * nb]).reshape(w.shape[0], nb, 32).sum(axis=2)
+    return bm @ wa.T
+
+
+INT8_DTYPES = (S.DType.Q4_0, S.DType.Q8_0)  # the types cuda_int_matmul.cu is routed for
+
+
+def matmul_tolerance(device, dtype, k, bound, exact_terms=0.0, xw=None):
     """Allowed |y - float64 reference| of a matmul on `device` ("cpu", "cuda:N").
 
     bound: sum_i |x'_i * w_i| per output (x' the activations after any prologue);
-    exact_terms: |bias| + |y0| + |reference| (each rounded once or twice in float32).
+    exact_terms: |bias| + |y0| + |reference| (each rounded once or twice in float32);
+    xw: (x' [n_rows, k] float64, w [n_out, k]) — needed for the CUDA integer path.
 
     CPU, and CUDA with F32 weights: x stays float32, so the only error is float32
     accumulation over k: 3e-6 * sqrt(k) * bound.
-    CUDA tensor cores (F16, BF16 and quantized weights): each 32-value block of x' is
+    CUDA integer path (Q4_0, Q8_0, cuda_int_matmul.cu): each 32-value block of x'
+    is rounded to int8 with step max|x'|/127: at most int8_activation_bound (slack 2 %
+    for the rounded step); the block products are exact integers, then one fmaf per block
+    (its scale a rounded product) and one add per 8 blocks: (k/32 + k/256 + 48) * 2^-23 * bound.
+    CUDA tensor cores (F16, BF16, Q4_1 and the K-quants): each 32-value block of x' is
     scaled by a power of two and rounded to f16 (bf16 for BF16 weights), a relative
     error of at most u = 2^-11 (2^-8) per value, so |error| <= u * bound; accumulation
     in float32 adds at most (k/32 + 48) * 2^-23 * bound (an mma sums 16 products, then
@@ -166,6 +185,11 @@ def matmul_tolerance(device, dtype, k, bound, exact_terms=0.0):
     slack factor 1.25 covers the float32 prologue (rmsnorm scale, silu) rounding.
     """
     eps32 = 2.0 ** -23
+    if device.startswith("cuda") and dtype in INT8_DTYPES:
+        if xw is None:
+            raise ValueError("the CUDA integer path's tolerance needs xw=(x', w)")
+        acc = 1.25 * (2.0 ** -20 + (k / 32 + k / 256 + 48) * eps32) * bound
+        return 1.02 * int8_activation_bound(*xw) + acc + 2 * eps32 * exact_terms + 1e-30
     if device.startswith("cuda") and dtype != S.DType.F32:
         u = 2.0 ** -8 if dtype == S.DType.BF16 else 2.0 ** -11
         return 1.25 * (u + (k / 32 + 48) * eps32) * bound + 2 * eps32 * exact_terms + 1e-30

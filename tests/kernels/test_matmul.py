@@ -42,8 +42,8 @@ def run_matmul(ctx, x, w_raw, dtype, n_out, bias=None, y0=None, accumulate=False
     return y
 
 
-def check_close(y, ref, bound, k, device="cpu", dtype=S.DType.F32):
-    tol = matmul_tolerance(device, dtype, k, bound)
+def check_close(y, ref, bound, k, device="cpu", dtype=S.DType.F32, xw=None):
+    tol = matmul_tolerance(device, dtype, k, bound, xw=xw)
     err = np.abs(y.astype(np.float64) - ref)
     assert (err <= tol).all(), f"max error {err.max():.3g}, worst ratio {(err / tol).max():.3g}"
 
@@ -55,7 +55,7 @@ def test_matmul_matches_float64(ctx, rng, dtype):
         x = rng.standard_normal((n_rows, k), dtype=np.float32)
         y = run_matmul(ctx, x, raw, dtype, n_out, x_pad=4 * int(rng.integers(0, 5)), w_pad=(4 if dtype == S.DType.F32 else 2) * int(rng.integers(0, 9)))
         ref = x.astype(np.float64) @ w.T
-        check_close(y, ref, np.abs(x.astype(np.float64)) @ np.abs(w).T, k, ctx.device, dtype)
+        check_close(y, ref, np.abs(x.astype(np.float64)) @ np.abs(w).T, k, ctx.device, dtype, (x.astype(np.float64), w))
 
 
 @pytest.mark.parametrize("dtype", [S.DType.F32, S.DType.Q4_1, S.DType.Q6_K], ids=lambda d: d.name)
@@ -68,13 +68,13 @@ def test_matmul_bias_and_accumulate(ctx, rng, dtype):
     y0 = rng.standard_normal((n_rows, n_out), dtype=np.float32)
     bound = np.abs(x.astype(np.float64)) @ np.abs(w).T + np.abs(bias) + np.abs(y0)
     plain = x.astype(np.float64) @ w.T
-    dev = ctx.device
-    check_close(run_matmul(ctx, x, raw, dtype, n_out, bias=bias), plain + bias, bound, k, dev, dtype)
-    check_close(run_matmul(ctx, x, raw, dtype, n_out, y0=y0, accumulate=True), plain + y0, bound, k, dev, dtype)
+    dev, xw = ctx.device, (x.astype(np.float64), w)
+    check_close(run_matmul(ctx, x, raw, dtype, n_out, bias=bias), plain + bias, bound, k, dev, dtype, xw)
+    check_close(run_matmul(ctx, x, raw, dtype, n_out, y0=y0, accumulate=True), plain + y0, bound, k, dev, dtype, xw)
     check_close(run_matmul(ctx, x, raw, dtype, n_out, bias=bias, y0=y0, accumulate=True), plain + bias + y0, bound,
-                k, dev, dtype)
+                k, dev, dtype, xw)
     # accumulate=False overwrites whatever y held.
-    check_close(run_matmul(ctx, x, raw, dtype, n_out, y0=y0), plain, bound, k, dev, dtype)
+    check_close(run_matmul(ctx, x, raw, dtype, n_out, y0=y0), plain, bound, k, dev, dtype, xw)
 
 
 @pytest.mark.exactness

@@ -68,7 +68,7 @@ def check(ctx, y, xp, w, dtype, k, bias=None, y0=None):
     if y0 is not None:
         ref = ref + y0
         extra = extra + np.abs(y0)
-    tol = matmul_tolerance(ctx.device, dtype, k, bound, extra)
+    tol = matmul_tolerance(ctx.device, dtype, k, bound, extra, (xp, w))
     err = np.abs(y.astype(np.float64) - ref)
     assert np.isfinite(y).all()
     assert (err <= tol).all(), f"max error {err.max():.3g}, worst ratio {(err / tol).max():.3g}"

@@ -41,6 +41,13 @@ def tiny_server(model_available, tmp_path_factory):
     yield from _session_server(tmp_path_factory, "--batch", "1", "--max-queue", "0", "--served-model-name", "tiny")
 
 
+@pytest.fixture(scope="session")
+def api_server(model_available, tmp_path_factory):
+    """Structured output, tools, n, penalties: 4 slots, SSE pings after 50 ms of silence, CORS for one origin."""
+    yield from _session_server(tmp_path_factory, "--batch", "4", "--chunk", "32", "--sse-ping-interval", "0.05",
+                               "--cors-origin", "http://allowed.test")
+
+
 @pytest.fixture
 def http(server):
     with server.http() as client:

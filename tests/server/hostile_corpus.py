@@ -105,10 +105,11 @@ def _field_cases():
         "model": [3, [], {}], "temperature": ["hot", -0.5, 101, [1]], "top_p": [0, 1.5, -1, "x"],
         "top_k": [2.5, -2, 1 << 40, "5"], "min_p": [1, -0.1, "x"], "max_tokens": [0, -1, 2.0, True, "2", 10**30],
         "seed": ["42", 1 << 70, -(1 << 64), 1.5], "stop": [7, ["a", 7], [str(i) for i in range(17)], [""], ["x" * 300]],
-        "n": [2, 0, "1"], "stream": ["yes", 1, []], "stream_options": [{"include_usage": True}, "x"],
+        "n": [129, 0, "1"], "stream": ["yes", 1, []], "stream_options": [{"include_usage": True}, "x"],
         "return_token_ids": ["yes", 1], "ignore_eos": [1, "true"], "stop_token_ids": [["x"], [1 << 40], [1.5], 5],
-        "presence_penalty": [0.5, "x"], "frequency_penalty": [1, "x"], "repetition_penalty": [1.2, "x"],
-        "logit_bias": [{"42": 10}, [1]], "user": [5, []],
+        "presence_penalty": [2.5, "x"], "frequency_penalty": [-3, "x"], "repetition_penalty": [0, 2.5, "x"],
+        "logit_bias": [{"x42": 10}, {"42": 101}, [1]], "min_tokens": [-1, "x"], "choice_index": [-1, 1.5],
+        "grammar": [5, "", "start: undefined_rule"], "user": [5, []],
     }
     for path in (CHAT, COMPLETIONS):
         for name, values in wrong.items():
@@ -117,8 +118,9 @@ def _field_cases():
                 status = 404 if (name == "model" and isinstance(value, str)) else 400
                 yield Case(f"{path} {name}={json.dumps(value)[:40]}", path, _with(path, **{name: value}), status, param)
     chat_only = {"messages": ["Hi", [], ["Hi"], [{}], None, {"role": "user"}], "logprobs": [2, "yes"],
-                 "top_logprobs": [21, -1, 2], "max_completion_tokens": ["2", 0], "tools": [[{"type": "function"}], 5],
-                 "response_format": [{"type": "json_object"}, "json"], "chat_template_kwargs": [{"messages": []}, 5]}
+                 "top_logprobs": [21, -1, 2], "max_completion_tokens": ["2", 0], "tools": ["x", 5],
+                 "tool_choice": ["sometimes", 5], "parallel_tool_calls": ["yes"],
+                 "response_format": ["json", 5], "chat_template_kwargs": [{"messages": []}, 5]}
     params = {"messages": "messages", "max_completion_tokens": None}      # the range error names max_tokens
     for name, values in chat_only.items():
         for value in values:

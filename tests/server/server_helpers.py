@@ -127,6 +127,8 @@ def sse_events(lines) -> list:
     """The data payloads of an SSE stream: dicts, and the string '[DONE]'."""
     events = []
     for line in lines:
+        if line.startswith(":"):
+            continue                     # an SSE comment (the server's keep-alive ': ping')
         if line.startswith("data: "):
             data = line[len("data: "):]
             events.append(data if data == "[DONE]" else json.loads(data))

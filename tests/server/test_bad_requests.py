@@ -73,7 +73,7 @@ CASES = {
     "stop a number": (CHAT, chat(stop=7), 400, "stop", None),
     "stop list with a number": (CHAT, chat(stop=["a", 7]), 400, "stop", None),
     "stop too many": (CHAT, chat(stop=[str(i) for i in range(17)]), 400, "stop", None),
-    "n two": (CHAT, chat(n=2), 400, "n", None),
+    "n zero": (CHAT, chat(n=0), 400, "n", None),
     "stream a string": (CHAT, chat(stream="yes"), 400, "stream", None),
     "stream_options without stream": (CHAT, chat(stream_options={"include_usage": True}), 400, "stream_options",
                                       None),
@@ -83,10 +83,11 @@ CASES = {
     "top_logprobs without logprobs": (CHAT, chat(top_logprobs=2), 400, "top_logprobs", None),
     "top_logprobs too many": (CHAT, chat(logprobs=True, top_logprobs=21), 400, "top_logprobs", None),
     "completion logprobs too many": (COMPLETIONS, completion(logprobs=50), 400, "logprobs", None),
-    "presence_penalty": (CHAT, chat(presence_penalty=0.5), 400, "presence_penalty", None),
-    "logit_bias": (CHAT, chat(logit_bias={"42": 10}), 400, "logit_bias", None),
-    "tools": (CHAT, chat(tools=[{"type": "function", "function": {"name": "f"}}]), 400, "tools", None),
-    "json response_format": (CHAT, chat(response_format={"type": "json_object"}), 400, "response_format", None),
+    "presence_penalty out of range": (CHAT, chat(presence_penalty=2.5), 400, "presence_penalty", None),
+    "logit_bias key not an id": (CHAT, chat(logit_bias={"x42": 10}), 400, "logit_bias", None),
+    "tools without a name": (CHAT, chat(tools=[{"type": "function", "function": {}}]), 400, "tools[0].function",
+                             None),
+    "response_format unknown": (CHAT, chat(response_format={"type": "xml"}), 400, "response_format.type", None),
     "return_token_ids a string": (CHAT, chat(return_token_ids="yes"), 400, "return_token_ids", None),
     "ignore_eos a number": (CHAT, chat(ignore_eos=1), 400, "ignore_eos", None),
     "prompt missing": (COMPLETIONS, {"model": MODEL}, 400, "prompt", None),
@@ -147,7 +148,7 @@ def test_streamed_bad_request_is_plain_json_before_any_event(http):
 def test_refusals_are_counted(server, http):
     before = metric(metrics(server), "strata_requests_total", outcome="invalid")
     http.post(CHAT, content=b"{")
-    http.post(CHAT, json=chat(n=3))
+    http.post(CHAT, json=chat(n=0))
     assert metric(metrics(server), "strata_requests_total", outcome="invalid") == before + 2
 
 

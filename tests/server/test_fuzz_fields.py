@@ -12,9 +12,10 @@ VALUES = [None, True, False, 0, -1, 1, 3, 10**30, -(10**30), 0.5, 1e308, -1e308,
 CHAT_FIELDS = ["model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p",
                "seed", "stop", "n", "stream", "stream_options", "logprobs", "top_logprobs", "return_token_ids",
                "ignore_eos", "stop_token_ids", "presence_penalty", "frequency_penalty", "logit_bias", "user",
-               "tools", "tool_choice", "response_format", "chat_template_kwargs", "repetition_penalty"]
+               "tools", "tool_choice", "response_format", "chat_template_kwargs", "repetition_penalty", "grammar",
+               "min_tokens", "choice_index", "parallel_tool_calls"]
 COMPLETION_FIELDS = ["prompt", "max_tokens", "logprobs", "echo", "suffix", "best_of", "stream", "seed", "stop"]
-MESSAGE_FIELDS = ["role", "content", "name"]
+MESSAGE_FIELDS = ["role", "content", "name", "tool_calls", "tool_call_id"]
 
 
 def _cases():

@@ -100,7 +100,7 @@ def test_errors_surface_as_openai_exceptions(client):
     assert bad.value.status_code == 400 and "temperature" in bad.value.message
     assert bad.value.body["param"] == "temperature" and bad.value.body["type"] == "invalid_request_error"
     with pytest.raises(openai.BadRequestError):
-        client.chat.completions.create(model=MODEL, messages=QUESTION, n=2)
+        client.chat.completions.create(model=MODEL, messages=QUESTION, n=0)
     with pytest.raises(openai.NotFoundError) as missing:
         client.chat.completions.create(model="no-such-model", messages=QUESTION)
     assert missing.value.body["code"] == "model_not_found"

@@ -135,6 +135,11 @@ struct StepAdvanceArgs {
 
 struct ArgmaxArgs { const float* logits; int64_t n_rows, n_vocab; int32_t* out_ids; };
 
+// strata_logits_adjust: table is [n_slots][2][n_vocab] (additive row, repetition row).
+struct LogitsAdjustArgs {
+    float* logits; int64_t n_rows, n_vocab;
+    const int32_t* row_slots; const float* table; int64_t n_slots;
+};
 struct SampleArgs {
     const float* logits; int64_t n_rows, n_vocab;
     const strata_sampling_params* params;  // device pointer, [n_rows]
@@ -188,6 +193,7 @@ public:
     virtual void positions_decode(const PositionsDecodeArgs& a) = 0;
     virtual void argmax(const ArgmaxArgs& a) = 0;
     virtual void sample(const SampleArgs& a) = 0;
+    virtual void logits_adjust(const LogitsAdjustArgs& a) = 0;
 
     // Host memory the device copies into asynchronously; markers that say when
     // enqueued work has finished. Synchronous backends (the CPU) finish

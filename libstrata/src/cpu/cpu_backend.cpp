@@ -108,6 +108,7 @@ public:
     void positions_decode(const PositionsDecodeArgs& a) override { enqueue([a] { cpu::positions_decode(a); }); }
     void argmax(const ArgmaxArgs& a) override { enqueue([this, a] { cpu::argmax(pool_, a); }); }
     void sample(const SampleArgs& a) override { enqueue([this, a] { cpu::sample(pool_, a); }); }
+    void logits_adjust(const LogitsAdjustArgs& a) override { enqueue([this, a] { cpu::logits_adjust(pool_, a); }); }
 
     // The CPU finishes everything before a call returns: host buffers are plain
     // memory, copies happen at once, and every marker is already reached.

@@ -29,6 +29,7 @@ void gather_rows(ThreadPool& pool, const GatherRowsArgs& a);
 void positions_decode(const PositionsDecodeArgs& a);
 void argmax(ThreadPool& pool, const ArgmaxArgs& a);
 void sample(ThreadPool& pool, const SampleArgs& a);
+void logits_adjust(ThreadPool& pool, const LogitsAdjustArgs& a);  // cpu_logits.cpp
 
 // Splits [0, n) into `parts` contiguous ranges; returns range `t` (a chunk).
 inline void split_range(int64_t n, int t, int parts, int64_t* begin, int64_t* end) {

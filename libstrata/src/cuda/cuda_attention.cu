@@ -474,15 +474,16 @@ void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
     if (a.n_rows <= 0 || a.n_heads <= 0) return;
     const SlotsView& s = a.slots;
     const int hd = s.head_dim;
-    if (hd <= 0 || hd % 2 != 0 || hd > 512)
-        fail(STRATA_ERR_INTERNAL, "cuda attention: head_dim " + std::to_string(hd) + " outside 2..512 or odd");
+    // Up to 256: a wider head's staged K/V tiles (4 warps x 2 x 32 rows) no longer fit in shared memory.
+    if (hd <= 0 || hd % 2 != 0 || hd > 256)
+        fail(STRATA_ERR_UNSUPPORTED, "cuda attention: head_dim " + std::to_string(hd) + " outside 2..256 or odd");
     if (reinterpret_cast<uintptr_t>(s.kv) % 4 != 0)
         fail(STRATA_ERR_INTERNAL, "cuda attention: KV cache base is not 4-byte aligned");
     if (s.n_kv_heads <= 0 || a.n_heads % s.n_kv_heads != 0)
         fail(STRATA_ERR_INTERNAL, "cuda attention: n_heads is not a multiple of n_kv_heads");
 
     // Variant: head-dim pairs per lane, and vectors per block (registers: NQ x 2 PPL accumulators).
-    const int ppl = hd <= 64 ? 1 : hd <= 128 ? 2 : hd <= 256 ? 4 : 8;
+    const int ppl = hd <= 64 ? 1 : hd <= 128 ? 2 : 4;
     const int group = a.n_heads / s.n_kv_heads;
     // Rows share staged tiles only in launches big enough to be mostly prompt chunks: a block whose
     // rows read different slots takes them one after the other, which would slow a decode batch.
@@ -490,8 +491,7 @@ void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
     Variant k{};
     if (ppl == 1) k = (!prefill && group <= 4) ? variant<1, 4, 2>() : variant<1, 16, 2>();
     else if (ppl == 2) k = (!prefill && group <= 4) ? variant<2, 4, 2>() : variant<2, 8, 2>();
-    else if (ppl == 4) k = variant<4, 4, 2>();
-    else k = variant<8, 2, 1>();
+    else k = variant<4, 4, 1>();  // head_dim 129..256 (Gemma 3): one stage, so the tiles fit in 227 KB
 
     AttnPlan P;
     P.a = a;

@@ -17,6 +17,7 @@
 
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
+#include "cuda_scratch.cuh"
 
 namespace strata {
 
@@ -181,7 +182,7 @@ public:
 
     void embed(const EmbedArgs& a) override { use_device(); cuda::launch_embed(a, stream_); }
     void rmsnorm(const RmsNormArgs& a) override { use_device(); cuda::launch_rmsnorm(a, stream_); }
-    void matmul(const MatmulArgs& a) override { use_device(); cuda::launch_matmul(a, stream_); }
+    void matmul(const MatmulArgs& a) override { use_device(); cuda::launch_matmul(a, stream_, scratch_); }
     void rope(const RopeArgs& a) override { use_device(); cuda::launch_rope(a, stream_); }
     void kv_store(const KvStoreArgs& a) override { use_device(); cuda::launch_kv_store(a, stream_); }
     void rope_kv_store(const RopeKvStoreArgs& a) override { use_device(); cuda::launch_rope_kv_store(a, stream_); }
@@ -250,6 +251,7 @@ public:
     }
 
     void step_advance(const StepAdvanceArgs& a) override { use_device(); cuda::launch_step_advance(a, stream_); }
+    void logits_adjust(const LogitsAdjustArgs& a) override { use_device(); cuda::launch_logits_adjust(a, stream_); }
 
     void capture_begin() override {
         use_device();
@@ -323,6 +325,7 @@ private:
     std::vector<void*> deferred_;
     uint64_t markers_ = 0;
     cudaEvent_t events_[kMarkerRing] = {};
+    cuda::Scratch scratch_;  // the integer matmul's activation blocks (freed after the stream, last)
 };
 
 }  // namespace

@@ -16,9 +16,13 @@
 namespace strata {
 namespace cuda {
 
+class Scratch;  // cuda_scratch.cuh: the context's device scratch memory
+
 void launch_embed(const EmbedArgs& a, cudaStream_t stream);              // cuda_embed.cu
 void launch_gather_rows(const GatherRowsArgs& a, cudaStream_t stream);   // cuda_embed.cu
-void launch_matmul(const MatmulArgs& a, cudaStream_t stream);            // cuda_matmul.cu
+void launch_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch);  // cuda_matmul.cu
+bool int_matmul_supports(int32_t w_dtype);                                // cuda_int_matmul.cu
+void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch);  // cuda_int_matmul.cu
 bool mma_matmul_supports(int32_t w_dtype);                                // cuda_mma_matmul.cu
 void launch_mma_matmul(const MatmulArgs& a, cudaStream_t stream);        // cuda_mma_matmul.cu
 void launch_rmsnorm(const RmsNormArgs& a, cudaStream_t stream);          // cuda_norm_rope.cu
@@ -35,6 +39,7 @@ void launch_add(const BinaryArgs& a, cudaStream_t stream);               // cuda
 void launch_argmax(const ArgmaxArgs& a, cudaStream_t stream);            // cuda_sample.cu
 void launch_sample(const SampleArgs& a, cudaStream_t stream);            // cuda_sample.cu
 void launch_step_advance(const StepAdvanceArgs& a, cudaStream_t stream); // cuda_step.cu
+void launch_logits_adjust(const LogitsAdjustArgs& a, cudaStream_t stream);  // cuda_logits.cu
 
 }  // namespace cuda
 }  // namespace strata

@@ -227,8 +227,12 @@ int64_t units_per_row(int dtype, int64_t k) {
 
 }  // namespace
 
-void launch_matmul(const MatmulArgs& a, cudaStream_t stream) {
+void launch_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch) {
     if (a.n_rows <= 0 || a.n_out <= 0) return;
+    if (int_matmul_supports(a.w_dtype)) {  // integer-exact block products (cuda_int_matmul.cu)
+        launch_int_matmul(a, stream, scratch);
+        return;
+    }
     if (mma_matmul_supports(a.w_dtype)) {
         launch_mma_matmul(a, stream);
         return;

@@ -1,0 +1,286 @@
+// test_int.cpp — the integer-exact matmul (cuda_int_matmul.cu) under the host
+// emulator. A plain host implementation of the canonical arithmetic (the
+// activation pre-pass, exact integer block products written from the GGUF
+// layouts, the fmaf per block, slices of 8 blocks added in order, the RMSNORM
+// factor, bias, accumulate) must match the kernels bit for bit for Q4_0, Q8_0
+// and Q4_1, every prologue, 1 to 20 rows, k with partial slices and several
+// parts, odd n_out, misaligned weight rows, and every CTA shape the launcher
+// can pick (small and large SM counts). Since the reference is a function of
+// one row alone, matching it in every configuration is batch invariance. The
+// result is also checked against float64 within the int8-activation bound.
+// A negative control (the slices folded in another order) must fail.
+// Usage: test_int [quick]
+#define STRATA_CUDA_EMU 1
+#include "emu.h"
+#include "cuda_int_matmul.cu"
+
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace strata;
+using namespace strata::cuda;
+namespace I = strata::cuda::T_cuda_int_matmul;
+
+static std::mt19937_64 rng(7);
+static int fails = 0, checks = 0;
+#define CHECK(c, ...) do { ++checks; if (!(c)) { ++fails; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
+static float randn() { static std::normal_distribution<float> nd(0, 1); return nd(rng); }
+static uint32_t bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static int bbytes(int dt) { return dt == STRATA_Q4_0 ? 18 : dt == STRATA_Q8_0 ? 34 : 20; }
+
+static std::vector<uint8_t> random_weights(int dt, int64_t n_out, int64_t k, int pad) {
+    const int64_t rb = k / 32 * bbytes(dt);
+    std::vector<uint8_t> w(pad + n_out * rb + 64);
+    for (auto& b : w) b = rng() & 255;
+    auto fixh = [&](uint8_t* p, float v) { uint16_t h = (uint16_t)emu_f16_bits(v); memcpy(p, &h, 2); };
+    for (int64_t o = 0; o < n_out; ++o)
+        for (int64_t b = 0; b < k / 32; ++b) {
+            uint8_t* blk = w.data() + pad + o * rb + b * bbytes(dt);
+            fixh(blk, 0.01f * (1 + (rng() % 100)));
+            if (dt == STRATA_Q4_1) fixh(blk + 2, -0.1f * (rng() % 10));
+        }
+    return w;
+}
+
+// Weight value i of block b of a row (dequantized, exact) and its integer quant.
+static void ref_block(int dt, const uint8_t* blk, int q[32], float& d, float& m) {
+    uint16_t h;
+    memcpy(&h, blk, 2); d = emu_f16(h);
+    m = 0;
+    if (dt == STRATA_Q8_0) { for (int i = 0; i < 32; ++i) q[i] = (int8_t)blk[2 + i]; return; }
+    const int off = dt == STRATA_Q4_0 ? 2 : 4;
+    if (dt == STRATA_Q4_1) { memcpy(&h, blk + 2, 2); m = emu_f16(h); }
+    for (int i = 0; i < 16; ++i) { q[i] = blk[off + i] & 15; q[i + 16] = blk[off + i] >> 4; }
+}
+
+struct Act { std::vector<int> xq; std::vector<float> dx; std::vector<int> sx; float ssq = 0; };
+
+static float prologue(int pro, const float* xr, const float* g, int64_t k, int64_t e) {
+    float v = xr[e];
+    if (pro == STRATA_PROLOGUE_RMSNORM) v = __fmul_rn(v, g[e]);
+    if (pro == STRATA_PROLOGUE_SILU_MUL) v = __fmul_rn(__fdiv_rn(v, __fadd_rn(1.0f, expf(-v))), xr[k + e]);
+    return v;
+}
+
+static Act ref_act(int pro, const float* xr, const float* g, int64_t k) {
+    const int64_t nb = k / 32;
+    Act a;
+    a.xq.resize(k); a.dx.resize(nb); a.sx.resize(nb);
+    for (int64_t b = 0; b < nb; ++b) {
+        float mx = 0, v[32];
+        for (int i = 0; i < 32; ++i) {
+            v[i] = prologue(pro, xr, g, k, 32 * b + i);
+            float av = std::fabs(v[i]);
+            if (!(av <= 3.402823466e38f)) av = INFINITY;
+            mx = std::max(mx, av);
+        }
+        const float d = __fdiv_rn(mx, 127.0f);
+        int s = 0;
+        for (int i = 0; i < 32; ++i) {
+            int q = 0;
+            if (d > 0 && d <= 3.402823466e38f) q = std::max(-127, std::min(127, (int)std::nearbyint(__fdiv_rn(v[i], d))));
+            a.xq[32 * b + i] = q; s += q;
+        }
+        a.dx[b] = d; a.sx[b] = s;
+    }
+    // ssq: chunks of 256 values (one slice); in a chunk, one square per thread, warp butterflies, warps in order
+    float ssq = 0;
+    for (int64_t c0 = 0, ci = 0; c0 < k; c0 += 256, ++ci) {
+        float th[256];
+        for (int t = 0; t < 256; ++t) th[t] = c0 + t < k ? fmaf(xr[c0 + t], xr[c0 + t], 0.0f) : 0.0f;
+        float wsum[8];
+        for (int w = 0; w < 8; ++w) {
+            float v[32];
+            for (int l = 0; l < 32; ++l) v[l] = th[32 * w + l];
+            for (int off = 16; off > 0; off >>= 1) {
+                float n[32];
+                for (int l = 0; l < 32; ++l) n[l] = __fadd_rn(v[l], v[l ^ off]);
+                memcpy(v, n, sizeof v);
+            }
+            wsum[w] = v[0];
+        }
+        float cs = wsum[0];
+        for (int w = 1; w < 8; ++w) cs = __fadd_rn(cs, wsum[w]);
+        ssq = ci == 0 ? cs : __fadd_rn(ssq, cs);
+    }
+    a.ssq = ssq;
+    return a;
+}
+
+// The canonical output of one row; `swap` folds slices 0 and 1 the other way (negative control).
+static float ref_out(int dt, int pro, const Act& a, const uint8_t* wrow, int64_t k, float eps, const float* bias,
+                     int64_t o, float yold, bool accumulate, bool swap = false) {
+    const int64_t nb = k / 32, ns = (nb + 7) / 8;
+    std::vector<float> parts(ns);
+    for (int64_t s = 0; s < ns; ++s) {
+        float acc = 0;
+        for (int64_t b = 8 * s; b < std::min(nb, 8 * s + 8); ++b) {
+            int q[32]; float d, m;
+            ref_block(dt, wrow + b * bbytes(dt), q, d, m);
+            int I = 0;
+            for (int i = 0; i < 32; ++i) I += (q[i] - (dt == STRATA_Q4_0 ? 8 : 0)) * a.xq[32 * b + i];
+            acc = fmaf(__fmul_rn(d, a.dx[b]), (float)I, acc);
+            if (dt == STRATA_Q4_1) acc = fmaf(m, __fmul_rn(a.dx[b], (float)a.sx[b]), acc);
+        }
+        parts[s] = acc;
+    }
+    if (swap && ns >= 3) std::swap(parts[1], parts[2]);
+    float total = parts[0];
+    for (int64_t s = 1; s < ns; ++s) total = __fadd_rn(total, parts[s]);
+    if (pro == STRATA_PROLOGUE_RMSNORM) total = __fmul_rn(total, __frsqrt_rn(__fadd_rn(__fdiv_rn(a.ssq, (float)k), eps)));
+    if (bias) total = __fadd_rn(total, bias[o]);
+    return accumulate ? __fadd_rn(yold, total) : total;
+}
+
+// The launcher's steps (launch_int_matmul) on the emulator: pre-pass, then the dot kernel.
+// kind: 0 dp4a (1 row: one accumulator, else tiles of 8 rows), 1 mma 8-row tiles, 2 mma 16-row tiles.
+static void run_int(int dt, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k, const uint8_t* w,
+                    int64_t n_out, const float* g, float eps, const float* bias, float* y, bool accumulate, int sms,
+                    int kind) {
+    const int64_t nb = k / 32;
+    const int nchunks = (int)((nb + 7) / 8), nbp = (int)((nb + 1) / 2 * 2);
+    std::vector<uint8_t> xq(n_rows * k + 16);
+    std::vector<uint2> meta(n_rows * nbp + 2);
+    std::vector<float> ssq(n_rows * nchunks);
+    int8_t* xq16 = reinterpret_cast<int8_t*>(xq.data() + (16 - reinterpret_cast<uintptr_t>(xq.data()) % 16) % 16);
+    uint2* meta16 = reinterpret_cast<uintptr_t>(meta.data()) % 16 ? meta.data() + 1 : meta.data();
+    I::PreParams pp{x, x_stride, k, (int)nb, nbp, nchunks, pro, g, xq16, meta16, ssq.data()};
+    run_grid((unsigned)n_rows, (unsigned)nchunks, 256, [&] {
+        if (pro == STRATA_PROLOGUE_RMSNORM) I::int_prepass_kernel<STRATA_PROLOGUE_RMSNORM>(pp);
+        else if (pro == STRATA_PROLOGUE_SILU_MUL) I::int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL>(pp);
+        else I::int_prepass_kernel<STRATA_PROLOGUE_NONE>(pp);
+    });
+    I::IntParams p{};
+    p.xq = xq16; p.meta = meta16; p.ssq = ssq.data();
+    p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = nb * bbytes(dt);
+    p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
+    p.w = w; p.w_end = w + n_out * p.w_row_bytes;
+    p.bias = bias; p.y = y; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
+    const int kr = kind == 2 ? 16 : (kind == 1 || n_rows > 1 ? 8 : 1);
+    if (kind) I::mma_shape(p, bbytes(dt), kr);
+    else I::dot_shape(p, bbytes(dt), sms, kr);
+    p.n_row_tiles = (int)((n_rows + kr - 1) / kr);
+    p.n_tiles = p.n_row_tiles * (int)((n_out + p.no - 1) / p.no);
+    const int smem = kind ? I::mma_smem_bytes(p, kr) : I::dot_smem(p, kr);
+    CHECK(smem <= (int)sizeof(g_emu_smem), "smem %d", smem);
+    memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));
+    static int pending = 0;
+    auto guard = [&](auto fn) { return [fn] { fn(); if (emu_pending_copies() != 0) pending++; }; };
+    const unsigned gx = (unsigned)std::max(1, p.n_tiles / 2), gy = 1, nt = (unsigned)p.threads;  // fewer CTAs than tiles: the tile loop runs
+    if (kind == 1) {
+        if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q4_0, 1>(p); }));
+        else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q8_0, 1>(p); }));
+        else run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q4_1, 1>(p); }));
+    } else if (kind == 2) {
+        if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q4_0, 2>(p); }));
+        else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q8_0, 2>(p); }));
+        else run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q4_1, 2>(p); }));
+    } else if (kr == 1) {
+        if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_0, 1>(p); }));
+        else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q8_0, 1>(p); }));
+        else run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_1, 1>(p); }));
+    } else {
+        if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_0, 8>(p); }));
+        else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q8_0, 8>(p); }));
+        else run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_1, 8>(p); }));
+    }
+    CHECK(pending == 0, "cp.async copies left pending");
+}
+
+static void one(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, int pad, int sms, bool bias_on, bool acc_on,
+                int kind) {
+    const int64_t in_k = pro == STRATA_PROLOGUE_SILU_MUL ? 2 * k : k;
+    const int64_t stride = in_k + (rng() % 3);  // strided rows
+    std::vector<float> x(n_rows * stride + 8), g(k), bias(n_out), y(n_rows * n_out), y0;
+    for (auto& v : x) v = randn();
+    if (n_rows > 2) for (int i = 0; i < 32; ++i) x[stride + i] = 0.0f;  // an all-zero block (dx = 0)
+    for (auto& v : g) v = 1.0f + 0.1f * randn();
+    for (auto& v : bias) v = randn();
+    for (auto& v : y) v = randn();
+    y0 = y;
+    auto w = random_weights(dt, n_out, k, pad);
+    const uint8_t* wp = w.data() + pad;
+    const float eps = 1e-5f;
+    run_int(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bias_on ? bias.data() : nullptr, y.data(),
+            acc_on, sms, kind);
+    const int64_t rb = k / 32 * bbytes(dt);
+    int bad = 0, far = 0;
+    for (int64_t r = 0; r < n_rows; ++r) {
+        const float* xr = x.data() + r * stride;
+        Act a = ref_act(pro, xr, g.data(), k);
+        for (int64_t o = 0; o < n_out; ++o) {
+            const float ref = ref_out(dt, pro, a, wp + o * rb, k, eps, bias_on ? bias.data() : nullptr, o,
+                                      y0[r * n_out + o], acc_on);
+            if (bits(ref) != bits(y[r * n_out + o])) ++bad;
+            // float64 with the exact x' (no activation rounding): within Σ_b (dx_b/2)·Σ|w| + float32 accumulation
+            double exact = 0, bound = 0, mag = 0;
+            for (int64_t b = 0; b < k / 32; ++b) {
+                int q[32]; float d, m;
+                ref_block(dt, wp + o * rb + b * bbytes(dt), q, d, m);
+                double wabs = 0;
+                for (int i = 0; i < 32; ++i) {
+                    const double wv = (double)d * (q[i] - (dt == STRATA_Q4_0 ? 8 : 0)) + m;
+                    const double xv = prologue(pro, xr, g.data(), k, 32 * b + i);
+                    exact += wv * xv; wabs += std::fabs(wv); mag += std::fabs(wv * xv);
+                }
+                bound += 0.5 * a.dx[b] * wabs * (1 + 1e-6);
+            }
+            double scale = 1;
+            if (pro == STRATA_PROLOGUE_RMSNORM) scale = 1.0 / std::sqrt((double)a.ssq / k + eps);
+            const double got = (double)y[r * n_out + o] - (bias_on ? bias[o] : 0) - (acc_on ? y0[r * n_out + o] : 0);
+            const double tol = (bound + 1e-5 * (mag + 1)) * scale + 1e-5 * (std::fabs(exact * scale) + 1) * (acc_on || bias_on ? 4 : 1);
+            if (std::fabs(got - exact * scale) > tol) ++far;
+        }
+    }
+    CHECK(bad == 0, "kind %d dt %d pro %d k %ld n_out %ld rows %ld pad %d sms %d: %d outputs differ from the canonical bits",
+          kind, dt, pro, (long)k, (long)n_out, (long)n_rows, pad, sms, bad);
+    CHECK(far == 0, "dt %d pro %d k %ld rows %ld: %d outputs outside the int8 bound of float64", dt, pro, (long)k,
+          (long)n_rows, far);
+}
+
+int main(int argc, char** argv) {
+    const bool quick = argc > 1 && std::string(argv[1]) == "quick";
+    if (argc > 1 && std::string(argv[1]) == "smoke") {  // a few configurations of every kernel, fast
+        for (int kind = 0; kind < 3; ++kind) {
+            one(STRATA_Q4_0, 0, 576, 77, 20, 2, 1000, true, false, kind);
+            one(STRATA_Q8_0, 1, 32 * 8 * 5 + 64, 70, 9, 0, 1, false, true, kind);
+            one(STRATA_Q4_1, 2, 96, 66, 3, 4, 1, false, false, kind);
+        }
+        printf("test_int smoke: %d checks, %d failures\n", checks, fails);
+        return fails ? 1 : 0;
+    }
+    const int dts[3] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1};
+    // k: 1 partial slice; 18 blocks (2 full + 1 partial slice); 40 slices (several parts); 66 slices at 8 outputs.
+    const int64_t ks[4] = {96, 576, 32 * 8 * 40, 32 * (8 * 66 + 3)};
+    int cfg = 0;
+    for (int dt : dts)
+        for (int pro = 0; pro < 3; ++pro)
+            for (int64_t k : ks) {
+                ++cfg;
+                if (quick && cfg % 3) continue;
+                const int64_t n_out = k > 4096 ? 19 : 77;  // 77: two mma tiles of 64 outputs, the second partial
+                const int64_t rows = (cfg % 4 == 0) ? 20 : (cfg % 4 == 1 ? 1 : (cfg % 4 == 2 ? 3 : 9));
+                for (int kind = 0; kind < 3; ++kind) {
+                    if (kind > 0 && rows == 1 && cfg % 2) continue;  // the tensor-core kernels also take single rows
+                    one(dt, pro, k, n_out, kind == 0 ? rows : rows + 4 * kind, 2 * (int)(cfg % 5), cfg % 2 ? 1000 : 1,
+                        cfg % 3 == 0, cfg % 3 == 1, kind);
+                }
+            }
+    // Negative control: a different slice fold order must change some bits.
+    {
+        const int64_t k = 32 * 8 * 5, n_out = 8;
+        std::vector<float> x(k);
+        for (auto& v : x) v = randn();
+        auto w = random_weights(STRATA_Q4_0, n_out, k, 0);
+        Act a = ref_act(0, x.data(), nullptr, k);
+        int differ = 0;
+        for (int64_t o = 0; o < n_out; ++o)
+            differ += bits(ref_out(STRATA_Q4_0, 0, a, w.data() + o * (k / 32 * 18), k, 0, nullptr, o, 0, false)) !=
+                      bits(ref_out(STRATA_Q4_0, 0, a, w.data() + o * (k / 32 * 18), k, 0, nullptr, o, 0, false, true));
+        CHECK(differ > 0, "the negative control (slices folded in another order) changed no bit");
+    }
+    printf("test_int: %d checks, %d failures\n", checks, fails);
+    return fails ? 1 : 0;
+}

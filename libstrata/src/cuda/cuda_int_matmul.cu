@@ -1,0 +1,616 @@
+// cuda_int_matmul.cu — y = prologue(x)·Wᵀ (+ bias) (+ y) for Q4_0, Q8_0 and
+// Q4_1 weights with integer-exact block products: ONE arithmetic per output
+// element whatever the number of rows, the kernel or its tiling.
+//
+// The canonical arithmetic of output (r, o), a function of k alone
+// (docs/cuda_backend.md, "integer matmul"):
+//  1. Activations, once per matmul (int_prepass_kernel): per row and block of
+//     32 values, x' = the prologue (x; x·g for RMSNORM; (g/(1+expf(−g)))·u
+//     for SILU_MUL), a = max|x'| (NaN counts as +inf), dx = a/127,
+//     xq = clamp(rint(x'/dx), ±127) (0 when dx is 0 or not finite),
+//     sx = Σxq (exact). RMSNORM: ssq_c per chunk c of 1024 values (thread t
+//     of 256: fmaf chain over values t, t+256, …; then block_sum), and
+//     ssq = ((ssq_0 + ssq_1) + ssq_2) + … .
+//  2. Per block: the exact integer product I (cuda_int_blocks.cuh), then
+//     int_block_fold: acc = fmaf(d·dx, I, acc) (Q4_1: then fmaf(m, dx·sx, acc)).
+//  3. Slices of 8 blocks: acc starts at 0, blocks in ascending order;
+//     total = acc_0, then total = total + acc_s in slice order.
+//  4. RMSNORM: total = total · rsqrt(ssq/k + eps); v = total (+ bias);
+//     y = accumulate ? y + v : v.
+//
+// The dot kernel (int_dot_kernel): a CTA owns NO outputs x 8 rows and walks k
+// in parts of PS slices; every thread owns one (output, slice) unit of a part
+// and runs that slice's blocks in order, one dp4a chain per block and row;
+// the slices' partial sums go through shared memory and are added in slice
+// order. Each part's weight rows are staged in shared memory with cp.async
+// (coalesced 16-byte pieces, the next part in flight while this one is
+// computed), keeping their 16-byte alignment so each block's bytes are picked
+// out with compile-time shifts. Which thread, CTA or tile computes an element,
+// and how many rows the launch has, never changes its operations (checked bit
+// for bit by libstrata/cuda_emu/test_int.cpp and tests/kernels/).
+#include <atomic>
+#include <mutex>
+
+#include "cuda_int_blocks.cuh"
+#include "cuda_int_mma.cuh"
+#include "core/dtype.h"
+#include "cuda_kernels.cuh"
+#include "cuda_mma.cuh"
+#include "cuda_scratch.cuh"
+
+namespace strata {
+namespace cuda {
+namespace {
+
+constexpr int kPreThreads = 256;
+constexpr int kPreChunkBlocks = 8;  // blocks per pre-pass CTA (one per warp): also RMSNORM's ssq chunks (= slices)
+constexpr int kDotThreads = 256;
+constexpr int kDotRows = 8;          // rows per tile (one accumulator each per thread)
+
+struct PreParams {
+    const float* x;
+    int64_t x_stride, k;
+    int nb, nbp, nchunks;
+    int prologue;
+    const float* norm;
+    int8_t* xq;     // [row][k]
+    uint2* meta;    // [row][nbp]: {bits of dx, sx}
+    float* ssq;     // [row][nchunks] (RMSNORM)
+};
+
+struct IntParams {
+    const int8_t* xq;
+    const uint2* meta;
+    const float* ssq;
+    int64_t n_rows, k, n_out, w_row_bytes;
+    int nb, nbp, n_slices;  // blocks, meta row stride (even), slices
+    const uint8_t* w;
+    const uint8_t* w_end;
+    const float* bias;
+    float* y;
+    int accumulate, prologue;
+    float eps;
+    int no, ps, n_parts, wstride, xbytes, mbytes, stage_bytes, n_row_tiles, n_tiles, threads;
+};
+
+// ---------------------------------------------------------------- pre-pass
+
+template <int kPro>
+__global__ void __launch_bounds__(kPreThreads) int_prepass_kernel(const PreParams p) {
+    const int64_t row = blockIdx.x;
+    const int c = blockIdx.y;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const float* xr = p.x + row * p.x_stride;
+    const int b0 = c * kPreChunkBlocks;
+    const int nbc = min(p.nb - b0, kPreChunkBlocks);
+    if (warp < nbc) {  // whole warps: block b0 + warp
+        const int b = b0 + warp;
+        const int64_t e = (int64_t)32 * b + lane;
+        float v = xr[e];
+        if (kPro == STRATA_PROLOGUE_RMSNORM) v = __fmul_rn(v, __ldg(p.norm + e));
+        if (kPro == STRATA_PROLOGUE_SILU_MUL) v = __fmul_rn(__fdiv_rn(v, __fadd_rn(1.0f, expf(-v))), xr[p.k + e]);
+        float a = fabsf(v);
+        if (!(a <= 3.402823466e38f)) a = __int_as_float(0x7f800000);  // NaN and inf: +inf
+        a = warp_max(a);
+        const float d = __fdiv_rn(a, 127.0f);
+        int q = 0;
+        if (d > 0.0f && d <= 3.402823466e38f) q = max(-127, min(127, __float2int_rn(__fdiv_rn(v, d))));
+        int s = q;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(kFullMask, s, off);
+        p.xq[row * p.k + e] = (int8_t)q;
+        if (lane == 0) p.meta[row * p.nbp + b] = make_uint2(__float_as_uint(d), (uint32_t)s);
+    }
+    if (kPro == STRATA_PROLOGUE_RMSNORM) {  // ssq of this chunk's 256 values: one square per thread, block_sum
+        __shared__ float red[kPreThreads / 32];
+        const int64_t e = (int64_t)32 * b0 + threadIdx.x;
+        const float xv = e < (int64_t)32 * (b0 + nbc) ? xr[e] : 0.0f;
+        const float ss = block_sum<kPreThreads / 32>(fmaf(xv, xv, 0.0f), red);
+        if (threadIdx.x == 0) p.ssq[row * p.nchunks + c] = ss;
+    }
+}
+
+// ---------------------------------------------------------------- dot kernel
+
+__device__ __forceinline__ int addr_delta16(const void* p) { return (int)(reinterpret_cast<uintptr_t>(p) & 15); }
+
+// Stages part `part` into `stage`: weight rows [o0, o0 + no) at row stride
+// p.wstride (16-byte pieces from the aligned address at or below each row's
+// first byte, so byte s lands at offset (s & 15) of its row's window; nothing
+// at or past w_end is read), then the int8 activations and the block meta of
+// rows [r0, r0 + nr) (both 16-byte aligned in the scratch).
+template <int kDtype, int kR>
+__device__ __forceinline__ void stage_part(const IntParams& p, uint8_t* stage, int part, int64_t o0, int no,
+                                           int64_t r0, int nr) {
+    constexpr int B = IntW<kDtype>::kBytes;
+    const int64_t b0 = (int64_t)part * p.ps * kIntSliceBlocks;
+    const int nblk = (int)min((int64_t)p.ps * kIntSliceBlocks, p.nb - b0);
+    const int len = nblk * B;
+    const int npm = (len + 15) / 16 + 1;  // pieces per weight row, at most
+    for (int idx = threadIdx.x; idx < no * npm; idx += p.threads) {
+        const int row = idx / npm, pc = idx - row * npm;
+        const uint8_t* s = p.w + (o0 + row) * p.w_row_bytes + b0 * B;
+        const uint8_t* a = s - addr_delta16(s);
+        const int np = (int)((s + len - a + 15) >> 4);
+        if (pc < np) {
+            const uint8_t* src = a + 16 * pc;
+            const int64_t left = p.w_end - src;
+            cp_async16z(stage + row * p.wstride + 16 * pc, src, left >= 16 ? 16 : (left > 0 ? (int)left : 0));
+        }
+    }
+    uint8_t* xs = stage + p.no * p.wstride;
+    const int xp = 2 * nblk, mp = (nblk + 1) / 2;  // 16-byte pieces per row
+    for (int idx = threadIdx.x; idx < nr * (xp + mp); idx += p.threads) {
+        const int r = idx / (xp + mp), pc = idx - r * (xp + mp);
+        if (pc < xp)
+            cp_async16z(xs + r * p.xbytes + 16 * pc, p.xq + (r0 + r) * p.k + b0 * 32 + 16 * pc, 16);
+        else
+            cp_async16z(xs + kR * p.xbytes + r * p.mbytes + 16 * (pc - xp),
+                        reinterpret_cast<const uint8_t*>(p.meta + (r0 + r) * p.nbp + b0) + 16 * (pc - xp), 16);
+    }
+}
+
+// Block kJ of a slice whose first byte is at byte kC of the 16-byte aligned
+// `base` (shared memory): only the windows holding its bytes are loaded.
+template <int kDtype, int kC, int kJ>
+__device__ __forceinline__ IntBlock<kDtype> load_block(const uint8_t* base) {
+    constexpr int B = kC + kJ * IntW<kDtype>::kBytes;
+    constexpr int W0 = B / 16, W1 = (B + IntW<kDtype>::kBytes - 1) / 16, NW = W1 - W0 + 1;
+    uint32_t w[4 * NW];
+    const uint4* wp = reinterpret_cast<const uint4*>(base) + W0;
+#pragma unroll
+    for (int i = 0; i < NW; ++i) {
+        const uint4 v = wp[i];
+        w[4 * i] = v.x; w[4 * i + 1] = v.y; w[4 * i + 2] = v.z; w[4 * i + 3] = v.w;
+    }
+    return int_block<kDtype, B - 16 * W0, 0>(w);
+}
+
+// Block j of the slice for every row of the tile: xs/ms point at the slice's
+// staged activations and meta of row 0 (rows p.xbytes / p.mbytes apart).
+template <int kDtype, int kR>
+__device__ __forceinline__ void block_rows(const IntParams& p, const IntBlock<kDtype>& wb, const uint8_t* xs,
+                                           const uint8_t* ms, int j, int nr, float (&acc)[kR]) {
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+        if (kR == 1 || r < nr) {
+            const uint4* xp = reinterpret_cast<const uint4*>(xs + r * p.xbytes + 32 * j);
+            const uint4 xa = xp[0], xb = xp[1];
+            const uint2 m = *reinterpret_cast<const uint2*>(ms + r * p.mbytes + 8 * j);
+            const int dot = int_block_dot<kDtype>(wb, xa, xb);
+            acc[r] = int_block_fold<kDtype>(acc[r], wb.d, wb.m, dot, __uint_as_float(m.x), (int)m.y);
+        }
+    }
+}
+
+// The blocks of one slice in order (kFull: all 8, no bounds checks).
+template <int kDtype, int kR, int kC, int kJ, bool kFull>
+__device__ __forceinline__ void slice_blocks(const IntParams& p, const uint8_t* base, const uint8_t* xs,
+                                             const uint8_t* ms, int nbs, int nr, float (&acc)[kR]) {
+    if constexpr (kJ < kIntSliceBlocks) {
+        if (kFull || kJ < nbs) {
+            const IntBlock<kDtype> wb = load_block<kDtype, kC, kJ>(base);
+            block_rows<kDtype, kR>(p, wb, xs, ms, kJ, nr, acc);
+        }
+        slice_blocks<kDtype, kR, kC, kJ + 1, kFull>(p, base, xs, ms, nbs, nr, acc);
+    }
+}
+
+template <int kDtype, int kR, int kC>
+__device__ __forceinline__ void slice_at(const IntParams& p, const uint8_t* base, const uint8_t* xs,
+                                         const uint8_t* ms, int nbs, int nr, float (&acc)[kR]) {
+    if (nbs == kIntSliceBlocks) slice_blocks<kDtype, kR, kC, 0, true>(p, base, xs, ms, nbs, nr, acc);
+    else slice_blocks<kDtype, kR, kC, 0, false>(p, base, xs, ms, nbs, nr, acc);
+}
+
+// A slice from any 2-byte aligned start (rows whose alignment differs from
+// the common case go through the same integers and the same fold).
+template <int kDtype, int kR>
+__device__ __forceinline__ void slice_any(const IntParams& p, const uint8_t* sp, const uint8_t* xs,
+                                          const uint8_t* ms, int nbs, int nr, float (&acc)[kR]) {
+    for (int j = 0; j < nbs; ++j) {
+        const IntBlock<kDtype> wb = int_block_any<kDtype>(sp + j * IntW<kDtype>::kBytes);
+        block_rows<kDtype, kR>(p, wb, xs, ms, j, nr, acc);
+    }
+}
+
+template <int kDtype, int kR>
+__global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p) {
+    constexpr int SB = kIntSliceBlocks * IntW<kDtype>::kBytes;  // a multiple of 16
+    static_assert(SB % 16 == 0, "a slice must span whole 16-byte windows");
+    uint8_t* smem = mma_smem();
+    float* part = reinterpret_cast<float*>(smem + (p.n_parts > 1 ? 2 : 1) * p.stage_bytes);  // [ps][no][kR]
+    const int t = threadIdx.x;
+    const int o_l = t % p.no, s_l = t / p.no;  // this thread's unit in every part
+    const int fo = t / kR, fr = t % kR;        // this thread's element in the fold
+    // Tiles in row-tile-major order: the CTAs of one output tile run together and share its weights in L2.
+    for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x) {
+        const int rt = tile % p.n_row_tiles;
+        const int64_t o0 = (int64_t)(tile / p.n_row_tiles) * p.no;
+        const int no = (int)min((int64_t)p.no, p.n_out - o0);
+        const int64_t r0 = (int64_t)rt * kR;
+        const int nr = (int)min((int64_t)kR, p.n_rows - r0);
+        float total = 0.0f;
+        stage_part<kDtype, kR>(p, smem, 0, o0, no, r0, nr);
+        cp_async_commit_group();
+        for (int q = 0; q < p.n_parts; ++q) {
+            if (q + 1 < p.n_parts) {
+                stage_part<kDtype, kR>(p, smem + ((q + 1) & 1) * p.stage_bytes, q + 1, o0, no, r0, nr);
+                cp_async_commit_group();
+                cp_async_wait_group<1>();
+            } else {
+                cp_async_wait_group<0>();
+            }
+            __syncthreads();
+            const int s = q * p.ps + s_l;
+            if (s_l < p.ps && s < p.n_slices && o_l < no) {
+                const int nbs = (int)min((int64_t)kIntSliceBlocks, p.nb - (int64_t)s * kIntSliceBlocks);
+                const uint8_t* g = p.w + (o0 + o_l) * p.w_row_bytes + (int64_t)q * p.ps * SB;  // the part's first byte
+                const int delta = addr_delta16(g);
+                const uint8_t* st = smem + (q & 1) * p.stage_bytes;
+                const uint8_t* base = st + o_l * p.wstride + s_l * SB;  // 16-byte aligned
+                const uint8_t* xs = st + p.no * p.wstride + s_l * kIntSliceBlocks * 32;
+                const uint8_t* ms = st + p.no * p.wstride + kR * p.xbytes + s_l * kIntSliceBlocks * 8;
+                float acc[kR];
+#pragma unroll
+                for (int r = 0; r < kR; ++r) acc[r] = 0.0f;
+                switch (delta) {
+                case 0: slice_at<kDtype, kR, 0>(p, base, xs, ms, nbs, nr, acc); break;
+                case 4: slice_at<kDtype, kR, 4>(p, base, xs, ms, nbs, nr, acc); break;
+                case 8: slice_at<kDtype, kR, 8>(p, base, xs, ms, nbs, nr, acc); break;
+                case 12: slice_at<kDtype, kR, 12>(p, base, xs, ms, nbs, nr, acc); break;
+                default: slice_any<kDtype, kR>(p, base + delta, xs, ms, nbs, nr, acc); break;
+                }
+                float* pp = part + (s_l * p.no + o_l) * kR;
+#pragma unroll
+                for (int r = 0; r < kR; ++r)
+                    if (r < nr) pp[r] = acc[r];
+            }
+            __syncthreads();
+            if (fo < no && fr < nr) {
+                const int nsl = min(p.ps, p.n_slices - q * p.ps);
+                for (int sl = 0; sl < nsl; ++sl) {
+                    const float v = part[(sl * p.no + fo) * kR + fr];
+                    total = (q == 0 && sl == 0) ? v : __fadd_rn(total, v);
+                }
+            }
+        }
+        if (fo < no && fr < nr) {
+            const int64_t row = r0 + fr, o = o0 + fo;
+            if (p.prologue == STRATA_PROLOGUE_RMSNORM) {
+                const float* sq = p.ssq + row * p.n_slices;
+                float ss = sq[0];
+                for (int c = 1; c < p.n_slices; ++c) ss = __fadd_rn(ss, sq[c]);
+                total = __fmul_rn(total, __frsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)p.k), p.eps)));
+            }
+            if (p.bias) total = __fadd_rn(total, __ldg(p.bias + o));
+            float* yp = p.y + row * p.n_out + o;
+            *yp = p.accumulate ? __fadd_rn(*yp, total) : total;
+        }
+        __syncthreads();  // the next tile restages buffer 0 and rewrites `part`
+    }
+}
+
+// ---------------------------------------------------------------- mma kernel (2 rows and more)
+
+constexpr int kMmaNO = 64;  // outputs per CTA: 4 groups of 16 (the mma's rows)
+constexpr int kMmaThreads = 256, kMmaWarps = kMmaThreads / 32;
+
+// 32 bits from a 2-byte aligned shared-memory address.
+__device__ __forceinline__ uint32_t ld32_2(const uint8_t* q) {
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(q);
+    return (uint32_t)h[0] | ((uint32_t)h[1] << 16);
+}
+
+// The same per-element arithmetic as int_dot_kernel with the integer block
+// products from int8 tensor-core mma: a warp owns a unit (16 outputs, slice)
+// of a part for all kR = 8·kNT rows of the tile; lane (g, t) folds the four
+// elements of each n-tile it holds (outputs g and g+8, rows 2t and 2t+1)
+// block by block with int_block_fold, exactly as a dp4a thread does.
+template <int kDtype, int kNT>
+__global__ void __launch_bounds__(kMmaThreads) int_mma_kernel(const IntParams p) {
+    using W = IntW<kDtype>;
+    constexpr int kR = 8 * kNT;
+    constexpr int SB = kIntSliceBlocks * W::kBytes;
+    uint8_t* smem = mma_smem();
+    float* part = reinterpret_cast<float*>(smem + (p.n_parts > 1 ? 2 : 1) * p.stage_bytes);  // [ps][NO][kR]
+    float* tot = part + p.ps * kMmaNO * kR;                                                    // [NO][kR]
+    const int t = threadIdx.x, warp = t >> 5, lane = t & 31, g = lane >> 2, tq = lane & 3;
+    for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x) {
+        const int rt = tile % p.n_row_tiles;
+        const int64_t o0 = (int64_t)(tile / p.n_row_tiles) * kMmaNO;
+        const int no = (int)min((int64_t)kMmaNO, p.n_out - o0);
+        const int64_t r0 = (int64_t)rt * kR;
+        const int nr = (int)min((int64_t)kR, p.n_rows - r0);
+        stage_part<kDtype, kR>(p, smem, 0, o0, no, r0, nr);
+        cp_async_commit_group();
+        for (int q = 0; q < p.n_parts; ++q) {
+            if (q + 1 < p.n_parts) {
+                stage_part<kDtype, kR>(p, smem + ((q + 1) & 1) * p.stage_bytes, q + 1, o0, no, r0, nr);
+                cp_async_commit_group();
+                cp_async_wait_group<1>();
+            } else {
+                cp_async_wait_group<0>();
+            }
+            __syncthreads();
+            const uint8_t* st = smem + (q & 1) * p.stage_bytes;
+            for (int u = warp; u < (kMmaNO / 16) * p.ps; u += kMmaWarps) {  // warp-uniform
+                const int og = u & 3, s_l = u >> 2, s = q * p.ps + s_l;
+                if (s >= p.n_slices) continue;
+                const int nbs = (int)min((int64_t)kIntSliceBlocks, p.nb - (int64_t)s * kIntSliceBlocks);
+                // Rows g and g+8 of the group (rows past `no` were not staged: their results are dropped).
+                const int ol0 = og * 16 + g, ol1 = ol0 + 8;
+                const int64_t pbeg = (int64_t)q * p.ps * SB;
+                const uint8_t* w0 = st + ol0 * p.wstride + addr_delta16(p.w + (o0 + ol0) * p.w_row_bytes + pbeg) + s_l * SB;
+                const uint8_t* w1 = st + ol1 * p.wstride + addr_delta16(p.w + (o0 + ol1) * p.w_row_bytes + pbeg) + s_l * SB;
+                const uint8_t* xs = st + kMmaNO * p.wstride + s_l * kIntSliceBlocks * 32;
+                const uint8_t* ms = st + kMmaNO * p.wstride + kR * p.xbytes + s_l * kIntSliceBlocks * 8;
+                float acc[kNT][4];
+#pragma unroll
+                for (int n = 0; n < kNT; ++n)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
+                for (int j = 0; j < nbs; ++j) {
+                    const uint8_t* b0p = w0 + j * W::kBytes;
+                    const uint8_t* b1p = w1 + j * W::kBytes;
+                    const uint16_t* h0 = reinterpret_cast<const uint16_t*>(b0p);
+                    const uint16_t* h1 = reinterpret_cast<const uint16_t*>(b1p);
+                    const float d0 = f16_to_f32(h0[0]), d1 = f16_to_f32(h1[0]);
+                    const float m0 = W::kMin ? f16_to_f32(h0[1]) : 0.0f, m1 = W::kMin ? f16_to_f32(h1[1]) : 0.0f;
+                    uint32_t a[4];
+                    if constexpr (W::kNibbles) {
+                        const uint32_t q0 = ld32_2(b0p + W::kQuantOff + 4 * tq), q1 = ld32_2(b1p + W::kQuantOff + 4 * tq);
+                        a[0] = q0 & 0x0F0F0F0Fu;
+                        a[1] = q1 & 0x0F0F0F0Fu;
+                        a[2] = (q0 >> 4) & 0x0F0F0F0Fu;
+                        a[3] = (q1 >> 4) & 0x0F0F0F0Fu;
+                    } else {
+                        a[0] = ld32_2(b0p + W::kQuantOff + 4 * tq);
+                        a[1] = ld32_2(b1p + W::kQuantOff + 4 * tq);
+                        a[2] = ld32_2(b0p + W::kQuantOff + 16 + 4 * tq);
+                        a[3] = ld32_2(b1p + W::kQuantOff + 16 + 4 * tq);
+                    }
+#pragma unroll
+                    for (int n = 0; n < kNT; ++n) {
+                        const uint8_t* xr = xs + (8 * n + g) * p.xbytes + 32 * j;
+                        const uint32_t xb0 = *reinterpret_cast<const uint32_t*>(xr + 4 * tq);
+                        const uint32_t xb1 = *reinterpret_cast<const uint32_t*>(xr + 16 + 4 * tq);
+                        int c[4];
+                        mma_i8_16832<W::kNibbles>(c, a, xb0, xb1);
+                        const uint2 ma = *reinterpret_cast<const uint2*>(ms + (8 * n + 2 * tq) * p.mbytes + 8 * j);
+                        const uint2 mb = *reinterpret_cast<const uint2*>(ms + (8 * n + 2 * tq + 1) * p.mbytes + 8 * j);
+                        const float dxa = __uint_as_float(ma.x), dxb = __uint_as_float(mb.x);
+                        acc[n][0] = int_block_fold<kDtype>(acc[n][0], d0, m0, c[0], dxa, (int)ma.y);
+                        acc[n][1] = int_block_fold<kDtype>(acc[n][1], d0, m0, c[1], dxb, (int)mb.y);
+                        acc[n][2] = int_block_fold<kDtype>(acc[n][2], d1, m1, c[2], dxa, (int)ma.y);
+                        acc[n][3] = int_block_fold<kDtype>(acc[n][3], d1, m1, c[3], dxb, (int)mb.y);
+                    }
+                }
+                float* pp = part + s_l * kMmaNO * kR;
+#pragma unroll
+                for (int n = 0; n < kNT; ++n) {
+                    const int ra = 8 * n + 2 * tq;
+                    pp[ol0 * kR + ra] = acc[n][0];
+                    pp[ol0 * kR + ra + 1] = acc[n][1];
+                    pp[ol1 * kR + ra] = acc[n][2];
+                    pp[ol1 * kR + ra + 1] = acc[n][3];
+                }
+            }
+            __syncthreads();
+            const int nsl = min(p.ps, p.n_slices - q * p.ps);
+            for (int e = t; e < kMmaNO * kR; e += kMmaThreads) {
+                if (e / kR < no && e % kR < nr) {
+                    float v = q == 0 ? part[e] : __fadd_rn(tot[e], part[e]);
+                    for (int sl = 1; sl < nsl; ++sl) v = __fadd_rn(v, part[sl * kMmaNO * kR + e]);
+                    tot[e] = v;
+                }
+            }
+        }
+        for (int e = t; e < kMmaNO * kR; e += kMmaThreads) {
+            const int fo = e / kR, fr = e % kR;
+            if (fo < no && fr < nr) {
+                const int64_t row = r0 + fr, o = o0 + fo;
+                float total = tot[e];
+                if (p.prologue == STRATA_PROLOGUE_RMSNORM) {
+                    const float* sq = p.ssq + row * p.n_slices;
+                    float ss = sq[0];
+                    for (int c = 1; c < p.n_slices; ++c) ss = __fadd_rn(ss, sq[c]);
+                    total = __fmul_rn(total, __frsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)p.k), p.eps)));
+                }
+                if (p.bias) total = __fadd_rn(total, __ldg(p.bias + o));
+                float* yp = p.y + row * p.n_out + o;
+                *yp = p.accumulate ? __fadd_rn(*yp, total) : total;
+            }
+        }
+        __syncthreads();  // the next tile restages buffer 0 and rewrites `part` and `tot`
+    }
+}
+
+// The mma kernel's shape: 64 outputs, parts of 2 slices (4 x 2 warp units).
+inline void mma_shape(IntParams& p, int block_bytes, int kr) {
+    p.no = kMmaNO;
+    p.ps = min(p.n_slices, 2);
+    p.threads = kMmaThreads;
+    p.n_parts = (p.n_slices + p.ps - 1) / p.ps;
+    int ws = p.ps * kIntSliceBlocks * block_bytes + 16;
+    ws = (ws + 15) / 16 * 16;
+    if ((ws / 16) % 2 == 0) ws += 16;
+    p.wstride = ws;
+    p.xbytes = p.ps * kIntSliceBlocks * 32 + 16;  // rows 4 banks apart: the 8 rows of an n-tile read 8 bank groups
+    p.mbytes = p.ps * kIntSliceBlocks * 8;
+    p.stage_bytes = kMmaNO * ws + kr * (p.xbytes + p.mbytes);
+}
+
+inline int mma_smem_bytes(const IntParams& p, int kr) {
+    return (p.n_parts > 1 ? 2 : 1) * p.stage_bytes + (p.ps + 1) * kMmaNO * kr * (int)sizeof(float);
+}
+
+// The CTA shape for kR rows per tile: NO outputs (8, 16 or 32 when there are
+// enough CTAs, fewer for small matrices), PS slices per part (NO·PS <= 256
+// threads; 16 at most with 8 rows, for shared memory), the part's weight rows
+// at a stride that is an odd number of 16-byte windows (the 8 threads of a
+// quarter warp read 8 different rows: no bank conflicts).
+inline void dot_shape(IntParams& p, int block_bytes, int sms, int kr) {
+    int no = p.n_slices <= 8 ? 32 : (p.n_slices <= 16 ? 16 : 8);
+    while (no > 2 && (p.n_out + no - 1) / no < 2 * sms) no /= 2;
+    p.no = no;
+    p.ps = min(min(p.n_slices, kDotThreads / no), kr > 1 ? 16 : 32);
+    p.threads = 32 * ((max(no * p.ps, kr * no) + 31) / 32);  // one unit per thread; the fold has no x kr elements
+    p.n_parts = (p.n_slices + p.ps - 1) / p.ps;
+    int ws = p.ps * kIntSliceBlocks * block_bytes + 16;
+    ws = (ws + 15) / 16 * 16;
+    if ((ws / 16) % 2 == 0) ws += 16;
+    p.wstride = ws;
+    p.xbytes = p.ps * kIntSliceBlocks * 32;
+    p.mbytes = p.ps * kIntSliceBlocks * 8;
+    p.stage_bytes = no * ws + kr * (p.xbytes + p.mbytes);
+}
+
+inline int dot_smem(const IntParams& p, int kr) {
+    return (p.n_parts > 1 ? 2 : 1) * p.stage_bytes + p.ps * p.no * kr * (int)sizeof(float);
+}
+
+}  // namespace
+
+// The types routed here. The kernels also implement Q4_1 (emulator-tested), but Q4_1 — the
+// default model's type — stays on the f16 tensor-core path for now: int8 activations move that
+// model's logits by up to ~1 (a float64 NumPy estimate, bench/RESULTS.md), beyond what
+// tests/test_backend_agreement.py allows between CUDA and the float32 CPU backend.
+bool int_matmul_supports(int32_t w_dtype) { return w_dtype == STRATA_Q4_0 || w_dtype == STRATA_Q8_0; }
+
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+struct IntLimits {
+    int sms = 0, smem_optin = 0;
+};
+
+IntLimits int_limits(int dev) {
+    static IntLimits cache[kMaxDevices];
+    static std::mutex mu;
+    std::lock_guard<std::mutex> lock(mu);
+    IntLimits& d = cache[dev];
+    if (d.sms == 0) {
+        check(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+        check(cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+              "cudaDeviceGetAttribute");
+        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // a function attribute, not stream work
+        (void)cudaThreadExchangeStreamCaptureMode(&mode);
+        const void* kernels[] = {
+            (const void*)int_dot_kernel<STRATA_Q4_0, 1>, (const void*)int_dot_kernel<STRATA_Q4_0, kDotRows>,
+            (const void*)int_dot_kernel<STRATA_Q8_0, 1>, (const void*)int_dot_kernel<STRATA_Q8_0, kDotRows>,
+            (const void*)int_dot_kernel<STRATA_Q4_1, 1>, (const void*)int_dot_kernel<STRATA_Q4_1, kDotRows>,
+            (const void*)int_mma_kernel<STRATA_Q4_0, 1>, (const void*)int_mma_kernel<STRATA_Q4_0, 2>,
+            (const void*)int_mma_kernel<STRATA_Q8_0, 1>, (const void*)int_mma_kernel<STRATA_Q8_0, 2>,
+            (const void*)int_mma_kernel<STRATA_Q4_1, 1>, (const void*)int_mma_kernel<STRATA_Q4_1, 2>};
+        cudaError_t err = cudaSuccess;
+        for (const void* f : kernels)
+            if (err == cudaSuccess) err = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, d.smem_optin);
+        (void)cudaThreadExchangeStreamCaptureMode(&mode);
+        if (err != cudaSuccess) d.sms = 0;
+        check(err, "cudaFuncSetAttribute (integer matmul)");
+    }
+    return d;
+}
+
+}  // namespace
+
+void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch) {
+    if (a.n_rows <= 0 || a.n_out <= 0) return;
+    int dev = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    if (dev < 0 || dev >= kMaxDevices) fail(STRATA_ERR_INTERNAL, "cuda matmul: device index out of range");
+    const IntLimits lim = int_limits(dev);
+
+    const int64_t k = a.k, nb = k / 32, nbp = (nb + 1) / 2 * 2;
+    const int nchunks = (int)((nb + kPreChunkBlocks - 1) / kPreChunkBlocks);  // = slices
+    if (a.n_rows > INT32_MAX || nb > INT32_MAX / 32)
+        fail(STRATA_ERR_INTERNAL, "cuda matmul: integer path shape out of range");
+    // Scratch: xq [n_rows][k] int8, meta [n_rows][nbp] uint2, ssq [n_rows][nchunks] float.
+    const size_t xq_bytes = (size_t)a.n_rows * (size_t)k;
+    const size_t meta_off = (xq_bytes + 255) / 256 * 256;
+    const size_t meta_bytes = (size_t)a.n_rows * (size_t)nbp * sizeof(uint2);
+    const size_t ssq_off = meta_off + (meta_bytes + 255) / 256 * 256;
+    uint8_t* s = static_cast<uint8_t*>(scratch.get(ssq_off + (size_t)a.n_rows * nchunks * sizeof(float)));
+
+    PreParams pp;
+    pp.x = a.x;
+    pp.x_stride = a.x_row_stride > 0 ? a.x_row_stride : (a.prologue == STRATA_PROLOGUE_SILU_MUL ? 2 * k : k);
+    pp.k = k;
+    pp.nb = (int)nb;
+    pp.nbp = (int)nbp;
+    pp.nchunks = nchunks;
+    pp.prologue = a.prologue;
+    pp.norm = a.norm_weight;
+    pp.xq = reinterpret_cast<int8_t*>(s);
+    pp.meta = reinterpret_cast<uint2*>(s + meta_off);
+    pp.ssq = reinterpret_cast<float*>(s + ssq_off);
+    const dim3 pgrid((unsigned)a.n_rows, (unsigned)nchunks);
+    switch (a.prologue) {
+    case STRATA_PROLOGUE_RMSNORM: int_prepass_kernel<STRATA_PROLOGUE_RMSNORM><<<pgrid, kPreThreads, 0, stream>>>(pp); break;
+    case STRATA_PROLOGUE_SILU_MUL:
+        int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL><<<pgrid, kPreThreads, 0, stream>>>(pp);
+        break;
+    default: int_prepass_kernel<STRATA_PROLOGUE_NONE><<<pgrid, kPreThreads, 0, stream>>>(pp); break;
+    }
+    check_launch("matmul (integer activation pre-pass)");
+
+    IntParams p;
+    p.xq = pp.xq;
+    p.meta = pp.meta;
+    p.ssq = pp.ssq;
+    p.n_rows = a.n_rows;
+    p.k = k;
+    p.n_out = a.n_out;
+    p.w_row_bytes = dtype_row_bytes(a.w_dtype, k);
+    p.nb = (int)nb;
+    p.nbp = (int)nbp;
+    p.n_slices = nchunks;
+    p.w = static_cast<const uint8_t*>(a.w);
+    p.w_end = p.w + a.n_out * p.w_row_bytes;
+    p.bias = a.bias;
+    p.y = a.y;
+    p.accumulate = a.accumulate ? 1 : 0;
+    p.prologue = a.prologue;
+    p.eps = a.eps;
+    const int bb = a.w_dtype == STRATA_Q4_0 ? IntW<STRATA_Q4_0>::kBytes
+                 : a.w_dtype == STRATA_Q8_0 ? IntW<STRATA_Q8_0>::kBytes
+                                            : IntW<STRATA_Q4_1>::kBytes;
+    // Which kernel never changes a bit (each runs the canonical per-element sequence). One row: dp4a
+    // with one accumulator; more rows: the int8 tensor-core kernel (64 outputs x 8 or 16 rows) when its
+    // tiles fill the GPU, else dp4a tiles of 8 rows (small matrices: more, smaller CTAs).
+    const int64_t mt8 = (a.n_out + kMmaNO - 1) / kMmaNO * ((a.n_rows + 7) / 8);
+    const int64_t mt16 = (a.n_out + kMmaNO - 1) / kMmaNO * ((a.n_rows + 15) / 16);
+    const int kind = a.n_rows == 1 ? 0 : (a.n_rows > 8 && mt16 >= lim.sms ? 3 : (mt8 >= lim.sms ? 2 : 1));
+    const int kr = kind == 0 ? 1 : (kind == 3 ? 16 : 8);
+    if (kind >= 2) mma_shape(p, bb, kr);
+    else dot_shape(p, bb, lim.sms, kr);
+    const int64_t n_rt = (a.n_rows + kr - 1) / kr, n_ot = (a.n_out + p.no - 1) / p.no;
+    if (n_rt * n_ot > INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer path has too many tiles");
+    p.n_row_tiles = (int)n_rt;
+    p.n_tiles = (int)(n_rt * n_ot);
+    const int smem = kind >= 2 ? mma_smem_bytes(p, kr) : dot_smem(p, kr);
+    if (smem > lim.smem_optin) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer path tile exceeds shared memory");
+    const unsigned grid = (unsigned)p.n_tiles;
+    const int th = p.threads;
+    switch (a.w_dtype * 4 + kind) {
+    case STRATA_Q4_0 * 4 + 0: int_dot_kernel<STRATA_Q4_0, 1><<<grid, th, smem, stream>>>(p); break;
+    case STRATA_Q4_0 * 4 + 1: int_dot_kernel<STRATA_Q4_0, kDotRows><<<grid, th, smem, stream>>>(p); break;
+    case STRATA_Q4_0 * 4 + 2: int_mma_kernel<STRATA_Q4_0, 1><<<grid, th, smem, stream>>>(p); break;
+    case STRATA_Q4_0 * 4 + 3: int_mma_kernel<STRATA_Q4_0, 2><<<grid, th, smem, stream>>>(p); break;
+    case STRATA_Q8_0 * 4 + 0: int_dot_kernel<STRATA_Q8_0, 1><<<grid, th, smem, stream>>>(p); break;
+    case STRATA_Q8_0 * 4 + 1: int_dot_kernel<STRATA_Q8_0, kDotRows><<<grid, th, smem, stream>>>(p); break;
+    case STRATA_Q8_0 * 4 + 2: int_mma_kernel<STRATA_Q8_0, 1><<<grid, th, smem, stream>>>(p); break;
+    case STRATA_Q8_0 * 4 + 3: int_mma_kernel<STRATA_Q8_0, 2><<<grid, th, smem, stream>>>(p); break;
+    case STRATA_Q4_1 * 4 + 0: int_dot_kernel<STRATA_Q4_1, 1><<<grid, th, smem, stream>>>(p); break;
+    case STRATA_Q4_1 * 4 + 1: int_dot_kernel<STRATA_Q4_1, kDotRows><<<grid, th, smem, stream>>>(p); break;
+    case STRATA_Q4_1 * 4 + 2: int_mma_kernel<STRATA_Q4_1, 1><<<grid, th, smem, stream>>>(p); break;
+    case STRATA_Q4_1 * 4 + 3: int_mma_kernel<STRATA_Q4_1, 2><<<grid, th, smem, stream>>>(p); break;
+    default: fail(STRATA_ERR_INTERNAL, "cuda matmul: no integer path for dtype " + std::to_string(a.w_dtype));
+    }
+    check_launch("matmul (integer)");
+}
+
+}  // namespace cuda
+}  // namespace strata

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The side-by-side speed run of bench/RESULTS.md (Strata and llama.cpp on the same GGUFs, one warm
+# H200 machine), in two back-to-back device calls (/tmp survives while the machine is warm):
+#
+#   bash scripts/gpu_speed.sh prepare WHEELS_DIR LLAMA_DIR TOKENIZER_GGUF
+#       starts llama.cpp's build (LLAMA_DIR from ../shared/gpu/llamacpp.sh pack) and the synthesized
+#       models (strata synth, SmolLM2's tokenizer copied from TOKENIZER_GGUF) in the background;
+#       installs the wheels, builds libstrata, runs the gpu-marked kernel tests and the matmul table.
+#   bash scripts/gpu_speed.sh bench
+#       llama-bench and llama-batched-bench, bench/gpu_decode.py, and bench/serve_load.py against
+#       `strata serve` and llama-server (64 clients, 8B Q4_0), once the build and the models exist.
+#
+# Logs go under $OUT; a short summary prints last. See docs/gpu.md.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1 STRATA_MODEL_CACHE=/tmp/models
+SYN=/tmp/strata-synth
+MODELS="8b:Q4_0 1b:Q4_0 135m:Q4_0 8b:Q4_K_M"
+LL=/tmp/llama.cpp/build/bin
+
+case "${1:-}" in
+prepare)
+  whl=$2 llama=$3 tok=$4
+  setsid nohup bash "$llama/llamacpp.sh" build > /tmp/llama-build.txt 2>&1 < /dev/null &
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$whl"/*.whl \
+    > "$OUT/pip.log" 2>&1 || tail -5 "$OUT/pip.log"
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
+  ( time make -j"$(nproc)" lib ) > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+  tail -4 "$OUT/build.log"
+  # The bench call may carry the checkout again, which replaces its build/: keep the library in /tmp.
+  mkdir -p /tmp/strata-build && cp build/libstrata.so /tmp/strata-build/
+  mkdir -p "$SYN" /tmp/models && cp "$tok" /tmp/tok.gguf
+  setsid nohup bash -c "for m in $MODELS; do s=\${m%%:*} t=\${m##*:}; f=$SYN/synth-\$s-\$t.gguf;
+      python3 -m strata.cli synth --shape \$s --dtype \$t --out \$f.part --tokenizer-from /tmp/tok.gguf --quiet \
+      && mv \$f.part \$f; done; echo synth-done" > /tmp/synth.txt 2>&1 < /dev/null &
+  python3 -m pytest -m gpu -q -p no:cacheprovider tests/kernels 2>&1 | tee "$OUT/gpu_kernel_tests.log" | tail -4
+  python3 bench/gpu_matmul.py --models 8b 1b 135m --dtypes Q4_0 Q8_0 Q4_K Q6_K --rows 1 4 16 64 512 --replays 10 \
+    > "$OUT/gpu_matmul.log" 2>&1
+  grep -E "^(Q4_0 +8b|dtype)" "$OUT/gpu_matmul.log"
+  cat /tmp/synth.txt; tail -2 /tmp/llama-build.txt
+  ;;
+bench)
+  for i in $(seq 1 60); do grep -q synth-done /tmp/synth.txt && grep -q "built in" /tmp/llama-build.txt && break; sleep 5; done
+  cat /tmp/synth.txt; tail -1 /tmp/llama-build.txt
+  export LD_LIBRARY_PATH=$LL
+  [ -f build/libstrata.so ] || export STRATA_LIB=/tmp/strata-build/libstrata.so
+  for m in $MODELS; do
+    f=$SYN/synth-${m%%:*}-${m##*:}.gguf
+    "$LL/llama-bench" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -r 3 -o md 2>/dev/null | tee -a "$OUT/llama_bench.md" | grep -E "pp512|tg128"
+  done
+  "$LL/llama-batched-bench" -m "$SYN/synth-8b-Q4_0.gguf" -ngl 99 -fa on -c 40000 -b 2048 -ub 512 -npp 128 -ntg 128 \
+    -npl 1,4,16,64 > "$OUT/llama_batched.log" 2>&1
+  grep -E "^\|" "$OUT/llama_batched.log" | tail -5
+  python3 bench/gpu_decode.py --shapes 8b --types Q4_0 Q4_K_M --json "$OUT/gpu_decode_8b.json" 2>&1 \
+    | grep -v "^loading" | tee "$OUT/gpu_decode.log"
+  python3 bench/gpu_decode.py --shapes 1b 135m --types Q4_0 --concurrency 1 --json "$OUT/gpu_decode_small.json" 2>&1 \
+    | grep -v "^loading" | tee -a "$OUT/gpu_decode.log"
+  python3 bench/gpu_profile.py --model "$SYN/synth-8b-Q4_0.gguf" --rows 1 2>&1 | grep -v "^loading" > "$OUT/gpu_profile.log"
+  python3 bench/gpu_profile.py --model "$SYN/synth-8b-Q4_0.gguf" --rows 64 2>&1 | grep -v "^loading" >> "$OUT/gpu_profile.log"
+  if [ -f bench/serve_load.py ]; then
+    M8=$SYN/synth-8b-Q4_0.gguf
+    python3 -m strata.cli serve --model "$M8" --device cuda:0 --port 18091 --batch 64 --ctx 2048 --log-level warning \
+      > "$OUT/strata_serve.log" 2>&1 &
+    sp=$!
+    "$LL/llama-server" -m "$M8" -ngl 99 -np 64 -c 131072 -fa on --port 18092 > "$OUT/llama_server.log" 2>&1 &
+    lp=$!
+    python3 - <<'PY'
+import time, urllib.request
+for _ in range(120):
+    try:
+        for port in (18091, 18092):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2).read()
+        break
+    except Exception:
+        time.sleep(2)
+PY
+    python3 bench/serve_load.py --url http://127.0.0.1:18091 --clients 64 --max-tokens 128 2>&1 | tee "$OUT/serve_load_strata.log" | tail -14
+    kill $sp; wait $sp 2>/dev/null
+    python3 bench/serve_load.py --url http://127.0.0.1:18092 --clients 64 --max-tokens 128 2>&1 | tee "$OUT/serve_load_llama.log" | tail -14
+    kill $lp; wait $lp 2>/dev/null
+  fi
+  ;;
+*)
+  sed -n 2,13p "$0"; exit 2 ;;
+esac
