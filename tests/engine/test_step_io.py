@@ -29,11 +29,12 @@ def io(ctx):
 def test_layout_is_packed_aligned_and_fixed(io):
     assert PARAMS.itemsize == 32 and io.params_off == 0
     assert io.ids_off == 3 * 32 and io.rows_off == io.ids_off + 6 * 4 and io.logit_idx_off == io.rows_off + 6 * 8
-    assert io.out_off == io.logit_idx_off + 3 * 4 and io.nbytes == io.out_off + 3 * 4
-    assert all(off % 4 == 0 for off in (io.ids_off, io.rows_off, io.logit_idx_off, io.out_off))
+    assert io.adjust_off == io.logit_idx_off + 3 * 4 and io.out_off == io.adjust_off + 3 * 4
+    assert io.nbytes == io.out_off + 3 * 4
+    assert all(off % 4 == 0 for off in (io.ids_off, io.rows_off, io.logit_idx_off, io.adjust_off, io.out_off))
     assert io.params_off % 8 == 0
     # the host views share one array, so one upload carries them all
-    for view in (io.params, io.ids, io.rows, io.logit_idx):
+    for view in (io.params, io.ids, io.rows, io.logit_idx, io.adjust):
         assert np.shares_memory(view, io.host)
 
 
