@@ -102,6 +102,13 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--threads", type=int, default=None,
                    help="CPU backend worker threads (default: $STRATA_NUM_THREADS, else one per core)")
     g.add_argument("--no-graphs", action="store_true", help="run decode steps eagerly instead of as graphs")
+    g.add_argument("--kv-pages", type=int, default=None,
+                   help="KV pool size in pages of 64 tokens, shared by all slots; a request reserves the pages "
+                        "of its prompt + max_tokens at admission and waits while the pool is short "
+                        "(default: batch x ctx / 64, as much as every slot full)")
+    g.add_argument("--no-prefix-cache", action="store_true",
+                   help="do not reuse the KV pages of earlier prompts (on by default; the tokens are "
+                        "bit-identical either way, docs/kv_pool.md)")
     g.add_argument("--draft", default=None, choices=["suffix", "model", "mtp"],
                    help="speculative decoding (the tokens never change, only the speed): suffix = look the "
                         "continuation up in the request's own prompt and output; model = a draft model "
@@ -169,7 +176,8 @@ def engine_config(args):
     return EngineConfig(model=args.model or "smollm2-135m", device=args.device, batch=args.batch, ctx=args.ctx,
                         chunk=args.chunk, max_queue=args.max_queue, num_threads=threads,
                         graphs=not args.no_graphs, draft=args.draft, draft_max=args.draft_max,
-                        draft_model=args.draft_model, draft_vocab=args.draft_vocab)
+                        draft_model=args.draft_model, draft_vocab=args.draft_vocab, kv_pages=args.kv_pages,
+                        prefix_cache=not args.no_prefix_cache)
 
 
 def _generate(args) -> int:
