@@ -105,7 +105,8 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--kv-pages", type=int, default=None,
                    help="KV pool size in pages of 64 tokens, shared by all slots; a request reserves the pages "
                         "of its prompt + max_tokens at admission and waits while the pool is short "
-                        "(default: batch x ctx / 64, as much as every slot full)")
+                        "(default: batch x ctx / 64, as much as every slot full, or what fits in 85%% of the "
+                        "memory left after the model when that is less; the server logs the choice)")
     g.add_argument("--no-prefix-cache", action="store_true",
                    help="do not reuse the KV pages of earlier prompts (on by default; the tokens are "
                         "bit-identical either way, docs/kv_pool.md)")

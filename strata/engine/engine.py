@@ -22,6 +22,7 @@ from .logit_rules import LogitRules
 from .drafting.factory import make_speculator
 from .drafting.speculator import draft_state
 from .kv_pool import KvPool
+from .sizing import fit_pool
 from .metrics import EngineMetrics
 from .output import Event, OutputProcessor
 from .request import Request
@@ -65,8 +66,16 @@ class Engine:
         backend = backend_of(device)
         ctx = _ffi.Context(device, config.num_threads)
         model = load_model(config.model, ctx)
-        config = config.resolve(backend, model.spec.ctx_train)
-        config = type(config)(**{**config.__dict__, "device": device})
+        explicit = frozenset(k for k in ("ctx", "kv_pages") if getattr(config, k) is not None)
+        try:
+            config = config.resolve(backend, model.spec.ctx_train)
+            config = type(config)(**{**config.__dict__, "device": device})
+            config, line = fit_pool(config, model.spec, ctx.info().free_bytes, explicit)
+        except BaseException:
+            model.close()
+            ctx.close()
+            raise
+        log.info("%s", line)
         return cls(ctx, model, config)
 
     # ------------------------------------------------------------ requests
