@@ -177,5 +177,10 @@ OPERATIONS = [
      {"type": "object", "properties": {"status": {"type": "string"}, "model": {"type": "string"}}}, False),
     ("get", "/metrics", "Prometheus text", None, [], {"type": "string"}, True),
     ("get", "/slots", "What each slot is doing", None, [], {"type": "object"}, True),
+    ("post", "/slots/{id_slot}", "Save the slot's cached prefix to a file under --slot-save-path, or restore one "
+     "into the prefix cache (query: action=save|restore, filename)", None, [],
+     {"type": "object", "properties": {"id_slot": {"type": "integer"}, "filename": {"type": "string"},
+                                       "n_saved": {"type": "integer"}, "n_written": {"type": "integer"},
+                                       "n_restored": {"type": "integer"}, "n_read": {"type": "integer"}}}, True),
     ("get", "/openapi.json", "This document", None, [], {"type": "object"}, True),
 ]

@@ -405,6 +405,21 @@ class Slots(_Owned):
     def copy_page(self, dst: int, src: int):
         _check(_lib.strata_slots_copy_page(self._ptr or _closed(self), dst, src))
 
+    def page_bytes(self) -> int:
+        out = ffi.new("uint64_t *")
+        _check(_lib.strata_slots_page_bytes(self._ptr or _closed(self), out))
+        return out[0]
+
+    def read_page(self, page: int) -> bytes:
+        """Every layer's K and V of a pool page (F16 bits, [layer][K|V][kv_head][cell][head_dim])."""
+        out = bytearray(self.page_bytes())
+        _check(_lib.strata_slots_read_page(self._ptr or _closed(self), page, ffi.from_buffer(out), len(out)))
+        return bytes(out)
+
+    def write_page(self, page: int, data: bytes):
+        src = ffi.from_buffer(data)
+        _check(_lib.strata_slots_write_page(self._ptr or _closed(self), page, src, len(data)))
+
     def reset(self, slot: int):
         _check(_lib.strata_slots_reset(self._ptr or _closed(self), slot))
 

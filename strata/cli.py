@@ -146,6 +146,9 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--cors-origin", action="append", default=[],
                    help="an origin browsers may call the API from (repeatable; '*' for any); default: no "
                         "CORS headers")
+    g.add_argument("--slot-save-path", default=None,
+                   help="directory where POST /slots/{id}?action=save|restore&filename=NAME writes and reads a "
+                        "slot's cached prefix (default: off)")
     g.add_argument("--allow-private-media", action="store_true",
                    help="let those fetches reach loopback, private, link-local and other non-public addresses "
                         "(default: off, only public addresses; $STRATA_ALLOW_PRIVATE_MEDIA)")

@@ -251,6 +251,18 @@ int32_t strata_slots_read_pages(strata_slots *slots, int32_t slot, int32_t first
  * while recording. */
 int32_t strata_slots_copy_page(strata_slots *slots, int32_t dst, int32_t src);
 
+/* Bytes of one pool page: n_layers x 2 x n_kv_heads x STRATA_PAGE_CELLS x
+ * head_dim x 2 (F16), laid out [layer][K|V][kv_head][cell][head_dim]. */
+int32_t strata_slots_page_bytes(strata_slots *slots, uint64_t *out_bytes);
+
+/* Waits for queued work, then copies pool page `page` to host memory (n_bytes
+ * must be the page size), e.g. to save a cached prefix to a file. */
+int32_t strata_slots_read_page(strata_slots *slots, int32_t page, void *dst, uint64_t n_bytes);
+
+/* Copies host memory into pool page `page` (n_bytes must be the page size)
+ * after the work queued before it. Not allowed while recording. */
+int32_t strata_slots_write_page(strata_slots *slots, int32_t page, const void *src, uint64_t n_bytes);
+
 /* Frees the slot set. Fails with STRATA_ERR_STATE while a live graph
  * references it. */
 int32_t strata_slots_destroy(strata_slots *slots);

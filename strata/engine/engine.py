@@ -55,6 +55,7 @@ class Engine:
         self._limiter: anyio.CapacityLimiter | None = None
         self._running = False
         self._check_images = model.submission_check(config.ctx)   # None for a text-only model
+        self.last_tokens: dict[int, list[int]] = {}   # slot -> the computed tokens of its last request (slot files)
         self.grammars = GrammarCompiler(self.tokenizer, model.spec.vocab)
 
     @classmethod
@@ -278,6 +279,8 @@ class Engine:
             self.cancel(request)          # the client went away
 
     def _finish(self, request: Request, reason: str, event: Event | None = None) -> None:
+        if request.slot is not None and reason != "error":
+            self.last_tokens[request.slot] = (request.prompt_ids + request.output_ids)[:request.num_computed]
         self.scheduler.finish(request, reason)
         self.metrics.count_outcome(reason)
         self.metrics.e2e.observe(time.monotonic() - request.arrival_time)

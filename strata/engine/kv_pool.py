@@ -174,6 +174,60 @@ class KvPool:
         if entry.refs == 0:
             self.idle[key] = entry       # most recently used last
 
+    # ------------------------------------------------------------ slot files (slot_files.py)
+
+    def chain(self, tokens: list[int]) -> list[tuple[bytes, _Cached]]:
+        """The cached entries of the longest prefix of `tokens` in full pages (no last-token cap)."""
+        out: list[tuple[bytes, _Cached]] = []
+        key = b""
+        for i in range(len(tokens) // PAGE_CELLS):
+            chunk = tuple(tokens[i * PAGE_CELLS:(i + 1) * PAGE_CELLS])
+            key = _chain(key, chunk)
+            entry = self.cached.get(key)
+            if entry is None or entry.tokens != chunk:
+                break
+            out.append((key, entry))
+        return out
+
+    def hold(self, entries) -> None:
+        """Keeps cached entries from eviction (a save reads them) until `unhold`."""
+        for key, entry in entries:
+            if entry.refs == 0:
+                del self.idle[key]
+            entry.refs += 1
+
+    def unhold(self, entries) -> None:
+        for key, entry in entries:
+            self._unref(key, entry)
+
+    def take(self, n: int) -> list[int] | None:
+        """n pages out of the pool's hands (free first, then the least recently used cached), or None."""
+        if n > self.num_free:
+            return None
+        return [self.free.pop() if self.free else self._evict() for _ in range(n)]
+
+    def give_back(self, pages: list[int]) -> None:
+        self.free.extend(pages)
+
+    def insert(self, tokens: list[int], pages: list[int], first: int = 0) -> int:
+        """Puts pages holding the K/V of full pages first, first + 1, ... of `tokens` into the cache; a page
+        whose prefix is cached already is freed. Returns how many pages joined the cache."""
+        key, added = b"", 0
+        for i in range(first + len(pages)):
+            chunk = tuple(tokens[i * PAGE_CELLS:(i + 1) * PAGE_CELLS])
+            key = _chain(key, chunk)
+            if i < first:
+                continue
+            page = pages[i - first]
+            if key in self.cached:
+                self.free.append(page)
+                continue
+            entry = _Cached(page, chunk)
+            self.cached[key] = entry
+            self.idle[key] = entry
+            added += 1
+        return added
+
     def clear(self) -> int:
         """Drops every cached page no running request maps; returns how many."""
         n = len(self.idle)

@@ -176,3 +176,33 @@ def test_copy_share_and_unmapped_cells(ctx, rng):
         assert np.array_equal(attend(ctx, slots, 0, q, n_heads, [(0, P - 1)], 0.3).view(np.uint32),
                               outs[0].view(np.uint32))
         assert slots.pages() == (4, 2)
+
+
+def test_read_write_page_round_trip(ctx, rng):
+    """A page written from host memory reads back byte for byte and is what attention reads;
+    a wrong size or page is refused."""
+    n_kv, hd, n_heads = 2, 8, 4
+    with S.Slots(ctx, 2, 3, 2 * P, n_kv, hd, n_pages=3) as slots:
+        size = slots.page_bytes()
+        assert size == 3 * 2 * n_kv * P * hd * 2
+        k = rng.standard_normal((P, n_kv * hd), dtype=np.float32)
+        v = rng.standard_normal((P, n_kv * hd), dtype=np.float32)
+        slots.map_pages(0, 0, [1])
+        for layer in range(3):
+            store(ctx, slots, layer, k + layer, v - layer, [(0, i) for i in range(P)])
+        data = slots.read_page(1)
+        assert len(data) == size
+        halves = np.frombuffer(data, np.uint16).reshape(3, 2, n_kv, P, hd)
+        assert np.array_equal(halves[2, 1], (v - 2).astype(np.float16).view(np.uint16).reshape(P, n_kv, hd)
+                              .transpose(1, 0, 2))
+        slots.write_page(2, data)
+        assert slots.read_page(2) == data
+        slots.map_pages(1, 0, [2])
+        q = rng.standard_normal((1, n_heads * hd), dtype=np.float32)
+        a = attend(ctx, slots, 2, q, n_heads, [(0, P - 1)], 0.4)
+        b = attend(ctx, slots, 2, q, n_heads, [(1, P - 1)], 0.4)
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+        with pytest.raises(S.StrataError):
+            slots.write_page(2, data[:-2])
+        with pytest.raises(S.StrataError):
+            slots.read_page(3)

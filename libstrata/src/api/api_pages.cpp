@@ -1,12 +1,13 @@
 // api_pages.cpp — C entry points for a slot set's KV page pool: mapping pool
-// pages into a slot's page table, reading the table back, copying a page and
-// counting free pages.
+// pages into a slot's page table, reading the table back, copying a page,
+// reading and writing a page from host memory, and counting free pages.
 //
 // The page tables live in one device region at a fixed address (captured
 // graphs read them, never host-chosen pointers); the host keeps a mirror and
 // a per-page count of the entries that map it, so "free" (mapped nowhere) is
 // known without a device read. Every call validates all of its arguments
 // before it changes anything. docs/kv_pool.md.
+#include <string>
 #include <vector>
 
 #include "call.h"
@@ -92,5 +93,47 @@ STRATA_EXPORT int32_t strata_slots_copy_page(strata_slots* slots, int32_t dst, i
         if (v.n_layers == 0) return;  // a tables-only set has no KV to copy
         slots->ctx->backend->copy(v.kv + size_t(dst) * v.page_elems(), v.kv + size_t(src) * v.page_elems(),
                                   uint64_t(v.page_elems()) * 2);
+    });
+}
+
+namespace {
+
+// The page's device address after checking the page index and the byte count.
+uint16_t* page_at(strata_slots* s, int32_t page, uint64_t n_bytes) {
+    const SlotsView& v = s->view;
+    if (v.n_layers == 0) fail(STRATA_ERR_UNSUPPORTED, "a tables-only slot set (n_layers = 0) has no KV pages");
+    require_range("page", page, 0, v.n_pages - 1);
+    const uint64_t size = uint64_t(v.page_elems()) * 2;
+    if (n_bytes != size) invalid("n_bytes=" + std::to_string(n_bytes) + " must be the page size, " + std::to_string(size));
+    return v.kv + size_t(page) * v.page_elems();
+}
+
+}  // namespace
+
+STRATA_EXPORT int32_t strata_slots_page_bytes(strata_slots* slots, uint64_t* out_bytes) {
+    return guarded("strata_slots_page_bytes", [&](Call& call) {
+        use_slots(call, slots, "slots", false);
+        if (out_bytes == nullptr) invalid("out_bytes is NULL");
+        *out_bytes = uint64_t(slots->view.page_elems()) * 2;
+    });
+}
+
+STRATA_EXPORT int32_t strata_slots_read_page(strata_slots* slots, int32_t page, void* dst, uint64_t n_bytes) {
+    return guarded("strata_slots_read_page", [&](Call& call) {
+        use_slots(call, slots, "slots", false);
+        require_eager(call, "reading a page");
+        uint16_t* src = page_at(slots, page, n_bytes);
+        if (dst == nullptr) invalid("dst is NULL");
+        slots->ctx->backend->download(dst, src, n_bytes);
+    });
+}
+
+STRATA_EXPORT int32_t strata_slots_write_page(strata_slots* slots, int32_t page, const void* src, uint64_t n_bytes) {
+    return guarded("strata_slots_write_page", [&](Call& call) {
+        use_slots(call, slots, "slots", false);
+        require_eager(call, "writing a page");
+        uint16_t* dst = page_at(slots, page, n_bytes);
+        if (src == nullptr) invalid("src is NULL");
+        slots->ctx->backend->upload(dst, src, n_bytes);
     });
 }
