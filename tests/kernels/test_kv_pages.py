@@ -206,3 +206,36 @@ def test_read_write_page_round_trip(ctx, rng):
             slots.write_page(2, data[:-2])
         with pytest.raises(S.StrataError):
             slots.read_page(3)
+
+
+def test_graph_reads_the_page_table_at_launch(ctx, rng):
+    """A captured attention reads the page table when it runs: remapping the slot between launches
+    changes what the same graph reads, exactly as eager attention over the new mapping would."""
+    n_kv, hd, n_heads = 1, 8, 2
+    with S.Slots(ctx, 1, 1, P, n_kv, hd, n_pages=2) as slots:
+        for page, shift in ((0, 0.0), (1, 5.0)):
+            slots.map_pages(0, 0, [page])
+            k = rng.standard_normal((P, n_kv * hd), dtype=np.float32)
+            store(ctx, slots, 0, k, k + shift, [(0, i) for i in range(P)])
+        q = rng.standard_normal((1, n_heads * hd), dtype=np.float32)
+        eager = []
+        for page in (0, 1):
+            slots.map_pages(0, 0, [page])
+            eager.append(attend(ctx, slots, 0, q, n_heads, [(0, P - 1)], 0.3))
+        assert not np.array_equal(eager[0], eager[1])
+        bq, q_off = buffer_of(ctx, q)
+        br, _ = buffer_of(ctx, rows_array([(0, P - 1)]))
+        out = S.Buffer(ctx, n_heads * hd * 4)
+        ctx.graph_begin()
+        S.attention(ctx, slots, 0, bq, q_off, q.shape[1], 1, n_heads, br, 0, 0.3, out, 0)
+        graph = ctx.graph_end()
+        try:
+            for page in (0, 1, 0):
+                slots.map_pages(0, 0, [page])
+                graph.launch()
+                got = out.to_numpy(np.float32, (1, n_heads * hd))
+                assert np.array_equal(got.view(np.uint32), eager[page].view(np.uint32))
+        finally:
+            graph.close()
+            for b in (bq, br, out):
+                b.close()
