@@ -10,6 +10,7 @@ ratio to llama.cpp.
     python bench/gpu_decode.py                       # synth 135m/1b/8b x Q4_0/Q8_0/F16 + the default model
     python bench/gpu_decode.py --shapes 135m --types Q4_0 --concurrency 1 4
     python bench/gpu_decode.py --shapes 1b 8b --types Q5_K_M IQ4_XS   # the mixes users download
+    python bench/gpu_decode.py --shapes 1b 8b --types Q3_K_M Q2_K IQ3_S   # the low-bit mixes
 
 Synthesized checkpoints are written to --synth-dir once (strata synth) and reused.
 """
