@@ -48,26 +48,35 @@ __device__ __forceinline__ uint32_t iq3s_word(const uint8_t* blk, int g) {
     return __ldg(kIq3sGridDevice + idx);
 }
 
-// Q2_K and Q3_K units: unit p (0..15) is values 128h + 32s + 16t .. +15 (h =
-// p/8, s = (p/2)%4, t = p%2), one 16-value sub-block i = p, whose 2-bit fields
-// are bits 2s.. of qs[32h + 16t ..]; groups of 8 at e[0] and e[0] + 8.
+// Q2_K and Q3_K units: unit p (0..15) is values 16p .. 16p + 15, i.e. 128h +
+// 32s + 16t .. (h = p/8, s = (p/2)%4, t = p%2), one 16-value sub-block i = p,
+// whose 2-bit fields are bits 2s.. of qs[32h + 16t ..] (Q3_K's high bits: bit
+// 4h + s = p/2 of hmask[16t ..]); groups of 8 at e[0] and e[0] + 8.
+__device__ __forceinline__ void k16_low2(const uint8_t* qs, int p, uint32_t (&q)[16]) {
+    const int s = (p >> 1) & 3;
+    const uint8_t* at = qs + 32 * (p >> 3) + 16 * (p & 1);
+    const uint2 qa = ld_8bytes(at), qb = ld_8bytes(at + 8);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        q[i] = (byte_of(qa, i) >> (2 * s)) & 3u;
+        q[8 + i] = (byte_of(qb, i) >> (2 * s)) & 3u;
+    }
+}
+
 template <> struct QuantUnit<STRATA_Q2_K> {
     static constexpr int kGroups = 2, kUnitsPerBlock = 16, kBlockValues = 256, kBlockBytes = 84;
     __device__ __forceinline__ static void load(const uint8_t* row, int64_t u, float (&w)[8 * kGroups],
                                                 int64_t (&e)[kGroups]) {
         const int64_t b = u >> 4;
-        const int p = (int)(u & 15), h = p >> 3, s = (p >> 1) & 3, t = p & 1;
+        const int p = (int)(u & 15);
         const uint8_t* blk = row + b * kBlockBytes;
         float d1, m1;
         q2k_factors(blk, p, d1, m1);
-        const uint8_t* qs = blk + 16 + 32 * h + 16 * t;
-        const uint2 qa = ld_8bytes(qs), qb = ld_8bytes(qs + 8);
+        uint32_t q[16];
+        k16_low2(blk + 16, p, q);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            w[i] = __fsub_rn(__fmul_rn(d1, (float)((byte_of(qa, i) >> (2 * s)) & 3u)), m1);
-            w[8 + i] = __fsub_rn(__fmul_rn(d1, (float)((byte_of(qb, i) >> (2 * s)) & 3u)), m1);
-        }
-        e[0] = b * kBlockValues + 128 * h + 32 * s + 16 * t;
+        for (int i = 0; i < 16; ++i) w[i] = __fsub_rn(__fmul_rn(d1, (float)q[i]), m1);
+        e[0] = b * kBlockValues + 16 * p;
         e[1] = e[0] + 8;
     }
 };
@@ -77,21 +86,19 @@ template <> struct QuantUnit<STRATA_Q3_K> {
     __device__ __forceinline__ static void load(const uint8_t* row, int64_t u, float (&w)[8 * kGroups],
                                                 int64_t (&e)[kGroups]) {
         const int64_t b = u >> 4;
-        const int p = (int)(u & 15), h = p >> 3, s = (p >> 1) & 3, t = p & 1;
+        const int p = (int)(u & 15);
         const uint8_t* blk = row + b * kBlockBytes;
         const float d1 = q3k_factor(blk, p);
-        const uint8_t* qs = blk + 32 + 32 * h + 16 * t;
-        const uint2 qa = ld_8bytes(qs), qb = ld_8bytes(qs + 8);
-        const uint2 ha = ld_8bytes(blk + 16 * t), hb = ld_8bytes(blk + 16 * t + 8);
-        const int hbit = 4 * h + s;
+        uint32_t q[16];
+        k16_low2(blk + 32, p, q);
+        const uint2 ha = ld_8bytes(blk + 16 * (p & 1)), hb = ld_8bytes(blk + 16 * (p & 1) + 8);
+        const int hbit = p >> 1;
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
-            const int qa_i = (int)((byte_of(qa, i) >> (2 * s)) & 3u) - ((byte_of(ha, i) >> hbit) & 1u ? 0 : 4);
-            const int qb_i = (int)((byte_of(qb, i) >> (2 * s)) & 3u) - ((byte_of(hb, i) >> hbit) & 1u ? 0 : 4);
-            w[i] = __fmul_rn(d1, (float)qa_i);
-            w[8 + i] = __fmul_rn(d1, (float)qb_i);
+            w[i] = __fmul_rn(d1, (float)((int)q[i] - ((byte_of(ha, i) >> hbit) & 1u ? 0 : 4)));
+            w[8 + i] = __fmul_rn(d1, (float)((int)q[8 + i] - ((byte_of(hb, i) >> hbit) & 1u ? 0 : 4)));
         }
-        e[0] = b * kBlockValues + 128 * h + 32 * s + 16 * t;
+        e[0] = b * kBlockValues + 16 * p;
         e[1] = e[0] + 8;
     }
 };
