@@ -16,8 +16,6 @@ for t in quant sample mma int kernels; do
         quant|sample|mma|int) [ "$t" = "$what" ] || continue ;;
         *) [ "$t" = kernels ] || continue ;;
     esac
-    isa=""
-    [ "$t" = int ] && isa="-march=x86-64-v3"  # test_int also runs the CPU backend's integer path (AVX2)
-    $CXX $flags $isa "$here/test_$t.cpp" -o "$out/test_$t"
+    $CXX $flags "$here/test_$t.cpp" -o "$out/test_$t"
     if [ "$t" = kernels ] && [ "$what" != all ]; then "$out/test_$t" "$what"; else "$out/test_$t"; fi
 done

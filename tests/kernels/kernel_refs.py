@@ -161,11 +161,11 @@ def int8_activation_bound(xp, w):
     return bm @ wa.T
 
 
-INT8_DTYPES = (S.DType.Q4_0, S.DType.Q8_0)  # libstrata/src/core/int8_path.h: the integer path on both backends
+INT8_DTYPES = (S.DType.Q4_0, S.DType.Q8_0)  # the types cuda_int_matmul.cu is routed for
 
 
 def int8_activations(x):
-    """x' as the integer path sees it: float64 [n_rows, k] of dx * xq, modelling the
+    """x' as CUDA's integer path sees it: float64 [n_rows, k] of dx * xq, modelling the
     kernels' rounding of float32 x' (docs/kernels.md): per 32-value block, a = max|x'|
     (NaN counts as +inf), dx = float32(a / 127), xq = clamp(rint(x'/dx), +-127) in
     float32 with ties to even, and the whole block 0 when dx is 0 or not finite."""
@@ -183,7 +183,7 @@ def int8_activations(x):
 
 
 def int8_accumulation_tolerance(k, bound, exact_terms=0.0):
-    """The integer path's float error once the int8 rounding is modelled (int8_activations):
+    """CUDA's integer path's float error once the int8 rounding is modelled (int8_activations):
     exact block integers, one fmaf per block whose scale d*dx is a rounded product, one add per
     slice of 8 blocks, then bias / accumulate: (k/32 + k/256 + 48) * 2^-23 of bound (sum |x^ w|)."""
     eps32 = 2.0 ** -23
@@ -197,14 +197,14 @@ def matmul_tolerance(device, dtype, k, bound, exact_terms=0.0, xw=None):
     exact_terms: |bias| + |y0| + |reference| (each rounded once or twice in float32);
     xw: (x' [n_rows, k] float64, w [n_out, k]) — needed for the CUDA integer path.
 
-    Integer path, both backends (Q4_0, Q8_0: cpu_matmul_int.h, cuda_int_matmul.cu): each
-    32-value block of x' is rounded to int8 with step max|x'|/127: at most
-    int8_activation_bound (slack 2 % for the rounded step); the block products are exact
-    integers, then one fmaf per block (its scale a rounded product) and one add per 8 blocks:
-    (k/32 + k/256 + 48) * 2^-23 * bound. (Where x' is known in float32, tests model the
-    rounding itself instead: int8_activations, int8_accumulation_tolerance.)
-    CPU (other types), and CUDA with F32 weights: x stays float32, so the only error is
-    float32 accumulation over k: 3e-6 * sqrt(k) * bound.
+    CPU, and CUDA with F32 weights: x stays float32, so the only error is float32
+    accumulation over k: 3e-6 * sqrt(k) * bound.
+    CUDA integer path (Q4_0, Q8_0, cuda_int_matmul.cu): each 32-value block of x'
+    is rounded to int8 with step max|x'|/127: at most int8_activation_bound (slack 2 %
+    for the rounded step); the block products are exact integers, then one fmaf per block
+    (its scale a rounded product) and one add per 8 blocks: (k/32 + k/256 + 48) * 2^-23 * bound.
+    (Where x' is known in float32, tests model the rounding itself instead:
+    int8_activations, int8_accumulation_tolerance.)
     CUDA tensor cores (F16, BF16, Q4_1 and the K-quants): each 32-value block of x' is
     scaled by a power of two and rounded to f16 (bf16 for BF16 weights), a relative
     error of at most u = 2^-11 (2^-8) per value, so |error| <= u * bound; accumulation
@@ -213,9 +213,9 @@ def matmul_tolerance(device, dtype, k, bound, exact_terms=0.0, xw=None):
     slack factor 1.25 covers the float32 prologue (rmsnorm scale, silu) rounding.
     """
     eps32 = 2.0 ** -23
-    if dtype in INT8_DTYPES:
+    if device.startswith("cuda") and dtype in INT8_DTYPES:
         if xw is None:
-            raise ValueError("the integer path's tolerance needs xw=(x', w)")
+            raise ValueError("the CUDA integer path's tolerance needs xw=(x', w)")
         acc = 1.25 * (2.0 ** -20 + (k / 32 + k / 256 + 48) * eps32) * bound
         return 1.02 * int8_activation_bound(*xw) + acc + 2 * eps32 * exact_terms + 1e-30
     if device.startswith("cuda") and dtype != S.DType.F32:

@@ -13,10 +13,8 @@
 #include "cpu_matmul_dot.h"
 #include "cpu_matmul_dot_blocks.h"
 #include "cpu_matmul_dot_q5.h"
-#include "cpu_matmul_int.h"
 #include "core/dtype.h"
 #include "core/errors.h"
-#include "core/int8_path.h"
 
 namespace strata {
 namespace cpu {
@@ -29,7 +27,6 @@ struct DotKernel {
     DotFn fn[4];    // for 1..4 rows, one column
     DotFn pair;     // one row, two columns (nullptr: use fn[0] twice)
     bool needs_sx;  // uses per-row 32-block sums
-    bool int8 = false;  // the integer path: rows as int8 blocks (cpu_matmul_int.h)
 };
 
 #define STRATA_DOT_KERNEL(f, pair, sx) DotKernel{{&f<1>, &f<2>, &f<3>, &f<4>}, pair, sx}
@@ -42,24 +39,8 @@ template <int R> void dot_q5_k(const DotRows& in, const uint8_t* w, int64_t s, i
 template <int R> void dot_iq4_nl(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_blocks<BlocksIq4Nl, R>(in, w, s, k, out); }
 template <int R> void dot_iq4_xs(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_blocks<BlocksIq4Xs, R>(in, w, s, k, out); }
 template <int R> void dot_q4_1_1(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_q4_1<R, 1>(in, w, s, k, out); }
-template <class F, int R> void dot_int_1(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_int<F, R, 1>(in, w, s, k, out); }
-
-template <class F>
-DotKernel int_kernel() {
-    DotKernel kern{{&dot_int_1<F, 1>, &dot_int_1<F, 2>, &dot_int_1<F, 3>, &dot_int_1<F, 4>}, &dot_int<F, 1, 2>, false};
-    kern.int8 = true;
-    return kern;
-}
 
 DotKernel kernel_for(int32_t dtype) {
-    if (int8_path_dtype(dtype)) {
-        switch (dtype) {
-            case STRATA_Q8_0: return int_kernel<IntQ8_0>();
-            case STRATA_Q4_0: return int_kernel<IntQ4_0>();
-            case STRATA_Q4_1: return int_kernel<IntQ4_1>();
-            default: fail(STRATA_ERR_INTERNAL, "cpu matmul: no integer path for dtype " + std::to_string(dtype));
-        }
-    }
     switch (dtype) {
         case STRATA_F32: return STRATA_DOT_KERNEL(dot_f32, nullptr, false);
         case STRATA_F16: return STRATA_DOT_KERNEL(dot_f16, nullptr, false);
@@ -100,8 +81,8 @@ inline void finish(const MatmulArgs& a, int64_t r, int64_t o, float dot) {
     *y = a.accumulate ? *y + v : v;
 }
 
-// Columns [o_begin, o_end) of every row; xq: the rows' int8 blocks (integer path).
-void matmul_columns(const MatmulArgs& a, const DotKernel& kern, const Int8Block* xq, int64_t o_begin, int64_t o_end) {
+// Columns [o_begin, o_end) of every row.
+void matmul_columns(const MatmulArgs& a, const DotKernel& kern, int64_t o_begin, int64_t o_end) {
     const int64_t row_bytes = dtype_row_bytes(a.w_dtype, a.k);
     const int64_t n_blocks32 = a.k / 32;
     thread_local std::vector<float> sx;
@@ -121,7 +102,6 @@ void matmul_columns(const MatmulArgs& a, const DotKernel& kern, const Int8Block*
             for (int i = 0; i < n; i++) {
                 rows.x[i] = a.x + (r0 + i) * a.k;
                 rows.sx[i] = kern.needs_sx ? sx.data() + (r0 + i) * n_blocks32 * kSumStride : nullptr;
-                rows.xq[i] = kern.int8 ? xq + (r0 + i) * n_blocks32 : nullptr;
             }
             const DotFn fn = kern.fn[n - 1];
             float out[2 * kRowGroup];
@@ -147,25 +127,11 @@ void matmul_columns(const MatmulArgs& a, const DotKernel& kern, const Int8Block*
 
 void matmul(ThreadPool& pool, const MatmulArgs& a) {
     const DotKernel kern = kernel_for(a.w_dtype);
-    // The integer path rounds each row once, before any column is computed.
-    // (A thread_local named inside the lambda would be each worker's own: pass the pointer.)
-    thread_local std::vector<Int8Block> xq;
-    Int8Block* xq_rows = nullptr;
-    if (kern.int8) {
-        const int64_t n_blocks32 = a.k / 32;
-        xq.resize(size_t(a.n_rows * n_blocks32));
-        xq_rows = xq.data();
-        pool.run(std::min(chunks_for(pool, 8 * a.n_rows * a.k), a.n_rows), [&](int t, int parts) {
-            int64_t r_begin, r_end;
-            split_range(a.n_rows, t, parts, &r_begin, &r_end);
-            for (int64_t r = r_begin; r < r_end; r++) quantize_int8_row(a.x + r * a.k, a.k, xq_rows + r * n_blocks32);
-        });
-    }
     const int64_t n_chunks = std::min(chunks_for(pool, a.n_rows * a.n_out * a.k), a.n_out);
     pool.run(n_chunks, [&](int t, int parts) {
         int64_t o_begin, o_end;
         split_range(a.n_out, t, parts, &o_begin, &o_end);
-        matmul_columns(a, kern, xq_rows, o_begin, o_end);
+        matmul_columns(a, kern, o_begin, o_end);
     });
 }
 

@@ -20,15 +20,11 @@
 namespace strata {
 namespace cpu {
 
-struct Int8Block;  // cpu_matmul_int.h
-
 // The rows one call works on: row pointers and, for types with a min term,
-// each row's sums over its 32-value blocks (block_sums layout); for the
-// integer path (cpu_matmul_int.h), each row's int8 blocks instead.
+// each row's sums over its 32-value blocks (block_sums layout).
 struct DotRows {
     const float* x[4];
     const float* sx[4];
-    const Int8Block* xq[4];
 };
 
 // Sums of x over each 32-value block (fixed order), for the min terms. Each
