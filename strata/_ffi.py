@@ -86,10 +86,13 @@ class DType(enum.IntEnum):
     Q5_0 = 6
     Q5_1 = 7
     Q8_0 = 8
+    Q2_K = 10
+    Q3_K = 11
     Q4_K = 12
     Q5_K = 13
     Q6_K = 14
     IQ4_NL = 20
+    IQ3_S = 21
     IQ4_XS = 23
     I32 = 26
     BF16 = 30

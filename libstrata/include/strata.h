@@ -99,10 +99,13 @@ enum strata_dtype {
     STRATA_Q5_0 = 6,
     STRATA_Q5_1 = 7,
     STRATA_Q8_0 = 8,
+    STRATA_Q2_K = 10,
+    STRATA_Q3_K = 11,
     STRATA_Q4_K = 12,
     STRATA_Q5_K = 13,
     STRATA_Q6_K = 14,
     STRATA_IQ4_NL = 20,
+    STRATA_IQ3_S = 21,
     STRATA_IQ4_XS = 23,
     STRATA_I32 = 26,
     STRATA_BF16 = 30
@@ -318,7 +321,8 @@ int32_t strata_rmsnorm(strata_context *ctx, strata_buffer *x, uint64_t x_offset,
 
 /* y[r, o] = (accumulate ? y[r, o] : 0) + sum_i x[r, i] * W[o, i] (+ bias[o]).
  * x: F32 [n_rows, k]; W: [n_out, k] in w_dtype (F32, F16, BF16, Q8_0, Q4_0,
- * Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS; GGUF block layouts along k, k a multiple of the block);
+ * Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ3_S, IQ4_NL, IQ4_XS; GGUF block layouts along k,
+ * k a multiple of the block);
  * bias: F32 [n_out] or NULL; y: F32 [n_rows, n_out], must not overlap x.
  * Backends may round activations inside the kernel (documented per backend
  * in docs/kernels.md); the result of a row never depends on other rows. */
