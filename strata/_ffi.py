@@ -354,20 +354,28 @@ class Buffer(_Owned):
 PAGE_CELLS = 64  # STRATA_PAGE_CELLS: cells per KV page (checked against the library in Slots)
 
 
+KV_DTYPES = {"f16": 0, "int8": 1}   # strata.h enum strata_kv_dtype
+
+
 class Slots(_Owned):
     """A slot set: per-slot page table into a shared KV page pool, position table, rope delta and length.
 
     n_pages=None gives every slot its own pages, mapped once (the fixed regions of ABI 2); an int
-    creates a pool of that many pages with every page-table entry unmapped (map_pages before use)."""
+    creates a pool of that many pages with every page-table entry unmapped (map_pages before use).
+    kv_dtype "f16" or "int8" (a paged pool only; per-row scales, strata.h STRATA_KV_INT8)."""
 
     _destroy = "strata_slots_destroy"
 
     __slots__ = ("_ptr", "ctx", "n_slots", "n_layers", "n_ctx", "n_kv_heads", "head_dim", "n_pages",
-                 "slot_pages", "__weakref__")
+                 "slot_pages", "kv_dtype", "__weakref__")
 
     def __init__(self, ctx: Context, n_slots: int, n_layers: int, n_ctx: int, n_kv_heads: int, head_dim: int,
-                 n_pages: int | None = None):
+                 n_pages: int | None = None, kv_dtype: str = "f16"):
         self._ptr = None
+        if kv_dtype not in KV_DTYPES:
+            raise ValueError(f"kv_dtype must be one of {', '.join(KV_DTYPES)}, got {kv_dtype!r}")
+        if n_pages is None and kv_dtype != "f16":
+            raise ValueError("an int8 KV pool must be paged: pass n_pages")
         params = ffi.new("strata_slots_params *", {
             "n_slots": n_slots, "n_layers": n_layers, "n_ctx": n_ctx, "n_kv_heads": n_kv_heads,
             "head_dim": head_dim})
@@ -375,11 +383,12 @@ class Slots(_Owned):
         if n_pages is None:
             _check(_lib.strata_slots_create(ctx._ptr or _closed(ctx), params, out))
         else:
-            _check(_lib.strata_slots_create_paged(ctx._ptr or _closed(ctx), params, n_pages, out))
+            _check(_lib.strata_slots_create_paged(ctx._ptr or _closed(ctx), params, n_pages, KV_DTYPES[kv_dtype],
+                                                  out))
         self._ptr = out[0]
         self.ctx = ctx
         self.n_slots, self.n_layers, self.n_ctx = n_slots, n_layers, n_ctx
-        self.n_kv_heads, self.head_dim = n_kv_heads, head_dim
+        self.n_kv_heads, self.head_dim, self.kv_dtype = n_kv_heads, head_dim, kv_dtype
         self.slot_pages = -(-n_ctx // PAGE_CELLS)
         self.n_pages = self.pages()[0]
 

@@ -107,6 +107,10 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
                         "of its prompt + max_tokens at admission and waits while the pool is short "
                         "(default: batch x ctx / 64, as much as every slot full, or what fits in 85%% of the "
                         "memory left after the model when that is less; the server logs the choice)")
+    g.add_argument("--kv-dtype", default="f16", choices=["f16", "int8"],
+                   help="how the KV pool stores keys and values: f16, or int8 with one float32 scale per "
+                        "token and KV head (about half the memory; CPU backend only for now; exact and "
+                        "batch-invariant either way, docs/kv_pool.md)")
     g.add_argument("--no-prefix-cache", action="store_true",
                    help="do not reuse the KV pages of earlier prompts (on by default; the tokens are "
                         "bit-identical either way, docs/kv_pool.md)")
@@ -181,7 +185,7 @@ def engine_config(args):
                         chunk=args.chunk, max_queue=args.max_queue, num_threads=threads,
                         graphs=not args.no_graphs, draft=args.draft, draft_max=args.draft_max,
                         draft_model=args.draft_model, draft_vocab=args.draft_vocab, kv_pages=args.kv_pages,
-                        prefix_cache=not args.no_prefix_cache)
+                        prefix_cache=not args.no_prefix_cache, kv_dtype=args.kv_dtype)
 
 
 def _generate(args) -> int:

@@ -41,6 +41,7 @@ class EngineConfig:
     draft_model: str | None = None   # the draft GGUF of --draft model (same tokenizer)
     draft_vocab: int | None = None   # --draft mtp: the head drafts only the first N token ids
     kv_pages: int | None = None      # KV pool pages of PAGE_CELLS tokens; None = batch x ceil(ctx / PAGE_CELLS)
+    kv_dtype: str = "f16"            # KV pool cells: "f16" or "int8" (per-row scales, docs/kv_pool.md)
     prefix_cache: bool = True        # reuse the K/V pages of cached prompt prefixes (exact: docs/kv_pool.md)
 
     def resolve(self, backend: str, model_ctx: int) -> "EngineConfig":
@@ -68,6 +69,8 @@ class EngineConfig:
         _range("--draft-max", self.draft_max, 1, 32)
         _range("--draft-vocab", self.draft_vocab, 1, 1 << 24)
         _range("--kv-pages", self.kv_pages, 1, (1 << 31) - 2)
+        if self.kv_dtype not in ("f16", "int8"):
+            raise ConfigError(f"--kv-dtype must be f16 or int8, got {self.kv_dtype!r}")
         if self.draft_vocab is not None and self.draft != "mtp":
             raise ConfigError("--draft-vocab restricts the MTP head; it needs --draft mtp")
         if self.draft is not None and self.draft not in DRAFT_SOURCES:

@@ -72,7 +72,7 @@ enum strata_status {
 
 /* The ABI version this header describes. Python refuses a library whose
  * strata_abi_version() differs. Bumped on every incompatible change. */
-enum strata_abi { STRATA_ABI_VERSION = 3 };
+enum strata_abi { STRATA_ABI_VERSION = 4 };
 
 /* Returns STRATA_ABI_VERSION of the library that was loaded. Never fails. */
 int32_t strata_abi_version(void);
@@ -227,11 +227,23 @@ enum strata_page { STRATA_PAGE_CELLS = 64 };
  * fixed per-slot regions of ABI 2, nothing for the caller to map. */
 int32_t strata_slots_create(strata_context *ctx, const strata_slots_params *params, strata_slots **out_slots);
 
+/* How a pool page stores K/V cells (docs/kv_pool.md).
+ *   F16:  the values as F16.
+ *   INT8: per (cell, kv_head) row of head_dim values x: amax = max|x_i|,
+ *         scale = amax / 127 (float32), q_i = round-half-even(x_i / scale)
+ *         clamped to [-127, 127] (all 0 when amax = 0); kernels read
+ *         q_i * scale in float32. A row's bytes depend on that row alone.
+ *         A page is its int8 values ([layer][K|V][kv_head][64][head_dim])
+ *         followed by its float32 scales ([layer][K|V][kv_head][64]).
+ *         CPU backend only for now: CUDA refuses it (STRATA_ERR_UNSUPPORTED). */
+enum strata_kv_dtype { STRATA_KV_F16 = 0, STRATA_KV_INT8 = 1 };
+
 /* Allocates the regions and a pool of n_pages pages (0 <= n_pages < 2^31 - 1)
- * with every page-table entry unmapped (-1): the caller maps pages before a
- * slot's cells are stored or read (strata_slots_map_pages). */
+ * of kv_dtype cells (enum strata_kv_dtype) with every page-table entry
+ * unmapped (-1): the caller maps pages before a slot's cells are stored or
+ * read (strata_slots_map_pages). ABI 4 added kv_dtype. */
 int32_t strata_slots_create_paged(strata_context *ctx, const strata_slots_params *params, int32_t n_pages,
-                                  strata_slots **out_slots);
+                                  int32_t kv_dtype, strata_slots **out_slots);
 
 /* Pages in the pool, and how many of them no page-table entry maps. */
 int32_t strata_slots_pages(strata_slots *slots, int32_t *out_n_pages, int32_t *out_n_free);
@@ -255,7 +267,8 @@ int32_t strata_slots_read_pages(strata_slots *slots, int32_t slot, int32_t first
 int32_t strata_slots_copy_page(strata_slots *slots, int32_t dst, int32_t src);
 
 /* Bytes of one pool page: n_layers x 2 x n_kv_heads x STRATA_PAGE_CELLS x
- * head_dim x 2 (F16), laid out [layer][K|V][kv_head][cell][head_dim]. */
+ * head_dim x 2 (F16), laid out [layer][K|V][kv_head][cell][head_dim]; for
+ * INT8 the int8 values (x 1 byte) then one float32 scale per row. */
 int32_t strata_slots_page_bytes(strata_slots *slots, uint64_t *out_bytes);
 
 /* Waits for queued work, then copies pool page `page` to host memory (n_bytes

@@ -51,7 +51,7 @@ class ModelRunner:
         # into its slot's page table here. Unset, the pool is as large as the fixed regions were.
         n_pages = config.kv_pages or config.batch * -(-config.ctx // PAGE_CELLS)
         self.slots = F.Slots(ctx, config.batch, spec.n_layers, config.ctx, spec.n_kv_heads, spec.head_dim,
-                             n_pages=n_pages)
+                             n_pages=n_pages, kv_dtype=config.kv_dtype)
         self.speculator = speculator                  # drafting/speculator.py, None: plain decoding
         rows_per_slot = 1 + (speculator.draft_max if speculator is not None else 0)
         self.max_rows = config.chunk + config.batch * rows_per_slot

@@ -18,9 +18,11 @@ from ..config import PAGE_CELLS, ConfigError, EngineConfig
 FREE_FRACTION = 0.85     # of the free memory after the model; the rest is activations, graphs and headroom
 
 
-def page_bytes(spec) -> int:
-    """Bytes of one page: every layer's K and V (F16) for PAGE_CELLS cells."""
-    return spec.n_layers * 2 * spec.n_kv_heads * PAGE_CELLS * spec.head_dim * 2
+def page_bytes(spec, kv_dtype: str = "f16") -> int:
+    """Bytes of one page: every layer's K and V for PAGE_CELLS cells (F16, or int8 plus a float32
+    scale per row of head_dim values)."""
+    rows = spec.n_layers * 2 * spec.n_kv_heads * PAGE_CELLS
+    return rows * (spec.head_dim + 4) if kv_dtype == "int8" else rows * spec.head_dim * 2
 
 
 def _gib(n: float) -> str:
@@ -30,7 +32,7 @@ def _gib(n: float) -> str:
 def fit_pool(config: EngineConfig, spec, free_bytes: int, explicit: frozenset[str]) -> tuple[EngineConfig, str]:
     """(config with kv_pages and maybe ctx fitted, the line that says what was chosen); ConfigError when
     a setting in `explicit` ("ctx", "kv_pages") cannot fit."""
-    size = page_bytes(spec)
+    size = page_bytes(spec, config.kv_dtype)
     if size == 0:
         return config, "KV pool: the model has no KV cache"
     budget = int(free_bytes * FREE_FRACTION) // size

@@ -91,6 +91,14 @@ STRATA_EXPORT int32_t strata_slots_copy_page(strata_slots* slots, int32_t dst, i
         if (dst == src) invalid("dst and src are the same page (" + str(dst) + ")");
         const SlotsView& v = slots->view;
         if (v.n_layers == 0) return;  // a tables-only set has no KV to copy
+        if (v.kv_dtype == STRATA_KV_INT8) {
+            const size_t rows = v.page_elems() / v.head_dim;
+            slots->ctx->backend->copy(v.kv8 + size_t(dst) * v.page_elems(), v.kv8 + size_t(src) * v.page_elems(),
+                                      uint64_t(v.page_elems()));
+            slots->ctx->backend->copy(v.kv_scale + size_t(dst) * rows, v.kv_scale + size_t(src) * rows,
+                                      uint64_t(rows) * 4);
+            return;
+        }
         slots->ctx->backend->copy(v.kv + size_t(dst) * v.page_elems(), v.kv + size_t(src) * v.page_elems(),
                                   uint64_t(v.page_elems()) * 2);
     });
@@ -98,14 +106,25 @@ STRATA_EXPORT int32_t strata_slots_copy_page(strata_slots* slots, int32_t dst, i
 
 namespace {
 
-// The page's device address after checking the page index and the byte count.
-uint16_t* page_at(strata_slots* s, int32_t page, uint64_t n_bytes) {
+// A page's device memory: one span (F16) or two (int8 values, then the row scales), after checking
+// the page index and the byte count. Host copies of a page concatenate the spans.
+struct PageSpans {
+    void* at[2];
+    uint64_t bytes[2];
+    int n;
+};
+PageSpans page_at(strata_slots* s, int32_t page, uint64_t n_bytes) {
     const SlotsView& v = s->view;
     if (v.n_layers == 0) fail(STRATA_ERR_UNSUPPORTED, "a tables-only slot set (n_layers = 0) has no KV pages");
     require_range("page", page, 0, v.n_pages - 1);
-    const uint64_t size = uint64_t(v.page_elems()) * 2;
+    const uint64_t size = v.page_bytes();
     if (n_bytes != size) invalid("n_bytes=" + std::to_string(n_bytes) + " must be the page size, " + std::to_string(size));
-    return v.kv + size_t(page) * v.page_elems();
+    if (v.kv_dtype == STRATA_KV_INT8) {
+        const size_t rows = v.page_elems() / v.head_dim;
+        return PageSpans{{v.kv8 + size_t(page) * v.page_elems(), v.kv_scale + size_t(page) * rows},
+                         {uint64_t(v.page_elems()), uint64_t(rows) * 4}, 2};
+    }
+    return PageSpans{{v.kv + size_t(page) * v.page_elems(), nullptr}, {size, 0}, 1};
 }
 
 }  // namespace
@@ -114,7 +133,7 @@ STRATA_EXPORT int32_t strata_slots_page_bytes(strata_slots* slots, uint64_t* out
     return guarded("strata_slots_page_bytes", [&](Call& call) {
         use_slots(call, slots, "slots", false);
         if (out_bytes == nullptr) invalid("out_bytes is NULL");
-        *out_bytes = uint64_t(slots->view.page_elems()) * 2;
+        *out_bytes = uint64_t(slots->view.page_bytes());
     });
 }
 
@@ -122,9 +141,10 @@ STRATA_EXPORT int32_t strata_slots_read_page(strata_slots* slots, int32_t page, 
     return guarded("strata_slots_read_page", [&](Call& call) {
         use_slots(call, slots, "slots", false);
         require_eager(call, "reading a page");
-        uint16_t* src = page_at(slots, page, n_bytes);
+        const PageSpans src = page_at(slots, page, n_bytes);
         if (dst == nullptr) invalid("dst is NULL");
-        slots->ctx->backend->download(dst, src, n_bytes);
+        char* out = static_cast<char*>(dst);
+        for (int i = 0; i < src.n; out += src.bytes[i], i++) slots->ctx->backend->download(out, src.at[i], src.bytes[i]);
     });
 }
 
@@ -132,8 +152,9 @@ STRATA_EXPORT int32_t strata_slots_write_page(strata_slots* slots, int32_t page,
     return guarded("strata_slots_write_page", [&](Call& call) {
         use_slots(call, slots, "slots", false);
         require_eager(call, "writing a page");
-        uint16_t* dst = page_at(slots, page, n_bytes);
+        const PageSpans dst = page_at(slots, page, n_bytes);
         if (src == nullptr) invalid("src is NULL");
-        slots->ctx->backend->upload(dst, src, n_bytes);
+        const char* in = static_cast<const char*>(src);
+        for (int i = 0; i < dst.n; in += dst.bytes[i], i++) slots->ctx->backend->upload(dst.at[i], in, dst.bytes[i]);
     });
 }

@@ -44,7 +44,7 @@ namespace {
 // n_slots * slot_pages and slot s maps pages s * slot_pages + j, the fixed
 // regions of ABI 2; otherwise every entry starts unmapped).
 void create_set(Call& call, strata_context* ctx, const strata_slots_params* params, int64_t n_pages,
-                bool identity, strata_slots** out_slots) {
+                bool identity, int32_t kv_dtype, strata_slots** out_slots) {
     use_context(call, ctx);
     if (params == nullptr || out_slots == nullptr) invalid("params and out_slots must not be NULL");
     require_eager(call, "creating slots");
@@ -55,6 +55,11 @@ void create_set(Call& call, strata_context* ctx, const strata_slots_params* para
     require_range("n_kv_heads", p.n_kv_heads, 1, 1 << 16);
     require_range("head_dim", p.head_dim, 2, 512);
     if (p.head_dim % 2 != 0) invalid("head_dim=" + str(p.head_dim) + " must be even");
+    if (kv_dtype != STRATA_KV_F16 && kv_dtype != STRATA_KV_INT8)
+        invalid("kv_dtype=" + str(kv_dtype) + " is not a KV dtype; allowed STRATA_KV_F16 (0) or STRATA_KV_INT8 (1)");
+    if (kv_dtype == STRATA_KV_INT8 && ctx->backend_kind != STRATA_BACKEND_CPU)
+        fail(STRATA_ERR_UNSUPPORTED, "int8 KV (kv_dtype=STRATA_KV_INT8) is implemented on the CPU backend only; "
+                                     "the CUDA kernels read F16 KV: use STRATA_KV_F16 (--kv-dtype f16) on CUDA");
     const int64_t slot_pages = (int64_t(p.n_ctx) + kPageCells - 1) / kPageCells;
     if (identity) {
         n_pages = slot_pages * p.n_slots;
@@ -65,10 +70,12 @@ void create_set(Call& call, strata_context* ctx, const strata_slots_params* para
     if (n_pages < 0 || n_pages >= INT32_MAX)
         invalid("n_pages=" + str(n_pages) + " is out of range; allowed 0.." + str(INT32_MAX - 1));
 
-    // The pool holds n_pages + 1 pages (the last one is the null page unmapped cells read).
+    // The pool holds n_pages + 1 pages (the last one is the null page unmapped cells read). An int8
+    // pool is one region: every page's int8 values, then every page's float32 row scales.
+    const u128 rows = mul_sat(mul_sat(u128(n_pages + 1) * p.n_layers * 2, u128(p.n_kv_heads)), u128(kPageCells));
     u128 kv_bytes = p.n_layers == 0 ? u128(0)
-                                    : mul_sat(mul_sat(mul_sat(u128(n_pages + 1) * p.n_layers * 2, u128(p.n_kv_heads)),
-                                                      u128(kPageCells) * p.head_dim), 2);
+                    : kv_dtype == STRATA_KV_INT8 ? mul_sat(rows, u128(p.head_dim) + 4)
+                                                 : mul_sat(mul_sat(rows, u128(p.head_dim)), 2);
     u128 table_bytes = u128(p.n_slots) * p.n_ctx * kCellBytes;
     u128 page_table_bytes = u128(p.n_slots) * slot_pages * sizeof(int32_t);
     if (kv_bytes > u128(UINT64_MAX / 2) || table_bytes > u128(UINT64_MAX / 2) ||
@@ -91,7 +98,14 @@ void create_set(Call& call, strata_context* ctx, const strata_slots_params* para
         v.head_dim = p.head_dim;
         v.n_pages = int32_t(n_pages);
         v.slot_pages = int32_t(slot_pages);
-        v.kv = static_cast<uint16_t*>(s->regions[0]);
+        v.kv_dtype = kv_dtype;
+        if (kv_dtype == STRATA_KV_INT8) {
+            v.kv8 = static_cast<int8_t*>(s->regions[0]);
+            // (n_pages + 1) * page_elems is a multiple of 4 * 64, so the scales are float-aligned.
+            if (kv_bytes > 0) v.kv_scale = reinterpret_cast<float*>(v.kv8 + size_t(n_pages + 1) * v.page_elems());
+        } else {
+            v.kv = static_cast<uint16_t*>(s->regions[0]);
+        }
         v.table = static_cast<int32_t*>(s->regions[1]);
         v.delta = static_cast<int32_t*>(s->regions[2]);
         v.table_of = static_cast<int32_t*>(s->regions[3]);
@@ -111,7 +125,13 @@ void create_set(Call& call, strata_context* ctx, const strata_slots_params* para
         ctx->backend->upload(v.table_of, s->table_of.data(), uint64_t(p.n_slots) * sizeof(int32_t));
         ctx->backend->upload(v.pages, s->pages.data(), uint64_t(page_table_bytes));
         // The null page reads as zeros (no kernel writes it).
-        if (kv_bytes > 0) ctx->backend->fill(v.kv + size_t(n_pages) * v.page_elems(), 0, v.page_elems() * 2);
+        if (kv_bytes > 0 && kv_dtype == STRATA_KV_INT8) {
+            ctx->backend->fill(v.kv8 + size_t(n_pages) * v.page_elems(), 0, v.page_elems());
+            ctx->backend->fill(v.kv_scale + size_t(n_pages) * (v.page_elems() / v.head_dim), 0,
+                               v.page_elems() / v.head_dim * 4);
+        } else if (kv_bytes > 0) {
+            ctx->backend->fill(v.kv + size_t(n_pages) * v.page_elems(), 0, v.page_elems() * 2);
+        }
         ctx->backend->synchronize();
     } catch (...) {
         free_regions(ctx, s.get());
@@ -125,13 +145,13 @@ void create_set(Call& call, strata_context* ctx, const strata_slots_params* para
 STRATA_EXPORT int32_t strata_slots_create(strata_context* ctx, const strata_slots_params* params,
                                           strata_slots** out_slots) {
     return guarded("strata_slots_create",
-                   [&](Call& call) { create_set(call, ctx, params, 0, true, out_slots); });
+                   [&](Call& call) { create_set(call, ctx, params, 0, true, STRATA_KV_F16, out_slots); });
 }
 
 STRATA_EXPORT int32_t strata_slots_create_paged(strata_context* ctx, const strata_slots_params* params,
-                                                int32_t n_pages, strata_slots** out_slots) {
+                                                int32_t n_pages, int32_t kv_dtype, strata_slots** out_slots) {
     return guarded("strata_slots_create_paged",
-                   [&](Call& call) { create_set(call, ctx, params, n_pages, false, out_slots); });
+                   [&](Call& call) { create_set(call, ctx, params, n_pages, false, kv_dtype, out_slots); });
 }
 
 STRATA_EXPORT int32_t strata_slots_destroy(strata_slots* slots) {

@@ -42,6 +42,11 @@ struct SlotsView {
     int32_t n_pages = 0;         // pages of the pool (the null page, index n_pages, comes on top)
     int32_t slot_pages = 0;      // page-table entries per slot: ceil(n_ctx / kPageCells)
     uint16_t* kv = nullptr;      // F16 bits [page][layer][2 (K, V)][kv_head][kPageCells][head_dim]
+    // int8 pools (STRATA_KV_INT8, kv == nullptr): the same layout in int8, and one float32 scale per
+    // (page, layer, K|V, kv_head, cell) row at kv_index / head_dim. docs/kv_pool.md.
+    int32_t kv_dtype = STRATA_KV_F16;
+    int8_t* kv8 = nullptr;
+    float* kv_scale = nullptr;
     int32_t* pages = nullptr;    // [slot][slot_pages] page of each run of kPageCells cells, -1 = unmapped
     int32_t* table = nullptr;    // [slot][ctx][4] positions
     int32_t* delta = nullptr;    // [slot] rope delta
@@ -50,6 +55,10 @@ struct SlotsView {
     // Elements of one (layer, K|V) plane of a page, and of a whole page.
     size_t plane_elems() const { return (size_t)n_kv_heads * kPageCells * head_dim; }
     size_t page_elems() const { return (size_t)n_layers * 2 * plane_elems(); }
+    // Bytes of one page as strata_slots_page_bytes reports them (int8: values, then float32 scales).
+    size_t page_bytes() const {
+        return kv_dtype == STRATA_KV_INT8 ? page_elems() + page_elems() / head_dim * 4 : page_elems() * 2;
+    }
     // The page holding `cell` of `slot` (the null page when unmapped). Host pointers only (CPU backend,
     // emulator); the CUDA kernels do the same lookup on device memory.
     int32_t page_of(int32_t slot, int32_t cell) const {

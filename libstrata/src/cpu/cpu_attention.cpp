@@ -1,5 +1,5 @@
-// cpu_attention.cpp — causal GQA attention over a slot's F16 KV cache (read
-// through its page table, backend.h SlotsView), and
+// cpu_attention.cpp — causal GQA attention over a slot's F16 or int8 KV cache
+// (read through its page table, backend.h SlotsView), and
 // bidirectional attention within segments (the vision encoder).
 //
 // A task is one (row, KV head): the query heads that share the KV head walk
@@ -43,6 +43,16 @@ const float* block_row(const uint16_t* src, int hd, float* tmp) {
     return tmp;
 }
 const float* block_row(const float* src, int, float*) { return src; }
+// An int8 cache row (STRATA_KV_INT8) and its scale: element i reads as float(q_i) * scale, and the
+// block's arithmetic from there on is the F16 path's.
+struct Int8Row {
+    const int8_t* q;
+    float scale;
+};
+const float* block_row(Int8Row src, int hd, float* tmp) {
+    for (int i = 0; i < hd; i++) tmp[i] = float(src.q[i]) * src.scale;
+    return tmp;
+}
 
 // acc = acc * c (c == 1 skipped), then acc += p_j * v_j for the block's rows, in order.
 void accumulate_values(float* acc, int hd, float c, const float* p, int n, const float* const* v) {
@@ -158,6 +168,15 @@ void attention(ThreadPool& pool, const AttentionArgs& a) {
             // A sliding window starts the key blocks at the row's first visible cell: a function of
             // the row's own index, so the blocks (and the bits) never depend on the batch.
             const int64_t first = a.window > 0 ? std::max<int64_t>(0, int64_t(index) - a.window + 1) : 0;
+            if (s.kv_dtype == STRATA_KV_INT8) {
+                auto row = [&](int which, int64_t c) {
+                    const size_t at = s.kv_index(slot, a.layer, which, kv, int32_t(c));
+                    return Int8Row{s.kv8 + at, s.kv_scale[at / hd]};
+                };
+                attend<int8_t>(q, out, n_q, hd, a.scale, first, int64_t(index) + 1,
+                               [&](int64_t c) { return row(0, c); }, [&](int64_t c) { return row(1, c); });
+                continue;
+            }
             attend<uint16_t>(q, out, n_q, hd, a.scale, first, int64_t(index) + 1, [&](int64_t c) { return kv_pool + s.kv_index(slot, a.layer, 0, kv, int32_t(c)); },
                              [&](int64_t c) { return kv_pool + s.kv_index(slot, a.layer, 1, kv, int32_t(c)); });
         }

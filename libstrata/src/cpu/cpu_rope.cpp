@@ -87,6 +87,20 @@ void rope(ThreadPool& pool, const RopeArgs& a) {
     });
 }
 
+// One (cell, kv_head) row to int8 (strata.h, STRATA_KV_INT8): scale = amax / 127, q = rint(x / scale)
+// (half to even) clamped to +-127. Scalar float32 arithmetic that a NumPy float32 reference repeats
+// exactly; the row's bytes depend on the row alone, so any chunking stores the same page bytes.
+static void quantize_row_int8(const float* x, int hd, int8_t* q, float* scale) {
+    float amax = 0.0f;
+    for (int i = 0; i < hd; i++) amax = std::max(amax, std::fabs(x[i]));
+    const float sc = amax / 127.0f;
+    *scale = sc;
+    for (int i = 0; i < hd; i++) {
+        const float r = sc > 0.0f ? std::nearbyint(x[i] / sc) : 0.0f;
+        q[i] = int8_t(std::min(127.0f, std::max(-127.0f, r)));
+    }
+}
+
 void kv_store(ThreadPool& pool, const KvStoreArgs& a) {
     const SlotsView& s = a.slots;
     const int64_t width = int64_t(s.n_kv_heads) * s.head_dim;
@@ -99,6 +113,11 @@ void kv_store(ThreadPool& pool, const KvStoreArgs& a) {
             for (int which = 0; which < 2; which++) {
                 const float* src = (which == 0 ? a.k + r * a.k_row_stride : a.v + r * a.v_row_stride);
                 for (int32_t h = 0; h < s.n_kv_heads; h++, src += s.head_dim) {
+                    if (s.kv_dtype == STRATA_KV_INT8) {
+                        const size_t at = s.kv_index(slot, a.layer, which, h, index);
+                        quantize_row_int8(src, s.head_dim, s.kv8 + at, s.kv_scale + at / s.head_dim);
+                        continue;
+                    }
                     uint16_t* dst = s.kv + s.kv_index(slot, a.layer, which, h, index);
                     int i = 0;
                     for (; i + 8 <= s.head_dim; i += 8)
