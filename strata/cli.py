@@ -109,8 +109,8 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
                         "memory left after the model when that is less; the server logs the choice)")
     g.add_argument("--kv-dtype", default="f16", choices=["f16", "int8"],
                    help="how the KV pool stores keys and values: f16, or int8 with one float32 scale per "
-                        "token and KV head (about half the memory; CPU backend only for now; exact and "
-                        "batch-invariant either way, docs/kv_pool.md)")
+                        "token and KV head (about half the memory; exact and batch-invariant either way, "
+                        "docs/kv_pool.md)")
     g.add_argument("--no-prefix-cache", action="store_true",
                    help="do not reuse the KV pages of earlier prompts (on by default; the tokens are "
                         "bit-identical either way, docs/kv_pool.md)")

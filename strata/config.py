@@ -55,9 +55,6 @@ class EngineConfig:
             draft="model" if self.draft is None and self.draft_model else self.draft,
             draft_max=self.draft_max if self.draft_max is not None else DRAFT_MAX_DEFAULTS[backend],
         )
-        if backend == "cuda" and cfg.kv_dtype == "int8":
-            raise ConfigError("--kv-dtype int8 is implemented on the CPU backend only for now (the CUDA attention "
-                              "kernels read F16 K/V); use --kv-dtype f16 on CUDA")
         if cfg.kv_pages is None and cfg.batch is not None and cfg.ctx is not None:
             cfg = replace(cfg, kv_pages=cfg.batch * -(-cfg.ctx // PAGE_CELLS))
         cfg.check(model_ctx)

@@ -139,9 +139,11 @@ static void run_attention(const AttentionArgs& a, int R, int S, bool big) {
 static int nq_of(int hd, bool big) { return hd <= 64 ? (big ? 16 : 4) : hd <= 128 ? (big ? 8 : 4) : 4; }
 
 static void test_attention() {
-    struct Case { int hd, n_kv, n_heads, window = 0; };  // window > 0: sliding-window attention (Gemma)
+    // window > 0: sliding-window attention (Gemma); int8: an int8 pool (STRATA_KV_INT8)
+    struct Case { int hd, n_kv, n_heads, window = 0; bool int8 = false; };
     for (Case cs : {Case{64, 3, 9}, Case{128, 2, 8}, Case{80, 1, 4}, Case{6, 2, 2}, Case{256, 1, 3}, Case{64, 1, 8},
-                    Case{256, 1, 4, 100}, Case{64, 3, 9, 37}}) {
+                    Case{256, 1, 4, 100}, Case{64, 3, 9, 37}, Case{64, 3, 9, 0, true}, Case{128, 2, 8, 0, true},
+                    Case{6, 2, 2, 0, true}, Case{80, 1, 4, 45, true}}) {
         const int hd = cs.hd;
         SlotsView s; s.n_slots = 3; s.n_layers = 2; s.n_ctx = 600; s.n_kv_heads = cs.n_kv; s.head_dim = hd;
         // A paged pool read through a scrambled page table: 37 pages for 3 slots x 10 entries, a
@@ -150,6 +152,13 @@ static void test_attention() {
         s.slot_pages = (s.n_ctx + kPageCells - 1) / kPageCells; s.n_pages = 37;
         std::vector<uint16_t> kv((s.n_pages + 1) * s.page_elems(), 0x7e00);
         std::fill(kv.begin() + s.n_pages * s.page_elems(), kv.end(), 0);
+        // int8: values 0x55 and NaN scales until written, the null page zeros.
+        std::vector<int8_t> kv8(cs.int8 ? kv.size() : 0, 0x55);
+        std::vector<float> kvs(cs.int8 ? kv.size() / hd : 0, NAN);
+        if (cs.int8) {
+            std::fill(kv8.begin() + s.n_pages * s.page_elems(), kv8.end(), 0);
+            std::fill(kvs.begin() + s.n_pages * s.page_elems() / hd, kvs.end(), 0.0f);
+        }
         std::vector<int32_t> perm(s.n_pages); for (int i = 0; i < s.n_pages; ++i) perm[i] = i;
         for (int i = s.n_pages - 1; i > 0; --i) std::swap(perm[i], perm[rng() % (i + 1)]);
         std::vector<int32_t> pages(s.n_slots * s.slot_pages);
@@ -158,6 +167,12 @@ static void test_attention() {
         std::vector<int32_t> table(s.n_slots * s.n_ctx * 4), delta(s.n_slots), table_of = {0, 1, 2};
         s.kv = kv.data(); s.table = table.data(); s.delta = delta.data(); s.table_of = table_of.data();
         s.pages = pages.data();
+        if (cs.int8) { s.kv = nullptr; s.kv_dtype = STRATA_KV_INT8; s.kv8 = kv8.data(); s.kv_scale = kvs.data(); }
+        // The value attention must read for element d of (slot, layer 1, K|V, head, cell).
+        auto kval = [&](int sl, int which, int h, int c, int d) -> double {
+            const size_t at = s.kv_index(sl, 1, which, h, c);
+            return cs.int8 ? (double)((float)kv8[at + d] * kvs[at / hd]) : (double)h2f(kv[at + d]);
+        };
         const int layer = 1, n_heads = cs.n_heads;
         // rows 0..4: slot 1 cells 253..257 (a prefill chunk across a chunk boundary); then decode rows
         std::vector<int32_t> rows = {1, 253, 1, 254, 1, 255, 1, 256, 1, 257, 0, 0, 2, 31, 2, 32, -1, 5, 0, 599, 2, 150, 0, 600, 1, 63, 0, 520};
@@ -169,19 +184,39 @@ static void test_attention() {
             std::vector<int32_t> rr; for (int i = 0; i < nr; ++i) { rr.push_back(sl); rr.push_back(i); }
             KvStoreArgs a{s, layer, k.data(), width, v.data(), width, rr.data(), nr};
             run_grid(3, 1, 128, [&] { T_cuda_kv_store::kv_store_kernel<true>(a); });  // grid-stride over rows
-            for (int i = 0; i < nr; ++i) for (int h = 0; h < s.n_kv_heads; ++h) for (int d = 0; d < hd; ++d) {
-                CHECK(kv[s.kv_index(sl, layer, 0, h, i) + d] == f2h(k[i * width + h * hd + d]), "kv_store K");
-                CHECK(kv[s.kv_index(sl, layer, 1, h, i) + d] == f2h(v[i * width + h * hd + d]), "kv_store V");
+            for (int i = 0; i < nr; ++i) for (int h = 0; h < s.n_kv_heads; ++h) {
+                if (cs.int8) {  // the rule of strata.h in float32, as the CPU backend computes it
+                    for (int which = 0; which < 2; ++which) {
+                        const float* x = (which ? v.data() : k.data()) + i * width + h * hd;
+                        float amax = 0.0f;
+                        for (int d = 0; d < hd; ++d) amax = std::max(amax, std::fabs(x[d]));
+                        const float sc = amax / 127.0f;
+                        const size_t at = s.kv_index(sl, layer, which, h, i);
+                        CHECK(memcmp(&kvs[at / hd], &sc, 4) == 0, "kv_store int8 scale");
+                        for (int d = 0; d < hd; ++d) {
+                            const float r = sc > 0.0f ? std::nearbyint(x[d] / sc) : 0.0f;
+                            CHECK(kv8[at + d] == (int8_t)std::min(127.0f, std::max(-127.0f, r)), "kv_store int8 q");
+                        }
+                    }
+                    continue;
+                }
+                for (int d = 0; d < hd; ++d) {
+                    CHECK(kv[s.kv_index(sl, layer, 0, h, i) + d] == f2h(k[i * width + h * hd + d]), "kv_store K");
+                    CHECK(kv[s.kv_index(sl, layer, 1, h, i) + d] == f2h(v[i * width + h * hd + d]), "kv_store V");
+                }
             }
         }
         {   // a store into an unmapped page writes nothing (the pool, null page included, is unchanged)
             const std::vector<uint16_t> before = kv;
+            const std::vector<int8_t> before8 = kv8;
+            const std::vector<float> befores = kvs;
             const int64_t width = s.n_kv_heads * hd;
             std::vector<float> k(width, 1.5f), v(width, -2.5f);
             std::vector<int32_t> rr = {2, 300};
             KvStoreArgs a{s, layer, k.data(), width, v.data(), width, rr.data(), 1};
             run_grid(1, 1, 128, [&] { T_cuda_kv_store::kv_store_kernel<true>(a); });
-            CHECK(kv == before, "kv_store wrote a cell of an unmapped page");
+            CHECK(kv == before && kv8 == before8, "kv_store wrote a cell of an unmapped page");
+            CHECK(memcmp(kvs.data(), befores.data(), kvs.size() * 4) == 0, "kv_store wrote a scale of an unmapped page");
         }
         const int64_t qstride = n_heads * hd + 3;
         std::vector<float> q(n_rows * qstride); for (auto& x : q) x = randn();
@@ -203,9 +238,9 @@ static void test_attention() {
                 int kvh = h / (n_heads / s.n_kv_heads);
                 const int lo = cs.window > 0 ? std::max(0, index - cs.window + 1) : 0;
                 std::vector<double> sc(index + 1, 0.0); double mx = -1e300, vmax = 0;
-                for (int c = lo; c <= index; ++c) { double dd = 0; for (int d = 0; d < hd; ++d) dd += (double)q[r * qstride + h * hd + d] * h2f(kv[s.kv_index(slot, layer, 0, kvh, c) + d]); sc[c] = dd * scale; mx = std::max(mx, sc[c]); }
+                for (int c = lo; c <= index; ++c) { double dd = 0; for (int d = 0; d < hd; ++d) dd += (double)q[r * qstride + h * hd + d] * kval(slot, 0, kvh, c, d); sc[c] = dd * scale; mx = std::max(mx, sc[c]); }
                 double l = 0; for (int c = lo; c <= index; ++c) { sc[c] = std::exp(sc[c] - mx); l += sc[c]; }
-                for (int d = 0; d < hd; ++d) { double acc = 0; for (int c = lo; c <= index; ++c) { double vv = h2f(kv[s.kv_index(slot, layer, 1, kvh, c) + d]); acc += sc[c] * vv; vmax = std::max(vmax, std::fabs(vv)); }
+                for (int d = 0; d < hd; ++d) { double acc = 0; for (int c = lo; c <= index; ++c) { double vv = kval(slot, 1, kvh, c, d); acc += sc[c] * vv; vmax = std::max(vmax, std::fabs(vv)); }
                     CHECK(std::fabs(acc / l - o[d]) < 2e-5 * vmax, "attention hd=%d r=%ld h=%d d=%d got %g want %g", hd, (long)r, h, d, o[d], acc / l); }
             }
         }
@@ -223,7 +258,8 @@ static void test_attention() {
             const std::vector<float> o1 = attend(rows.data() + 2 * r0, q.data() + r0 * qstride, 1, 1, 2, false);
             CHECK(memcmp(o1.data(), &out[r0 * n_heads * hd], o1.size() * 4) == 0, "attention single row hd=%d r=%ld", hd, (long)r0);
         }
-        printf("attention hd=%d n_kv=%d n_heads=%d window=%d ok so far (%d failures)\n", hd, cs.n_kv, n_heads, cs.window, fails);
+        printf("attention hd=%d n_kv=%d n_heads=%d window=%d int8=%d ok so far (%d failures)\n", hd, cs.n_kv, n_heads,
+               cs.window, (int)cs.int8, fails);
     }
     printf("attention done\n");
 }

@@ -234,8 +234,7 @@ int32_t strata_slots_create(strata_context *ctx, const strata_slots_params *para
  *         clamped to [-127, 127] (all 0 when amax = 0); kernels read
  *         q_i * scale in float32. A row's bytes depend on that row alone.
  *         A page is its int8 values ([layer][K|V][kv_head][64][head_dim])
- *         followed by its float32 scales ([layer][K|V][kv_head][64]).
- *         CPU backend only for now: CUDA refuses it (STRATA_ERR_UNSUPPORTED). */
+ *         followed by its float32 scales ([layer][K|V][kv_head][64]). */
 enum strata_kv_dtype { STRATA_KV_F16 = 0, STRATA_KV_INT8 = 1 };
 
 /* Allocates the regions and a pool of n_pages pages (0 <= n_pages < 2^31 - 1)

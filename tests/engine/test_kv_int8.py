@@ -6,8 +6,7 @@ to the same request run alone on an int8 engine with one slot and one chunk.
 A prefix-cache hit must equal a miss (the conversation replay of
 test_prefix_cache.py on int8 pages), and the hits must happen. Negative
 control: the int8 engine really stores int8 (page size) and overwriting the
-cached int8 pages changes the tokens. int8 KV is CPU-only for now: on
-cuda:0 (gpu-marked) the engine must refuse it with a clear error.
+cached int8 pages changes the tokens. Runs on the CPU and on cuda:0 (gpu-marked).
 """
 
 import pytest
@@ -24,10 +23,6 @@ pytestmark = pytest.mark.exactness
 
 
 def int8_engine(make_engine, device, **settings):
-    if device.startswith("cuda"):
-        with pytest.raises(Exception, match="CPU backend only"):
-            make_engine(kv_dtype="int8", **settings)
-        pytest.skip("int8 KV is CPU-only for now; CUDA refused it as documented")
     return make_engine(kv_dtype="int8", **settings)
 
 
@@ -75,7 +70,7 @@ async def test_int8_prefix_hit_equals_miss(make_engine, loaded, device):
 
 
 def test_kv_dtype_config_and_sizing():
-    """A bad --kv-dtype and int8 on CUDA are one-line config errors; sizing counts int8 pages."""
+    """A bad --kv-dtype is a one-line config error; sizing counts int8 pages."""
     from types import SimpleNamespace
 
     from strata.config import ConfigError, EngineConfig
@@ -83,8 +78,7 @@ def test_kv_dtype_config_and_sizing():
 
     with pytest.raises(ConfigError, match="--kv-dtype must be f16 or int8"):
         EngineConfig(kv_dtype="int4").resolve("cpu", 2048)
-    with pytest.raises(ConfigError, match="CPU backend only"):
-        EngineConfig(kv_dtype="int8").resolve("cuda", 2048)
+    assert EngineConfig(kv_dtype="int8").resolve("cuda", 2048).kv_dtype == "int8"
     assert EngineConfig(kv_dtype="int8").resolve("cpu", 2048).kv_dtype == "int8"
     spec = SimpleNamespace(n_layers=30, n_kv_heads=3, head_dim=64)
     assert page_bytes(spec) == 30 * 2 * 3 * PAGE_CELLS * 64 * 2

@@ -6,7 +6,8 @@ operations the kernel does) and against float64 bounds (half a step per value);
 attention is checked against float64 NumPy over the dequantized cells. A row's
 stored bytes depend only on that row, so any chunking of the stores gives the
 same page bytes (what makes prefix-cache pages exact, docs/kv_pool.md).
-int8 KV is CPU-only for now: on cuda:0 (gpu-marked) the pool is refused."""
+Runs on every backend of the `ctx` fixture (the CPU, and cuda:0 gpu-marked); the
+CUDA kernels are also run by libstrata/cuda_emu/run.sh attention."""
 
 import numpy as np
 import pytest
@@ -38,11 +39,6 @@ def split_page(data, n_layers, n_kv, hd):
 
 
 def int8_slots(ctx, *args, **kw):
-    """An int8 pool; on CUDA the refusal is asserted and the test skipped."""
-    if ctx.info().backend != S.Backend.CPU:
-        with pytest.raises(S.StrataError, match="CPU backend only"):
-            S.Slots(ctx, *args, kv_dtype="int8", **kw)
-        pytest.skip("int8 KV is CPU-only for now; CUDA refused it as documented")
     return S.Slots(ctx, *args, kv_dtype="int8", **kw)
 
 

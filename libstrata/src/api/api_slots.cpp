@@ -57,9 +57,6 @@ void create_set(Call& call, strata_context* ctx, const strata_slots_params* para
     if (p.head_dim % 2 != 0) invalid("head_dim=" + str(p.head_dim) + " must be even");
     if (kv_dtype != STRATA_KV_F16 && kv_dtype != STRATA_KV_INT8)
         invalid("kv_dtype=" + str(kv_dtype) + " is not a KV dtype; allowed STRATA_KV_F16 (0) or STRATA_KV_INT8 (1)");
-    if (kv_dtype == STRATA_KV_INT8 && ctx->backend_kind != STRATA_BACKEND_CPU)
-        fail(STRATA_ERR_UNSUPPORTED, "int8 KV (kv_dtype=STRATA_KV_INT8) is implemented on the CPU backend only; "
-                                     "the CUDA kernels read F16 KV: use STRATA_KV_F16 (--kv-dtype f16) on CUDA");
     const int64_t slot_pages = (int64_t(p.n_ctx) + kPageCells - 1) / kPageCells;
     if (identity) {
         n_pages = slot_pages * p.n_slots;

@@ -1,5 +1,6 @@
-// cuda_attention.cu — causal grouped-query attention over the F16 KV cache
-// (read through the slot's page table, one page lookup per tile),
+// cuda_attention.cu — causal grouped-query attention over the F16 or int8 KV
+// cache (read through the slot's page table, one page lookup per tile; int8
+// rows are read as float(q) * scale, stage_tile_int8),
 // for decode and prefill rows alike, batch-invariant by construction.
 //
 // The arithmetic of one query vector (row r, head h; its KV head is
@@ -139,6 +140,34 @@ __device__ __forceinline__ void stage_tile(const __half* kbase, const __half* vb
     }
 }
 
+// int8 pools (strata.h STRATA_KV_INT8): one warp's plain copy of a tile into a stage, laid out in the
+// stage's bytes as int8 K rows [32][krow], int8 V rows [32][krow], then the 32 K and the 32 V scales
+// (float32); 64 krow + 256 bytes, within the 128 krow an F16 stage has. Element i of a row then
+// reads as float(q_i) * scale, the value the CPU backend reads, and from there the arithmetic is the
+// F16 path's. kbase / vbase: element offsets of the tile's first K / V row (kv_row).
+__device__ __forceinline__ void stage_tile_int8(const SlotsView& s, size_t kbase, size_t vbase, int hd, int krow,
+                                                int count, unsigned char* stage, int lane) {
+    const int half_row = hd / 2;
+#pragma unroll
+    for (int which = 0; which < 2; ++which) {
+        const int8_t* src = s.kv8 + (which ? vbase : kbase);
+        int8_t* dst = reinterpret_cast<int8_t*>(stage) + which * kTile * krow;
+        for (int e = lane; e < count * half_row; e += 32) {
+            const int c = e / half_row, d = 2 * (e - c * half_row);
+            *reinterpret_cast<int16_t*>(dst + c * krow + d) = *reinterpret_cast<const int16_t*>(src + (size_t)c * hd + d);
+        }
+    }
+    float* scales = reinterpret_cast<float*>(stage + 2 * kTile * krow);
+    if (lane < count) {
+        scales[lane] = s.kv_scale[kbase / hd + lane];
+        scales[kTile + lane] = s.kv_scale[vbase / hd + lane];
+    }
+}
+
+__device__ __forceinline__ float2 int8_pair(const int8_t* q, float scale) {
+    return make_float2(__fmul_rn((float)q[0], scale), __fmul_rn((float)q[1], scale));
+}
+
 template <int PPL, int NQ, int STAGES>
 __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttnPlan P) {
     const AttentionArgs& a = P.a;
@@ -208,6 +237,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttnPlan P
         const int n_chunks = (n_tiles + kChunkTiles - 1) / kChunkTiles;
         const int n_rounds = (n_chunks + S - 1) / S;
         const __half* kv = reinterpret_cast<const __half*>(s.kv);
+        const bool int8 = s.kv_dtype == STRATA_KV_INT8;
 
         // Step n of this warp is tile 8 (round·S + rank) + warp + 4 (n % 2), round = n / 2.
         auto tile_of = [&](int n) { return ((n >> 1) * S + rank) * kChunkTiles + warp + kWorkers * (n & 1); };
@@ -216,6 +246,11 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttnPlan P
             if (n < 2 * n_rounds && t < n_tiles && !below(t)) {
                 __half* ks = kv_s + (size_t)(n % STAGES) * 2 * kTile * krow;
                 const int32_t cell0 = t * kTile;  // the tile's rows, contiguous in one page
+                if (int8)
+                    stage_tile_int8(s, kv_row(s, slot, a.layer, 0, kvh, cell0), kv_row(s, slot, a.layer, 1, kvh, cell0),
+                                    hd, krow, min(kTile, max_last + 1 - t * kTile),
+                                    reinterpret_cast<unsigned char*>(ks), lane);
+                else
                 stage_tile(kv + kv_row(s, slot, a.layer, 0, kvh, cell0), kv + kv_row(s, slot, a.layer, 1, kvh, cell0),
                            hd, krow, P.copy16 != 0, 0,
                            min(kTile, max_last + 1 - t * kTile), ks, ks + kTile * krow, lane);
@@ -277,10 +312,20 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttnPlan P
 #pragma unroll
                 for (int v = 0; v < NQ; ++v) se[v] = so[v] = 0.0f;
                 const __half* krow_p = ks + lane * krow;
+                const int8_t* k8 = reinterpret_cast<const int8_t*>(ks) + lane * krow;  // int8 stage
+                const float* scales8 = reinterpret_cast<const float*>(reinterpret_cast<const unsigned char*>(ks) +
+                                                                      2 * kTile * krow);
+                const float kscale = int8 ? scales8[lane] : 0.0f;
                 for (int d0 = 0; d0 < hd8; d0 += 8) {
-                    const uint4 raw = *reinterpret_cast<const uint4*>(krow_p + d0);
-                    float2 k01 = half2_bits_to_float2(raw.x), k23 = half2_bits_to_float2(raw.y);
-                    float2 k45 = half2_bits_to_float2(raw.z), k67 = half2_bits_to_float2(raw.w);
+                    float2 k01, k23, k45, k67;
+                    if (int8) {
+                        k01 = int8_pair(k8 + d0, kscale), k23 = int8_pair(k8 + d0 + 2, kscale);
+                        k45 = int8_pair(k8 + d0 + 4, kscale), k67 = int8_pair(k8 + d0 + 6, kscale);
+                    } else {
+                        const uint4 raw = *reinterpret_cast<const uint4*>(krow_p + d0);
+                        k01 = half2_bits_to_float2(raw.x), k23 = half2_bits_to_float2(raw.y);
+                        k45 = half2_bits_to_float2(raw.z), k67 = half2_bits_to_float2(raw.w);
+                    }
                     if (d0 + 8 > hd) {  // head_dim % 8 != 0: the padding holds no data
                         const int left = hd - d0;
                         if (left <= 0) k01 = make_float2(0.0f, 0.0f);
@@ -337,12 +382,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttnPlan P
                 const int n_cells = min(kTile, max_last + 1 - cell0);
                 for (int c = 0; c < n_cells; ++c) {
                     float2 vf[PPL];
+                    const int8_t* v8 = reinterpret_cast<const int8_t*>(ks) + (kTile + c) * krow;  // int8 stage
+                    const float vscale = int8 ? scales8[kTile + c] : 0.0f;
 #pragma unroll
                     for (int j = 0; j < PPL; ++j) {
                         const int pj = lane + 32 * j;
-                        vf[j] = pj < half_pairs
-                                    ? half2_bits_to_float2(*reinterpret_cast<const uint32_t*>(vs + c * krow + 2 * pj))
-                                    : make_float2(0.0f, 0.0f);
+                        vf[j] = pj >= half_pairs ? make_float2(0.0f, 0.0f)
+                                : int8   ? int8_pair(v8 + 2 * pj, vscale)
+                                         : half2_bits_to_float2(*reinterpret_cast<const uint32_t*>(vs + c * krow + 2 * pj));
                     }
 #pragma unroll
                     for (int v = 0; v < NQ; ++v) {

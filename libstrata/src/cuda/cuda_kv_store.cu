@@ -3,7 +3,8 @@
 //
 // kv_store: K and V rows (F32) are rounded to F16 (round to nearest even) into
 // cell `index` of the row's slot, layer `layer`, in the pool page its page
-// table maps; padding rows and cells of unmapped pages are skipped.
+// table maps; padding rows and cells of unmapped pages are skipped. In an int8
+// pool each (K|V, head) row is quantized with its own scale (store_row_int8).
 // One 128-thread block per row; a thread converts two adjacent values (one
 // 4-byte store), with 8-byte loads when the rows allow.
 //
@@ -43,11 +44,39 @@ __device__ __forceinline__ __half* kv_cell(const SlotsView& s, int32_t slot, int
            ((size_t)layer * 2 + which) * plane + (size_t)(index % kPageCells) * s.head_dim;
 }
 
+// int8 pools (strata.h STRATA_KV_INT8): thread t quantizes whole (K|V, head) rows t, t + nthreads, ...
+// with the rule of the CPU backend, in the same float32 operations (amax, scale = amax / 127,
+// q = rint(x / scale) clamped to +-127), so both backends store the same bytes for the same row.
+__device__ __forceinline__ void store_row_int8(const SlotsView& s, int32_t layer, int32_t slot, int32_t index,
+                                               const float* k, const float* v, int nthreads) {
+    const int hd = s.head_dim;
+    const size_t plane = (size_t)s.n_kv_heads * kPageCells * hd;
+    const size_t base = (size_t)kv_page(s, slot, index) * ((size_t)s.n_layers * 2 * plane) +
+                        (size_t)layer * 2 * plane + (size_t)(index % kPageCells) * hd;
+    for (int hw = threadIdx.x; hw < 2 * s.n_kv_heads; hw += nthreads) {
+        const int which = hw / s.n_kv_heads, h = hw - which * s.n_kv_heads;
+        const float* x = (which ? v : k) + (size_t)h * hd;
+        const size_t at = base + which * plane + (size_t)h * kPageCells * hd;
+        float amax = 0.0f;
+        for (int i = 0; i < hd; ++i) amax = fmaxf(amax, fabsf(x[i]));
+        const float sc = __fdiv_rn(amax, 127.0f);
+        s.kv_scale[at / hd] = sc;
+        for (int i = 0; i < hd; ++i) {
+            const float r = sc > 0.0f ? rintf(__fdiv_rn(x[i], sc)) : 0.0f;
+            s.kv8[at + i] = (int8_t)fminf(127.0f, fmaxf(-127.0f, r));
+        }
+    }
+}
+
 // Stores one row's K and V (F32, width n_kv_heads * head_dim) into its cell.
 // Values 2i, 2i+1 go together (head_dim is even, so a pair never straddles heads).
 template <bool VEC>
 __device__ __forceinline__ void store_row(const SlotsView& s, int32_t layer, int32_t slot, int32_t index,
                                           const float* k, const float* v, int nthreads) {
+    if (s.kv_dtype == STRATA_KV_INT8) {
+        store_row_int8(s, layer, slot, index, k, v, nthreads);
+        return;
+    }
     const int hd = s.head_dim;
     const int64_t head_stride = (int64_t)kPageCells * hd;
     const int64_t pairs = (int64_t)s.n_kv_heads * hd / 2;
