@@ -132,4 +132,6 @@ def make_engine(loaded, device, engine_defaults):
 
     yield make
     for engine in engines:
+        if engine.pool.host is not None:    # the host tier's buffers belong to the shared context
+            engine.pool.host.close()
         engine.runner.close()

@@ -13,18 +13,23 @@ from strata.engine.kv_pool import KvPool, _chain
 from strata.engine.request import Request
 from strata.engine.sampling import SamplingParams
 
+_TIERS: list[HostCache] = []      # closed after each test: their buffers belong to the context
+
 
 @pytest.fixture
 def slots(device):
     ctx = _ffi.Context(device, 1)
     s = _ffi.Slots(ctx, n_slots=2, n_layers=1, n_ctx=8 * P, n_kv_heads=1, head_dim=8, n_pages=6)
     yield s
+    while _TIERS:
+        _TIERS.pop().close()
     s.close()
     ctx.close()
 
 
 def tier(slots, pages: float, n_pages=4) -> tuple[KvPool, HostCache]:
     host = HostCache(slots.ctx, slots, int(pages * slots.page_bytes()))
+    _TIERS.append(host)
     return KvPool(n_pages=n_pages, ctx=8 * P, host=host), host
 
 
