@@ -129,3 +129,13 @@ def test_zero_capacity_spills_nothing(slots):
     run(pool, slots, range(1, 2 * P + 1), n_out=1)
     run(pool, slots, range(100, 100 + 3 * P), max_tokens=P)
     assert not host.pages and host.num_spilled == 0
+
+
+def test_flag_range():
+    from strata.config import ConfigError, EngineConfig
+
+    EngineConfig(host_cache=0).check()
+    EngineConfig(host_cache=0.5).check()
+    for bad in (-1, "8", True, 1e9):
+        with pytest.raises(ConfigError, match="--host-cache"):
+            EngineConfig(host_cache=bad).check()
