@@ -21,7 +21,11 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass
 
+import logging
+
 from .. import _ffi
+
+log = logging.getLogger("strata.engine")
 
 
 @dataclass(eq=False)
@@ -61,8 +65,17 @@ class HostCache:
             _, old = self.pages.popitem(last=False)
             self._spare.append(old.buffer)
             self.num_dropped += 1
-        buffer = self._spare.pop() if self._spare else _ffi.HostBuffer(self.ctx, self.page_bytes)
-        self.slots.read_page(page, out=buffer.array)      # waits for queued work first
+        try:
+            buffer = self._spare.pop() if self._spare else _ffi.HostBuffer(self.ctx, self.page_bytes)
+        except Exception:                  # host memory refused (e.g. page-locking): the page is just dropped
+            log.exception("host cache: allocating a page buffer failed; page dropped")
+            return
+        try:
+            self.slots.read_page(page, out=buffer.array)      # waits for queued work first
+        except Exception:
+            log.exception("host cache: reading page %d failed; page dropped", page)
+            self._spare.append(buffer)
+            return
         self.pages[key] = HostPage(tokens, buffer)
         self.num_spilled += 1
 
@@ -70,14 +83,23 @@ class HostCache:
         """Removes a page a hit will bring back (so no later spill can drop it first)."""
         return self.pages.pop(key)
 
-    def restore(self, entry: HostPage, page: int) -> None:
-        """Copies a taken page's bytes into device page `page`; its buffer is reused."""
+    def restore(self, entry: HostPage, page: int) -> bool:
+        """Copies a taken page's bytes into device page `page` (its buffer is reused after); False when
+        the copy failed (logged): the caller computes that part of the prompt instead."""
         try:
             self.slots.write_page(page, entry.buffer.array)
+        except Exception:
+            log.exception("host cache: writing page %d back failed; its prefix is computed instead", page)
+            return False
         finally:
             self._spare.append(entry.buffer)
         self.num_restored += 1
         self.restored_tokens += len(entry.tokens)
+        return True
+
+    def forget(self, entry: HostPage) -> None:
+        """A taken page that will not be restored after all: its buffer is reused."""
+        self._spare.append(entry.buffer)
 
     def discard(self, key: bytes) -> None:
         """Drops a page the device cache holds again (computed anew), so it is never held twice."""

@@ -123,13 +123,16 @@ class KvPool:
         # may drop the oldest host page), then come back into fresh pages, cached and held again.
         hits = [(k, e if isinstance(e, _Cached) else self.host.take(k)) for k, e in hits]
         pages = []
-        for key, entry in hits:                  # in page order: the two tiers may interleave
+        for i, (key, entry) in enumerate(hits):      # in page order: the two tiers may interleave
             if not isinstance(entry, _Cached):
                 page = self.free.pop() if self.free else self._evict()
-                self.host.restore(entry, page)
+                if not self.host.restore(entry, page):
+                    self.free.append(page)
+                    hits = self._cut(hits, i)        # the prefix ends here: the rest is computed
+                    break
                 self.cached[key] = _Cached(page, entry.tokens, refs=1)
-                need -= 1
             pages.append(self.cached[key].page)
+        need = self.pages_for(request.num_prompt, request.params.max_tokens) - len(pages)
         for _ in range(need):
             pages.append(self.free.pop() if self.free else self._evict())
         request.kv_pages = pages
@@ -140,6 +143,17 @@ class KvPool:
             self.num_hits += 1
             self.num_cached_tokens += request.num_cached
         return True
+
+    def _cut(self, hits, n: int):
+        """hits[:n], after giving back hits[n + 1:] (hits[n] failed; restore took its buffer back):
+        device entries unheld (a cut frees at least as many pages as it adds to the request's need),
+        host entries' buffers to the host tier."""
+        for key, entry in hits[n + 1:]:
+            if isinstance(entry, _Cached):
+                self._unref(key, entry)
+            else:
+                self.host.forget(entry)
+        return hits[:n]
 
     def share_prompt(self, request) -> None:
         """Puts the full prompt pages the request has computed so far into the cache while it runs (a

@@ -139,3 +139,35 @@ def test_flag_range():
     for bad in (-1, "8", True, 1e9):
         with pytest.raises(ConfigError, match="--host-cache"):
             EngineConfig(host_cache=bad).check()
+
+
+class _FailingWrites:
+    """The slot set with write_page failing, as a device error would."""
+
+    def __init__(self, slots):
+        self._slots = slots
+
+    def __getattr__(self, name):
+        return getattr(self._slots, name)
+
+    def write_page(self, page, data):
+        raise _ffi.StrataError(_ffi.Status.ERR_STATE, "injected")
+
+
+def test_failed_restore_computes_the_rest(slots):
+    """A page that cannot be written back ends the prefix there: the request computes the rest and the
+    pool's pages all stay accounted for."""
+    pool, host = tier(slots, pages=8)
+    a = list(range(1, 3 * P + 1))
+    run(pool, slots, a, n_out=1)
+    c = Request(list(range(200, 210)), SamplingParams(max_tokens=P - 10))
+    d = Request(list(range(300, 310)), SamplingParams(max_tokens=P - 10))
+    assert pool.admit(c) and pool.admit(d) and len(host.pages) == 1      # page 0 of a on the host
+    pool.release(c)
+    pool.release(d)
+    host.slots = _FailingWrites(slots)
+    b = Request(a + [5], SamplingParams(max_tokens=8))
+    assert pool.admit(b) and b.num_cached == 0 and b.num_computed == 0 and b.kv_keys == []
+    assert len(set(b.kv_pages)) == 4 and host.num_restored == 0
+    pool.release(b, keep=False)
+    assert pool.num_free == 4 and not any(e.refs for e in pool.cached.values())
