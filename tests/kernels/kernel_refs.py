@@ -2,8 +2,9 @@
 
 Weights for every dtype are built as raw GGUF blocks plus their float64
 dequantization by gguf.quants (F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 quantized by gguf;
-Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS, which gguf cannot write, as valid random blocks
-with small finite f16 scales).
+Q2_K/Q3_K/Q4_K/Q5_K/Q6_K/IQ3_S/IQ4_NL/IQ4_XS, which gguf cannot write, as valid
+random blocks with small finite f16 scales; IQ3_S's random grid indices reach
+all 512 codebook entries of gguf's IQ3_S table).
 """
 
 import numpy as np
@@ -16,12 +17,13 @@ GGUF_TYPE = {
     S.DType.F32: QT.F32, S.DType.F16: QT.F16, S.DType.BF16: QT.BF16, S.DType.Q8_0: QT.Q8_0,
     S.DType.Q4_0: QT.Q4_0, S.DType.Q4_1: QT.Q4_1, S.DType.Q4_K: QT.Q4_K, S.DType.Q6_K: QT.Q6_K,
     S.DType.Q5_0: QT.Q5_0, S.DType.Q5_1: QT.Q5_1, S.DType.Q5_K: QT.Q5_K, S.DType.IQ4_NL: QT.IQ4_NL,
-    S.DType.IQ4_XS: QT.IQ4_XS,
+    S.DType.IQ4_XS: QT.IQ4_XS, S.DType.Q2_K: QT.Q2_K, S.DType.Q3_K: QT.Q3_K, S.DType.IQ3_S: QT.IQ3_S,
 }
 WEIGHT_DTYPES = list(GGUF_TYPE)
 BLOCK_VALUES = {S.DType.F32: 1, S.DType.F16: 1, S.DType.BF16: 1, S.DType.Q8_0: 32, S.DType.Q4_0: 32,
                 S.DType.Q4_1: 32, S.DType.Q4_K: 256, S.DType.Q6_K: 256, S.DType.Q5_0: 32, S.DType.Q5_1: 32,
-                S.DType.Q5_K: 256, S.DType.IQ4_NL: 32, S.DType.IQ4_XS: 256}
+                S.DType.Q5_K: 256, S.DType.IQ4_NL: 32, S.DType.IQ4_XS: 256, S.DType.Q2_K: 256,
+                S.DType.Q3_K: 256, S.DType.IQ3_S: 256}
 
 
 def _f16_bytes(values):
@@ -61,9 +63,26 @@ def _random_iq4_xs(rng, n_blocks):
                            rng.integers(0, 256, (n_blocks, 2 + 4 + 128), dtype=np.uint8)], axis=1)
 
 
+def _random_q2_k(rng, n_blocks):
+    rest = rng.integers(0, 256, (n_blocks, 16 + 64), dtype=np.uint8)   # scales, qs
+    return np.concatenate([rest, _f16_bytes(rng.uniform(0.001, 0.01, n_blocks)),
+                           _f16_bytes(rng.uniform(0.0005, 0.005, n_blocks))], axis=1)
+
+
+def _random_q3_k(rng, n_blocks):
+    rest = rng.integers(0, 256, (n_blocks, 32 + 64 + 12), dtype=np.uint8)   # hmask, qs, scales
+    return np.concatenate([rest, _f16_bytes(rng.uniform(0.0002, 0.002, n_blocks))], axis=1)
+
+
+def _random_iq3_s(rng, n_blocks):
+    rest = rng.integers(0, 256, (n_blocks, 64 + 8 + 32 + 4), dtype=np.uint8)   # qs, qh, signs, scales
+    return np.concatenate([_f16_bytes(rng.uniform(0.0002, 0.002, n_blocks)), rest], axis=1)
+
+
 RANDOM_BLOCKS = {S.DType.Q4_K: (_random_q4_k, 256), S.DType.Q6_K: (_random_q6_k, 256),
                  S.DType.Q5_K: (_random_q5_k, 256), S.DType.IQ4_NL: (_random_iq4_nl, 32),
-                 S.DType.IQ4_XS: (_random_iq4_xs, 256)}
+                 S.DType.IQ4_XS: (_random_iq4_xs, 256), S.DType.Q2_K: (_random_q2_k, 256),
+                 S.DType.Q3_K: (_random_q3_k, 256), S.DType.IQ3_S: (_random_iq3_s, 256)}
 
 
 def make_weights(rng, dtype, n_rows, k):
