@@ -63,7 +63,7 @@ int main() {
         }
         std::vector<int32_t> out(n_rows, -7), outa(n_rows, -7);
         SampleArgs a{logits.data(), n_rows, n, prm.data(), out.data()};
-        std::vector<float> ws(n_rows * n);  // the weight rows' scratch, one per CTA
+        std::vector<float> ws(n_rows * T_cuda_sample::sample_scratch_floats(n));  // scratch, one area per CTA
         run_grid(n_rows, 1, 256, [&] { T_cuda_sample::sample_kernel(a, ws.data()); });
         ArgmaxArgs aa{logits.data(), n_rows, n, outa.data()};
         run_grid(n_rows, 1, 1024, [&] { T_cuda_sample::argmax_kernel(aa); });
@@ -84,7 +84,7 @@ int main() {
         const int R = 400; std::vector<float> logits(n * R); std::vector<strata_sampling_params> prm(R);
         for (int r = 0; r < R; ++r) { std::copy(l.begin(), l.end(), logits.begin() + r * n); prm[r] = {1.0f, 1.0f, 0.0f, 0, 42, r}; }
         std::vector<int32_t> out(R); SampleArgs a{logits.data(), R, n, prm.data(), out.data()};
-        std::vector<float> ws(64 * n);  // 64 CTAs: each takes rows blockIdx.x, + 64, ...
+        std::vector<float> ws(64 * T_cuda_sample::sample_scratch_floats(n));  // 64 CTAs: rows blockIdx.x, + 64, ...
         run_grid(64, 1, 64 * 4, [&] { T_cuda_sample::sample_kernel(a, ws.data()); });
         int agree = 0; for (int r = 0; r < R; ++r) agree += out[r] == ref_sample(&logits[r * n], n, prm[r]);
         printf("draws agreeing with the sequential reference: %d / %d\n", agree, R);

@@ -29,7 +29,8 @@
 // Speed without changing a bit: each w_i is computed ONCE per row into a
 // device scratch row (−1 for a token top-k drops), with the kept-mass sum of
 // each thread in the same pass; the top-p passes and the draw then read it
-// instead of recomputing expf per pass. Every float sum keeps its operands and
+// instead of recomputing expf per pass, and the top-p passes after the second
+// read only the weights still in range. Every float sum keeps its operands and
 // order (thread t: elements t, t+256, … ascending; the draw's chunks), loads are
 // batched ahead of the adds that use them, the radix select's digit search is a
 // parallel integer scan (exact), warps without a counted digit skip the match,
@@ -280,10 +281,24 @@ __device__ __forceinline__ float weights_pass(const float* lg, int64_t n, const 
 // The largest weight w* (as float bits in [0, 1]) whose kept mass
 // S(w*) = sum of kept w_i >= w* reaches `target`. Invariant: the answer lies in
 // [lo, hi] and `above` is the kept mass of weights above hi.
-__device__ __forceinline__ float top_p_threshold(const float* ws, int64_t n, float target, SampleShared& sm) {
+// Passes 0 and 1 read the whole weight row; pass 1 also writes each thread's
+// in-range weights, in its order, to cw (thread t's j-th at cw[j·256 + t]); the
+// later passes (ranges inside pass 1's) read only that list: the same weights
+// in the same order, so the same sums.
+__device__ __forceinline__ float top_p_threshold(const float* ws, float* cw, int64_t n, float target,
+                                                 SampleShared& sm) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     uint32_t lo = 0, hi = 0x3f800000u;  // weights lie in [0, 1]
     float above = 0.0f;
+    int pass = 0, n_cand = 0;  // this thread's entries in cw
+    const auto add = [&](float w, int shift) {  // one weight of this thread, in order
+        if (!(w >= 0.0f)) return false;  // dropped by top-k
+        const uint32_t key = __float_as_uint(w);
+        if (key < lo || key > hi) return false;
+        float& cell = sm.u.bsum[(key - lo) >> shift][tid];
+        cell = __fadd_rn(cell, w);
+        return true;
+    };
     while (lo < hi) {
         const uint32_t span = hi - lo;
         int shift = 0;
@@ -292,24 +307,28 @@ __device__ __forceinline__ float top_p_threshold(const float* ws, int64_t n, flo
 
 #pragma unroll
         for (int b = 0; b < kBuckets; ++b) sm.u.bsum[b][tid] = 0.0f;
-        for (int64_t base = tid; base < n; base += kBatch * kThreads) {
-            float wv[kBatch];
+        if (pass < 2) {
+            for (int64_t base = tid; base < n; base += kBatch * kThreads) {
+                float wv[kBatch];
 #pragma unroll
-            for (int u = 0; u < kBatch; ++u) {
-                const int64_t i = base + u * kThreads;
-                wv[u] = i < n ? ws[i] : -1.0f;
-            }
-#pragma unroll
-            for (int u = 0; u < kBatch; ++u) {
-                const float w = wv[u];
-                if (!(w >= 0.0f)) continue;  // dropped by top-k
-                const uint32_t key = __float_as_uint(w);
-                if (key >= lo && key <= hi) {
-                    float& cell = sm.u.bsum[(key - lo) >> shift][tid];
-                    cell = __fadd_rn(cell, w);
+                for (int u = 0; u < kBatch; ++u) {
+                    const int64_t i = base + u * kThreads;
+                    wv[u] = i < n ? ws[i] : -1.0f;
                 }
+#pragma unroll
+                for (int u = 0; u < kBatch; ++u)
+                    if (add(wv[u], shift) && pass == 1) cw[(int64_t)(n_cand++) * kThreads + tid] = wv[u];
+            }
+        } else {
+            for (int j0 = 0; j0 < n_cand; j0 += kBatch) {
+                float wv[kBatch];
+#pragma unroll
+                for (int u = 0; u < kBatch; ++u) wv[u] = j0 + u < n_cand ? cw[(int64_t)(j0 + u) * kThreads + tid] : -1.0f;
+#pragma unroll
+                for (int u = 0; u < kBatch; ++u) add(wv[u], shift);
             }
         }
+        ++pass;
         __syncthreads();
         // Bucket totals: warp w sums buckets w, w + 8, ... over threads in a fixed order.
         for (int b = warp; b < kBuckets; b += kWarps) {
@@ -421,10 +440,16 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const ArgmaxArgs
     }
 }
 
-// ws_all: kSampleBlocks (at most) scratch rows of n_vocab floats, one per CTA.
+// Scratch floats per CTA: the weight row (n) and the top-p candidate list (n rounded up to 256).
+__host__ __device__ __forceinline__ int64_t sample_scratch_floats(int64_t n) {
+    return n + (n + kThreads - 1) / kThreads * kThreads;
+}
+
+// ws_all: kSampleBlocks (at most) scratch areas of sample_scratch_floats(n_vocab), one per CTA.
 __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a, float* ws_all) {
     __shared__ SampleShared sm;
-    float* ws = ws_all + (int64_t)blockIdx.x * a.n_vocab;
+    float* ws = ws_all + (int64_t)blockIdx.x * sample_scratch_floats(a.n_vocab);  // then the top-p list
+    float* cw = ws + a.n_vocab;
     for (int64_t r = blockIdx.x; r < a.n_rows; r += gridDim.x) {
         const float* lg = a.logits + r * a.n_vocab;
         const strata_sampling_params prm = a.params[r];
@@ -446,7 +471,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a, fl
             float w_min = 0.0f;
             if (top_p) {
                 const float target = __fmul_rn(fmaxf(prm.top_p, 0.0f), total);
-                w_min = top_p_threshold(ws, a.n_vocab, target, sm);
+                w_min = top_p_threshold(ws, cw, a.n_vocab, target, sm);
             }
             if (prm.min_p > 0.0f) w_min = fmaxf(w_min, fminf(prm.min_p, 1.0f));
 
@@ -474,7 +499,7 @@ void launch_argmax(const ArgmaxArgs& a, cudaStream_t stream) {
 void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
     if (a.n_rows <= 0 || a.n_vocab <= 0) return;
     const int64_t blocks = a.n_rows < kSampleBlocks ? a.n_rows : kSampleBlocks;
-    float* ws = static_cast<float*>(scratch.get((size_t)(blocks * a.n_vocab) * sizeof(float)));
+    float* ws = static_cast<float*>(scratch.get((size_t)(blocks * sample_scratch_floats(a.n_vocab)) * sizeof(float)));
     sample_kernel<<<(unsigned)blocks, kThreads, 0, stream>>>(a, ws);
     check_launch("sample");
 }
