@@ -155,9 +155,20 @@ static void test_attention() {
                     Case{256, 1, 4, 100}, Case{64, 3, 9, 37}}) {
         const int hd = cs.hd;
         SlotsView s; s.n_slots = 3; s.n_layers = 2; s.n_ctx = 600; s.n_kv_heads = cs.n_kv; s.head_dim = hd;
-        std::vector<uint16_t> kv(s.n_slots * s.slot_kv_elems(), 0x7e00);  // NaN everywhere not written
+        // A paged pool read through a scrambled page table: 37 pages for 3 slots x 10 entries, a
+        // permutation of them mapped (so neighbouring cells of a slot sit in unrelated pages), slot 2's
+        // entries past its cells unmapped. The null page (index 37) is zeros, the rest NaN until written.
+        s.slot_pages = (s.n_ctx + kPageCells - 1) / kPageCells; s.n_pages = 37;
+        std::vector<uint16_t> kv((s.n_pages + 1) * s.page_elems(), 0x7e00);
+        std::fill(kv.begin() + s.n_pages * s.page_elems(), kv.end(), 0);
+        std::vector<int32_t> perm(s.n_pages); for (int i = 0; i < s.n_pages; ++i) perm[i] = i;
+        for (int i = s.n_pages - 1; i > 0; --i) std::swap(perm[i], perm[rng() % (i + 1)]);
+        std::vector<int32_t> pages(s.n_slots * s.slot_pages);
+        for (size_t i = 0; i < pages.size(); ++i) pages[i] = perm[i];
+        for (int j = 3; j < s.slot_pages; ++j) pages[2 * s.slot_pages + j] = -1;  // slot 2 holds cells 0..191
         std::vector<int32_t> table(s.n_slots * s.n_ctx * 4), delta(s.n_slots), table_of = {0, 1, 2};
         s.kv = kv.data(); s.table = table.data(); s.delta = delta.data(); s.table_of = table_of.data();
+        s.pages = pages.data();
         const int layer = 1, n_heads = cs.n_heads;
         // rows 0..4: slot 1 cells 253..257 (a prefill chunk across a chunk boundary); then decode rows
         std::vector<int32_t> rows = {1, 253, 1, 254, 1, 255, 1, 256, 1, 257, 0, 0, 2, 31, 2, 32, -1, 5, 0, 599, 2, 150, 0, 600, 1, 63, 0, 520};
@@ -173,6 +184,15 @@ static void test_attention() {
                 CHECK(kv[s.kv_index(sl, layer, 0, h, i) + d] == f2h(k[i * width + h * hd + d]), "kv_store K");
                 CHECK(kv[s.kv_index(sl, layer, 1, h, i) + d] == f2h(v[i * width + h * hd + d]), "kv_store V");
             }
+        }
+        {   // a store into an unmapped page writes nothing (the pool, null page included, is unchanged)
+            const std::vector<uint16_t> before = kv;
+            const int64_t width = s.n_kv_heads * hd;
+            std::vector<float> k(width, 1.5f), v(width, -2.5f);
+            std::vector<int32_t> rr = {2, 300};
+            KvStoreArgs a{s, layer, k.data(), width, v.data(), width, rr.data(), 1};
+            run_grid(1, 1, 128, [&] { T_cuda_kv_store::kv_store_kernel<true>(a); });
+            CHECK(kv == before, "kv_store wrote a cell of an unmapped page");
         }
         const int64_t qstride = n_heads * hd + 3;
         std::vector<float> q(n_rows * qstride); for (auto& x : q) x = randn();

@@ -183,6 +183,32 @@ def int8_activation_bound(xp, w):
 INT8_DTYPES = (S.DType.Q4_0, S.DType.Q8_0)  # the types cuda_int_matmul.cu is routed for
 
 
+def int8_activations(x):
+    """x' as CUDA's integer path sees it: float64 [n_rows, k] of dx * xq, modelling the
+    kernels' rounding of float32 x' (docs/kernels.md): per 32-value block, a = max|x'|
+    (NaN counts as +inf), dx = float32(a / 127), xq = clamp(rint(x'/dx), +-127) in
+    float32 with ties to even, and the whole block 0 when dx is 0 or not finite."""
+    x = np.asarray(x, np.float32)
+    n, k = x.shape
+    blocks = x.reshape(n, k // 32, 32)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        a = np.abs(blocks)
+        a = np.where(a <= np.finfo(np.float32).max, a, np.float32(np.inf)).max(axis=2, keepdims=True)
+        dx = a / np.float32(127)  # float32 division, correctly rounded as on both backends
+        usable = (dx > 0) & np.isfinite(dx)
+        q = np.clip(np.rint(blocks / np.where(usable, dx, np.float32(1))), -127, 127)
+    q = np.where(usable, q, 0).astype(np.float64)
+    return (q * dx.astype(np.float64)).reshape(n, k)
+
+
+def int8_accumulation_tolerance(k, bound, exact_terms=0.0):
+    """CUDA's integer path's float error once the int8 rounding is modelled (int8_activations):
+    exact block integers, one fmaf per block whose scale d*dx is a rounded product, one add per
+    slice of 8 blocks, then bias / accumulate: (k/32 + k/256 + 48) * 2^-23 of bound (sum |x^ w|)."""
+    eps32 = 2.0 ** -23
+    return (2.0 ** -20 + (k / 32 + k / 256 + 48) * eps32) * bound + 2 * eps32 * exact_terms + 1e-30
+
+
 def matmul_tolerance(device, dtype, k, bound, exact_terms=0.0, xw=None):
     """Allowed |y - float64 reference| of a matmul on `device` ("cpu", "cuda:N").
 
@@ -196,6 +222,8 @@ def matmul_tolerance(device, dtype, k, bound, exact_terms=0.0, xw=None):
     is rounded to int8 with step max|x'|/127: at most int8_activation_bound (slack 2 %
     for the rounded step); the block products are exact integers, then one fmaf per block
     (its scale a rounded product) and one add per 8 blocks: (k/32 + k/256 + 48) * 2^-23 * bound.
+    (Where x' is known in float32, tests model the rounding itself instead:
+    int8_activations, int8_accumulation_tolerance.)
     CUDA tensor cores (F16, BF16, Q4_1 and the K-quants): each 32-value block of x' is
     scaled by a power of two and rounded to f16 (bf16 for BF16 weights), a relative
     error of at most u = 2^-11 (2^-8) per value, so |error| <= u * bound; accumulation
