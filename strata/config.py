@@ -43,6 +43,7 @@ class EngineConfig:
     kv_pages: int | None = None      # KV pool pages of PAGE_CELLS tokens; None = batch x ceil(ctx / PAGE_CELLS)
     kv_dtype: str = "f16"            # KV pool cells: "f16" or "int8" (per-row scales, docs/kv_pool.md)
     prefix_cache: bool = True        # reuse the K/V pages of cached prompt prefixes (exact: docs/kv_pool.md)
+    host_cache: float = 0.0          # GiB of host memory evicted cached pages spill to; 0 = no host tier
 
     def resolve(self, backend: str, model_ctx: int) -> "EngineConfig":
         """Fills unset fields with the defaults of `backend` ("cpu" or "cuda") and checks all."""
@@ -71,6 +72,9 @@ class EngineConfig:
         _range("--kv-pages", self.kv_pages, 1, (1 << 31) - 2)
         if self.kv_dtype not in ("f16", "int8"):
             raise ConfigError(f"--kv-dtype must be f16 or int8, got {self.kv_dtype!r}")
+        if isinstance(self.host_cache, bool) or not isinstance(self.host_cache, (int, float)) \
+                or not 0 <= self.host_cache <= 65536:
+            raise ConfigError(f"--host-cache must be a number of GiB from 0 to 65536, got {self.host_cache!r}")
         if self.draft_vocab is not None and self.draft != "mtp":
             raise ConfigError("--draft-vocab restricts the MTP head; it needs --draft mtp")
         if self.draft is not None and self.draft not in DRAFT_SOURCES:
