@@ -4,7 +4,8 @@ Concurrent, staggered (admitted mid-prefill and mid-decode), chunked at
 different sizes, greedy and seeded: each request's tokens must be bit-identical
 to the same request run alone on an int8 engine with one slot and one chunk.
 A prefix-cache hit must equal a miss (the conversation replay of
-test_prefix_cache.py on int8 pages), and the hits must happen. Negative
+test_prefix_cache.py on int8 pages), and the hits must happen; so must a hit
+on int8 pages that were evicted to the host tier and came back. Negative
 control: the int8 engine really stores int8 (page size) and overwriting the
 cached int8 pages changes the tokens. Runs on the CPU and on cuda:0 (gpu-marked).
 """
@@ -17,7 +18,8 @@ from strata.engine.sampling import SamplingParams
 
 from .harness import Job, run_script, solo
 from .prompts import CHAT_QUESTIONS, chat_prompt
-from .test_prefix_cache import GREEDY, SEEDED, replay
+from .test_host_cache_exactness import POOL_PAGES, flush
+from .test_prefix_cache import FOLLOW_UPS, GREEDY, SEEDED, next_user_turn, replay
 
 pytestmark = pytest.mark.exactness
 
@@ -67,6 +69,27 @@ async def test_int8_prefix_hit_equals_miss(make_engine, loaded, device):
         engine.runner.slots.copy_page(page, stranger)
     corrupted = await solo(engine, last, GREEDY)
     assert corrupted.request.num_cached > 0 and corrupted.token_ids != want, "corrupted int8 pages went unnoticed"
+
+
+async def test_int8_pages_from_host_tier_equal_a_cacheless_run(make_engine, loaded, device):
+    """int8 pages (values then scales) spill to host memory and come back exact."""
+    from strata.engine.host_cache import HostPage
+
+    _, model = loaded
+    engine = int8_engine(make_engine, device, batch=2, chunk=32, kv_pages=POOL_PAGES, host_cache=0.25)
+    host = engine.pool.host
+    conv = chat_prompt(model.tokenizer, model.chat_template, CHAT_QUESTIONS[0], repeat_context=1)
+    first = await solo(engine, conv, GREEDY)
+    conv = conv + first.token_ids + next_user_turn(model, FOLLOW_UPS[0])
+    await flush(engine, 7)
+    chain = engine.pool._lookup(Request(list(conv), GREEDY))
+    assert chain and all(isinstance(e, HostPage) for _, e in chain), "the prefix must be in the host tier"
+    other = chat_prompt(model.tokenizer, model.chat_template, CHAT_QUESTIONS[4])
+    results, _ = await run_script(engine, [Job(conv, SEEDED, at_step=0), Job(other, GREEDY, at_step=2)])
+    assert results[0].request.num_cached == len(chain) * PAGE_CELLS and host.restored_tokens > 0
+    reference = int8_engine(make_engine, device, batch=1, chunk=512, prefix_cache=False)
+    for job_prompt, params, result in ((conv, SEEDED, results[0]), (other, GREEDY, results[1])):
+        assert result.token_ids == (await solo(reference, job_prompt, params)).token_ids
 
 
 def test_kv_dtype_config_and_sizing():
