@@ -25,6 +25,7 @@ class ServerSettings:
     sse_ping_interval: float | None = 15.0   # seconds of silence before an SSE ': ping' comment; None = never
     cors_origins: tuple[str, ...] = ()   # origins allowed by CORS ('*' = any); empty: no CORS headers
     allow_private_media: bool = False    # whether those fetches may reach non-public addresses
+    drain_timeout_s: float = 30.0        # SIGTERM: seconds requests in flight may still run (server/drain.py)
 
     @classmethod
     def from_args(cls, args, model: str) -> "ServerSettings":
@@ -38,7 +39,8 @@ class ServerSettings:
                    media_dir=media_dir, allow_remote_media=remote, allow_private_media=private,
                    reasoning_format=getattr(args, "reasoning_format", "split"),
                    sse_ping_interval=ping if ping and ping > 0 else None,
-                   cors_origins=tuple(getattr(args, "cors_origin", None) or ()))
+                   cors_origins=tuple(getattr(args, "cors_origin", None) or ()),
+                   drain_timeout_s=float(getattr(args, "drain_timeout", 30.0)))
 
     @cached_property
     def media_limits(self) -> MediaLimits:

@@ -138,6 +138,10 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--cors-origin", action="append", default=[],
                    help="an origin browsers may call the API from (repeatable; '*' for any); default: no "
                         "CORS headers")
+    g.add_argument("--drain-timeout", type=float, default=30.0,
+                   help="on SIGTERM/SIGINT: /health turns 503, new requests get 503 with Retry-After, and the "
+                        "requests in flight may finish for up to this many seconds before they are ended; a "
+                        "second signal ends them at once; 0 = end them at once (default: 30)")
     g.add_argument("--allow-private-media", action="store_true",
                    help="let those fetches reach loopback, private, link-local and other non-public addresses "
                         "(default: off, only public addresses; $STRATA_ALLOW_PRIVATE_MEDIA)")
