@@ -91,6 +91,13 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--hf-file", default=None, help="the GGUF file of --hf-repo to serve")
     g.add_argument("--device", default=None,
                    help="cpu, cuda or cuda:N (default: $STRATA_DEVICE, else the GPU when present, else cpu)")
+    g.add_argument("--devices", type=_device_list, default=None,
+                   help="split the model by layers over these devices, e.g. cuda:0,cuda:1 (or cpu,cpu): each "
+                        "holds only its layers' weights and KV; tokens are the same as on one device "
+                        "(default: off, one --device)")
+    g.add_argument("--layer-split", type=_int_list, default=None,
+                   help="with --devices: the first layer of each device after the first, e.g. 12,24 for three "
+                        "devices (default: balanced by weight bytes)")
     g.add_argument("--batch", type=int, default=None,
                    help="slots: requests decoded together (default: 4 on cpu, 32 on cuda)")
     g.add_argument("--ctx", type=int, default=None,
@@ -173,7 +180,23 @@ def engine_config(args):
     return EngineConfig(model=args.model or "smollm2-135m", device=args.device, batch=args.batch, ctx=args.ctx,
                         chunk=args.chunk, max_queue=args.max_queue, num_threads=threads,
                         graphs=not args.no_graphs, draft=args.draft, draft_max=args.draft_max,
-                        draft_model=args.draft_model, draft_vocab=args.draft_vocab)
+                        draft_model=args.draft_model, draft_vocab=args.draft_vocab, devices=args.devices,
+                        layer_split=args.layer_split)
+
+
+def _device_list(text: str) -> tuple[str, ...]:
+    devices = tuple(d.strip() for d in text.split(","))
+    if len(devices) < 2 or not all(devices):
+        raise argparse.ArgumentTypeError(f"give two or more devices separated by commas, e.g. cuda:0,cuda:1 "
+                                         f"(got {text!r})")
+    return devices
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"give layer numbers separated by commas, e.g. 12,24 (got {text!r})") from None
 
 
 def _generate(args) -> int:

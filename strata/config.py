@@ -39,6 +39,8 @@ class EngineConfig:
     draft_max: int | None = None     # most tokens drafted per slot and step
     draft_model: str | None = None   # the draft GGUF of --draft model (same tokenizer)
     draft_vocab: int | None = None   # --draft mtp: the head drafts only the first N token ids
+    devices: tuple[str, ...] | None = None      # --devices: the model split by layers over these (first = device)
+    layer_split: tuple[int, ...] | None = None  # first layer of each stage after the first; None = balanced
 
     def resolve(self, backend: str, model_ctx: int) -> "EngineConfig":
         """Fills unset fields with the defaults of `backend` ("cpu" or "cuda") and checks all."""
@@ -50,6 +52,7 @@ class EngineConfig:
             chunk=self.chunk if self.chunk is not None else chunk,
             draft="model" if self.draft is None and self.draft_model else self.draft,
             draft_max=self.draft_max if self.draft_max is not None else DRAFT_MAX_DEFAULTS[backend],
+            graphs=self.graphs and not self.devices,     # a layer split runs eagerly (docs/layer-split.md)
         )
         cfg.check(model_ctx)
         return cfg
@@ -70,6 +73,30 @@ class EngineConfig:
             raise ConfigError("--draft model needs --draft-model: a GGUF with the same tokenizer")
         if self.draft_model and self.draft not in (None, "model"):
             raise ConfigError(f"--draft-model is only used with --draft model, not --draft {self.draft}")
+        _check_split(self)
+
+
+def _check_split(cfg: "EngineConfig") -> None:
+    """--devices and --layer-split (the layer range of each stage is checked against the model at load)."""
+    if cfg.layer_split is not None and not cfg.devices:
+        raise ConfigError("--layer-split needs --devices: one device per stage, e.g. --devices cuda:0,cuda:1")
+    if not cfg.devices:
+        return
+    devices = tuple(cfg.devices)
+    if not 2 <= len(devices) <= 16:
+        raise ConfigError(f"--devices takes 2 to 16 devices separated by commas, got {len(devices)}")
+    if len({backend_of(d) for d in devices}) != 1:
+        raise ConfigError(f"--devices must all be on one backend (all cpu or all cuda:N), got {','.join(devices)}")
+    if cfg.device is not None and cfg.device != devices[0]:
+        raise ConfigError(f"--device {cfg.device} disagrees with --devices {','.join(devices)}: give one of them")
+    if cfg.draft is not None:
+        raise ConfigError("speculative decoding (--draft) does not run on a layer split (--devices) yet")
+    if cfg.layer_split is not None:
+        split = tuple(cfg.layer_split)
+        if len(split) != len(devices) - 1 or any(isinstance(b, bool) or not isinstance(b, int) for b in split) \
+                or any(b <= a for a, b in zip((0, *split), split)):
+            raise ConfigError(f"--layer-split needs {len(devices) - 1} rising layer numbers (the first layer of "
+                              f"each device after the first), got {','.join(map(str, split))}")
 
 
 def default_device() -> str:

@@ -56,10 +56,16 @@ class Engine:
         """Opens the device, loads the model and sizes the slots (blocking; seconds)."""
         from ..models.loader import load_model
 
-        device = config.device or default_device()
+        device = config.device or (config.devices[0] if config.devices else default_device())
         backend = backend_of(device)
         ctx = _ffi.Context(device, config.num_threads)
-        model = load_model(config.model, ctx)
+        if config.devices:            # the layer split: stage 0 on ctx, one context per further device
+            from ..models.layer_split import load_split_model
+
+            model = load_split_model(config.model, ctx, tuple(config.devices[1:]), config.layer_split,
+                                     config.num_threads)
+        else:
+            model = load_model(config.model, ctx)
         config = config.resolve(backend, model.spec.ctx_train)
         config = type(config)(**{**config.__dict__, "device": device})
         return cls(ctx, model, config)

@@ -47,7 +47,9 @@ class ModelRunner:
 
         spec = model.spec
         self.ctx, self.model, self.config, self.spec = ctx, model, config, spec
-        self.slots = F.Slots(ctx, config.batch, spec.n_layers, config.ctx, spec.n_kv_heads, spec.head_dim)
+        make_slots = getattr(model.decoder, "make_slots", None)    # a layer split: each stage's KV on its device
+        self.slots = make_slots(config.batch, config.ctx) if make_slots is not None else \
+            F.Slots(ctx, config.batch, spec.n_layers, config.ctx, spec.n_kv_heads, spec.head_dim)
         self.speculator = speculator                  # drafting/speculator.py, None: plain decoding
         rows_per_slot = 1 + (speculator.draft_max if speculator is not None else 0)
         self.max_rows = config.chunk + config.batch * rows_per_slot

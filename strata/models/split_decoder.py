@@ -1,0 +1,186 @@
+"""The layer split at run time: one forward pass over stages, each a device context holding only its layers.
+
+A stage is a StageDecoder (the ordinary Decoder's blocks over a contiguous
+range of layers, renumbered from 0) on its own context, with its own KV and
+position tables (SplitSlots) and, from the second stage on, its own step
+inputs and activations. The first stage embeds; each stage runs its layers;
+the hidden rows pass to the next stage through host memory (download waits
+for the stage's work, upload is ordered before the next stage's kernels);
+the last stage applies the output norm and head. Logit adjustment and
+sampling then run on the first stage's context, where the runner's step
+inputs, logit table and logprob reads live — same kernels, same bits.
+
+Exactness (docs/layer-split.md): every kernel is batch-invariant and runs on
+the same rows with the same operands as on one device; a transfer copies bits.
+So a request's tokens on any split equal one device's. Steps run eagerly: a
+host transfer cannot be part of a captured graph.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from .. import _ffi as F
+from .decoder import Activations, Decoder, _norm_params
+from .spec import ModelSpec
+from .weights import WeightArena
+
+
+class StageDecoder(Decoder):
+    """The Decoder's attention and MLP blocks for one stage's layers (renumbered from 0).
+
+    Only the first stage has the embedding and only the last the output norm and head;
+    `spec.n_layers` is the stage's layer count."""
+
+    def __init__(self, ctx: F.Context, spec: ModelSpec, weights: WeightArena, first: bool, last: bool):
+        self.ctx, self.spec, self.weights = ctx, spec, weights
+        self.first, self.last = first, last
+        w = weights
+        self.embedding = w["token_embd.weight"] if first else None
+        self.output = (w["token_embd.weight"] if spec.tied_output else w["output.weight"]) if last else None
+        self.output_norm = w["output_norm.weight"] if last else None
+        self.freq_factors = w.get("rope_freqs.weight")
+        self.layers = [self._layer(i) for i in range(spec.n_layers)]
+        self.rope_q = F.rope_params(spec.rope_mode, spec.n_heads, spec.head_dim, spec.rope_dim, spec.rope_base,
+                                    spec.rope_freq_scale, spec.rope_sections)
+        self.rope_k = F.rope_params(spec.rope_mode, spec.n_kv_heads, spec.head_dim, spec.rope_dim, spec.rope_base,
+                                    spec.rope_freq_scale, spec.rope_sections)
+        self.scale = 1.0 / math.sqrt(spec.head_dim)       # as Decoder: the same bits
+        self.silu_down = F.matmul_params(F.MatmulPrologue.SILU_MUL, accumulate=True)
+        self.head_params = _norm_params(self.output_norm, spec.rms_eps) if last else None
+
+
+class SplitSlots:
+    """One slot set per stage (each with that stage's layers); slot calls go to every stage.
+
+    The runner and the drafters use it as they use one F.Slots; the stages' position tables
+    stay identical because every write reaches all of them."""
+
+    def __init__(self, stages: list["Stage"], n_slots: int, n_ctx: int):
+        self.parts = [F.Slots(st.ctx, n_slots, st.decoder.spec.n_layers, n_ctx, st.decoder.spec.n_kv_heads,
+                              st.decoder.spec.head_dim) for st in stages]
+
+    def reset(self, slot: int) -> None:
+        for part in self.parts:
+            part.reset(slot)
+
+    def truncate(self, slot: int, n_tokens: int) -> None:
+        for part in self.parts:
+            part.truncate(slot, n_tokens)
+
+    def length(self, slot: int) -> int:
+        return self.parts[0].length(slot)
+
+    def write_positions(self, slot: int, first_row: int, positions) -> None:
+        for part in self.parts:
+            part.write_positions(slot, first_row, positions)
+
+    def read_positions(self, slot: int, first_row: int, n_rows: int):
+        return self.parts[0].read_positions(slot, first_row, n_rows)
+
+    def set_delta(self, slot: int, delta: int) -> None:
+        for part in self.parts:
+            part.set_delta(slot, delta)
+
+    def close(self) -> None:
+        for part in self.parts:
+            part.close()
+
+
+class Stage:
+    """One device context, its weights and decoder; step buffers made on first use (stages after the first)."""
+
+    def __init__(self, ctx: F.Context, decoder: StageDecoder, weights: WeightArena, owns_ctx: bool):
+        self.ctx, self.decoder, self.weights, self.owns_ctx = ctx, decoder, weights, owns_ctx
+        self.io = self.act = None
+
+    def buffers_like(self, io, full_spec: ModelSpec):
+        """This stage's StepIO and Activations, shaped as the runner's (made once)."""
+        if self.io is None:          # the runner's StepIO class: the layout is the engine's, not this module's
+            self.io = type(io)(self.ctx, io.max_rows, io.max_logits)
+            self.act = Activations(self.ctx, full_spec, io.max_rows, io.max_logits)
+        return self.io, self.act
+
+    def close(self) -> None:
+        for thing in (self.io, self.act, self.weights):
+            if thing is not None:
+                thing.close()
+        if self.owns_ctx:
+            self.ctx.close()
+
+
+class SplitDecoder:
+    """Decoder.record's contract over several stages; `make_slots` gives the runner the per-stage KV."""
+
+    def __init__(self, spec: ModelSpec, stages: list[Stage]):
+        self.spec, self.stages = spec, stages
+        self.ctx = stages[0].ctx
+        self.boundaries = []          # the first layer of every stage after the first (global numbering)
+        start = 0
+        for stage in stages[:-1]:
+            start += stage.decoder.spec.n_layers
+            self.boundaries.append(start)
+
+    def make_slots(self, n_slots: int, n_ctx: int) -> SplitSlots:
+        return SplitSlots(self.stages, n_slots, n_ctx)
+
+    def record(self, io, act: Activations, slots: SplitSlots, n_rows: int, n_decode: int, n_logits: int,
+               inject=None, adjust=None) -> None:
+        """As Decoder.record; `io`, `act` and `adjust` live on the first stage's context."""
+        s = self.spec
+        row_bytes = n_rows * s.hidden * 4
+        prev_act = None
+        for index, stage in enumerate(self.stages):
+            d, part = stage.decoder, slots.parts[index]
+            if index == 0:
+                sio, sact = io, act
+            else:
+                sio, sact = stage.buffers_like(io, s)
+                sio.host[:] = io.host             # rows, ids, sample rows and params of this step
+                sio.upload()
+                _transfer(prev_act.buffer, prev_act.x, sact.buffer, sact.x, row_bytes)
+            if n_decode:
+                F.positions_decode(stage.ctx, part, sio.buffer, sio.rows_off, n_decode)
+            if d.first:
+                e = d.embedding
+                F.embed(stage.ctx, e.buffer, e.offset, e.dtype, s.vocab, s.hidden, sio.buffer, sio.ids_off, n_rows,
+                        sact.buffer, sact.x)
+                if inject is not None:
+                    inject(sact.buffer, sact.x)
+            for layer_index, layer in enumerate(d.layers):
+                d._attention_block(layer_index, layer, sio, sact, part, n_rows)
+                d._mlp_block(layer, sact, n_rows)
+            prev_act, prev_io = sact, sio
+        if n_logits == 0:             # prefill chunks that complete no prompt: nothing to sample
+            return
+        last = self.stages[-1]
+        A, o = prev_act.buffer, last.decoder.output
+        F.gather_rows(last.ctx, A, prev_act.x, n_rows, s.hidden * 4, prev_io.buffer, prev_io.logit_idx_off, n_logits,
+                      A, prev_act.xs)
+        F.matmul_ex(last.ctx, last.decoder.head_params, A, prev_act.xs, n_logits, s.hidden, o.buffer, o.offset,
+                    o.dtype, o.rows, A, prev_act.logits)
+        if prev_act is not act:       # the logits back to the first context (sampling, logprobs)
+            _transfer(A, prev_act.logits, act.buffer, act.logits, n_logits * s.vocab * 4)
+        ctx = self.ctx
+        if adjust is not None:
+            F.logits_adjust(ctx, act.buffer, act.logits, n_logits, s.vocab, io.buffer, io.adjust_off, adjust.buffer,
+                            0, adjust.n_slots)
+        F.sample(ctx, act.buffer, act.logits, n_logits, s.vocab, io.buffer, io.params_off, io.buffer, io.out_off)
+
+    def close(self) -> None:
+        for stage in reversed(self.stages):
+            stage.close()
+
+
+def _transfer(src: F.Buffer, src_off: int, dst: F.Buffer, dst_off: int, n_bytes: int) -> None:
+    """Bytes from one context's buffer to another's through host memory (the download waits for src's work)."""
+    staging = np.empty(n_bytes, dtype=np.uint8)
+    src.download(staging, src_off)
+    dst.upload(staging, dst_off)
+
+
+def stage_spec(spec: ModelSpec, n_layers: int) -> ModelSpec:
+    return replace(spec, n_layers=n_layers)
