@@ -98,8 +98,13 @@ class Stage:
         self.io = self.act = None
 
     def buffers_like(self, io, full_spec: ModelSpec):
-        """This stage's StepIO and Activations, shaped as the runner's (made once)."""
-        if self.io is None:          # the runner's StepIO class: the layout is the engine's, not this module's
+        """This stage's StepIO and Activations, shaped as the runner's (remade when a runner of
+        another shape uses the model)."""
+        if self.io is None or (self.io.max_rows, self.io.max_logits) != (io.max_rows, io.max_logits):
+            for thing in (self.io, self.act):
+                if thing is not None:
+                    thing.close()
+            # The runner's StepIO class: the layout is the engine's, not this module's.
             self.io = type(io)(self.ctx, io.max_rows, io.max_logits)
             self.act = Activations(self.ctx, full_spec, io.max_rows, io.max_logits)
         return self.io, self.act
@@ -131,7 +136,6 @@ class SplitDecoder:
                inject=None, adjust=None) -> None:
         """As Decoder.record; `io`, `act` and `adjust` live on the first stage's context."""
         s = self.spec
-        row_bytes = n_rows * s.hidden * 4
         prev_act = None
         for index, stage in enumerate(self.stages):
             d, part = stage.decoder, slots.parts[index]
@@ -141,7 +145,7 @@ class SplitDecoder:
                 sio, sact = stage.buffers_like(io, s)
                 sio.host[:] = io.host             # rows, ids, sample rows and params of this step
                 sio.upload()
-                _transfer(prev_act.buffer, prev_act.x, sact.buffer, sact.x, row_bytes)
+                self._hand_over(prev_act, sact, n_rows)
             if n_decode:
                 F.positions_decode(stage.ctx, part, sio.buffer, sio.rows_off, n_decode)
             if d.first:
@@ -169,6 +173,10 @@ class SplitDecoder:
             F.logits_adjust(ctx, act.buffer, act.logits, n_logits, s.vocab, io.buffer, io.adjust_off, adjust.buffer,
                             0, adjust.n_slots)
         F.sample(ctx, act.buffer, act.logits, n_logits, s.vocab, io.buffer, io.params_off, io.buffer, io.out_off)
+
+    def _hand_over(self, src: Activations, dst: Activations, n_rows: int) -> None:
+        """The hidden rows [0, n_rows) of one stage into the next stage's input rows."""
+        _transfer(src.buffer, src.x, dst.buffer, dst.x, n_rows * self.spec.hidden * 4)
 
     def close(self) -> None:
         for stage in reversed(self.stages):

@@ -1,0 +1,237 @@
+"""The layer split keeps Strata's promise: on any split, every stream equals its solo run on one device.
+
+Two (and three) stages on the CPU are two (three) contexts in one process; on
+the GPU two stages on cuda:0 twice exercise every path but peer access, and
+cuda:0,cuda:1 runs when two GPUs are present. The references are solo runs on
+one device (the folder's `loaded` model); the split engines run batched,
+staggered, chunked, cancelled and reused requests. A negative control shows
+that an incomplete hand-over between stages is caught.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from strata import _ffi
+from strata.config import ConfigError, EngineConfig
+from strata.engine.engine import Engine
+from strata.engine.sampling import SamplingParams
+from strata.models import split_decoder
+from strata.models.layer_split import balanced_boundaries, check_boundaries, load_split_model, stage_tensors
+from strata.models.model import ModelFormatError
+
+from .harness import Job, run_script, solo
+from .prompts import CHAT_QUESTIONS, chat_prompt
+from .test_exactness import GREEDY, prompts_of, seeded
+
+pytestmark = pytest.mark.exactness
+
+
+@pytest.fixture(scope="module")
+def split_models(device, model_path):
+    """split_models(boundaries) -> (ctx, model) split over len(boundaries)+1 contexts of `device`, kept per module."""
+    held = {}
+
+    def get(boundaries: tuple[int, ...]):
+        if boundaries not in held:
+            ctx = _ffi.Context(device)
+            extra = (device,) * len(boundaries)
+            held[boundaries] = (ctx, load_split_model(str(model_path), ctx, extra, boundaries))
+        return held[boundaries]
+
+    yield get
+    gc.collect()
+    for ctx, model in held.values():
+        model.close()
+        ctx.close()
+
+
+@pytest.fixture
+def make_split_engine(split_models, device, loaded):
+    engines = []
+
+    def make(boundaries=(13,), batch=3, chunk=16):
+        ctx, model = split_models(boundaries)
+        backend = "cuda" if device.startswith("cuda") else "cpu"
+        config = EngineConfig(device=device, devices=(device,) * (len(boundaries) + 1), layer_split=boundaries,
+                              batch=batch, chunk=chunk, ctx=1024, max_queue=64).resolve(backend,
+                                                                                        model.spec.ctx_train)
+        engine = Engine(ctx, model, config)
+        engines.append(engine)
+        return engine
+
+    yield make
+    for engine in engines:
+        engine.runner.close()
+
+
+SHORT = SamplingParams(temperature=0, max_tokens=10, ignore_eos=True)
+
+
+def short_seeded(seed: int) -> SamplingParams:
+    return SamplingParams(temperature=0.7, top_p=0.95, top_k=50, seed=seed, max_tokens=10, ignore_eos=True)
+
+
+@pytest.fixture(scope="module")
+def solo_cache():
+    return {}
+
+
+@pytest.fixture
+def one_device_solo(make_engine, solo_cache, device):
+    """one_device_solo(jobs) -> each job's tokens run alone on one device (cached per module)."""
+
+    async def run(jobs: list[Job]) -> list[list[int]]:
+        out = []
+        for job in jobs:
+            key = (device, tuple(job.prompt), job.params)
+            if key not in solo_cache:
+                solo_cache[key] = (await solo(make_engine(batch=1, chunk=512), job.prompt, job.params)).token_ids
+            out.append(solo_cache[key])
+        return out
+
+    return run
+
+
+@pytest.mark.parametrize("boundaries,n_jobs", [((13,), 4), ((5, 21), 2)], ids=["2-stages", "3-stages"])
+async def test_split_batch_equals_one_device_solo(one_device_solo, make_split_engine, loaded, boundaries, n_jobs):
+    """Concurrent greedy and seeded requests of different lengths on the split equal solo on one device."""
+    _, model = loaded
+    prompts = prompts_of(model, n_jobs, long_every=4)
+    jobs = [Job(p, SHORT if i % 2 == 0 else short_seeded(200 + i)) for i, p in enumerate(prompts)]
+    expected = await one_device_solo(jobs)
+    engine = make_split_engine(boundaries, batch=2, chunk=32)
+    assert len(engine.runner.slots.parts) == len(boundaries) + 1
+    results, steps = await run_script(engine, jobs)
+    assert max(len(s.decode) + len({r for r, _, _ in s.prefill}) for s in steps) == 2     # really batched
+    for job, result, want in zip(jobs, results, expected):
+        assert result.token_ids == want, f"prompt of {len(job.prompt)} tokens diverged on split {boundaries}"
+
+
+async def test_split_staggered_cancelled_and_reused(one_device_solo, make_split_engine, loaded):
+    """Admitted mid-prefill and mid-decode (a prompt read in chunks of 7), one request cancelled in
+    decode, its slot reused: every stream equals its solo run on one device."""
+    _, model = loaded
+    long_a = chat_prompt(model.tokenizer, model.chat_template, CHAT_QUESTIONS[0], repeat_context=1)
+    prompts = prompts_of(model, 4, long_every=5)
+    jobs = [
+        Job(long_a, SHORT, at_step=0, name="long, in chunks"),
+        Job(prompts[1], short_seeded(7), at_step=2, name="during prefill"),
+        Job(prompts[2], SHORT, cancel_after_tokens=3, name="cancelled in decode"),
+        Job(prompts[3], short_seeded(13), at_step=12, name="reuse"),
+    ]
+    engine = make_split_engine((13,), batch=2, chunk=7)
+    results, steps = await run_script(engine, jobs)
+    expected = await one_device_solo(jobs)
+    assert results[2].finish_reason == "cancelled"
+    assert results[2].token_ids == expected[2][: len(results[2].token_ids)]
+    for index in (0, 1, 3):
+        assert results[index].token_ids == expected[index], f"{jobs[index].name} diverged on the split"
+    assert any(s.prefill and s.decode for s in steps), "no step mixed a prefill chunk with decode rows"
+    assert engine.scheduler.busy_slots == 0
+
+
+async def test_negative_control_an_incomplete_hand_over_is_caught(one_device_solo, make_split_engine, loaded,
+                                                                  monkeypatch):
+    """If the hand-over to the next stage carried only the first row's hidden state, the other rows would
+    run the later layers on stale activations: the same comparison as above must then fail."""
+    _, model = loaded
+    jobs = [Job(p, SHORT if i % 2 == 0 else short_seeded(300 + i))
+            for i, p in enumerate(prompts_of(model, 4, long_every=4))][:2]
+    expected = await one_device_solo(jobs)
+    real = split_decoder.SplitDecoder._hand_over
+    monkeypatch.setattr(split_decoder.SplitDecoder, "_hand_over",
+                        lambda self, src, dst, n_rows: real(self, src, dst, min(n_rows, 1)))
+    results, _ = await run_script(make_split_engine((13,), batch=2, chunk=32), jobs)
+    assert any(result.token_ids != want for result, want in zip(results, expected))
+
+
+# ---------------------------------------------------------------- two GPUs
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_ffi.cuda_device_count() < 2, reason="needs two CUDA devices")
+async def test_two_gpus_equal_one(model_path):
+    """cuda:0,cuda:1 (peer-free: through host memory) against cuda:0 alone, batched, bit for bit."""
+    single = Engine.create(EngineConfig(model=str(model_path), device="cuda:0", batch=1, ctx=1024, chunk=512))
+    split = Engine.create(EngineConfig(model=str(model_path), devices=("cuda:0", "cuda:1"), batch=4, ctx=1024,
+                                       chunk=64))
+    try:
+        prompts = prompts_of(single.model, 6)
+        jobs = [Job(p, GREEDY if i % 2 == 0 else seeded(400 + i)) for i, p in enumerate(prompts)]
+        expected = [(await solo(single, job.prompt, job.params)).token_ids for job in jobs]
+        results, _ = await run_script(split, jobs)
+        assert [r.token_ids for r in results] == expected
+    finally:
+        split.close()
+        single.close()
+
+
+# ---------------------------------------------------------------- boundaries and settings (no model)
+
+
+def test_boundaries_are_checked():
+    assert check_boundaries((12, 24), 30, 3) == (12, 24)
+    for bad, count in [((12,), 3), ((0,), 2), ((30,), 2), ((12, 12), 3), ((20, 10), 3)]:
+        with pytest.raises(ModelFormatError, match="--layer-split"):
+            check_boundaries(bad, 30, count)
+
+
+class _T:
+    def __init__(self, nbytes):
+        self.nbytes = nbytes
+
+
+def test_balanced_boundaries_follow_the_weight_bytes():
+    layers = {f"blk.{i}.w": _T(100) for i in range(8)}
+    assert balanced_boundaries({**layers, "token_embd.weight": _T(0), "output.weight": _T(0)}, 8, 2) == (4,)
+    # A heavy embedding on the first stage pushes layers to the second; every stage keeps a layer.
+    heavy = {**layers, "token_embd.weight": _T(1000), "output.weight": _T(0)}
+    assert balanced_boundaries(heavy, 8, 2) == (1,)
+    assert balanced_boundaries(heavy, 8, 4) == (1, 2, 4)          # stages of 1100, 100, 200, 400 bytes
+    with pytest.raises(ModelFormatError):
+        balanced_boundaries(layers | {"token_embd.weight": _T(0)}, 8, 9)
+
+
+def test_stage_tensors_hold_only_their_layers():
+    tensors = {"token_embd.weight": 1, "output_norm.weight": 2, "output.weight": 3, "rope_freqs.weight": 4,
+               **{f"blk.{i}.attn_qkv.weight": 10 + i for i in range(4)}}
+    first = stage_tensors(tensors, 0, 2, True, False, tied=False)
+    last = stage_tensors(tensors, 2, 4, False, True, tied=False)
+    assert first == {"token_embd.weight": 1, "rope_freqs.weight": 4, "blk.0.attn_qkv.weight": 10,
+                     "blk.1.attn_qkv.weight": 11}
+    assert last == {"output_norm.weight": 2, "output.weight": 3, "rope_freqs.weight": 4,
+                    "blk.0.attn_qkv.weight": 12, "blk.1.attn_qkv.weight": 13}
+    tied_last = stage_tensors({k: v for k, v in tensors.items() if k != "output.weight"}, 2, 4, False, True, tied=True)
+    assert "token_embd.weight" in tied_last
+
+
+@pytest.mark.parametrize("settings,message", [
+    ({"layer_split": (12,)}, "--layer-split needs --devices"),
+    ({"devices": ("cpu",)}, "2 to 16 devices"),
+    ({"devices": ("cpu", "cuda:0")}, "one backend"),
+    ({"devices": ("cpu", "cpu"), "device": "cuda:0"}, "disagrees"),
+    ({"devices": ("cpu", "cpu"), "draft": "suffix"}, "--draft"),
+    ({"devices": ("cpu", "cpu"), "layer_split": (12, 20)}, "1 rising layer numbers"),
+    ({"devices": ("cpu", "cpu", "cpu"), "layer_split": (20, 12)}, "2 rising layer numbers"),
+])
+def test_split_settings_are_checked(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        EngineConfig(**settings).check()
+
+
+def test_a_split_runs_eagerly():
+    assert EngineConfig(devices=("cpu", "cpu")).resolve("cpu", 2048).graphs is False
+    assert EngineConfig(device="cpu").resolve("cpu", 2048).graphs is True
+
+
+def test_cli_parses_the_split_flags():
+    from strata.cli import build_parser
+
+    args = build_parser().parse_args(["serve", "--devices", "cuda:0,cuda:1", "--layer-split", "14"])
+    assert args.devices == ("cuda:0", "cuda:1") and args.layer_split == (14,)
+    for bad in (["--devices", "cuda:0"], ["--layer-split", "a,b"]):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["serve", *bad])
