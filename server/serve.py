@@ -139,6 +139,9 @@ def _log_start(engine: Engine, settings: ServerSettings, args) -> None:
              spec.n_layers, spec.vocab)
     log.info("backend %s: %d slots x %d tokens, prefill chunk %d, queue bound %d, graphs %s",
              cfg.device, cfg.batch, cfg.ctx, cfg.chunk, cfg.max_queue, "on" if cfg.graphs else "off")
+    if cfg.devices:
+        log.info("layer split over %s at layers %s (eager steps)", ",".join(cfg.devices),
+                 ",".join(map(str, getattr(engine.model.decoder, "boundaries", ()))))
     if cfg.draft:
         log.info("speculative decoding: %s drafts, at most %d per request and step%s", cfg.draft, cfg.draft_max,
                  f" (draft model {cfg.draft_model})" if cfg.draft_model else "")
