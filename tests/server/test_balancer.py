@@ -18,7 +18,7 @@ import threading
 
 import httpx
 import pytest
-from balancer_helpers import replica_of, start_balancer
+from balancer_helpers import haproxy_or_skip, replica_of, start_balancer
 from server_helpers import MODEL, sse_events, start_server
 
 REPLICA_FLAGS = ("--batch", "2", "--threads", "1", "--drain-timeout", "60")
@@ -83,6 +83,7 @@ def post(url: str, body: dict, session: str | None = None) -> httpx.Response:
 
 @pytest.fixture(scope="module")
 def cluster(model_available, tmp_path_factory):
+    haproxy_or_skip()                  # before the replicas take seconds to load
     logs = tmp_path_factory.mktemp("cluster")
     replicas = {name: start_server(logs, *REPLICA_FLAGS) for name in NAMES}
     balancer = start_balancer(logs, {name: r.port for name, r in replicas.items()})
