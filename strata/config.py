@@ -89,8 +89,9 @@ def _check_split(cfg: "EngineConfig") -> None:
         raise ConfigError(f"--devices must all be on one backend (all cpu or all cuda:N), got {','.join(devices)}")
     if cfg.device is not None and cfg.device != devices[0]:
         raise ConfigError(f"--device {cfg.device} disagrees with --devices {','.join(devices)}: give one of them")
-    if cfg.draft is not None:
-        raise ConfigError("speculative decoding (--draft) does not run on a layer split (--devices) yet")
+    if cfg.draft == "mtp":        # the MTP head reads the last layer's hidden rows, which stay on the last stage
+        raise ConfigError("--draft mtp does not run on a layer split (--devices) yet; --draft suffix and "
+                          "--draft model do")
     if cfg.layer_split is not None:
         split = tuple(cfg.layer_split)
         if len(split) != len(devices) - 1 or any(isinstance(b, bool) or not isinstance(b, int) for b in split) \

@@ -22,8 +22,10 @@ from strata.models import split_decoder
 from strata.models.layer_split import balanced_boundaries, check_boundaries, load_split_model, stage_tensors
 from strata.models.model import ModelFormatError
 
+from .drafters import OracleDrafter, WrongDrafter, ref_key
 from .harness import Job, run_script, solo
 from .prompts import CHAT_QUESTIONS, chat_prompt
+from .spec_prompts import code_prompt, rewrite_prompt
 from .test_exactness import GREEDY, prompts_of, seeded
 
 pytestmark = pytest.mark.exactness
@@ -52,13 +54,13 @@ def split_models(device, model_path):
 def make_split_engine(split_models, device, loaded):
     engines = []
 
-    def make(boundaries=(13,), batch=3, chunk=16):
+    def make(boundaries=(13,), batch=3, chunk=16, drafter=None):
         ctx, model = split_models(boundaries)
         backend = "cuda" if device.startswith("cuda") else "cpu"
         config = EngineConfig(device=device, devices=(device,) * (len(boundaries) + 1), layer_split=boundaries,
                               batch=batch, chunk=chunk, ctx=1024, max_queue=64).resolve(backend,
                                                                                         model.spec.ctx_train)
-        engine = Engine(ctx, model, config)
+        engine = Engine(ctx, model, config, drafter=drafter)
         engines.append(engine)
         return engine
 
@@ -148,6 +150,27 @@ async def test_negative_control_an_incomplete_hand_over_is_caught(one_device_sol
     assert any(result.token_ids != want for result, want in zip(results, expected))
 
 
+@pytest.mark.parametrize("source", ["oracle", "wrong"])
+async def test_split_with_drafts_equals_plain_solo(one_device_solo, make_split_engine, loaded, source):
+    """Speculative verification rows on the split: all drafts accepted (oracle) or all rejected (wrong, so
+    every stage's KV is truncated after each step), the tokens are plain decoding's on one device."""
+    _, model = loaded
+    long_greedy = SamplingParams(temperature=0, max_tokens=16, ignore_eos=True)
+    long_seeded = SamplingParams(temperature=0.7, top_p=0.95, seed=17, max_tokens=16, ignore_eos=True)
+    jobs = [Job(rewrite_prompt(model.tokenizer, model.chat_template), long_greedy),
+            Job(code_prompt(model.tokenizer), long_seeded, at_step=2)]
+    expected = await one_device_solo(jobs)
+    references = {ref_key(job.prompt, job.params): want for job, want in zip(jobs, expected)}
+    drafter = OracleDrafter(references) if source == "oracle" else WrongDrafter(references, model.spec.vocab)
+    engine = make_split_engine((13,), batch=2, chunk=32, drafter=drafter)
+    results, _ = await run_script(engine, jobs)
+    assert [result.token_ids for result in results] == expected
+    drafted = engine.metrics.drafts.drafted.get(drafter.source, 0)
+    accepted = engine.metrics.drafts.accepted.get(drafter.source, 0)
+    assert drafted > 0, "nothing was drafted: the test would pass without verification rows"
+    assert accepted == (drafted if source == "oracle" else 0)
+
+
 # ---------------------------------------------------------------- two GPUs
 
 
@@ -213,7 +236,7 @@ def test_stage_tensors_hold_only_their_layers():
     ({"devices": ("cpu",)}, "2 to 16 devices"),
     ({"devices": ("cpu", "cuda:0")}, "one backend"),
     ({"devices": ("cpu", "cpu"), "device": "cuda:0"}, "disagrees"),
-    ({"devices": ("cpu", "cpu"), "draft": "suffix"}, "--draft"),
+    ({"devices": ("cpu", "cpu"), "draft": "mtp"}, "--draft mtp"),
     ({"devices": ("cpu", "cpu"), "layer_split": (12, 20)}, "1 rising layer numbers"),
     ({"devices": ("cpu", "cpu", "cpu"), "layer_split": (20, 12)}, "2 rising layer numbers"),
 ])
