@@ -141,7 +141,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--shapes", nargs="*", default=["135m", "1b", "8b"])
-    ap.add_argument("--types", nargs="*", default=["Q4_0", "Q8_0", "F16"])
+    ap.add_argument("--types", nargs="*", default=["Q4_0", "Q8_0", "F16"],
+                    help="strata synth types, also the mixes Q4_K_M Q5_K_M IQ4_XS Q3_K_M Q2_K IQ3_S")
     ap.add_argument("--concurrency", nargs="*", type=int, default=[1, 4, 16, 64])
     ap.add_argument("--synth-dir", default="/tmp/strata-synth")
     ap.add_argument("--default-model", action="store_true", help="also the real default model (Q4_1)")

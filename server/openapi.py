@@ -28,6 +28,12 @@ def document(model_name: str, version: str, needs_key: bool) -> dict:
         if fields is not None:
             schema = {"type": "object", "properties": fields, "required": required}
             operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": schema}}}
+        if path == "/slots/{id_slot}":
+            operation["parameters"] = [
+                {"name": "id_slot", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}},
+                {"name": "action", "in": "query", "required": True, "schema": {"enum": ["save", "restore"]}},
+                {"name": "filename", "in": "query", "required": True,
+                 "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"}}]
         if path == "/v1/models/{model}":
             operation["parameters"] = [{"name": "model", "in": "path", "required": True,
                                         "schema": {"type": "string"}, "example": model_name}]

@@ -61,6 +61,8 @@ SHARED_FIELDS: dict[str, dict] = {
                                            "name": {"type": "string"}, "schema": {"type": "object"},
                                            "strict": {"type": "boolean"}}}}},
     "grammar": _s("string", "Strata extension: a GBNF or Lark grammar the answer must match (llguidance)"),
+    "cache_prompt": _s("boolean", "map the longest cached prefix of the prompt and leave this request's pages "
+                       "in the prefix cache (default true; the tokens are the same either way)"),
     "speculative": _s("boolean", "Strata extension: false never drafts for this request (with --draft); "
                                  "the tokens are the same either way"),
     "user": _s("string", "an end-user id; accepted and ignored"),
@@ -142,7 +144,9 @@ ERROR = {
 }
 USAGE = {"type": "object", "properties": {"prompt_tokens": {"type": "integer"},
                                           "completion_tokens": {"type": "integer"},
-                                          "total_tokens": {"type": "integer"}}}
+                                          "total_tokens": {"type": "integer"},
+                                          "prompt_tokens_details": {"type": "object", "properties": {
+                                              "cached_tokens": {"type": "integer"}}}}}
 COMPLETION_RESPONSE = {
     "type": "object", "required": ["id", "object", "created", "model", "choices"],
     "properties": {"id": {"type": "string"}, "object": {"type": "string"}, "created": {"type": "integer"},
@@ -173,5 +177,10 @@ OPERATIONS = [
      {"type": "object", "properties": {"status": {"type": "string"}, "model": {"type": "string"}}}, False),
     ("get", "/metrics", "Prometheus text", None, [], {"type": "string"}, True),
     ("get", "/slots", "What each slot is doing", None, [], {"type": "object"}, True),
+    ("post", "/slots/{id_slot}", "Save the slot's cached prefix to a file under --slot-save-path, or restore one "
+     "into the prefix cache (query: action=save|restore, filename)", None, [],
+     {"type": "object", "properties": {"id_slot": {"type": "integer"}, "filename": {"type": "string"},
+                                       "n_saved": {"type": "integer"}, "n_written": {"type": "integer"},
+                                       "n_restored": {"type": "integer"}, "n_read": {"type": "integer"}}}, True),
     ("get", "/openapi.json", "This document", None, [], {"type": "object"}, True),
 ]

@@ -36,6 +36,17 @@ def render(state: ServerState) -> str:
             [({"code": str(s)}, n) for s, n in sorted(responses.items())])
     _family(out, "strata_prompt_tokens_total", "counter", "Prompt tokens of requests that produced a token.",
             [({}, m.prompt_tokens)])
+    _family(out, "strata_prompt_cached_tokens_total", "counter",
+            "Prompt tokens read from the prefix cache instead of computed (of strata_prompt_tokens_total).",
+            [({}, m.cached_prompt_tokens)])
+    _family(out, "strata_prefix_cache_hit_rate", "gauge",
+            "Cached prompt tokens / prompt tokens since the start (0 before the first request).",
+            [({}, round(m.cached_prompt_tokens / m.prompt_tokens, 6) if m.prompt_tokens else 0)])
+    pool = engine.pool
+    _family(out, "strata_kv_pages", "gauge", "KV pool pages (64 tokens each) by state: held by running requests, "
+            "cached (kept for prefix hits, evictable), free.",
+            [({"state": "held"}, pool.n_pages - pool.num_free), ({"state": "cached"}, len(pool.idle)),
+             ({"state": "free"}, len(pool.free))])
     _family(out, "strata_generation_tokens_total", "counter", "Tokens generated.", [({}, m.generated_tokens)])
     _family(out, "strata_engine_steps_total", "counter", "Engine steps run.", [({}, m.steps)])
     _family(out, "strata_queue_length", "gauge", "Requests waiting for a slot.", [({}, engine.scheduler.queue_len)])

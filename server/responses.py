@@ -24,9 +24,11 @@ from strata.toolcall.parser import ChatOutputParser, Delta
 from .schemas import Options
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> dict:
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> dict:
+    """OpenAI's usage object; cached_tokens: prompt tokens read from the prefix cache (docs/kv_pool.md)."""
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached_tokens}}
 
 
 class Formatter:
@@ -51,7 +53,8 @@ class Formatter:
                 choice["token_ids"] = list(done.token_ids)
             choices.append(choice)
         body = self._envelope(self.object_name, choices)
-        body["usage"] = usage(dones[0].prompt_tokens, sum(d.completion_tokens for d in dones))
+        body["usage"] = usage(dones[0].prompt_tokens, sum(d.completion_tokens for d in dones),
+                              dones[0].cached_tokens)
         return body
 
     # ------------------------------------------------------------ stream chunks
@@ -85,9 +88,9 @@ class Formatter:
     def _finish_reason(self, index: int, reason: str) -> str:
         return reason
 
-    def usage_chunk(self, prompt_tokens: int, completion_tokens: int) -> dict:
+    def usage_chunk(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> dict:
         body = self._envelope(self.chunk_object, [])
-        body["usage"] = usage(prompt_tokens, completion_tokens)
+        body["usage"] = usage(prompt_tokens, completion_tokens, cached_tokens)
         return body
 
     # ------------------------------------------------------------ shared pieces

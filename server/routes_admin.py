@@ -1,4 +1,5 @@
-"""The operator routes: GET /health, /metrics, /slots; POST /tokenize, /detokenize.
+"""The operator routes: GET /health, /metrics, /slots; POST /slots/{id} (save or restore a slot's cached
+prefix, strata/engine/slot_files.py); POST /tokenize, /detokenize.
 
 /health needs no API key (load balancers probe it) and answers 503 while
 the engine is not serving; the others follow the key like the /v1 routes.
@@ -13,7 +14,7 @@ from strata.tokenizer import TokenizerError
 
 from . import json_body, prometheus, schemas
 from .request_workers import workers_or_503
-from .errors import bad_request
+from .errors import APIError, bad_request
 from .responses import json_response
 from .state import current_state
 
@@ -41,6 +42,24 @@ async def slots():
     return json_response({"num_slots": engine.config.batch, "slot_ctx": engine.config.ctx,
                           "busy_slots": engine.scheduler.busy_slots,
                           "queue_len": engine.scheduler.queue_len, "slots": engine.slot_states()})
+
+
+@bp.post("/slots/<int:slot_id>")
+async def slot_action(slot_id: int):
+    """?action=save|restore&filename=NAME: a slot's cached prefix to or from a file under --slot-save-path."""
+    from strata.engine import slot_files
+
+    state = current_state()
+    action = request.args.get("action")
+    if action not in ("save", "restore"):
+        raise bad_request(f"action must be save or restore, got {action!r}", "action")
+    try:
+        path = slot_files.resolve(state.settings.slot_save_path, request.args.get("filename", ""))
+        run = slot_files.save if action == "save" else slot_files.restore
+        result = await run(state.engine, slot_id, path)
+    except slot_files.SlotFileError as exc:
+        raise APIError(exc.status, str(exc), param=exc.param) from None
+    return json_response({"id_slot": slot_id, "filename": path.name, **result})
 
 
 @bp.post("/tokenize")

@@ -170,7 +170,8 @@ def _options(f: "Fields", model_name: str, max_tokens, logprobs: bool, top_logpr
                                        "stop_token_ids")),
         ignore_eos=f.optional("ignore_eos", bool, "a boolean") or False,
         logprobs=logprobs, top_logprobs=top_logprobs,
-        speculative=_or(f.optional("speculative", bool, "a boolean"), True), **api_fields.sampling_fields(f))
+        speculative=_or(f.optional("speculative", bool, "a boolean"), True),
+        cache_prompt=_or(f.optional("cache_prompt", bool, "a boolean"), True), **api_fields.sampling_fields(f))
     return Options(model, params, max_tokens, stream, bool(include_usage),
                    f.optional("return_token_ids", bool, "a boolean") or False, n)
 

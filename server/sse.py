@@ -44,7 +44,7 @@ async def stream_chunks(choices: ChoiceSet, fmt: Formatter, ping_interval: float
         for chunk in fmt.opening_chunks():
             yield sse(chunk)
         running = set(range(choices.n))
-        prompt_tokens = completion_tokens = 0
+        prompt_tokens = completion_tokens = cached_tokens = 0
         while running:
             item = await choices.next(ping_interval)
             if item is PING:
@@ -63,10 +63,11 @@ async def stream_chunks(choices: ChoiceSet, fmt: Formatter, ping_interval: float
             if event.final:
                 yield sse(fmt.finish_chunk(event.finish_reason, index))
                 running.discard(index)
-                prompt_tokens = event.prompt_tokens
+                if index == 0:
+                    prompt_tokens, cached_tokens = event.prompt_tokens, event.cached_tokens
                 completion_tokens += event.completion_tokens
         if not running and fmt.options.include_usage:
-            yield sse(fmt.usage_chunk(prompt_tokens, completion_tokens))
+            yield sse(fmt.usage_chunk(prompt_tokens, completion_tokens, cached_tokens))
         yield DONE
     finally:
         await choices.aclose()

@@ -86,10 +86,13 @@ class DType(enum.IntEnum):
     Q5_0 = 6
     Q5_1 = 7
     Q8_0 = 8
+    Q2_K = 10
+    Q3_K = 11
     Q4_K = 12
     Q5_K = 13
     Q6_K = 14
     IQ4_NL = 20
+    IQ3_S = 21
     IQ4_XS = 23
     I32 = 26
     BF16 = 30
@@ -348,24 +351,77 @@ class Buffer(_Owned):
         return f"Buffer({self.size} bytes{', closed' if self._ptr is None else ''})"
 
 
+PAGE_CELLS = 64  # STRATA_PAGE_CELLS: cells per KV page (checked against the library in Slots)
+
+
 class Slots(_Owned):
-    """A slot set: per-slot KV cache, position table, rope delta and length."""
+    """A slot set: per-slot page table into a shared KV page pool, position table, rope delta and length.
+
+    n_pages=None gives every slot its own pages, mapped once (the fixed regions of ABI 2); an int
+    creates a pool of that many pages with every page-table entry unmapped (map_pages before use)."""
 
     _destroy = "strata_slots_destroy"
 
-    __slots__ = ("_ptr", "ctx", "n_slots", "n_layers", "n_ctx", "n_kv_heads", "head_dim", "__weakref__")
+    __slots__ = ("_ptr", "ctx", "n_slots", "n_layers", "n_ctx", "n_kv_heads", "head_dim", "n_pages",
+                 "slot_pages", "__weakref__")
 
-    def __init__(self, ctx: Context, n_slots: int, n_layers: int, n_ctx: int, n_kv_heads: int, head_dim: int):
+    def __init__(self, ctx: Context, n_slots: int, n_layers: int, n_ctx: int, n_kv_heads: int, head_dim: int,
+                 n_pages: int | None = None):
         self._ptr = None
         params = ffi.new("strata_slots_params *", {
             "n_slots": n_slots, "n_layers": n_layers, "n_ctx": n_ctx, "n_kv_heads": n_kv_heads,
             "head_dim": head_dim})
         out = ffi.new("strata_slots **")
-        _check(_lib.strata_slots_create(ctx._ptr or _closed(ctx), params, out))
+        if n_pages is None:
+            _check(_lib.strata_slots_create(ctx._ptr or _closed(ctx), params, out))
+        else:
+            _check(_lib.strata_slots_create_paged(ctx._ptr or _closed(ctx), params, n_pages, out))
         self._ptr = out[0]
         self.ctx = ctx
         self.n_slots, self.n_layers, self.n_ctx = n_slots, n_layers, n_ctx
         self.n_kv_heads, self.head_dim = n_kv_heads, head_dim
+        self.slot_pages = -(-n_ctx // PAGE_CELLS)
+        self.n_pages = self.pages()[0]
+
+    def pages(self) -> tuple[int, int]:
+        """(pages in the pool, pages no page-table entry maps)."""
+        n, free = ffi.new("int32_t *"), ffi.new("int32_t *")
+        _check(_lib.strata_slots_pages(self._ptr or _closed(self), n, free))
+        return n[0], free[0]
+
+    def map_pages(self, slot: int, first: int, pages):
+        """Entries first.. of the slot's page table := pages (pool page ids, -1 unmaps)."""
+        pages = np.ascontiguousarray(pages, dtype=np.int32).reshape(-1)  # [n]
+        ptr = ffi.cast("const int32_t *", ffi.from_buffer(pages)) if len(pages) else ffi.NULL
+        _check(_lib.strata_slots_map_pages(self._ptr or _closed(self), slot, first, len(pages), ptr))
+
+    def unmap_pages(self, slot: int, first: int, n: int):
+        _check(_lib.strata_slots_unmap_pages(self._ptr or _closed(self), slot, first, n))
+
+    def read_pages(self, slot: int, first: int = 0, n: int | None = None) -> np.ndarray:
+        n = self.slot_pages - first if n is None else n
+        out = np.empty(n, dtype=np.int32)  # [n]
+        ptr = ffi.cast("int32_t *", ffi.from_buffer(out, require_writable=True)) if n else ffi.NULL
+        _check(_lib.strata_slots_read_pages(self._ptr or _closed(self), slot, first, n, ptr))
+        return out
+
+    def copy_page(self, dst: int, src: int):
+        _check(_lib.strata_slots_copy_page(self._ptr or _closed(self), dst, src))
+
+    def page_bytes(self) -> int:
+        out = ffi.new("uint64_t *")
+        _check(_lib.strata_slots_page_bytes(self._ptr or _closed(self), out))
+        return out[0]
+
+    def read_page(self, page: int) -> bytes:
+        """Every layer's K and V of a pool page (F16 bits, [layer][K|V][kv_head][cell][head_dim])."""
+        out = bytearray(self.page_bytes())
+        _check(_lib.strata_slots_read_page(self._ptr or _closed(self), page, ffi.from_buffer(out), len(out)))
+        return bytes(out)
+
+    def write_page(self, page: int, data: bytes):
+        src = ffi.from_buffer(data)
+        _check(_lib.strata_slots_write_page(self._ptr or _closed(self), page, src, len(data)))
 
     def reset(self, slot: int):
         _check(_lib.strata_slots_reset(self._ptr or _closed(self), slot))

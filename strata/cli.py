@@ -109,6 +109,14 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--threads", type=int, default=None,
                    help="CPU backend worker threads (default: $STRATA_NUM_THREADS, else one per core)")
     g.add_argument("--no-graphs", action="store_true", help="run decode steps eagerly instead of as graphs")
+    g.add_argument("--kv-pages", type=int, default=None,
+                   help="KV pool size in pages of 64 tokens, shared by all slots; a request reserves the pages "
+                        "of its prompt + max_tokens at admission and waits while the pool is short "
+                        "(default: batch x ctx / 64, as much as every slot full, or what fits in 85%% of the "
+                        "memory left after the model when that is less; the server logs the choice)")
+    g.add_argument("--no-prefix-cache", action="store_true",
+                   help="do not reuse the KV pages of earlier prompts (on by default; the tokens are "
+                        "bit-identical either way, docs/kv_pool.md)")
     g.add_argument("--draft", default=None, choices=["suffix", "model", "mtp"],
                    help="speculative decoding (the tokens never change, only the speed): suffix = look the "
                         "continuation up in the request's own prompt and output; model = a draft model "
@@ -149,6 +157,9 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
                    help="on SIGTERM/SIGINT: /health turns 503, new requests get 503 with Retry-After, and the "
                         "requests in flight may finish for up to this many seconds before they are ended; a "
                         "second signal ends them at once; 0 = end them at once (default: 30)")
+    g.add_argument("--slot-save-path", default=None,
+                   help="directory where POST /slots/{id}?action=save|restore&filename=NAME writes and reads a "
+                        "slot's cached prefix (default: off)")
     g.add_argument("--allow-private-media", action="store_true",
                    help="let those fetches reach loopback, private, link-local and other non-public addresses "
                         "(default: off, only public addresses; $STRATA_ALLOW_PRIVATE_MEDIA)")
@@ -180,7 +191,8 @@ def engine_config(args):
     return EngineConfig(model=args.model or "smollm2-135m", device=args.device, batch=args.batch, ctx=args.ctx,
                         chunk=args.chunk, max_queue=args.max_queue, num_threads=threads,
                         graphs=not args.no_graphs, draft=args.draft, draft_max=args.draft_max,
-                        draft_model=args.draft_model, draft_vocab=args.draft_vocab, devices=args.devices,
+                        draft_model=args.draft_model, draft_vocab=args.draft_vocab, kv_pages=args.kv_pages,
+                        prefix_cache=not args.no_prefix_cache, devices=args.devices,
                         layer_split=args.layer_split)
 
 

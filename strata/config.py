@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from . import env
 
 DRAFT_SOURCES = ("suffix", "model", "mtp")
+PAGE_CELLS = 64      # cells per KV page (STRATA_PAGE_CELLS of libstrata/include/strata.h)
 DRAFT_MAX_DEFAULTS = {"cpu": 4, "cuda": 8}     # a verification row costs more on the CPU than on a GPU
 
 DEFAULTS = {
@@ -41,6 +42,8 @@ class EngineConfig:
     draft_vocab: int | None = None   # --draft mtp: the head drafts only the first N token ids
     devices: tuple[str, ...] | None = None      # --devices: the model split by layers over these (first = device)
     layer_split: tuple[int, ...] | None = None  # first layer of each stage after the first; None = balanced
+    kv_pages: int | None = None      # KV pool pages of PAGE_CELLS tokens; None = batch x ceil(ctx / PAGE_CELLS)
+    prefix_cache: bool = True        # reuse the K/V pages of cached prompt prefixes (exact: docs/kv_pool.md)
 
     def resolve(self, backend: str, model_ctx: int) -> "EngineConfig":
         """Fills unset fields with the defaults of `backend` ("cpu" or "cuda") and checks all."""
@@ -54,6 +57,8 @@ class EngineConfig:
             draft_max=self.draft_max if self.draft_max is not None else DRAFT_MAX_DEFAULTS[backend],
             graphs=self.graphs and not self.devices,     # a layer split runs eagerly (docs/layer-split.md)
         )
+        if cfg.kv_pages is None and cfg.batch is not None and cfg.ctx is not None:
+            cfg = replace(cfg, kv_pages=cfg.batch * -(-cfg.ctx // PAGE_CELLS))
         cfg.check(model_ctx)
         return cfg
 
@@ -65,6 +70,7 @@ class EngineConfig:
         _range("--threads", self.num_threads, 0, 1024)
         _range("--draft-max", self.draft_max, 1, 32)
         _range("--draft-vocab", self.draft_vocab, 1, 1 << 24)
+        _range("--kv-pages", self.kv_pages, 1, (1 << 31) - 2)
         if self.draft_vocab is not None and self.draft != "mtp":
             raise ConfigError("--draft-vocab restricts the MTP head; it needs --draft mtp")
         if self.draft is not None and self.draft not in DRAFT_SOURCES:

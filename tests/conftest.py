@@ -121,7 +121,8 @@ def make_engine(loaded, device, engine_defaults):
     def make(drafter=None, **settings):
         s = {**engine_defaults, **settings}
         backend = "cuda" if device.startswith("cuda") else "cpu"
-        speculation = {k: s[k] for k in ("draft", "draft_max", "draft_model", "draft_vocab") if k in s}
+        speculation = {k: s[k] for k in ("draft", "draft_max", "draft_model", "draft_vocab", "kv_pages",
+                                         "prefix_cache") if k in s}
         config = EngineConfig(model=s["model"], device=device, batch=s["batch"], chunk=s["chunk"], ctx=s["ctx_len"],
                               graphs=s["graphs"], max_queue=s["max_queue"],
                               **speculation).resolve(backend, model.spec.ctx_train)

@@ -109,8 +109,9 @@ def _header_only(path, arch, tensors=(), **keys):
 @pytest.mark.parametrize("arch,tensors,keys,message", [
     ("qwen3", [], {"vocab_size": None}, r"lacks qwen3.vocab_size and tokenizer.ggml.tokens"),
     ("phi3", [], {}, r"architecture 'phi3' is not supported; supported: gemma3, llama, qwen2, qwen3"),
-    ("llama", [("token_embd.weight", "IQ3_S", (8, 256))], {},
-     r"token_embd.weight has type IQ3_S.*supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16"),
+    ("llama", [("token_embd.weight", "IQ2_XXS", (8, 256))], {},
+     r"token_embd.weight has type IQ2_XXS.*supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, "
+     r"Q6_K, IQ4_NL, IQ3_S, IQ4_XS, BF16"),
     ("qwen2", [], {"rope.scaling.type": "yarn"}, r"RoPE scaling 'yarn' is not supported \(supported: none, linear\)"),
 ])
 def test_unsupported_files_are_refused_at_load(tmp_path, arch, tensors, keys, message):

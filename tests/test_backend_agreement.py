@@ -1,13 +1,29 @@
 """The CUDA backend against the CPU backend on the real default model (GPU machine only).
 
-Both backends compute in float32 with the same F16 KV cache, but in
-different reduction orders, so logits differ by rounding and greedy tokens may
-part only at a near-tie. Each divergence must show a top-1/top-2 gap below
-NEAR_TIE in the CPU backend's logits at that step; the test prints them.
+Both backends use the same F16 KV cache but round differently: reduction
+orders; CUDA's tensor cores round each 32-value activation block to f16
+(Q4_1 layers); and CUDA's integer path (Q4_0, Q8_0 weights: the default
+model's tied embedding / LM head is Q8_0) rounds each block of the head's input
+to int8 (step max|x'|/127), which the CPU does not do. So greedy tokens may
+part only at a near-tie: each divergence must show a top-1/top-2 gap below
+NEAR_TIE in the CPU backend's logits at that step.
+
+Logit bound, per logit v: OTHER (5e-2, what the float roundings were allowed
+before the integer path; measured at most 1.2e-2 against float64 transformers
+on the CPU) plus, when the head is on CUDA's integer path, the most the int8
+rounding can move it: sum over blocks b of max|x'_b|/254 * sum|w_vb|, computed
+from the CPU's own final hidden state x' (docs/kernels.md, CUDA matmul
+precision). Measured figures: H200 2026-12-01 18:15 UTC, max |cpu - cuda| 0.486
+over the 12 prompts; a NumPy model of CUDA's int8 head on the CPU's hidden
+states moves the logits by up to 0.447 (0.197-0.447 per prompt) where this
+bound is 0.63-3.3 (the largest ratio 0.19). The CPU keeps float32 activations
+because int8 rounding of the head alone breaks its agreement with transformers
+(tests/test_parity_transformers.py).
 """
 
 import numpy as np
 import pytest
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, quants
 
 from strata import _ffi
 from strata.engine.sampling import SamplingParams
@@ -19,6 +35,8 @@ pytestmark = [pytest.mark.gpu,
 
 NEAR_TIE = 0.05
 TOKENS = 40
+OTHER = 5e-2
+CUDA_INT8_HEAD = (_ffi.DType.Q4_0, _ffi.DType.Q8_0)  # cuda_int_matmul.cu's types
 
 
 @pytest.fixture(scope="module")
@@ -34,18 +52,42 @@ def last_logits(llm) -> np.ndarray:
     return runner.act.buffer.to_numpy(np.float32, (llm.engine.model.spec.vocab,), runner.act.logits)
 
 
+def head_int8_bound(llm) -> np.ndarray:
+    """[vocab] float64: the most CUDA's int8 rounding of the LM head's input can move each logit
+    of the last step, from `llm`'s (the CPU's) final hidden state; zeros off the integer path."""
+    decoder, spec, runner = llm.engine.model.decoder, llm.engine.model.spec, llm.engine.runner
+    o = decoder.output
+    if o.dtype not in CUDA_INT8_HEAD:
+        return np.zeros(spec.vocab)
+    act = runner.act
+    x = act.buffer.to_numpy(np.float32, (spec.hidden,), act.xs).astype(np.float64)  # gathered, before the norm
+    n = decoder.output_norm
+    g = n.buffer.to_numpy(np.float32, (spec.hidden,), n.offset).astype(np.float64)
+    xp = x / np.sqrt((x ** 2).mean() + spec.rms_eps) * g
+    qtype = GGMLQuantizationType(int(o.dtype))
+    block, block_bytes = GGML_QUANT_SIZES[qtype]
+    raw = o.buffer.to_numpy(np.uint8, (o.rows, o.cols // block * block_bytes), o.offset)
+    w = quants.dequantize(raw, qtype).astype(np.float64)  # [vocab, hidden]
+    nb = spec.hidden // 32
+    step_half = np.abs(xp[:32 * nb]).reshape(nb, 32).max(axis=1) / 254.0
+    return np.abs(w[:, :32 * nb]).reshape(o.rows, nb, 32).sum(axis=2) @ step_half
+
+
 def test_greedy_tokens_agree(pair):
     cpu, gpu = pair
     prompts = [cpu.render_chat([{"role": "user", "content": q}]) for q in CHAT] + [cpu.encode_prompt(t) for t in RAW]
     params = SamplingParams(temperature=0, max_tokens=TOKENS, ignore_eos=True)
-    divergences, worst = [], 0.0
+    divergences, worst, worst_ratio = [], 0.0, 0.0
     for ids in prompts:
         a = cpu.generate([ids], params)[0].token_ids
         b = gpu.generate([ids], params)[0].token_ids
         first = SamplingParams(temperature=0, max_tokens=1)
         cpu.generate([ids], first)
         gpu.generate([ids], first)
-        worst = max(worst, float(np.abs(last_logits(cpu) - last_logits(gpu)).max()))
+        diff = np.abs(last_logits(cpu).astype(np.float64) - last_logits(gpu))
+        allowed = OTHER + 1.02 * head_int8_bound(cpu)  # 2 %: the rounded step, as kernel_refs.matmul_tolerance
+        worst, worst_ratio = max(worst, float(diff.max())), max(worst_ratio, float((diff / allowed).max()))
+        assert (diff <= allowed).all(), f"logit {int(np.argmax(diff / allowed))}: |cpu - cuda| beyond its bound"
         if a == b:
             continue
         at = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
@@ -54,5 +96,5 @@ def test_greedy_tokens_agree(pair):
         gap = float(top2[1] - top2[0])
         divergences.append((at, gap))
         assert gap < NEAR_TIE, f"backends diverge at token {at} ({a[at]} vs {b[at]}) with a CPU gap of {gap:.4f}"
-    print(f"max |logit difference| cpu vs cuda: {worst:.2e}; divergences (token, gap): {divergences}")
-    assert worst < 5e-2
+    print(f"max |logit difference| cpu vs cuda: {worst:.2e} (largest fraction of its bound {worst_ratio:.2f}); "
+          f"divergences (token, gap): {divergences}")

@@ -21,6 +21,7 @@ import pytest
 from strata import _ffi
 from strata.engine.sampling import SamplingParams
 
+from gguf_tokenizers import gemma3_path
 from reference_prompts import CHAT, RAW
 
 torch = pytest.importorskip("torch")
@@ -47,12 +48,7 @@ def _devices():
 
 @pytest.fixture(scope="module")
 def model_path():
-    from strata.model_store import ModelStoreError, resolve_model
-
-    try:
-        return resolve_model("gemma3-270m")
-    except ModelStoreError as exc:
-        pytest.skip(f"Gemma 3 270M is not in the cache ({exc}); run `strata models fetch gemma3-270m`")
+    return gemma3_path()
 
 
 @pytest.fixture(scope="module", params=_devices())

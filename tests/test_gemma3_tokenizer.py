@@ -11,6 +11,8 @@ template's text and ids for a conversation.
 
 import pytest
 
+from gguf_tokenizers import assert_ids_equal, gemma3_path, transformers_tokenizer
+
 transformers = pytest.importorskip("transformers")
 
 CORPUS = [
@@ -35,12 +37,7 @@ CORPUS = [
 
 @pytest.fixture(scope="module")
 def model_path():
-    from strata.model_store import ModelStoreError, resolve_model
-
-    try:
-        return resolve_model("gemma3-270m")
-    except ModelStoreError as exc:
-        pytest.skip(f"Gemma 3 270M is not in the cache ({exc}); run `strata models fetch gemma3-270m`")
+    return gemma3_path()
 
 
 @pytest.fixture(scope="module")
@@ -53,13 +50,12 @@ def ours(model_path):
 
 @pytest.fixture(scope="module")
 def theirs(model_path):
-    return transformers.AutoTokenizer.from_pretrained(str(model_path.parent), gguf_file=model_path.name)
+    return transformers_tokenizer(model_path)
 
 
 @pytest.mark.parametrize("text", CORPUS, ids=range(len(CORPUS)))
 def test_ids_equal_transformers(ours, theirs, text):
-    assert ours.encode(text) == theirs(text).input_ids
-    assert ours.encode(text, add_special=False) == theirs(text, add_special_tokens=False).input_ids
+    assert_ids_equal(ours, theirs, text)
 
 
 @pytest.mark.parametrize("text", CORPUS, ids=range(len(CORPUS)))

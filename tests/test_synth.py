@@ -275,7 +275,27 @@ def test_q5_k_m_and_iq4_xs_mixes_follow_llama_quantize():
     assert {s.name: s.qtype for s in plan_tensors(resolve_shape("135m"), "Q5_K_M")}["blk.0.attn_q.weight"] == QT.Q5_1
 
 
-@pytest.mark.parametrize("dtype", ["Q5_K_M", "IQ4_XS"])
+def test_low_bit_mixes_follow_llama_quantize():
+    eight = lambda dtype: {s.name: s.qtype for s in plan_tensors(resolve_shape("8b"), dtype)}  # noqa: E731
+    q3 = eight("Q3_K_M")    # 32 layers, 32 heads / 8 KV heads
+    assert (q3["output.weight"], q3["token_embd.weight"], q3["blk.5.attn_q.weight"]) == (QT.Q6_K, QT.Q3_K, QT.Q3_K)
+    assert [q3[f"blk.{i}.attn_v.weight"] for i in (0, 1, 2, 31)] == [QT.Q5_K, QT.Q5_K, QT.Q4_K, QT.Q4_K]
+    assert [q3[f"blk.{i}.ffn_down.weight"] for i in (0, 1, 2, 31)] == [QT.Q5_K, QT.Q5_K, QT.Q4_K, QT.Q4_K]
+    assert q3["blk.7.attn_output.weight"] == QT.Q4_K and q3["blk.7.ffn_up.weight"] == QT.Q3_K
+    q2 = eight("Q2_K")
+    assert (q2["output.weight"], q2["blk.3.attn_q.weight"], q2["blk.3.attn_v.weight"]) == (QT.Q6_K, QT.Q2_K, QT.Q4_K)
+    assert q2["blk.3.attn_output.weight"] == q2["blk.3.ffn_down.weight"] == QT.Q3_K
+    iq3 = eight("IQ3_S")
+    assert (iq3["output.weight"], iq3["blk.0.ffn_gate.weight"], iq3["blk.0.attn_v.weight"]) == \
+           (QT.Q6_K, QT.IQ3_S, QT.Q4_K)
+    tiny = lambda dtype: {s.name: s.qtype for s in plan_tensors(resolve_shape("tiny"), dtype)}  # noqa: E731
+    assert tiny("Q2_K")["blk.0.attn_v.weight"] == QT.Q3_K and tiny("IQ3_S")["blk.0.attn_v.weight"] == QT.IQ3_S
+    small = lambda dtype: {s.name: s.qtype for s in plan_tensors(resolve_shape("135m"), dtype)}  # noqa: E731
+    for dtype in ("Q3_K_M", "Q2_K", "IQ3_S"):    # rows of 576: -> IQ4_NL, as llama-quantize
+        assert small(dtype)["blk.0.ffn_gate.weight"] == QT.IQ4_NL
+
+
+@pytest.mark.parametrize("dtype", ["Q5_K_M", "IQ4_XS", "Q3_K_M", "Q2_K", "IQ3_S"])
 def test_strata_runs_the_new_mixes(tiny_files, dtype):
     from strata import LLM
     from strata.engine.sampling import SamplingParams

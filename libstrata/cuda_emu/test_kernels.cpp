@@ -41,6 +41,9 @@ static std::vector<uint8_t> random_weights(int dt, int64_t n_out, int64_t k) {
         case STRATA_Q4_1: for (int64_t b = 0; b < k / 32; ++b) { fixh(base + 20 * b); fixh(base + 20 * b + 2); } break;
         case STRATA_Q4_K: for (int64_t b = 0; b < k / 256; ++b) { fixh(base + 144 * b); fixh(base + 144 * b + 2); } break;
         case STRATA_Q6_K: for (int64_t b = 0; b < k / 256; ++b) fixh(base + 210 * b + 208); break;
+        case STRATA_Q2_K: for (int64_t b = 0; b < k / 256; ++b) { fixh(base + 84 * b + 80); fixh(base + 84 * b + 82); } break;
+        case STRATA_Q3_K: for (int64_t b = 0; b < k / 256; ++b) fixh(base + 110 * b + 108); break;
+        case STRATA_IQ3_S: for (int64_t b = 0; b < k / 256; ++b) fixh(base + 110 * b); break;
         }
     }
     return w;
@@ -63,13 +66,17 @@ static void run_matmul(int dt, const float* x, int64_t n_rows, int64_t k, const 
     case STRATA_Q4_1: go(std::integral_constant<int, STRATA_Q4_1>()); break;
     case STRATA_Q4_K: go(std::integral_constant<int, STRATA_Q4_K>()); break;
     case STRATA_Q6_K: go(std::integral_constant<int, STRATA_Q6_K>()); break;
+    case STRATA_Q2_K: go(std::integral_constant<int, STRATA_Q2_K>()); break;
+    case STRATA_Q3_K: go(std::integral_constant<int, STRATA_Q3_K>()); break;
+    case STRATA_IQ3_S: go(std::integral_constant<int, STRATA_IQ3_S>()); break;
     }
 }
 static void test_matmul() {
     struct Case { int dt; int64_t k; };
     std::vector<Case> cases = {{STRATA_F32, 1}, {STRATA_F32, 7}, {STRATA_F32, 36}, {STRATA_F32, 576}, {STRATA_F16, 5}, {STRATA_F16, 64}, {STRATA_F16, 1176},
         {STRATA_BF16, 9}, {STRATA_BF16, 576}, {STRATA_Q8_0, 32}, {STRATA_Q8_0, 576}, {STRATA_Q4_0, 64}, {STRATA_Q4_0, 1536}, {STRATA_Q4_1, 576},
-        {STRATA_Q4_1, 2080}, {STRATA_Q4_K, 256}, {STRATA_Q4_K, 2304}, {STRATA_Q6_K, 256}, {STRATA_Q6_K, 1536}};
+        {STRATA_Q4_1, 2080}, {STRATA_Q4_K, 256}, {STRATA_Q4_K, 2304}, {STRATA_Q6_K, 256}, {STRATA_Q6_K, 1536},
+        {STRATA_Q2_K, 512}, {STRATA_Q3_K, 256}, {STRATA_Q3_K, 768}, {STRATA_IQ3_S, 512}};
     for (auto c : cases) for (int xoff : {0, 1}) {
         const int64_t n_out = 9, n_rows = 13, k = c.k;
         auto wv = random_weights(c.dt, n_out, k);
@@ -137,9 +144,20 @@ static void test_attention() {
                     Case{256, 1, 4, 100}, Case{64, 3, 9, 37}}) {
         const int hd = cs.hd;
         SlotsView s; s.n_slots = 3; s.n_layers = 2; s.n_ctx = 600; s.n_kv_heads = cs.n_kv; s.head_dim = hd;
-        std::vector<uint16_t> kv(s.n_slots * s.slot_kv_elems(), 0x7e00);  // NaN everywhere not written
+        // A paged pool read through a scrambled page table: 37 pages for 3 slots x 10 entries, a
+        // permutation of them mapped (so neighbouring cells of a slot sit in unrelated pages), slot 2's
+        // entries past its cells unmapped. The null page (index 37) is zeros, the rest NaN until written.
+        s.slot_pages = (s.n_ctx + kPageCells - 1) / kPageCells; s.n_pages = 37;
+        std::vector<uint16_t> kv((s.n_pages + 1) * s.page_elems(), 0x7e00);
+        std::fill(kv.begin() + s.n_pages * s.page_elems(), kv.end(), 0);
+        std::vector<int32_t> perm(s.n_pages); for (int i = 0; i < s.n_pages; ++i) perm[i] = i;
+        for (int i = s.n_pages - 1; i > 0; --i) std::swap(perm[i], perm[rng() % (i + 1)]);
+        std::vector<int32_t> pages(s.n_slots * s.slot_pages);
+        for (size_t i = 0; i < pages.size(); ++i) pages[i] = perm[i];
+        for (int j = 3; j < s.slot_pages; ++j) pages[2 * s.slot_pages + j] = -1;  // slot 2 holds cells 0..191
         std::vector<int32_t> table(s.n_slots * s.n_ctx * 4), delta(s.n_slots), table_of = {0, 1, 2};
         s.kv = kv.data(); s.table = table.data(); s.delta = delta.data(); s.table_of = table_of.data();
+        s.pages = pages.data();
         const int layer = 1, n_heads = cs.n_heads;
         // rows 0..4: slot 1 cells 253..257 (a prefill chunk across a chunk boundary); then decode rows
         std::vector<int32_t> rows = {1, 253, 1, 254, 1, 255, 1, 256, 1, 257, 0, 0, 2, 31, 2, 32, -1, 5, 0, 599, 2, 150, 0, 600, 1, 63, 0, 520};
@@ -155,6 +173,15 @@ static void test_attention() {
                 CHECK(kv[s.kv_index(sl, layer, 0, h, i) + d] == f2h(k[i * width + h * hd + d]), "kv_store K");
                 CHECK(kv[s.kv_index(sl, layer, 1, h, i) + d] == f2h(v[i * width + h * hd + d]), "kv_store V");
             }
+        }
+        {   // a store into an unmapped page writes nothing (the pool, null page included, is unchanged)
+            const std::vector<uint16_t> before = kv;
+            const int64_t width = s.n_kv_heads * hd;
+            std::vector<float> k(width, 1.5f), v(width, -2.5f);
+            std::vector<int32_t> rr = {2, 300};
+            KvStoreArgs a{s, layer, k.data(), width, v.data(), width, rr.data(), 1};
+            run_grid(1, 1, 128, [&] { T_cuda_kv_store::kv_store_kernel<true>(a); });
+            CHECK(kv == before, "kv_store wrote a cell of an unmapped page");
         }
         const int64_t qstride = n_heads * hd + 3;
         std::vector<float> q(n_rows * qstride); for (auto& x : q) x = randn();

@@ -41,6 +41,21 @@ static void ref_row(int dt, const uint8_t* row, int64_t k, float* y) {
             for (int l = 0; l < 32; ++l) *out++ = __fsub_rn(__fmul_rn(d1, (float)((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0))), m1);
             for (int l = 0; l < 32; ++l) *out++ = __fsub_rn(__fmul_rn(d2, (float)((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0))), m2);
             ql += 32; is += 2; u1 <<= 2; u2 <<= 2; } }
+    // Q2_K / Q3_K (gguf's reshape order): value 128h + 32s + l reads bits 2s.. of qs[32h + l]; sub-block = value / 16.
+    if (dt == STRATA_Q2_K) for (int64_t b = 0; b < k / 256; ++b) { const uint8_t* x = row + 84 * b; float d = h2f(x + 80), dmin = h2f(x + 82);
+        for (int v = 0; v < 256; ++v) { int sc = x[v / 16], q = (x[16 + 32 * (v / 128) + v % 32] >> (2 * ((v / 32) % 4))) & 3;
+            y[256*b+v] = __fsub_rn(__fmul_rn(__fmul_rn(d, (float)(sc & 15)), (float)q), __fmul_rn(dmin, (float)(sc >> 4))); } }
+    if (dt == STRATA_Q3_K) for (int64_t b = 0; b < k / 256; ++b) { const uint8_t* x = row + 110 * b; float d = h2f(x + 108);
+        int sc[16]; for (int i = 0; i < 8; ++i) { sc[i] = x[96 + i] & 15; sc[i + 8] = x[96 + i] >> 4; }
+        for (int i = 0; i < 16; ++i) sc[i] = (sc[i] | (((x[104 + i % 4] >> (2 * (i / 4))) & 3) << 4)) - 32;
+        for (int v = 0; v < 256; ++v) { int lo = (x[32 + 32 * (v / 128) + v % 32] >> (2 * ((v / 32) % 4))) & 3, hb = (x[v % 32] >> (v / 32)) & 1;
+            y[256*b+v] = __fmul_rn(__fmul_rn(d, (float)sc[v / 16]), (float)(lo - (hb ? 0 : 4))); } }
+    if (dt == STRATA_IQ3_S) for (int64_t b = 0; b < k / 256; ++b) { const uint8_t* x = row + 110 * b; float d = h2f(x);
+        static const uint32_t grid[512] = {STRATA_IQ3S_GRID_WORDS};
+        for (int v = 0; v < 256; ++v) { int g = v / 4, idx = x[2 + g] | (((x[66 + g / 8] >> (g % 8)) & 1) << 8);
+            float db = __fmul_rn(d, (float)(1 + 2 * ((x[106 + v / 64] >> (4 * ((v / 32) % 2))) & 15)));
+            float val = __fmul_rn(db, (float)((grid[idx] >> (8 * (v % 4))) & 255));
+            y[256*b+v] = ((x[74 + v / 8] >> (v % 8)) & 1) ? -val : val; } }
     if (dt == STRATA_Q4_K) for (int64_t b = 0; b < k / 256; ++b) {
         const uint8_t* x = row + 144 * b; float d = h2f(x), dmin = h2f(x + 2); const uint8_t* sc = x + 4; const uint8_t* q = x + 16;
         float* out = y + 256 * b; int is = 0;
@@ -90,6 +105,9 @@ int main() {
             fix(18, {0}, k / 32); ref_row(STRATA_IQ4_NL, row, k, ref.data()); bad += check_units<STRATA_IQ4_NL>(row, k, ref.data());
             fix(136, {0}, k / 256); ref_row(STRATA_IQ4_XS, row, k, ref.data()); bad += check_units<STRATA_IQ4_XS>(row, k, ref.data());
             fix(176, {0, 2}, k / 256); ref_row(STRATA_Q5_K, row, k, ref.data()); bad += check_units<STRATA_Q5_K>(row, k, ref.data());
+            fix(84, {80, 82}, k / 256); ref_row(STRATA_Q2_K, row, k, ref.data()); bad += check_units<STRATA_Q2_K>(row, k, ref.data());
+            fix(110, {108}, k / 256); ref_row(STRATA_Q3_K, row, k, ref.data()); bad += check_units<STRATA_Q3_K>(row, k, ref.data());
+            fix(110, {0}, k / 256); ref_row(STRATA_IQ3_S, row, k, ref.data()); bad += check_units<STRATA_IQ3_S>(row, k, ref.data());
             fix(144, {0, 2}, k / 256); ref_row(STRATA_Q4_K, row, k, ref.data()); bad += check_units<STRATA_Q4_K>(row, k, ref.data());
             fix(210, {208}, k / 256); ref_row(STRATA_Q6_K, row, k, ref.data()); bad += check_units<STRATA_Q6_K>(row, k, ref.data());
         }

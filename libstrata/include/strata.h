@@ -72,7 +72,7 @@ enum strata_status {
 
 /* The ABI version this header describes. Python refuses a library whose
  * strata_abi_version() differs. Bumped on every incompatible change. */
-enum strata_abi { STRATA_ABI_VERSION = 2 };
+enum strata_abi { STRATA_ABI_VERSION = 3 };
 
 /* Returns STRATA_ABI_VERSION of the library that was loaded. Never fails. */
 int32_t strata_abi_version(void);
@@ -99,10 +99,13 @@ enum strata_dtype {
     STRATA_Q5_0 = 6,
     STRATA_Q5_1 = 7,
     STRATA_Q8_0 = 8,
+    STRATA_Q2_K = 10,
+    STRATA_Q3_K = 11,
     STRATA_Q4_K = 12,
     STRATA_Q5_K = 13,
     STRATA_Q6_K = 14,
     STRATA_IQ4_NL = 20,
+    STRATA_IQ3_S = 21,
     STRATA_IQ4_XS = 23,
     STRATA_I32 = 26,
     STRATA_BF16 = 30
@@ -190,13 +193,22 @@ int32_t strata_buffer_copy(strata_buffer *dst, uint64_t dst_offset, strata_buffe
 /* ---------------------------------------------------------------- slots */
 
 /* A slot set: n_slots slots, each owning
- *   - a KV region: n_layers x {K, V} x n_kv_heads x n_ctx x head_dim, F16;
+ *   - a page table: ceil(n_ctx / STRATA_PAGE_CELLS) int32 entries at a fixed
+ *     device address; entry j names the pool page that holds the slot's cells
+ *     [j * STRATA_PAGE_CELLS, (j + 1) * STRATA_PAGE_CELLS), or -1 (unmapped);
  *   - a position-table region: n_ctx cells of 4 int32 positions;
  *   - a rope delta (int32) used by strata_positions_decode;
  *   - a length: the number of table rows written (host bookkeeping).
- * Regions of different slots never overlap, and a kernel enqueued for rows of
- * one slot writes only that slot's regions. n_layers may be 0 (tables only,
- * e.g. for the vision encoder's patch positions). */
+ * KV memory is a pool of pages shared by the set's slots; a page holds
+ * n_layers x {K, V} x n_kv_heads x STRATA_PAGE_CELLS x head_dim F16 values.
+ * Kernels reach a slot's cells only through its page table: kv_store skips a
+ * cell whose page is unmapped, attention reads such a cell as zeros (never
+ * another page). Tables, deltas and page tables of different slots never
+ * overlap, and a kernel enqueued for rows of one slot writes only that slot's
+ * regions and the pages mapped in its table. A page may be mapped in several
+ * tables (a shared prefix): whoever maps it shared must not write it.
+ * n_layers may be 0 (tables only, e.g. for the vision encoder's patch
+ * positions). */
 typedef struct strata_slots_params {
     int32_t n_slots;    /* >= 1 */
     int32_t n_layers;   /* >= 0 */
@@ -205,16 +217,62 @@ typedef struct strata_slots_params {
     int32_t head_dim;   /* even, 2..512 */
 } strata_slots_params;
 
-/* Allocates the regions (tables zeroed, lengths and deltas 0). */
+/* Cells per KV page: a multiple of every backend's attention key block, so a
+ * block of keys never straddles two pages. */
+enum strata_page { STRATA_PAGE_CELLS = 64 };
+
+/* Allocates the regions (tables zeroed, lengths and deltas 0) and a pool of
+ * n_slots x ceil(n_ctx / STRATA_PAGE_CELLS) pages, each slot's table mapped
+ * to its own pages (slot s, entry j -> page s * ceil(n_ctx / 64) + j): the
+ * fixed per-slot regions of ABI 2, nothing for the caller to map. */
 int32_t strata_slots_create(strata_context *ctx, const strata_slots_params *params, strata_slots **out_slots);
+
+/* Allocates the regions and a pool of n_pages pages (0 <= n_pages < 2^31 - 1)
+ * with every page-table entry unmapped (-1): the caller maps pages before a
+ * slot's cells are stored or read (strata_slots_map_pages). */
+int32_t strata_slots_create_paged(strata_context *ctx, const strata_slots_params *params, int32_t n_pages,
+                                  strata_slots **out_slots);
+
+/* Pages in the pool, and how many of them no page-table entry maps. */
+int32_t strata_slots_pages(strata_slots *slots, int32_t *out_n_pages, int32_t *out_n_free);
+
+/* Sets entries [first, first + n) of a slot's page table: pages[i] is a pool
+ * page (0 <= page < n_pages) or -1 to unmap. The same page may be mapped in
+ * several entries and slots. Validated as a whole first (nothing changes on
+ * error); not allowed while recording. KV contents are not touched. */
+int32_t strata_slots_map_pages(strata_slots *slots, int32_t slot, int32_t first, int32_t n,
+                               const int32_t *pages);
+
+/* Sets entries [first, first + n) of a slot's page table to -1. */
+int32_t strata_slots_unmap_pages(strata_slots *slots, int32_t slot, int32_t first, int32_t n);
+
+/* Reads entries [first, first + n) of a slot's page table into host memory. */
+int32_t strata_slots_read_pages(strata_slots *slots, int32_t slot, int32_t first, int32_t n, int32_t *out_pages);
+
+/* Enqueues a copy of every layer's K and V of pool page src into pool page
+ * dst (dst != src), e.g. copy-on-write of a partly shared page. Not allowed
+ * while recording. */
+int32_t strata_slots_copy_page(strata_slots *slots, int32_t dst, int32_t src);
+
+/* Bytes of one pool page: n_layers x 2 x n_kv_heads x STRATA_PAGE_CELLS x
+ * head_dim x 2 (F16), laid out [layer][K|V][kv_head][cell][head_dim]. */
+int32_t strata_slots_page_bytes(strata_slots *slots, uint64_t *out_bytes);
+
+/* Waits for queued work, then copies pool page `page` to host memory (n_bytes
+ * must be the page size), e.g. to save a cached prefix to a file. */
+int32_t strata_slots_read_page(strata_slots *slots, int32_t page, void *dst, uint64_t n_bytes);
+
+/* Copies host memory into pool page `page` (n_bytes must be the page size)
+ * after the work queued before it. Not allowed while recording. */
+int32_t strata_slots_write_page(strata_slots *slots, int32_t page, const void *src, uint64_t n_bytes);
 
 /* Frees the slot set. Fails with STRATA_ERR_STATE while a live graph
  * references it. */
 int32_t strata_slots_destroy(strata_slots *slots);
 
 /* Returns a slot to empty: zeroes its table region, sets its length and delta
- * to 0 and undoes a debug table share of this slot. KV contents are left as
- * they are (no kernel reads a cell before writing it in the same sequence).
+ * to 0 and undoes a debug table share of this slot. KV contents and the page
+ * table are left as they are (no kernel reads a cell before writing it in the same sequence).
  * Touches no other slot. Enqueued after prior work; not allowed while
  * recording. */
 int32_t strata_slots_reset(strata_slots *slots, int32_t slot);
@@ -263,7 +321,8 @@ int32_t strata_rmsnorm(strata_context *ctx, strata_buffer *x, uint64_t x_offset,
 
 /* y[r, o] = (accumulate ? y[r, o] : 0) + sum_i x[r, i] * W[o, i] (+ bias[o]).
  * x: F32 [n_rows, k]; W: [n_out, k] in w_dtype (F32, F16, BF16, Q8_0, Q4_0,
- * Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS; GGUF block layouts along k, k a multiple of the block);
+ * Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ3_S, IQ4_NL, IQ4_XS; GGUF block layouts along k,
+ * k a multiple of the block);
  * bias: F32 [n_out] or NULL; y: F32 [n_rows, n_out], must not overlap x.
  * Backends may round activations inside the kernel (documented per backend
  * in docs/kernels.md); the result of a row never depends on other rows. */

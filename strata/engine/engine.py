@@ -21,6 +21,8 @@ from ..grammar.compiler import GrammarCompiler, GrammarError
 from .logit_rules import LogitRules
 from .drafting.factory import make_speculator
 from .drafting.speculator import draft_state
+from .kv_pool import KvPool
+from .sizing import fit_pool
 from .metrics import EngineMetrics
 from .output import Event, OutputProcessor
 from .request import Request
@@ -42,13 +44,18 @@ class Engine:
         self.metrics = EngineMetrics()
         speculator = make_speculator(ctx, model, config, drafter, self.metrics.drafts)
         self.runner = ModelRunner(ctx, model, config, speculator)
-        self.scheduler = Scheduler(config.batch, config.chunk, config.max_queue)
+        # The MTP head fills its own cache from the main model's prefill rows, which a cached prefix skips.
+        extra = config.draft_max if speculator is not None else 0
+        self.pool = KvPool(self.runner.slots.n_pages, config.ctx, extra,
+                           cache=config.prefix_cache and config.draft != "mtp")
+        self.scheduler = Scheduler(config.batch, config.chunk, config.max_queue, self.pool)
         self.step_observers: list = []          # callables(plan, result); tests watch interleaving with them
         self._outputs: dict[Request, tuple] = {}
         self._wake: anyio.Event | None = None
         self._limiter: anyio.CapacityLimiter | None = None
         self._running = False
         self._check_images = model.submission_check(config.ctx)   # None for a text-only model
+        self.last_tokens: dict[int, list[int]] = {}   # slot -> the computed tokens of its last request (slot files)
         self.grammars = GrammarCompiler(self.tokenizer, model.spec.vocab)
 
     @classmethod
@@ -66,8 +73,19 @@ class Engine:
                                      config.num_threads)
         else:
             model = load_model(config.model, ctx)
-        config = config.resolve(backend, model.spec.ctx_train)
-        config = type(config)(**{**config.__dict__, "device": device})
+        explicit = frozenset(k for k in ("ctx", "kv_pages") if getattr(config, k) is not None)
+        try:
+            config = config.resolve(backend, model.spec.ctx_train)
+            config = type(config)(**{**config.__dict__, "device": device})
+            # A split's pool is mirrored on every stage: the device whose share of it fits least decides.
+            fit = getattr(model.decoder, "pool_fit", None)
+            spec, free = fit() if fit is not None else (model.spec, ctx.info().free_bytes)
+            config, line = fit_pool(config, spec, free, explicit)
+        except BaseException:
+            model.close()
+            ctx.close()
+            raise
+        log.info("%s", line)
         return cls(ctx, model, config)
 
     # ------------------------------------------------------------ requests
@@ -88,7 +106,9 @@ class Engine:
 
     def validate(self, prompt_ids, params: SamplingParams) -> SamplingParams:
         self.check_prompt(prompt_ids)
-        return params.validated()
+        params = params.validated()
+        self.pool.check_fits(len(prompt_ids), params.max_tokens)
+        return params
 
     def submit(self, prompt_ids, params: SamplingParams, *, positions=None, rope_delta: int = 0,
                vision=None, events=None) -> RequestStream:
@@ -210,6 +230,7 @@ class Engine:
         for chunk in plan.prefill:
             chunk.request.num_computed += chunk.length
             chunk.request.num_prefill_steps += 1
+            self.pool.share_prompt(chunk.request)
         for request, tokens in zip(plan.decode, result.tokens):
             request.num_computed += len(tokens)      # the row's token and every accepted draft
         logprobs = result.logprobs or [[None] * len(t) for t in result.tokens]
@@ -237,6 +258,7 @@ class Engine:
         m.generated_tokens += 1
         if first:
             m.prompt_tokens += request.num_prompt
+            m.cached_prompt_tokens += request.num_cached
             m.ttft.observe(request.ttft)
         else:
             m.itl.observe(request.token_times[-1] - request.token_times[-2])
@@ -266,6 +288,8 @@ class Engine:
             self.cancel(request)          # the client went away
 
     def _finish(self, request: Request, reason: str, event: Event | None = None) -> None:
+        if request.slot is not None and reason != "error":
+            self.last_tokens[request.slot] = (request.prompt_ids + request.output_ids)[:request.num_computed]
         self.scheduler.finish(request, reason)
         self.metrics.count_outcome(reason)
         self.metrics.e2e.observe(time.monotonic() - request.arrival_time)
@@ -273,6 +297,7 @@ class Engine:
         event.finish_reason = reason
         request.error = request.error or event.error     # _close then sends no second final event
         event.prompt_tokens = request.num_prompt
+        event.cached_tokens = request.num_cached
         event.completion_tokens = len(request.output_ids)
         self._send(request, event)
         self._close(request)
@@ -308,6 +333,7 @@ class Engine:
                 out.append({"id": slot, "state": "prefill" if request.in_prefill else "decode",
                              "request_id": request.request_id, "prompt_tokens": request.num_prompt,
                              "generated_tokens": len(request.output_ids), "cached_tokens": request.num_computed,
+                             "prefix_cached_tokens": request.num_cached, "kv_pages": len(request.kv_pages or ()),
                              "tokens_per_s": request.tokens_per_s, **draft_state(request)})
         return out
 

@@ -52,6 +52,7 @@ class DraftCounts:
 class EngineMetrics:
     requests: dict[str, int] = field(default_factory=dict)   # outcome -> count
     prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0    # of prompt_tokens, those mapped from the prefix cache (not computed)
     generated_tokens: int = 0
     steps: int = 0
     ttft: Histogram = field(default_factory=Histogram)

@@ -27,6 +27,7 @@ class Event:
     finish_reason: str | None = None      # "stop", "length", "cancelled", "error" on the last event
     error: str | None = None
     prompt_tokens: int = 0
+    cached_tokens: int = 0                # of prompt_tokens, those read from the prefix cache
     completion_tokens: int = 0
     choice: int = 0                       # the request's params.choice_index (n > 1 share one stream)
 

@@ -47,6 +47,9 @@ class Request:
     state: State = State.WAITING
     slot: int | None = None
     num_computed: int = 0                 # tokens whose K/V are in the slot's cache
+    num_cached: int = 0                   # prompt tokens mapped from the prefix cache (kv_pool.py)
+    kv_pages: list[int] | None = None     # pool pages of the slot's page-table entries 0.., while admitted
+    kv_keys: list[bytes] = field(default_factory=list)   # prefix-cache keys of kv_pages[:len(kv_keys)]
     output_ids: list[int] = field(default_factory=list)
     finish_reason: str | None = None
     cancelled: bool = False

@@ -1,6 +1,6 @@
 """ModelRunner: executes one scheduled step on the device.
 
-It owns the slot set (KV caches and position tables), the step buffers and
+It owns the slot set (KV page pool, page and position tables), the step buffers and
 the decoder's activations. A step resets released slots, prepares admitted
 ones (their position tables and rope delta — only their own regions), asks
 the speculator for drafts, fills the step inputs (a drafting slot gets 1 + k
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _ffi as F
-from ..config import EngineConfig
+from ..config import PAGE_CELLS, EngineConfig
 from .decode_ahead import DecodeAhead
 from .image_rows import ImageRows
 from .logit_table import LogitTable
@@ -47,9 +47,13 @@ class ModelRunner:
 
         spec = model.spec
         self.ctx, self.model, self.config, self.spec = ctx, model, config, spec
-        make_slots = getattr(model.decoder, "make_slots", None)    # a layer split: each stage's KV on its device
-        self.slots = make_slots(config.batch, config.ctx) if make_slots is not None else \
-            F.Slots(ctx, config.batch, spec.n_layers, config.ctx, spec.n_kv_heads, spec.head_dim)
+        # A paged pool (docs/kv_pool.md): admission hands each request its pages (kv_pool.py), mapped
+        # into its slot's page table here. Unset, the pool is as large as the fixed regions were.
+        # A layer split (docs/layer-split.md) mirrors the pool's page ids and tables on every stage.
+        n_pages = config.kv_pages or config.batch * -(-config.ctx // PAGE_CELLS)
+        make_slots = getattr(model.decoder, "make_slots", None)
+        self.slots = make_slots(config.batch, config.ctx, n_pages) if make_slots is not None else \
+            F.Slots(ctx, config.batch, spec.n_layers, config.ctx, spec.n_kv_heads, spec.head_dim, n_pages=n_pages)
         self.speculator = speculator                  # drafting/speculator.py, None: plain decoding
         rows_per_slot = 1 + (speculator.draft_max if speculator is not None else 0)
         self.max_rows = config.chunk + config.batch * rows_per_slot
@@ -70,6 +74,7 @@ class ModelRunner:
     def release(self, slots: list[int]) -> None:
         for slot in slots:
             self.slots.reset(slot)
+            self.slots.unmap_pages(slot, 0, self.slots.slot_pages)
             self.images.release(slot)
             self.logit_table.forget(slot)
         if self.speculator is not None:
@@ -85,6 +90,8 @@ class ModelRunner:
             positions[:, 3] = 0
         self.slots.write_positions(request.slot, 0, positions)
         self.slots.set_delta(request.slot, int(request.rope_delta))
+        if request.kv_pages is not None:
+            self.slots.map_pages(request.slot, 0, request.kv_pages)
         self.images.admit(request)
         if self.speculator is not None:
             self.speculator.admit(request)

@@ -53,6 +53,7 @@ class SamplingParams:
     # n > 1: choice i draws with its own key (sampler_seed); choice 0 is the plain request.
     choice_index: int = 0
     speculative: bool = True           # False: never draft for this request (the tokens are the same either way)
+    cache_prompt: bool = True          # False: neither map cached prefix pages nor leave pages in the cache
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -84,6 +85,9 @@ class SamplingParams:
         _check_int("top_logprobs", self.top_logprobs, 0, MAX_TOP_LOGPROBS)
         if self.top_logprobs and not self.logprobs:
             raise InvalidRequest("top_logprobs requires logprobs to be true", "top_logprobs")
+        if not isinstance(self.cache_prompt, bool):
+            raise InvalidRequest(f"cache_prompt must be a boolean, got {type(self.cache_prompt).__name__}",
+                                 "cache_prompt")
         if not isinstance(self.speculative, bool):
             raise InvalidRequest(f"speculative must be a boolean, got {type(self.speculative).__name__}", "speculative")
         if self.seed is not None:

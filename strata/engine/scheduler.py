@@ -3,7 +3,9 @@
 There are no prefill or decode phases (vLLM v1's rule): each running
 request's computed-token count catches up with its token count. A step holds
 one decode row for every request whose prompt is done, plus prompt chunks of
-admitted requests within the token budget (`chunk`). A prompt longer than the
+admitted requests within the token budget (`chunk`). Admission also needs
+the KV pages a request may use (kv_pool.py): a request the pool cannot cover
+yet waits, and so do the ones behind it. A prompt longer than the
 budget yields at each chunk boundary and resumes next step (BYIELD/resume, docs/design.md), so
 decoding slots never wait for more than one chunk.
 
@@ -54,7 +56,8 @@ class StepPlan:
 
 
 class Scheduler:
-    def __init__(self, num_slots: int, chunk: int, max_queue: int):
+    def __init__(self, num_slots: int, chunk: int, max_queue: int, pool=None):
+        """pool: a KvPool (kv_pool.py) whose pages admission must find first; None admits on slots alone."""
         if num_slots < 1 or chunk < 1 or max_queue < 0:
             raise ValueError("num_slots and chunk must be >= 1 and max_queue >= 0")
         self.num_slots = num_slots
@@ -64,6 +67,7 @@ class Scheduler:
         self.running: dict[int, Request] = {}
         self.free_slots: list[int] = list(range(num_slots))
         self.released: list[int] = []        # slots freed since the runner last looked
+        self.pool = pool
 
     @property
     def queue_len(self) -> int:
@@ -96,6 +100,8 @@ class Scheduler:
         if request.slot is not None and self.running.get(request.slot) is request:
             del self.running[request.slot]
             self.released.append(request.slot)
+            if self.pool is not None:     # the runner unmaps the slot's pages before the next step's kernels
+                self.pool.release(request, keep=reason != "error")
         request.state = State.FINISHED
         request.finish_reason = reason
 
@@ -130,6 +136,8 @@ class Scheduler:
     def _admit(self, plan: StepPlan) -> None:
         now = time.monotonic()
         while self.waiting and self.free_slots:
+            if self.pool is not None and not self.pool.admit(self.waiting[0]):
+                break                     # the pool can't cover the oldest request yet: it waits (FIFO)
             request = self.waiting.popleft()
             request.slot = self.free_slots.pop(0)
             request.state = State.RUNNING

@@ -66,6 +66,7 @@ class Completion:
         self.finish_reason: str | None = None
         self.error: str | None = None
         self.prompt_tokens = 0
+        self.cached_tokens = 0
         self.completion_tokens = 0
 
     def add(self, event: Event) -> None:
@@ -77,6 +78,7 @@ class Completion:
             self.finish_reason = event.finish_reason
             self.error = event.error
             self.prompt_tokens = event.prompt_tokens
+            self.cached_tokens = event.cached_tokens
             self.completion_tokens = event.completion_tokens
 
     def __repr__(self):

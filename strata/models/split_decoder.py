@@ -54,14 +54,61 @@ class StageDecoder(Decoder):
 
 
 class SplitSlots:
-    """One slot set per stage (each with that stage's layers); slot calls go to every stage.
+    """One paged slot set per stage (each with that stage's layers), mirrored: the same pool size,
+    page ids, page tables, positions and lengths on every stage, because every write reaches all.
 
-    The runner and the drafters use it as they use one F.Slots; the stages' position tables
-    stay identical because every write reaches all of them."""
+    The runner, the engine's page reservations and the prefix cache (docs/kv_pool.md) use it as they
+    use one F.Slots: page p of the pool is page p on every stage, each stage holding its layers' K/V
+    of it. A page's bytes ([layer][K|V][kv_head][cell][head_dim]) are the stages' pages one after
+    the other, layer-major as on one device, so slot files read and write the same layout."""
 
-    def __init__(self, stages: list["Stage"], n_slots: int, n_ctx: int):
-        self.parts = [F.Slots(st.ctx, n_slots, st.decoder.spec.n_layers, n_ctx, st.decoder.spec.n_kv_heads,
-                              st.decoder.spec.head_dim) for st in stages]
+    def __init__(self, stages: list["Stage"], n_slots: int, n_ctx: int, n_pages: int | None = None):
+        self.parts: list[F.Slots] = []
+        try:
+            for st in stages:
+                sp = st.decoder.spec
+                self.parts.append(F.Slots(st.ctx, n_slots, sp.n_layers, n_ctx, sp.n_kv_heads, sp.head_dim,
+                                          n_pages=n_pages))
+        except BaseException:
+            self.close()
+            raise
+        first = self.parts[0]
+        self.n_slots, self.n_ctx, self.slot_pages, self.n_pages = (first.n_slots, first.n_ctx, first.slot_pages,
+                                                                   first.n_pages)
+        self.n_layers = sum(part.n_layers for part in self.parts)
+
+    def pages(self) -> tuple[int, int]:
+        return self.parts[0].pages()
+
+    def map_pages(self, slot: int, first: int, pages) -> None:
+        for part in self.parts:
+            part.map_pages(slot, first, pages)
+
+    def unmap_pages(self, slot: int, first: int, n: int) -> None:
+        for part in self.parts:
+            part.unmap_pages(slot, first, n)
+
+    def read_pages(self, slot: int, first: int = 0, n: int | None = None):
+        return self.parts[0].read_pages(slot, first, n)
+
+    def copy_page(self, dst: int, src: int) -> None:
+        for part in self.parts:
+            part.copy_page(dst, src)
+
+    def page_bytes(self) -> int:
+        return sum(part.page_bytes() for part in self.parts)
+
+    def read_page(self, page: int) -> bytes:
+        return b"".join(part.read_page(page) for part in self.parts)
+
+    def write_page(self, page: int, data: bytes) -> None:
+        if len(data) != self.page_bytes():
+            raise ValueError(f"a page of this split holds {self.page_bytes()} bytes, got {len(data)}")
+        offset = 0
+        for part in self.parts:
+            size = part.page_bytes()
+            part.write_page(page, data[offset:offset + size])
+            offset += size
 
     def reset(self, slot: int) -> None:
         for part in self.parts:
@@ -84,6 +131,10 @@ class SplitSlots:
     def set_delta(self, slot: int, delta: int) -> None:
         for part in self.parts:
             part.set_delta(slot, delta)
+
+    def debug_share_table(self, slot: int, target: int) -> None:
+        for part in self.parts:
+            part.debug_share_table(slot, target)
 
     def close(self) -> None:
         for part in self.parts:
@@ -129,8 +180,22 @@ class SplitDecoder:
             start += stage.decoder.spec.n_layers
             self.boundaries.append(start)
 
-    def make_slots(self, n_slots: int, n_ctx: int) -> SplitSlots:
-        return SplitSlots(self.stages, n_slots, n_ctx)
+    def make_slots(self, n_slots: int, n_ctx: int, n_pages: int | None = None) -> SplitSlots:
+        """The runner's slot set: paged with `n_pages` pool pages on every stage (None: fixed regions)."""
+        return SplitSlots(self.stages, n_slots, n_ctx, n_pages)
+
+    def pool_fit(self) -> tuple[ModelSpec, int]:
+        """(a spec whose n_layers is the layers on the binding device, that device's free bytes): the
+        KV pool is mirrored on every stage, so it fits where free memory per layer of KV is least.
+        Stages on one device (cpu, or cuda:0 twice) share its memory and count together."""
+        layers: dict[str, int] = {}
+        free: dict[str, int] = {}
+        for stage in self.stages:
+            name = stage.ctx.device
+            layers[name] = layers.get(name, 0) + stage.decoder.spec.n_layers
+            free[name] = min(free.get(name, 1 << 62), stage.ctx.info().free_bytes)
+        name = min(layers, key=lambda d: free[d] / layers[d])
+        return replace(self.spec, n_layers=layers[name]), free[name]
 
     def record(self, io, act: Activations, slots: SplitSlots, n_rows: int, n_decode: int, n_logits: int,
                inject=None, adjust=None) -> None:

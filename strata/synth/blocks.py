@@ -55,6 +55,17 @@ def _q5_k_mean_square() -> float:
 IQ4_NL_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113])
 IQ4_XS_SCALES = (16, 31)  # inclusive range of |ls − 32| (6-bit sub-block scales, random sign)
 
+Q3_K_SCALES = (16, 31)  # inclusive range of |s − 32| (6-bit sub-block scales, random sign)
+Q2_K_SCALES = (8, 15)  # inclusive range of the 4-bit sub-block scales (mins = scales, dmin = 1.5·d)
+
+
+def _iq3_s_grid_mean_square() -> float:
+    from gguf.quants import IQ3_S
+
+    IQ3_S.init_grid()
+    return _mean_square(IQ3_S.grid)
+
+
 # E[(x / d)²] for one block of each type, over its random quants and sub-scales.
 QUANT_MEAN_SQUARE: dict[QT, float] = {
     QT.Q8_0: _mean_square(np.arange(-128, 128)),
@@ -67,6 +78,12 @@ QUANT_MEAN_SQUARE: dict[QT, float] = {
     QT.Q5_K: _q5_k_mean_square(),
     QT.IQ4_NL: _mean_square(IQ4_NL_VALUES),
     QT.IQ4_XS: _mean_square(IQ4_NL_VALUES) * _mean_square(np.arange(IQ4_XS_SCALES[0], IQ4_XS_SCALES[1] + 1)),
+    # Q3_K: q in −4..3 (uniform bits), sub-block scale ±[16, 31].
+    QT.Q3_K: _mean_square(np.arange(-4, 4)) * _mean_square(np.arange(Q3_K_SCALES[0], Q3_K_SCALES[1] + 1)),
+    # Q2_K: x/d = sc·q − 1.5·sc = sc·(q − 1.5), q in 0..3.
+    QT.Q2_K: _mean_square(np.arange(4) - 1.5) * _mean_square(np.arange(Q2_K_SCALES[0], Q2_K_SCALES[1] + 1)),
+    # IQ3_S: (1 + 2·sc)·(±grid) with random scale nibbles, grid indices and signs.
+    QT.IQ3_S: _mean_square(1 + 2 * np.arange(16)) * _iq3_s_grid_mean_square(),
 }
 
 
@@ -192,7 +209,35 @@ def _write_iq4_xs(rng: np.random.Generator, blocks: np.ndarray, std: float) -> N
     blocks[:, 4:8] = ((ls[:, 0::2] & 15) | ((ls[:, 1::2] & 15) << 4)).astype(np.uint8)
 
 
+def _write_q3_k(rng: np.random.Generator, blocks: np.ndarray, std: float) -> None:
+    """Sub-block scales s − 32 = ±[16, 31] (random sign cancels the quants' −0.5 mean), packed 4 + 2 bits."""
+    lo, hi = Q3_K_SCALES
+    mag = rng.integers(lo, hi + 1, size=(len(blocks), 16), dtype=np.int16)
+    s = (32 + np.where(random_bytes(rng, mag.size).reshape(mag.shape) & 1, -mag, mag)).astype(np.uint8)
+    blocks[:, 96:104] = (s[:, 0:8] & 15) | ((s[:, 8:16] & 15) << 4)
+    high = (s >> 4) & 3   # scale i's high bits go to byte 8 + i % 4, bits 2·(i // 4)
+    blocks[:, 104:108] = high[:, 0:4] | (high[:, 4:8] << 2) | (high[:, 8:12] << 4) | (high[:, 12:16] << 6)
+    _set_f16(blocks, 108, block_scales(rng, len(blocks), QT.Q3_K, std, signed=False))
+
+
+def _write_q2_k(rng: np.random.Generator, blocks: np.ndarray, std: float) -> None:
+    """4-bit scales in [8, 15], mins equal to the scales and dmin = 1.5·d: each sub-block centred."""
+    sc = rng.integers(Q2_K_SCALES[0], Q2_K_SCALES[1] + 1, size=(len(blocks), 16), dtype=np.uint8)
+    blocks[:, 0:16] = sc | (sc << 4)
+    d = block_scales(rng, len(blocks), QT.Q2_K, std, signed=False)
+    _set_f16(blocks, 80, d)
+    _set_f16(blocks, 82, d.astype(np.float32) * 1.5)
+
+
+def _write_iq3_s(rng: np.random.Generator, blocks: np.ndarray, std: float) -> None:
+    """Random grid indices, signs and scale nibbles (the bits as drawn); only d is set."""
+    _set_f16(blocks, 0, block_scales(rng, len(blocks), QT.IQ3_S, std, signed=False))
+
+
 _SCALE_WRITERS = {
+    QT.Q3_K: _write_q3_k,
+    QT.Q2_K: _write_q2_k,
+    QT.IQ3_S: _write_iq3_s,
     QT.Q5_0: _write_q5_0,
     QT.Q5_1: _write_q5_1,
     QT.Q5_K: _write_q5_k,

@@ -13,9 +13,14 @@ benchmark shapes (docs/design.md, "Benchmark shapes"):
 - Q5_K_M gives attn_v and ffn_down Q6_K in the layers llama.cpp's
   use_more_bits picks; IQ4_XS gives attn_v Q5_K when heads >= 4 x KV heads;
   both keep a Q6_K output.
+- The low-bit mixes as llama-quantize makes them: Q3_K_M gives attn_v Q5_K in
+  the first two layers and Q4_K after, attn_output Q4_K, ffn_down Q5_K in the
+  first sixteenth of the layers and Q4_K after; Q2_K gives attn_v Q4_K when
+  heads >= 4 x KV heads (else Q3_K), attn_output and ffn_down Q3_K; IQ3_S
+  gives attn_v Q4_K when heads >= 4 x KV heads. All three keep a Q6_K output.
 - A k-quant (256-value blocks) needs rows that are a multiple of 256 long;
-  otherwise llama-quantize falls back: Q6_K -> Q8_0, Q5_K -> Q5_1, IQ4_XS ->
-  IQ4_NL (as llama.cpp), and Q4_K -> Q4_1 (llama.cpp picks Q5_0; kept as it
+  otherwise llama-quantize falls back: Q6_K -> Q8_0, Q5_K -> Q5_1, IQ4_XS,
+  Q3_K, Q2_K and IQ3_S -> IQ4_NL (as llama.cpp), and Q4_K -> Q4_1 (llama.cpp picks Q5_0; kept as it
   was, the benchmark anchors were measured with it). This is
   why SmolLM2-135M (hidden 576) has a Q8_0 `token_embd` in its Q4_0 file.
 
@@ -49,9 +54,14 @@ FILE_TYPES: dict[str, tuple[QT, LlamaFileType]] = {
     "Q5_K_M": (QT.Q5_K, LlamaFileType.MOSTLY_Q5_K_M),
     # IQ4_XS everywhere (attn_v Q5_K when n_heads >= 4 n_kv_heads), as llama-quantize.
     "IQ4_XS": (QT.IQ4_XS, LlamaFileType.MOSTLY_IQ4_XS),
+    # llama-quantize's low-bit mixes (per-tensor choices in _mixed_type).
+    "Q3_K_M": (QT.Q3_K, LlamaFileType.MOSTLY_Q3_K_M),
+    "Q2_K": (QT.Q2_K, LlamaFileType.MOSTLY_Q2_K),
+    "IQ3_S": (QT.IQ3_S, LlamaFileType.MOSTLY_IQ3_S),
 }
-_OUTPUT_TO_Q6_K = {QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q5_K, QT.IQ4_XS}
-_K_FALLBACK = {QT.Q4_K: QT.Q4_1, QT.Q6_K: QT.Q8_0, QT.Q5_K: QT.Q5_1, QT.IQ4_XS: QT.IQ4_NL}
+_OUTPUT_TO_Q6_K = {QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q5_K, QT.IQ4_XS, QT.Q3_K, QT.Q2_K, QT.IQ3_S}
+_K_FALLBACK = {QT.Q4_K: QT.Q4_1, QT.Q6_K: QT.Q8_0, QT.Q5_K: QT.Q5_1, QT.IQ4_XS: QT.IQ4_NL, QT.Q3_K: QT.IQ4_NL,
+               QT.Q2_K: QT.IQ4_NL, QT.IQ3_S: QT.IQ4_NL}
 _FLOAT_TYPES = {QT.F32, QT.F16, QT.BF16}
 
 
@@ -115,12 +125,27 @@ def _use_more_bits(layer: int, n_layers: int) -> bool:
 
 
 def _mixed_type(shape: LlamaShape, layer: int, kind: str, file_type: str, base: QT) -> QT:
-    """The _M mixes' and IQ4_XS's per-tensor choices (everything else keeps the file type)."""
+    """The _M mixes', IQ4_XS's and the low-bit mixes' per-tensor choices (everything else keeps the file type)."""
+    gqa4 = shape.num_heads >= 4 * shape.num_kv_heads
     if file_type in ("Q4_K_M", "Q5_K_M") and kind in ("attn_v", "ffn_down") \
             and _use_more_bits(layer, shape.num_layers):
         return QT.Q6_K
-    if base == QT.IQ4_XS and kind == "attn_v" and shape.num_heads >= 4 * shape.num_kv_heads:
+    if base == QT.IQ4_XS and kind == "attn_v" and gqa4:
         return QT.Q5_K
+    if file_type == "Q3_K_M":
+        if kind == "attn_v":
+            return QT.Q5_K if layer < 2 else QT.Q4_K
+        if kind == "ffn_down":
+            return QT.Q5_K if layer < shape.num_layers // 16 else QT.Q4_K
+        if kind == "attn_output":
+            return QT.Q4_K
+    if file_type == "Q2_K":
+        if kind == "attn_v":
+            return QT.Q4_K if gqa4 else QT.Q3_K
+        if kind in ("attn_output", "ffn_down"):
+            return QT.Q3_K
+    if file_type == "IQ3_S" and kind == "attn_v" and gqa4:
+        return QT.Q4_K
     return base
 
 

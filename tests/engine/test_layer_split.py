@@ -10,13 +10,15 @@ that an incomplete hand-over between stages is caught.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 
 import pytest
 
 from strata import _ffi
-from strata.config import ConfigError, EngineConfig
+from strata.config import PAGE_CELLS, ConfigError, EngineConfig
 from strata.engine.engine import Engine
+from strata.engine.request import Request
 from strata.engine.sampling import SamplingParams
 from strata.models import split_decoder
 from strata.models.layer_split import balanced_boundaries, check_boundaries, load_split_model, stage_tensors
@@ -27,6 +29,7 @@ from .harness import Job, run_script, solo
 from .prompts import CHAT_QUESTIONS, chat_prompt
 from .spec_prompts import code_prompt, rewrite_prompt
 from .test_exactness import GREEDY, prompts_of, seeded
+from .test_prefix_cache import GREEDY as CACHE_GREEDY, SEEDED as CACHE_SEEDED, replay
 
 pytestmark = pytest.mark.exactness
 
@@ -54,12 +57,13 @@ def split_models(device, model_path):
 def make_split_engine(split_models, device, loaded):
     engines = []
 
-    def make(boundaries=(13,), batch=3, chunk=16, drafter=None):
+    def make(boundaries=(13,), batch=3, chunk=16, drafter=None, **pool):
+        """pool: kv_pages= and prefix_cache= (default: the pool of every slot full, cache on)."""
         ctx, model = split_models(boundaries)
         backend = "cuda" if device.startswith("cuda") else "cpu"
         config = EngineConfig(device=device, devices=(device,) * (len(boundaries) + 1), layer_split=boundaries,
-                              batch=batch, chunk=chunk, ctx=1024, max_queue=64).resolve(backend,
-                                                                                        model.spec.ctx_train)
+                              batch=batch, chunk=chunk, ctx=1024, max_queue=64, **pool).resolve(backend,
+                                                                                                model.spec.ctx_train)
         engine = Engine(ctx, model, config, drafter=drafter)
         engines.append(engine)
         return engine
@@ -171,6 +175,70 @@ async def test_split_with_drafts_equals_plain_solo(one_device_solo, make_split_e
     assert accepted == (drafted if source == "oracle" else 0)
 
 
+async def test_split_prefix_cache_hits_equal_one_device_misses(make_split_engine, make_engine, loaded):
+    """The paged pool is mirrored on every stage, so the prefix cache works on a split: conversations
+    replayed turn by turn beside other traffic hit exactly the pages they should, and every stream
+    equals its solo run on one device with the cache off. A cached page's bytes (the stages' layers
+    one after the other) equal the same page on one device. Negative control: overwriting the chain's
+    pages on the last stage only changes the tokens; `cache_prompt: false` ignores them and is exact."""
+    _, model = loaded
+    engine = make_split_engine((13,), batch=3, chunk=32)
+    assert engine.pool.cache_on and engine.pool.n_pages == 3 * (1024 // PAGE_CELLS)
+    prompts, outs = await replay(engine, model, turns=3)
+    reference = make_engine(batch=1, chunk=512, prefix_cache=False)
+    for turn, (turn_prompts, results) in enumerate(zip(prompts, outs)):
+        for i, (prompt, result) in enumerate(zip(turn_prompts, results)):
+            p = [CACHE_GREEDY, CACHE_GREEDY, CACHE_SEEDED][i]
+            want = (await solo(reference, prompt, p)).token_ids
+            assert result.token_ids == want, f"turn {turn} request {i} (cached {result.request.num_cached})"
+    for turn in (1, 2):
+        for conv in (0, 1):
+            prev = len(prompts[turn - 1][2 * conv]) + len(outs[turn - 1][2 * conv].token_ids) - 1   # computed
+            assert outs[turn][2 * conv].request.num_cached == PAGE_CELLS * (prev // PAGE_CELLS) > 0
+
+    # The split's cached pages hold one device's bytes, in one device's layout (slot files rely on it).
+    first = prompts[0][0]
+    one = make_engine(batch=1, chunk=512)
+    await solo(one, first, CACHE_GREEDY)
+    split_chain = [entry.page for _, entry in engine.pool._lookup(Request(list(first), CACHE_GREEDY))]
+    one_chain = [entry.page for _, entry in one.pool._lookup(Request(list(first), CACHE_GREEDY))]
+    assert split_chain and len(split_chain) == len(one_chain)
+    assert engine.runner.slots.page_bytes() == one.runner.slots.page_bytes()
+    for a, b in zip(split_chain, one_chain):
+        assert engine.runner.slots.read_page(a) == one.runner.slots.read_page(b)
+
+    # Negative control on the last stage alone: its mirror of the pages is what its layers read.
+    last, want = prompts[2][0], outs[2][0].token_ids
+    chain = [entry.page for _, entry in engine.pool._lookup(Request(list(last), CACHE_GREEDY))]
+    assert chain, "the last turn must hit the cache"
+    stranger = next(e.page for e in engine.pool.cached.values() if e.page not in chain)
+    for page in chain:
+        engine.runner.slots.parts[-1].copy_page(page, stranger)
+    corrupted = await solo(engine, last, CACHE_GREEDY)
+    assert corrupted.request.num_cached > 0
+    assert corrupted.token_ids != want, "a corrupted page on the last stage went unnoticed"
+    fresh = await solo(engine, last, dataclasses.replace(CACHE_GREEDY, cache_prompt=False))
+    assert fresh.request.num_cached == 0 and fresh.token_ids == want
+
+
+async def test_split_short_pool_queues_and_stays_exact(one_device_solo, make_split_engine, loaded):
+    """A pool of 7 pages mirrored on three stages: admission waits for pages (never more than two of
+    these three-page requests at once), nothing is lost, every stream equals one device's solo run,
+    and every stage's pool is whole again afterwards."""
+    _, model = loaded
+    prompts = [chat_prompt(model.tokenizer, model.chat_template, CHAT_QUESTIONS[i], repeat_context=1)
+               for i in range(4)]
+    jobs = [Job(p, CACHE_GREEDY if i % 2 else CACHE_SEEDED, at_step=i) for i, p in enumerate(prompts)]
+    expected = await one_device_solo(jobs)
+    engine = make_split_engine((5, 21), batch=4, chunk=32, kv_pages=7, prefix_cache=False)
+    assert [engine.pool.pages_for(len(p), 24) for p in prompts] == [3] * 4
+    results, steps = await run_script(engine, jobs)
+    assert [r.token_ids for r in results] == expected
+    assert max(len(set(s.decode) | {r for r, _, _ in s.prefill}) for s in steps) == 2
+    assert engine.pool.num_free == 7
+    assert [part.pages() for part in engine.runner.slots.parts] == [(7, 7)] * 3
+
+
 # ---------------------------------------------------------------- two GPUs
 
 
@@ -216,6 +284,33 @@ def test_balanced_boundaries_follow_the_weight_bytes():
     assert balanced_boundaries(heavy, 8, 4) == (1, 2, 4)          # stages of 1100, 100, 200, 400 bytes
     with pytest.raises(ModelFormatError):
         balanced_boundaries(layers | {"token_embd.weight": _T(0)}, 8, 9)
+
+
+def test_the_mirrored_pool_is_sized_by_the_tightest_device():
+    """pool_fit: the device with the least free bytes per layer of KV decides; stages on one device
+    count together against its memory."""
+    from types import SimpleNamespace as NS
+
+    def stage(device, free, n_layers):
+        ctx = NS(device=device, info=lambda: NS(free_bytes=free))
+        return NS(ctx=ctx, decoder=NS(spec=NS(n_layers=n_layers)))
+
+    def fit(*stages):
+        decoder = split_decoder.SplitDecoder.__new__(split_decoder.SplitDecoder)
+        decoder.spec, decoder.stages = _spec(sum(st.decoder.spec.n_layers for st in stages)), list(stages)
+        spec, free = decoder.pool_fit()
+        return spec.n_layers, free
+
+    assert fit(stage("cuda:0", 1000, 10), stage("cuda:1", 600, 20)) == (20, 600)     # 30 vs 100 per layer
+    assert fit(stage("cuda:0", 1000, 10), stage("cuda:1", 3000, 20)) == (10, 1000)
+    assert fit(stage("cpu", 900, 10), stage("cpu", 900, 20)) == (30, 900)           # one memory, all layers
+
+
+def _spec(n_layers):
+    from strata.models.spec import ModelSpec
+
+    fields = {f.name: 2 for f in dataclasses.fields(ModelSpec) if f.default is dataclasses.MISSING}
+    return ModelSpec(**{**fields, "n_layers": n_layers})
 
 
 def test_stage_tensors_hold_only_their_layers():

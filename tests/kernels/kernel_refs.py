@@ -2,8 +2,9 @@
 
 Weights for every dtype are built as raw GGUF blocks plus their float64
 dequantization by gguf.quants (F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 quantized by gguf;
-Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS, which gguf cannot write, as valid random blocks
-with small finite f16 scales).
+Q2_K/Q3_K/Q4_K/Q5_K/Q6_K/IQ3_S/IQ4_NL/IQ4_XS, which gguf cannot write, as valid
+random blocks with small finite f16 scales; IQ3_S's random grid indices reach
+all 512 codebook entries of gguf's IQ3_S table).
 """
 
 import numpy as np
@@ -16,12 +17,13 @@ GGUF_TYPE = {
     S.DType.F32: QT.F32, S.DType.F16: QT.F16, S.DType.BF16: QT.BF16, S.DType.Q8_0: QT.Q8_0,
     S.DType.Q4_0: QT.Q4_0, S.DType.Q4_1: QT.Q4_1, S.DType.Q4_K: QT.Q4_K, S.DType.Q6_K: QT.Q6_K,
     S.DType.Q5_0: QT.Q5_0, S.DType.Q5_1: QT.Q5_1, S.DType.Q5_K: QT.Q5_K, S.DType.IQ4_NL: QT.IQ4_NL,
-    S.DType.IQ4_XS: QT.IQ4_XS,
+    S.DType.IQ4_XS: QT.IQ4_XS, S.DType.Q2_K: QT.Q2_K, S.DType.Q3_K: QT.Q3_K, S.DType.IQ3_S: QT.IQ3_S,
 }
 WEIGHT_DTYPES = list(GGUF_TYPE)
 BLOCK_VALUES = {S.DType.F32: 1, S.DType.F16: 1, S.DType.BF16: 1, S.DType.Q8_0: 32, S.DType.Q4_0: 32,
                 S.DType.Q4_1: 32, S.DType.Q4_K: 256, S.DType.Q6_K: 256, S.DType.Q5_0: 32, S.DType.Q5_1: 32,
-                S.DType.Q5_K: 256, S.DType.IQ4_NL: 32, S.DType.IQ4_XS: 256}
+                S.DType.Q5_K: 256, S.DType.IQ4_NL: 32, S.DType.IQ4_XS: 256, S.DType.Q2_K: 256,
+                S.DType.Q3_K: 256, S.DType.IQ3_S: 256}
 
 
 def _f16_bytes(values):
@@ -61,9 +63,26 @@ def _random_iq4_xs(rng, n_blocks):
                            rng.integers(0, 256, (n_blocks, 2 + 4 + 128), dtype=np.uint8)], axis=1)
 
 
+def _random_q2_k(rng, n_blocks):
+    rest = rng.integers(0, 256, (n_blocks, 16 + 64), dtype=np.uint8)   # scales, qs
+    return np.concatenate([rest, _f16_bytes(rng.uniform(0.001, 0.01, n_blocks)),
+                           _f16_bytes(rng.uniform(0.0005, 0.005, n_blocks))], axis=1)
+
+
+def _random_q3_k(rng, n_blocks):
+    rest = rng.integers(0, 256, (n_blocks, 32 + 64 + 12), dtype=np.uint8)   # hmask, qs, scales
+    return np.concatenate([rest, _f16_bytes(rng.uniform(0.0002, 0.002, n_blocks))], axis=1)
+
+
+def _random_iq3_s(rng, n_blocks):
+    rest = rng.integers(0, 256, (n_blocks, 64 + 8 + 32 + 4), dtype=np.uint8)   # qs, qh, signs, scales
+    return np.concatenate([_f16_bytes(rng.uniform(0.0002, 0.002, n_blocks)), rest], axis=1)
+
+
 RANDOM_BLOCKS = {S.DType.Q4_K: (_random_q4_k, 256), S.DType.Q6_K: (_random_q6_k, 256),
                  S.DType.Q5_K: (_random_q5_k, 256), S.DType.IQ4_NL: (_random_iq4_nl, 32),
-                 S.DType.IQ4_XS: (_random_iq4_xs, 256)}
+                 S.DType.IQ4_XS: (_random_iq4_xs, 256), S.DType.Q2_K: (_random_q2_k, 256),
+                 S.DType.Q3_K: (_random_q3_k, 256), S.DType.IQ3_S: (_random_iq3_s, 256)}
 
 
 def make_weights(rng, dtype, n_rows, k):
@@ -164,6 +183,32 @@ def int8_activation_bound(xp, w):
 INT8_DTYPES = (S.DType.Q4_0, S.DType.Q8_0)  # the types cuda_int_matmul.cu is routed for
 
 
+def int8_activations(x):
+    """x' as CUDA's integer path sees it: float64 [n_rows, k] of dx * xq, modelling the
+    kernels' rounding of float32 x' (docs/kernels.md): per 32-value block, a = max|x'|
+    (NaN counts as +inf), dx = float32(a / 127), xq = clamp(rint(x'/dx), +-127) in
+    float32 with ties to even, and the whole block 0 when dx is 0 or not finite."""
+    x = np.asarray(x, np.float32)
+    n, k = x.shape
+    blocks = x.reshape(n, k // 32, 32)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        a = np.abs(blocks)
+        a = np.where(a <= np.finfo(np.float32).max, a, np.float32(np.inf)).max(axis=2, keepdims=True)
+        dx = a / np.float32(127)  # float32 division, correctly rounded as on both backends
+        usable = (dx > 0) & np.isfinite(dx)
+        q = np.clip(np.rint(blocks / np.where(usable, dx, np.float32(1))), -127, 127)
+    q = np.where(usable, q, 0).astype(np.float64)
+    return (q * dx.astype(np.float64)).reshape(n, k)
+
+
+def int8_accumulation_tolerance(k, bound, exact_terms=0.0):
+    """CUDA's integer path's float error once the int8 rounding is modelled (int8_activations):
+    exact block integers, one fmaf per block whose scale d*dx is a rounded product, one add per
+    slice of 8 blocks, then bias / accumulate: (k/32 + k/256 + 48) * 2^-23 of bound (sum |x^ w|)."""
+    eps32 = 2.0 ** -23
+    return (2.0 ** -20 + (k / 32 + k / 256 + 48) * eps32) * bound + 2 * eps32 * exact_terms + 1e-30
+
+
 def matmul_tolerance(device, dtype, k, bound, exact_terms=0.0, xw=None):
     """Allowed |y - float64 reference| of a matmul on `device` ("cpu", "cuda:N").
 
@@ -177,6 +222,8 @@ def matmul_tolerance(device, dtype, k, bound, exact_terms=0.0, xw=None):
     is rounded to int8 with step max|x'|/127: at most int8_activation_bound (slack 2 %
     for the rounded step); the block products are exact integers, then one fmaf per block
     (its scale a rounded product) and one add per 8 blocks: (k/32 + k/256 + 48) * 2^-23 * bound.
+    (Where x' is known in float32, tests model the rounding itself instead:
+    int8_activations, int8_accumulation_tolerance.)
     CUDA tensor cores (F16, BF16, Q4_1 and the K-quants): each 32-value block of x' is
     scaled by a power of two and rounded to f16 (bf16 for BF16 weights), a relative
     error of at most u = 2^-11 (2^-8) per value, so |error| <= u * bound; accumulation

@@ -9,12 +9,18 @@ k: |y - ref| <= 3e-6 * sqrt(k) * sum_i |x_i * w_i| + 1e-30 (about 1e-4 of the
 absolute-value sum for k = 1536, far below the error a mis-decoded block or a
 wrong scale gives). CUDA's tensor cores round each activation block to f16
 (bf16 for BF16 weights) after a power-of-two scale: 2^-11 (2^-8) of the sum.
+CUDA's integer path (Q4_0, Q8_0) rounds each 32-value block of x to int8; the
+reference models that rounding (kernel_refs.int8_activations), so only the
+float fold of exact block integers is left as error; a hand-built row checks
+the rounding rule itself (ties to even, zero blocks, the clamp) on CUDA, and
+that the CPU does not round (its activations stay float32).
 """
 
 import numpy as np
 import pytest
 
-from kernel_refs import BLOCK_VALUES, WEIGHT_DTYPES, buffer_of, make_weights, matmul_tolerance
+from kernel_refs import (BLOCK_VALUES, INT8_DTYPES, WEIGHT_DTYPES, buffer_of, int8_accumulation_tolerance,
+                         int8_activations, make_weights, matmul_tolerance)
 from strata import _ffi as S
 
 # (n_rows, k, n_out) per block size; k must be a multiple of the block.
@@ -54,8 +60,42 @@ def test_matmul_matches_float64(ctx, rng, dtype):
         raw, w = make_weights(rng, dtype, n_out, k)
         x = rng.standard_normal((n_rows, k), dtype=np.float32)
         y = run_matmul(ctx, x, raw, dtype, n_out, x_pad=4 * int(rng.integers(0, 5)), w_pad=(4 if dtype == S.DType.F32 else 2) * int(rng.integers(0, 9)))
+        if ctx.device.startswith("cuda") and dtype in INT8_DTYPES:
+            xq = int8_activations(x)
+            err = np.abs(y.astype(np.float64) - xq @ w.T)
+            tol = int8_accumulation_tolerance(k, np.abs(xq) @ np.abs(w).T)
+            assert (err <= tol).all(), f"max error {err.max():.3g}, worst ratio {(err / tol).max():.3g}"
+            continue
         ref = x.astype(np.float64) @ w.T
         check_close(y, ref, np.abs(x.astype(np.float64)) @ np.abs(w).T, k, ctx.device, dtype, (x.astype(np.float64), w))
+
+
+@pytest.mark.parametrize("dtype", INT8_DTYPES, ids=lambda d: d.name)
+def test_int8_rounding_rule(ctx, rng, dtype):
+    """CUDA's activation rounding on its integer path, seen through the products: a block
+    whose max is 127 has step 1 (halves round to even, both signs), a zero block contributes
+    nothing, a block with max 63.5 has step 0.5 (x/0.5 ties again), and a random block
+    matches the model. The CPU keeps x in float32: its result is x @ w, not the rounded one."""
+    k, n_out = 128, 9
+    x = np.zeros((1, k), np.float32)
+    x[0, :12] = [127, 2.5, 3.5, -2.5, -3.5, 0.5, -0.5, 1.5, 126.5, -126.5, 1e-3, -7.25]
+    x[0, 64:70] = [63.5, 0.25, 0.75, -0.25, 1.25, -63.5]   # step 0.5: x/step = 127, .5, 1.5, -.5, 2.5, -127
+    x[0, 96:] = rng.standard_normal(32).astype(np.float32)
+    expect_q = np.zeros(k)
+    expect_q[:12] = [127, 2, 4, -2, -4, 0, -0, 2, 126, -126, 0, -7]
+    expect_q[64:70] = [127, 0, 2, -0, 2, -127]
+    raw, w = make_weights(rng, dtype, n_out, k)
+    y = run_matmul(ctx, x, raw, dtype, n_out).astype(np.float64)
+    xq = int8_activations(x)
+    assert np.array_equal(xq[0, :96], expect_q[:96] * np.repeat([1.0, 1.0, 0.5], 32))
+    # The two answers are far apart compared with either tolerance, so each check can fail.
+    rounded, exact = xq @ w.T, x.astype(np.float64) @ w.T
+    assert np.abs(rounded - exact).max() > 1e-2
+    if ctx.device.startswith("cuda"):
+        assert (np.abs(y - rounded) <= int8_accumulation_tolerance(k, np.abs(xq) @ np.abs(w).T)).all()
+    else:
+        bound = np.abs(x.astype(np.float64)) @ np.abs(w).T
+        assert (np.abs(y - exact) <= matmul_tolerance("cpu", dtype, k, bound)).all()
 
 
 @pytest.mark.parametrize("dtype", [S.DType.F32, S.DType.Q4_1, S.DType.Q6_K], ids=lambda d: d.name)

@@ -40,6 +40,8 @@ def test_document_describes_every_route(server, document):
                     {"$ref": "#/components/schemas/Error"}
                 if "requestBody" in operation:
                     continue                     # fuzzed below
+                if path == "/slots/{id_slot}":
+                    continue                     # needs --slot-save-path: test_prefix_cache_http.py
                 r = http.request(method.upper(), path.replace("{model}", MODEL))
                 assert r.status_code == 200, (method, path, r.text[:300])
     body_paths = {p for p, ops in document["paths"].items() for op in ops.values() if "requestBody" in op}

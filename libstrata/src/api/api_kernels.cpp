@@ -22,7 +22,8 @@ const DtypeInfo& weight_dtype(const char* name, int32_t dtype) {
     if (info == nullptr || dtype == STRATA_I32)
         invalid(std::string(name) + "=" + str(dtype) + (info ? " (I32)" : "") +
                 " is not a weight type; allowed: F32 (0), F16 (1), BF16 (30), Q8_0 (8), Q4_0 (2), Q4_1 (3), "
-                "Q4_K (12), Q6_K (14)");
+                "Q5_0 (6), Q5_1 (7), Q2_K (10), Q3_K (11), Q4_K (12), Q5_K (13), Q6_K (14), IQ4_NL (20), "
+                "IQ3_S (21), IQ4_XS (23)");
     return *info;
 }
 

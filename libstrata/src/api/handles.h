@@ -58,10 +58,14 @@ struct strata_slots : strata::HandleBase {
     strata::SlotsView view;        // device pointers into the regions below
     std::vector<int32_t> lengths;  // host bookkeeping, per slot
     std::vector<int32_t> table_of; // host mirror of view.table_of
+    std::vector<int32_t> pages;    // host mirror of view.pages ([slot][slot_pages], -1 = unmapped)
+    std::vector<int32_t> page_refs;// per pool page: how many page-table entries map it
+    int32_t n_free_pages = 0;      // pool pages with page_refs == 0
     int64_t graph_refs = 0;
-    // Device regions, freed by strata_slots_destroy (never by the destructor:
-    // a quarantined shell may outlive its context).
-    void* regions[4] = {nullptr, nullptr, nullptr, nullptr};
+    // Device regions (KV pool, tables, deltas, table_of, page tables), freed by
+    // strata_slots_destroy (never by the destructor: a quarantined shell may
+    // outlive its context).
+    void* regions[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
 };
 
 struct strata_graph : strata::HandleBase {

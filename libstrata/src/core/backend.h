@@ -22,28 +22,54 @@ namespace strata {
 
 // Device-side layout of a slot set, shared by all backends. All pointers are
 // device pointers owned by the Slots object of api/handles.h.
+//
+// KV memory is a pool of pages of kPageCells cells each, shared by the slots
+// of the set; a slot reaches its cells through its page table (entry j holds
+// the page of cells [j * kPageCells, (j + 1) * kPageCells), or -1 when
+// unmapped). The pool has one page more than n_pages: the null page, which
+// unmapped entries resolve to and no kernel ever writes (kv_store skips
+// unmapped cells), so a stray read is in bounds and never sees another
+// slot's cells. kPageCells is a multiple of every backend's key block (32),
+// so a block of keys never straddles two pages. docs/kv_pool.md.
+constexpr int32_t kPageCells = 64;
+
 struct SlotsView {
     int32_t n_slots = 0;
     int32_t n_layers = 0;
     int32_t n_ctx = 0;
     int32_t n_kv_heads = 0;
     int32_t head_dim = 0;
-    uint16_t* kv = nullptr;      // F16 bits [slot][layer][2 (K, V)][kv_head][ctx][head_dim]
+    int32_t n_pages = 0;         // pages of the pool (the null page, index n_pages, comes on top)
+    int32_t slot_pages = 0;      // page-table entries per slot: ceil(n_ctx / kPageCells)
+    uint16_t* kv = nullptr;      // F16 bits [page][layer][2 (K, V)][kv_head][kPageCells][head_dim]
+    int32_t* pages = nullptr;    // [slot][slot_pages] page of each run of kPageCells cells, -1 = unmapped
     int32_t* table = nullptr;    // [slot][ctx][4] positions
     int32_t* delta = nullptr;    // [slot] rope delta
     int32_t* table_of = nullptr; // [slot] -> whose table region the slot uses (identity unless debug-shared)
 
-    // Elements of one slot's KV region, and of one (layer, K|V) plane.
-    size_t plane_elems() const { return (size_t)n_kv_heads * n_ctx * head_dim; }
-    size_t slot_kv_elems() const { return (size_t)n_layers * 2 * plane_elems(); }
+    // Elements of one (layer, K|V) plane of a page, and of a whole page.
+    size_t plane_elems() const { return (size_t)n_kv_heads * kPageCells * head_dim; }
+    size_t page_elems() const { return (size_t)n_layers * 2 * plane_elems(); }
+    // The page holding `cell` of `slot` (the null page when unmapped). Host pointers only (CPU backend,
+    // emulator); the CUDA kernels do the same lookup on device memory.
+    int32_t page_of(int32_t slot, int32_t cell) const {
+        const int32_t p = pages[(size_t)slot * slot_pages + cell / kPageCells];
+        return p >= 0 && p < n_pages ? p : n_pages;
+    }
     // Offset (elements) of cache row `cell` of kv head `head` in (slot, layer, which: 0 = K, 1 = V).
+    // Rows of one page are contiguous: cell + 1 is head_dim further while it stays in the page.
     size_t kv_index(int32_t slot, int32_t layer, int which, int32_t head, int32_t cell) const {
-        return (size_t)slot * slot_kv_elems() + ((size_t)layer * 2 + which) * plane_elems() +
-               ((size_t)head * n_ctx + cell) * head_dim;
+        return (size_t)page_of(slot, cell) * page_elems() + ((size_t)layer * 2 + which) * plane_elems() +
+               ((size_t)head * kPageCells + cell % kPageCells) * head_dim;
     }
     // Whether a {slot, index} row refers to a real cell (anything else is padding).
     bool row_valid(int32_t slot, int32_t index) const {
         return slot >= 0 && slot < n_slots && index >= 0 && index < n_ctx;
+    }
+    // Whether the cell's page is mapped (kv_store writes only mapped cells).
+    bool cell_mapped(int32_t slot, int32_t cell) const {
+        const int32_t p = pages[(size_t)slot * slot_pages + cell / kPageCells];
+        return p >= 0 && p < n_pages;
     }
 };
 

@@ -24,6 +24,7 @@ inline const DtypeInfo* dtype_info(int32_t dtype) noexcept {
     static const DtypeInfo q4_k{"Q4_K", 256, 144}, q6_k{"Q6_K", 256, 210};
     static const DtypeInfo q5_0{"Q5_0", 32, 22}, q5_1{"Q5_1", 32, 24}, q5_k{"Q5_K", 256, 176};
     static const DtypeInfo iq4_nl{"IQ4_NL", 32, 18}, iq4_xs{"IQ4_XS", 256, 136};
+    static const DtypeInfo q2_k{"Q2_K", 256, 84}, q3_k{"Q3_K", 256, 110}, iq3_s{"IQ3_S", 256, 110};
     switch (dtype) {
         case STRATA_F32: return &f32;
         case STRATA_F16: return &f16;
@@ -39,6 +40,9 @@ inline const DtypeInfo* dtype_info(int32_t dtype) noexcept {
         case STRATA_IQ4_NL: return &iq4_nl;
         case STRATA_IQ4_XS: return &iq4_xs;
         case STRATA_Q6_K: return &q6_k;
+        case STRATA_Q2_K: return &q2_k;
+        case STRATA_Q3_K: return &q3_k;
+        case STRATA_IQ3_S: return &iq3_s;
         default: return nullptr;
     }
 }

@@ -1,4 +1,5 @@
-// cpu_attention.cpp — causal GQA attention over a slot's F16 KV cache, and
+// cpu_attention.cpp — causal GQA attention over a slot's F16 KV cache (read
+// through its page table, backend.h SlotsView), and
 // bidirectional attention within segments (the vision encoder).
 //
 // A task is one (row, KV head): the query heads that share the KV head walk
@@ -152,13 +153,13 @@ void attention(ThreadPool& pool, const AttentionArgs& a) {
                 for (int i = 0; i < n_q; i++) std::memset(out[i], 0, size_t(hd) * 4);
                 continue;
             }
-            const uint16_t* k = s.kv + s.kv_index(slot, a.layer, 0, kv, 0);
-            const uint16_t* v = s.kv + s.kv_index(slot, a.layer, 1, kv, 0);
+            // Cells are read through the slot's page table (an unmapped page reads the zero null page).
+            const uint16_t* kv_pool = s.kv;
             // A sliding window starts the key blocks at the row's first visible cell: a function of
             // the row's own index, so the blocks (and the bits) never depend on the batch.
             const int64_t first = a.window > 0 ? std::max<int64_t>(0, int64_t(index) - a.window + 1) : 0;
-            attend<uint16_t>(q, out, n_q, hd, a.scale, first, int64_t(index) + 1, [&](int64_t c) { return k + c * hd; },
-                             [&](int64_t c) { return v + c * hd; });
+            attend<uint16_t>(q, out, n_q, hd, a.scale, first, int64_t(index) + 1, [&](int64_t c) { return kv_pool + s.kv_index(slot, a.layer, 0, kv, int32_t(c)); },
+                             [&](int64_t c) { return kv_pool + s.kv_index(slot, a.layer, 1, kv, int32_t(c)); });
         }
     });
 }

@@ -8,6 +8,7 @@
 
 #include "cpu_kernels.h"
 #include "cpu_quant_blocks.h"
+#include "cpu_quant_low.h"
 #include "cpu_simd.h"
 #include "core/dtype.h"
 #include "core/errors.h"
@@ -110,6 +111,21 @@ void dequant_row(int32_t dtype, const uint8_t* w, int64_t dim, float* out) {
                 else decode_iq4_xs(w, q, d);
                 for (int j = 0; j < values; j++)
                     out[j] = dtype == STRATA_Q5_K ? d[j / 32] * float(q[j]) - m[j / 32] : d[j / 32] * float(q[j]);
+            }
+            return;
+        }
+        case STRATA_Q2_K:
+        case STRATA_Q3_K:
+        case STRATA_IQ3_S: {
+            // gguf's formulas: Q2_K d1·q − m1, Q3_K d1·q (16-value sub-blocks), IQ3_S db·(±grid) (32-value).
+            alignas(32) int8_t q[256];
+            float d[16], m[16] = {};
+            const int sub = dtype == STRATA_IQ3_S ? 32 : 16;
+            for (int64_t b = 0; b < dim / 256; b++, w += dtype_info(dtype)->block_bytes, out += 256) {
+                if (dtype == STRATA_Q2_K) decode_q2_k(w, q, d, m);
+                else if (dtype == STRATA_Q3_K) decode_q3_k(w, q, d);
+                else decode_iq3_s(w, q, d);
+                for (int j = 0; j < 256; j++) out[j] = d[j / sub] * float(q[j]) - m[j / sub];
             }
             return;
         }

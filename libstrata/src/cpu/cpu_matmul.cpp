@@ -12,6 +12,7 @@
 #include "cpu_kernels.h"
 #include "cpu_matmul_dot.h"
 #include "cpu_matmul_dot_blocks.h"
+#include "cpu_matmul_dot_q3.h"
 #include "cpu_matmul_dot_q5.h"
 #include "core/dtype.h"
 #include "core/errors.h"
@@ -38,6 +39,9 @@ template <int R> void dot_q8_0_1(const DotRows& in, const uint8_t* w, int64_t s,
 template <int R> void dot_q5_k(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_blocks<BlocksQ5K, R>(in, w, s, k, out); }
 template <int R> void dot_iq4_nl(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_blocks<BlocksIq4Nl, R>(in, w, s, k, out); }
 template <int R> void dot_iq4_xs(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_blocks<BlocksIq4Xs, R>(in, w, s, k, out); }
+template <int R> void dot_q2_k(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_blocks16<BlocksQ2K, R>(in, w, s, k, out); }
+template <int R> void dot_q3_k(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_blocks16<BlocksQ3K, R>(in, w, s, k, out); }
+template <int R> void dot_iq3_s(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_blocks<BlocksIq3S, R>(in, w, s, k, out); }
 template <int R> void dot_q4_1_1(const DotRows& in, const uint8_t* w, int64_t s, int64_t k, float* out) { dot_q4_1<R, 1>(in, w, s, k, out); }
 
 DotKernel kernel_for(int32_t dtype) {
@@ -55,6 +59,9 @@ DotKernel kernel_for(int32_t dtype) {
         case STRATA_IQ4_NL: return STRATA_DOT_KERNEL(dot_iq4_nl, nullptr, false);
         case STRATA_IQ4_XS: return STRATA_DOT_KERNEL(dot_iq4_xs, nullptr, false);
         case STRATA_Q6_K: return STRATA_DOT_KERNEL(dot_q6_k, nullptr, false);
+        case STRATA_Q2_K: return STRATA_DOT_KERNEL(dot_q2_k, nullptr, false);
+        case STRATA_Q3_K: return STRATA_DOT_KERNEL(dot_q3_k, nullptr, false);
+        case STRATA_IQ3_S: return STRATA_DOT_KERNEL(dot_iq3_s, nullptr, false);
         default: fail(STRATA_ERR_INTERNAL, "cpu matmul: unhandled dtype " + std::to_string(dtype));
     }
 }

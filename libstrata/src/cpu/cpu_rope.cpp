@@ -95,7 +95,7 @@ void kv_store(ThreadPool& pool, const KvStoreArgs& a) {
         split_range(a.n_rows, t, parts, &begin, &end);
         for (int64_t r = begin; r < end; r++) {
             const int32_t slot = a.rows[2 * r], index = a.rows[2 * r + 1];
-            if (!s.row_valid(slot, index)) continue;
+            if (!s.row_valid(slot, index) || !s.cell_mapped(slot, index)) continue;  // unmapped: skipped
             for (int which = 0; which < 2; which++) {
                 const float* src = (which == 0 ? a.k + r * a.k_row_stride : a.v + r * a.v_row_stride);
                 for (int32_t h = 0; h < s.n_kv_heads; h++, src += s.head_dim) {

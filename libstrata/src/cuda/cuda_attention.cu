@@ -1,4 +1,5 @@
-// cuda_attention.cu — causal grouped-query attention over the F16 KV cache,
+// cuda_attention.cu — causal grouped-query attention over the F16 KV cache
+// (read through the slot's page table, one page lookup per tile),
 // for decode and prefill rows alike, batch-invariant by construction.
 //
 // The arithmetic of one query vector (row r, head h; its KV head is
@@ -91,12 +92,19 @@ __device__ __forceinline__ bool row_valid(const SlotsView& s, int32_t slot, int3
     return slot >= 0 && slot < s.n_slots && index >= 0 && index < s.n_ctx;
 }
 
-// First element of cache row 0 of (slot, layer, K|V, kv head): the layout of SlotsView::kv_index.
-__device__ __forceinline__ size_t kv_plane(const SlotsView& s, int32_t slot, int32_t layer, int which, int32_t head) {
-    const size_t plane = (size_t)s.n_kv_heads * s.n_ctx * s.head_dim;
-    return (size_t)slot * ((size_t)s.n_layers * 2 * plane) + ((size_t)layer * 2 + which) * plane +
-           (size_t)head * s.n_ctx * s.head_dim;
+// First element of the cache row of `cell` of (slot, layer, K|V, kv head): the layout of
+// SlotsView::kv_index. The cell's page comes from the slot's page table (an unmapped entry
+// reads the null page, index n_pages, which no kernel writes); rows of a page are contiguous,
+// and a tile (kTile cells at a multiple of kTile) never straddles pages (kPageCells % kTile == 0).
+__device__ __forceinline__ size_t kv_row(const SlotsView& s, int32_t slot, int32_t layer, int which, int32_t head,
+                                         int32_t cell) {
+    int32_t page = s.pages[(size_t)slot * s.slot_pages + cell / kPageCells];
+    if (page < 0 || page >= s.n_pages) page = s.n_pages;
+    const size_t plane = (size_t)s.n_kv_heads * kPageCells * s.head_dim;
+    return (size_t)page * ((size_t)s.n_layers * 2 * plane) + ((size_t)layer * 2 + which) * plane +
+           ((size_t)head * kPageCells + cell % kPageCells) * s.head_dim;
 }
+static_assert(kPageCells % kTile == 0, "a key tile must not straddle two KV pages");
 
 __device__ __forceinline__ float2 half2_bits_to_float2(uint32_t bits) {
     __half2 h;
@@ -200,8 +208,6 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttnPlan P
         const int n_chunks = (n_tiles + kChunkTiles - 1) / kChunkTiles;
         const int n_rounds = (n_chunks + S - 1) / S;
         const __half* kv = reinterpret_cast<const __half*>(s.kv);
-        const __half* kbase = slot >= 0 ? kv + kv_plane(s, slot, a.layer, 0, kvh) : nullptr;
-        const __half* vbase = slot >= 0 ? kv + kv_plane(s, slot, a.layer, 1, kvh) : nullptr;
 
         // Step n of this warp is tile 8 (round·S + rank) + warp + 4 (n % 2), round = n / 2.
         auto tile_of = [&](int n) { return ((n >> 1) * S + rank) * kChunkTiles + warp + kWorkers * (n & 1); };
@@ -209,7 +215,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttnPlan P
             const int t = tile_of(n);
             if (n < 2 * n_rounds && t < n_tiles && !below(t)) {
                 __half* ks = kv_s + (size_t)(n % STAGES) * 2 * kTile * krow;
-                stage_tile(kbase, vbase, hd, krow, P.copy16 != 0, (int64_t)t * kTile,
+                const int32_t cell0 = t * kTile;  // the tile's rows, contiguous in one page
+                stage_tile(kv + kv_row(s, slot, a.layer, 0, kvh, cell0), kv + kv_row(s, slot, a.layer, 1, kvh, cell0),
+                           hd, krow, P.copy16 != 0, 0,
                            min(kTile, max_last + 1 - t * kTile), ks, ks + kTile * krow, lane);
             }
             cp_async_commit();

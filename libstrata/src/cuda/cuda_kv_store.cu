@@ -2,7 +2,8 @@
 // rope_kv_store that a decoder layer runs right after its qkv projection.
 //
 // kv_store: K and V rows (F32) are rounded to F16 (round to nearest even) into
-// cell `index` of the row's slot, layer `layer`; padding rows are skipped.
+// cell `index` of the row's slot, layer `layer`, in the pool page its page
+// table maps; padding rows and cells of unmapped pages are skipped.
 // One 128-thread block per row; a thread converts two adjacent values (one
 // 4-byte store), with 8-byte loads when the rows allow.
 //
@@ -23,15 +24,23 @@ namespace strata {
 namespace cuda {
 namespace {
 
-__device__ __forceinline__ bool kv_row_valid(const SlotsView& s, int32_t layer, int32_t slot, int32_t index) {
-    return slot >= 0 && slot < s.n_slots && index >= 0 && index < s.n_ctx && layer >= 0 && layer < s.n_layers;
+// The pool page of (slot, cell), or -1 when unmapped (backend.h SlotsView::pages).
+__device__ __forceinline__ int32_t kv_page(const SlotsView& s, int32_t slot, int32_t cell) {
+    const int32_t p = s.pages[(size_t)slot * s.slot_pages + cell / kPageCells];
+    return p >= 0 && p < s.n_pages ? p : -1;
 }
 
-// Element 0 of (slot, layer, K|V, head 0) at cell `index`; heads follow at n_ctx * head_dim.
+// A row is stored when it names a real cell of a mapped page (unmapped cells are skipped).
+__device__ __forceinline__ bool kv_row_valid(const SlotsView& s, int32_t layer, int32_t slot, int32_t index) {
+    return slot >= 0 && slot < s.n_slots && index >= 0 && index < s.n_ctx && layer >= 0 && layer < s.n_layers &&
+           kv_page(s, slot, index) >= 0;
+}
+
+// Element 0 of (slot, layer, K|V, head 0) at cell `index`, in its page; heads follow at kPageCells * head_dim.
 __device__ __forceinline__ __half* kv_cell(const SlotsView& s, int32_t slot, int32_t layer, int which, int32_t index) {
-    const size_t plane = (size_t)s.n_kv_heads * s.n_ctx * s.head_dim;
-    return reinterpret_cast<__half*>(s.kv) + (size_t)slot * ((size_t)s.n_layers * 2 * plane) +
-           ((size_t)layer * 2 + which) * plane + (size_t)index * s.head_dim;
+    const size_t plane = (size_t)s.n_kv_heads * kPageCells * s.head_dim;
+    return reinterpret_cast<__half*>(s.kv) + (size_t)kv_page(s, slot, index) * ((size_t)s.n_layers * 2 * plane) +
+           ((size_t)layer * 2 + which) * plane + (size_t)(index % kPageCells) * s.head_dim;
 }
 
 // Stores one row's K and V (F32, width n_kv_heads * head_dim) into its cell.
@@ -40,7 +49,7 @@ template <bool VEC>
 __device__ __forceinline__ void store_row(const SlotsView& s, int32_t layer, int32_t slot, int32_t index,
                                           const float* k, const float* v, int nthreads) {
     const int hd = s.head_dim;
-    const int64_t head_stride = (int64_t)s.n_ctx * hd;
+    const int64_t head_stride = (int64_t)kPageCells * hd;
     const int64_t pairs = (int64_t)s.n_kv_heads * hd / 2;
     __half* kc = kv_cell(s, slot, layer, 0, index);
     __half* vc = kv_cell(s, slot, layer, 1, index);

@@ -1,7 +1,7 @@
 // cuda_matmul.cu — y = x·Wᵀ (+ bias) (+ y), batch-invariant: the entry of
 // every CUDA matmul. F16, BF16 and the quantized types go to the tensor-core
 // kernels (cuda_mma_matmul.cu); F32 weights, and the quantized types the
-// tensor cores do not take yet (Q5_0, Q5_1, Q5_K, IQ4_NL, IQ4_XS), stay here, on CUDA cores, weights
+// tensor cores do not take yet (Q5_0, Q5_1, Q5_K, IQ4_NL, IQ4_XS, Q2_K, Q3_K, IQ3_S), stay here, on CUDA cores, weights
 // decoded in registers, F32 fused multiply-adds, no activation rounding.
 //
 // Fused prologues (strata_matmul_ex) on this path: x' = x·g (RMSNORM, the
@@ -221,6 +221,9 @@ int64_t units_per_row(int dtype, int64_t k) {
     case STRATA_IQ4_NL: return k / 32 * QuantUnit<STRATA_IQ4_NL>::kUnitsPerBlock;
     case STRATA_IQ4_XS: return k / 256 * QuantUnit<STRATA_IQ4_XS>::kUnitsPerBlock;
     case STRATA_Q6_K: return k / 256 * QuantUnit<STRATA_Q6_K>::kUnitsPerBlock;
+    case STRATA_Q2_K: return k / 256 * QuantUnit<STRATA_Q2_K>::kUnitsPerBlock;
+    case STRATA_Q3_K: return k / 256 * QuantUnit<STRATA_Q3_K>::kUnitsPerBlock;
+    case STRATA_IQ3_S: return k / 256 * QuantUnit<STRATA_IQ3_S>::kUnitsPerBlock;
     default: return -1;
     }
 }
@@ -269,6 +272,9 @@ void launch_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch) {
     case STRATA_IQ4_NL: launch<STRATA_IQ4_NL>(p, stream); break;
     case STRATA_IQ4_XS: launch<STRATA_IQ4_XS>(p, stream); break;
     case STRATA_Q6_K: launch<STRATA_Q6_K>(p, stream); break;
+    case STRATA_Q2_K: launch<STRATA_Q2_K>(p, stream); break;
+    case STRATA_Q3_K: launch<STRATA_Q3_K>(p, stream); break;
+    case STRATA_IQ3_S: launch<STRATA_IQ3_S>(p, stream); break;
     default: break;
     }
 }

@@ -15,6 +15,7 @@
 #pragma once
 
 #include "cuda_common.cuh"
+#include "cuda_quant_k3.cuh"  // Q2_K, Q3_K, IQ3_S
 
 namespace strata {
 namespace cuda {
@@ -348,6 +349,9 @@ __device__ __forceinline__ float dequant_value(const uint8_t* row, int dtype, in
         const float ds = __fmul_rn(f16_to_f32(ld_u16(blk + 208)), (float)(int8_t)ld_u8(blk + 192 + 8 * n + (l >> 4) + 2 * quad));
         return deq_q6_k(ds, q);
     }
+    case STRATA_Q2_K:
+    case STRATA_Q3_K:
+    case STRATA_IQ3_S: return dequant_value_low(row, dtype, e);
     default: return 0.0f;
     }
 }
@@ -368,6 +372,9 @@ inline int64_t row_bytes(int dtype, int64_t k) {
     case STRATA_IQ4_NL: return k / 32 * 18;
     case STRATA_IQ4_XS: return k / 256 * 136;
     case STRATA_Q6_K: return k / 256 * 210;
+    case STRATA_Q2_K: return k / 256 * 84;
+    case STRATA_Q3_K:
+    case STRATA_IQ3_S: return k / 256 * 110;
     default: return 0;
     }
 }

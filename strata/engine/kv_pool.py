@@ -1,0 +1,236 @@
+"""KvPool: which KV pages each running request holds, and the exact prefix cache.
+
+Pure bookkeeping (no device): the runner maps the pages handed out here into
+the slot's page table (libstrata's paged pool, docs/kv_pool.md). The policy:
+
+- Admission reserves a request's worst case, ceil(min(prompt + max_tokens +
+  drafts, ctx) / 64) pages, less the cached prefix it maps, so a running
+  request never needs a page it cannot get. When the pool cannot cover the
+  request now it waits in the queue; one that could never fit is refused at
+  submission (`check_fits`).
+- A cached page is a full page of 64 tokens whose K/V its request computed,
+  keyed by a hash chain over the token ids of every page up to it (so a key
+  names the whole prefix). The ids are kept beside the key and compared on
+  a hit, so a hash collision can never map the wrong K/V.
+- A hit maps only pages wholly below the prompt's last token: that token is
+  always computed again (its logits give the first sampled token), and no
+  request ever writes a page it shares.
+- Pages no running request holds stay cached until the pool needs them;
+  the least recently used go first. Requests with images (their token ids do
+  not say what the image was) and those with caching off neither use nor
+  fill the cache.
+
+Because prefill is chunk-invariant (docs/design.md, invariant 1), a cached
+page holds exactly the bits a fresh prefill of the same prefix would write,
+so a hit gives the same tokens as a miss.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+from dataclasses import dataclass
+
+from ..config import PAGE_CELLS
+from .sampling import InvalidRequest
+
+
+@dataclass(eq=False)
+class _Cached:
+    page: int
+    tokens: tuple[int, ...]     # the page's PAGE_CELLS token ids
+    refs: int = 0               # running requests that map it
+
+
+def _chain(parent: bytes, tokens) -> bytes:
+    return hashlib.blake2b(parent + b"|" + ",".join(map(str, tokens)).encode(), digest_size=16).digest()
+
+
+class KvPool:
+    def __init__(self, n_pages: int, ctx: int, extra_cells: int = 0, cache: bool = True):
+        """extra_cells: cells a request may write past prompt + max_tokens (speculative drafts)."""
+        self.n_pages, self.ctx, self.extra_cells, self.cache_on = n_pages, ctx, extra_cells, cache
+        self.free: list[int] = list(range(n_pages - 1, -1, -1))      # a stack: page 0 first
+        self.cached: dict[bytes, _Cached] = {}
+        self.idle: collections.OrderedDict[bytes, _Cached] = collections.OrderedDict()  # refs == 0, LRU first
+        self.num_cached_tokens = 0     # prompt tokens served from the cache (metrics)
+        self.num_hits = 0              # requests that mapped at least one cached page
+
+    # ------------------------------------------------------------ sizes
+
+    def pages_for(self, num_prompt: int, max_tokens: int) -> int:
+        cells = min(num_prompt + max_tokens + self.extra_cells, self.ctx)
+        return -(-cells // PAGE_CELLS)
+
+    def check_fits(self, num_prompt: int, max_tokens: int) -> None:
+        """InvalidRequest (400) when the request could not be admitted even into an empty pool."""
+        need = self.pages_for(num_prompt, max_tokens)
+        if need > self.n_pages:
+            room = self.n_pages * PAGE_CELLS - self.extra_cells - num_prompt
+            raise InvalidRequest(
+                f"this request may need {need} KV pages ({num_prompt} prompt tokens + max_tokens {max_tokens}, "
+                f"{PAGE_CELLS} tokens a page) but the KV pool holds {self.n_pages} (--kv-pages); "
+                + (f"send max_tokens <= {room}" if room >= 1 else "send a shorter prompt"),
+                "max_tokens", code="context_length_exceeded")
+
+    @property
+    def num_free(self) -> int:
+        """Pages an admission may take now: never used, or cached by no running request."""
+        return len(self.free) + len(self.idle)
+
+    # ------------------------------------------------------------ admission and release
+
+    def _caches(self, request) -> bool:
+        return self.cache_on and request.vision is None and request.positions is None and \
+            getattr(request.params, "cache_prompt", True)
+
+    def _lookup(self, request) -> list[tuple[bytes, _Cached]]:
+        hits: list[tuple[bytes, _Cached]] = []
+        if not self._caches(request):
+            return hits
+        key, ids = b"", request.prompt_ids
+        for i in range((request.num_prompt - 1) // PAGE_CELLS):
+            tokens = tuple(ids[i * PAGE_CELLS:(i + 1) * PAGE_CELLS])
+            key = _chain(key, tokens)
+            entry = self.cached.get(key)
+            if entry is None or entry.tokens != tokens:
+                break
+            hits.append((key, entry))
+        return hits
+
+    def admit(self, request) -> bool:
+        """Gives the request its pages (request.kv_pages, cached prefix first) and skips its cached
+        prompt tokens (num_computed); False, changing nothing, when the pool cannot cover it now."""
+        hits = self._lookup(request)
+        need = self.pages_for(request.num_prompt, request.params.max_tokens) - len(hits)
+        taken_idle = sum(1 for _, e in hits if e.refs == 0)
+        if need > len(self.free) + len(self.idle) - taken_idle:
+            return False
+        for key, entry in hits:
+            if entry.refs == 0:
+                del self.idle[key]
+            entry.refs += 1
+        pages = [e.page for _, e in hits]
+        for _ in range(need):
+            pages.append(self.free.pop() if self.free else self._evict())
+        request.kv_pages = pages
+        request.kv_keys = [k for k, _ in hits]      # grows as share_prompt caches its own pages
+        request.num_cached = len(hits) * PAGE_CELLS
+        request.num_computed = request.num_cached
+        if hits:
+            self.num_hits += 1
+            self.num_cached_tokens += request.num_cached
+        return True
+
+    def share_prompt(self, request) -> None:
+        """Puts the full prompt pages the request has computed so far into the cache while it runs (a
+        long system prompt is shared by requests that overlap in time). It never writes those cells
+        again. Stops at a page whose prefix another request cached first (this one keeps its copy)."""
+        if request.kv_pages is None or not self._caches(request):
+            return
+        keys, ids = request.kv_keys, request.prompt_ids
+        key = keys[-1] if keys else b""
+        for i in range(len(keys), min(request.num_computed, request.num_prompt) // PAGE_CELLS):
+            tokens = tuple(ids[i * PAGE_CELLS:(i + 1) * PAGE_CELLS])
+            key = _chain(key, tokens)
+            if key in self.cached:
+                return
+            self.cached[key] = _Cached(request.kv_pages[i], tokens, refs=1)
+            keys.append(key)
+
+    def _evict(self) -> int:
+        key, entry = self.idle.popitem(last=False)
+        del self.cached[key]
+        return entry.page
+
+    def release(self, request, keep: bool = True) -> None:
+        """Returns the request's pages: full pages of computed tokens join the cache (when `keep` and the
+        request caches), the rest are free again."""
+        pages = getattr(request, "kv_pages", None)
+        if pages is None:
+            return
+        request.kv_pages = None
+        keys = request.kv_keys
+        tokens = request.prompt_ids + request.output_ids
+        n_full = min(request.num_computed, len(tokens)) // PAGE_CELLS if keep and self._caches(request) else 0
+        key = b""
+        for i, page in enumerate(pages):
+            if i < len(keys):                        # a page this request mapped from or put in the cache
+                key = keys[i]
+                self._unref(key, self.cached[key])
+                continue
+            if i < n_full:
+                chunk = tuple(tokens[i * PAGE_CELLS:(i + 1) * PAGE_CELLS])
+                key = _chain(key, chunk)
+                if key not in self.cached:
+                    entry = _Cached(page, chunk)
+                    self.cached[key] = entry
+                    self.idle[key] = entry
+                    continue
+            self.free.append(page)
+
+    def _unref(self, key: bytes, entry: _Cached) -> None:
+        entry.refs -= 1
+        if entry.refs == 0:
+            self.idle[key] = entry       # most recently used last
+
+    # ------------------------------------------------------------ slot files (slot_files.py)
+
+    def chain(self, tokens: list[int]) -> list[tuple[bytes, _Cached]]:
+        """The cached entries of the longest prefix of `tokens` in full pages (no last-token cap)."""
+        out: list[tuple[bytes, _Cached]] = []
+        key = b""
+        for i in range(len(tokens) // PAGE_CELLS):
+            chunk = tuple(tokens[i * PAGE_CELLS:(i + 1) * PAGE_CELLS])
+            key = _chain(key, chunk)
+            entry = self.cached.get(key)
+            if entry is None or entry.tokens != chunk:
+                break
+            out.append((key, entry))
+        return out
+
+    def hold(self, entries) -> None:
+        """Keeps cached entries from eviction (a save reads them) until `unhold`."""
+        for key, entry in entries:
+            if entry.refs == 0:
+                del self.idle[key]
+            entry.refs += 1
+
+    def unhold(self, entries) -> None:
+        for key, entry in entries:
+            self._unref(key, entry)
+
+    def take(self, n: int) -> list[int] | None:
+        """n pages out of the pool's hands (free first, then the least recently used cached), or None."""
+        if n > self.num_free:
+            return None
+        return [self.free.pop() if self.free else self._evict() for _ in range(n)]
+
+    def give_back(self, pages: list[int]) -> None:
+        self.free.extend(pages)
+
+    def insert(self, tokens: list[int], pages: list[int], first: int = 0) -> int:
+        """Puts pages holding the K/V of full pages first, first + 1, ... of `tokens` into the cache; a page
+        whose prefix is cached already is freed. Returns how many pages joined the cache."""
+        key, added = b"", 0
+        for i in range(first + len(pages)):
+            chunk = tuple(tokens[i * PAGE_CELLS:(i + 1) * PAGE_CELLS])
+            key = _chain(key, chunk)
+            if i < first:
+                continue
+            page = pages[i - first]
+            if key in self.cached:
+                self.free.append(page)
+                continue
+            entry = _Cached(page, chunk)
+            self.cached[key] = entry
+            self.idle[key] = entry
+            added += 1
+        return added
+
+    def clear(self) -> int:
+        """Drops every cached page no running request maps; returns how many."""
+        n = len(self.idle)
+        while self.idle:
+            self.free.append(self._evict())
+        return n
