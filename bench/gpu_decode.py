@@ -10,10 +10,11 @@ ratio to llama.cpp.
     python bench/gpu_decode.py                       # synth 135m/1b/8b x Q4_0/Q8_0/F16 + the default model
     python bench/gpu_decode.py --shapes 135m --types Q4_0 --concurrency 1 4
     python bench/gpu_decode.py --shapes 1b 8b --types Q5_K_M IQ4_XS   # the mixes users download
-    python bench/gpu_decode.py --devices cuda:0,cuda:1 --shapes 8b --types Q4_0   # the layer split (eager steps)
+    python bench/gpu_decode.py --devices cuda:0,cuda:1 --shapes 8b --types Q4_0   # the layer split
 
 With --devices the model is split by layers (--layer-split, default balanced by weight bytes;
-docs/layer-split.md); the split runs its steps eagerly and passes activations through host memory,
+docs/layer-split.md); the split replays a decode graph per stage and passes activations between
+stages through host memory,
 so compare it with the same model on one device (--devices cuda:0,cuda:0 measures the split's own
 cost without a second GPU).
 

@@ -142,8 +142,9 @@ def _log_start(engine: Engine, settings: ServerSettings, args) -> None:
     log.info("KV pool: %d pages of 64 tokens (%d tokens), prefix cache %s", engine.pool.n_pages,
              engine.pool.n_pages * 64, "on" if engine.pool.cache_on else "off")
     if cfg.devices:
-        log.info("layer split over %s at layers %s (eager steps)", ",".join(cfg.devices),
-                 ",".join(map(str, getattr(engine.model.decoder, "boundaries", ()))))
+        log.info("layer split over %s at layers %s (%s)", ",".join(cfg.devices),
+                 ",".join(map(str, getattr(engine.model.decoder, "boundaries", ()))),
+                 "decode graphs per stage" if cfg.graphs else "eager steps")
     if cfg.draft:
         log.info("speculative decoding: %s drafts, at most %d per request and step%s", cfg.draft, cfg.draft_max,
                  f" (draft model {cfg.draft_model})" if cfg.draft_model else "")

@@ -55,7 +55,6 @@ class EngineConfig:
             chunk=self.chunk if self.chunk is not None else chunk,
             draft="model" if self.draft is None and self.draft_model else self.draft,
             draft_max=self.draft_max if self.draft_max is not None else DRAFT_MAX_DEFAULTS[backend],
-            graphs=self.graphs and not self.devices,     # a layer split runs eagerly (docs/layer-split.md)
         )
         if cfg.kv_pages is None and cfg.batch is not None and cfg.ctx is not None:
             cfg = replace(cfg, kv_pages=cfg.batch * -(-cfg.ctx // PAGE_CELLS))

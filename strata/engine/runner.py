@@ -65,7 +65,10 @@ class ModelRunner:
         self.images = ImageRows(ctx, spec.hidden)      # per-slot image embeddings, injected in prefill
         self.logit_table = LogitTable(ctx, config.batch, spec.vocab)   # per-slot masks, bias, penalties
         on_gpu = ctx.info().backend == F.Backend.CUDA
-        self.ahead = DecodeAhead(ctx, self.io, self.max_logits) if on_gpu and config.graphs else None
+        # Not on a layer split: its later stages copy the step inputs from the host, which a guessed
+        # step advances on the device only.
+        split = hasattr(model.decoder, "capture")
+        self.ahead = DecodeAhead(ctx, self.io, self.max_logits) if on_gpu and config.graphs and not split else None
         # Tests that read act.logits after each step set this: a guessed next step would overwrite them.
         self.keep_logits = False
 
@@ -223,6 +226,9 @@ class ModelRunner:
     def _graph(self, bucket: int) -> F.Graph:
         """The decode graph for `bucket` rows, captured on first use (rows past the batch are padding)."""
         graph = self.graphs.get(bucket)
+        capture = getattr(self.model.decoder, "capture", None)
+        if graph is None and capture is not None:   # a layer split: a graph per stage (split_decoder.py)
+            graph = self.graphs[bucket] = capture(self.io, self.act, self.slots, bucket, adjust=self.logit_table)
         if graph is None:
             self.ctx.graph_begin()
             try:

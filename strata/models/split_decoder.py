@@ -12,13 +12,16 @@ inputs, logit table and logprob reads live — same kernels, same bits.
 
 Exactness (docs/layer-split.md): every kernel is batch-invariant and runs on
 the same rows with the same operands as on one device; a transfer copies bits.
-So a request's tokens on any split equal one device's. Steps run eagerly: a
-host transfer cannot be part of a captured graph.
+So a request's tokens on any split equal one device's. Decode steps replay
+captured graphs, one per stage and one for sampling on the first context
+(SplitGraph), with the host hand-overs between their launches: a host
+transfer cannot be part of a graph. Prefill steps run eagerly, as on one device.
 """
 
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import replace
 
 import numpy as np
@@ -142,34 +145,51 @@ class SplitSlots:
 
 
 class Stage:
-    """One device context, its weights and decoder; step buffers made on first use (stages after the first)."""
+    """One device context, its weights and decoder, and (from the second stage on) step buffers per runner."""
 
     def __init__(self, ctx: F.Context, decoder: StageDecoder, weights: WeightArena, owns_ctx: bool):
         self.ctx, self.decoder, self.weights, self.owns_ctx = ctx, decoder, weights, owns_ctx
-        self.io = self.act = None
+        self._buffers: dict[int, tuple] = {}     # id(runner's StepIO) -> (weakref to it, StepIO, Activations)
 
-    def buffers_like(self, io, full_spec: ModelSpec):
-        """This stage's StepIO and Activations, shaped as the runner's (remade when a runner of
-        another shape uses the model)."""
-        if self.io is None or (self.io.max_rows, self.io.max_logits) != (io.max_rows, io.max_logits):
-            for thing in (self.io, self.act):
-                if thing is not None:
-                    thing.close()
-            # The runner's StepIO class: the layout is the engine's, not this module's.
-            self.io = type(io)(self.ctx, io.max_rows, io.max_logits)
-            self.act = Activations(self.ctx, full_spec, io.max_rows, io.max_logits)
-        return self.io, self.act
+    def buffers_for(self, io, full_spec: ModelSpec):
+        """This stage's StepIO and Activations for the runner whose step inputs are `io`, shaped as
+        its own. One pair per runner: a runner's captured graphs keep their addresses while another
+        runner (another engine over the same model) uses the model."""
+        entry = self._buffers.get(id(io))
+        if entry is not None and entry[0]() is io:
+            return entry[1], entry[2]
+        self._sweep()
+        # The runner's StepIO class: the layout is the engine's, not this module's.
+        sio = type(io)(self.ctx, io.max_rows, io.max_logits)
+        sact = Activations(self.ctx, full_spec, io.max_rows, io.max_logits)
+        self._buffers[id(io)] = (weakref.ref(io), sio, sact)
+        return sio, sact
+
+    def _sweep(self) -> None:
+        """Frees the buffers of runners that are gone or closed (their graphs were closed with them)."""
+        for key, (ref, sio, sact) in list(self._buffers.items()):
+            io = ref()
+            if io is None or io.buffer._ptr is None:
+                del self._buffers[key]
+                for thing in (sio, sact):
+                    try:
+                        thing.close()
+                    except F.StrataError:
+                        pass      # a graph not yet closed still uses it: the library keeps it until then
 
     def close(self) -> None:
-        for thing in (self.io, self.act, self.weights):
-            if thing is not None:
-                thing.close()
+        for _, sio, sact in self._buffers.values():
+            sio.close()
+            sact.close()
+        self._buffers.clear()
+        self.weights.close()
         if self.owns_ctx:
             self.ctx.close()
 
 
 class SplitDecoder:
-    """Decoder.record's contract over several stages; `make_slots` gives the runner the per-stage KV."""
+    """Decoder.record's contract over several stages; `make_slots` gives the runner the per-stage KV
+    and `capture` its decode graphs."""
 
     def __init__(self, spec: ModelSpec, stages: list[Stage]):
         self.spec, self.stages = spec, stages
@@ -199,41 +219,76 @@ class SplitDecoder:
 
     def record(self, io, act: Activations, slots: SplitSlots, n_rows: int, n_decode: int, n_logits: int,
                inject=None, adjust=None) -> None:
-        """As Decoder.record; `io`, `act` and `adjust` live on the first stage's context."""
-        s = self.spec
-        prev_act = None
-        for index, stage in enumerate(self.stages):
-            d, part = stage.decoder, slots.parts[index]
-            if index == 0:
-                sio, sact = io, act
-            else:
-                sio, sact = stage.buffers_like(io, s)
-                sio.host[:] = io.host             # rows, ids, sample rows and params of this step
-                sio.upload()
-                self._hand_over(prev_act, sact, n_rows)
-            if n_decode:
-                F.positions_decode(stage.ctx, part, sio.buffer, sio.rows_off, n_decode)
-            if d.first:
-                e = d.embedding
-                F.embed(stage.ctx, e.buffer, e.offset, e.dtype, s.vocab, s.hidden, sio.buffer, sio.ids_off, n_rows,
-                        sact.buffer, sact.x)
-                if inject is not None:
-                    inject(sact.buffer, sact.x)
-            for layer_index, layer in enumerate(d.layers):
-                d._attention_block(layer_index, layer, sio, sact, part, n_rows)
-                d._mlp_block(layer, sact, n_rows)
-            prev_act, prev_io = sact, sio
+        """As Decoder.record, eagerly; `io`, `act` and `adjust` live on the first stage's context."""
+        last_act = act
+        for index in range(len(self.stages)):
+            sio, sact = self._enter(index, io, act, last_act, n_rows)
+            self._stage_work(index, sio, sact, slots.parts[index], n_rows, n_decode, n_logits, inject)
+            last_act = sact
         if n_logits == 0:             # prefill chunks that complete no prompt: nothing to sample
             return
-        last = self.stages[-1]
-        A, o = prev_act.buffer, last.decoder.output
-        F.gather_rows(last.ctx, A, prev_act.x, n_rows, s.hidden * 4, prev_io.buffer, prev_io.logit_idx_off, n_logits,
-                      A, prev_act.xs)
-        F.matmul_ex(last.ctx, last.decoder.head_params, A, prev_act.xs, n_logits, s.hidden, o.buffer, o.offset,
-                    o.dtype, o.rows, A, prev_act.logits)
-        if prev_act is not act:       # the logits back to the first context (sampling, logprobs)
-            _transfer(A, prev_act.logits, act.buffer, act.logits, n_logits * s.vocab * 4)
-        ctx = self.ctx
+        self._logits_back(last_act, act, n_logits)
+        self._sample(io, act, n_logits, adjust)
+
+    def capture(self, io, act: Activations, slots: SplitSlots, n_rows: int, adjust=None) -> "SplitGraph":
+        """The decode graphs for `n_rows` rows (every row decodes and is sampled, as the runner's
+        one-device graph): one per stage, recorded on its context, and one for adjustment and
+        sampling on the first. SplitGraph.launch replays them with the hand-overs between."""
+        graphs: list[F.Graph] = []
+        try:
+            for index, stage in enumerate(self.stages):
+                sio, sact = (io, act) if index == 0 else stage.buffers_for(io, self.spec)
+                part = slots.parts[index]
+                graphs.append(_record(stage.ctx, lambda: self._stage_work(index, sio, sact, part, n_rows, n_rows,
+                                                                          n_rows, None)))
+            graphs.append(_record(self.ctx, lambda: self._sample(io, act, n_rows, adjust)))
+        except BaseException:
+            for graph in graphs:
+                graph.close()
+            raise
+        return SplitGraph(self, io, act, graphs, n_rows)
+
+    def _enter(self, index: int, io, act: Activations, prev_act: Activations, n_rows: int):
+        """Stage `index`'s step inputs and activations, ready to run: after the first stage, a copy of
+        this step's inputs and the previous stage's hidden rows."""
+        if index == 0:
+            return io, act
+        sio, sact = self.stages[index].buffers_for(io, self.spec)
+        sio.host[:] = io.host             # rows, ids, sample rows and params of this step
+        sio.upload()
+        self._hand_over(prev_act, sact, n_rows)
+        return sio, sact
+
+    def _stage_work(self, index: int, sio, sact: Activations, part: F.Slots, n_rows: int, n_decode: int,
+                    n_logits: int, inject) -> None:
+        """One stage's kernels on its context: positions, the embedding (first), its layers, and the
+        output norm and head (last, when rows are sampled)."""
+        s, stage = self.spec, self.stages[index]
+        d, ctx = stage.decoder, stage.ctx
+        if n_decode:
+            F.positions_decode(ctx, part, sio.buffer, sio.rows_off, n_decode)
+        if d.first:
+            e = d.embedding
+            F.embed(ctx, e.buffer, e.offset, e.dtype, s.vocab, s.hidden, sio.buffer, sio.ids_off, n_rows,
+                    sact.buffer, sact.x)
+            if inject is not None:
+                inject(sact.buffer, sact.x)
+        for layer_index, layer in enumerate(d.layers):
+            d._attention_block(layer_index, layer, sio, sact, part, n_rows)
+            d._mlp_block(layer, sact, n_rows)
+        if d.last and n_logits:
+            A, o = sact.buffer, d.output
+            F.gather_rows(ctx, A, sact.x, n_rows, s.hidden * 4, sio.buffer, sio.logit_idx_off, n_logits, A, sact.xs)
+            F.matmul_ex(ctx, d.head_params, A, sact.xs, n_logits, s.hidden, o.buffer, o.offset, o.dtype, o.rows,
+                        A, sact.logits)
+
+    def _logits_back(self, last_act: Activations, act: Activations, n_logits: int) -> None:
+        """The logits back to the first context (sampling, logprobs)."""
+        if last_act is not act:
+            _transfer(last_act.buffer, last_act.logits, act.buffer, act.logits, n_logits * self.spec.vocab * 4)
+
+    def _sample(self, io, act: Activations, n_logits: int, adjust) -> None:
+        s, ctx = self.spec, self.ctx
         if adjust is not None:
             F.logits_adjust(ctx, act.buffer, act.logits, n_logits, s.vocab, io.buffer, io.adjust_off, adjust.buffer,
                             0, adjust.n_slots)
@@ -246,6 +301,43 @@ class SplitDecoder:
     def close(self) -> None:
         for stage in reversed(self.stages):
             stage.close()
+
+
+class SplitGraph:
+    """A split's decode step for one row count: the stages' graphs launched in order, each stage's
+    step inputs copied and the hidden rows handed over between launches, then the logits back and
+    the sampling graph on the first context. The runner uses it as one F.Graph (launch, close)."""
+
+    def __init__(self, decoder: SplitDecoder, io, act: Activations, graphs: list[F.Graph], n_rows: int):
+        self.decoder, self.io, self.act, self.graphs, self.n_rows = decoder, io, act, graphs, n_rows
+
+    def launch(self) -> None:
+        d, io, act = self.decoder, self.io, self.act
+        last_act = act
+        for index, graph in enumerate(self.graphs[:-1]):
+            _, last_act = d._enter(index, io, act, last_act, self.n_rows)
+            graph.launch()
+        d._logits_back(last_act, act, self.n_rows)
+        self.graphs[-1].launch()
+
+    def close(self) -> None:
+        for graph in self.graphs:
+            graph.close()
+        self.graphs = []
+
+
+def _record(ctx: F.Context, work) -> F.Graph:
+    """`work`'s calls on `ctx` recorded as a graph (a failed recording is discarded, the error kept)."""
+    ctx.graph_begin()
+    try:
+        work()
+    except BaseException:
+        try:
+            ctx.graph_end().close()
+        except F.StrataError:
+            pass
+        raise
+    return ctx.graph_end()
 
 
 def _transfer(src: F.Buffer, src_off: int, dst: F.Buffer, dst_off: int, n_bytes: int) -> None:

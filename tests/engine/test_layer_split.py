@@ -58,7 +58,8 @@ def make_split_engine(split_models, device, loaded):
     engines = []
 
     def make(boundaries=(13,), batch=3, chunk=16, drafter=None, **pool):
-        """pool: kv_pages= and prefix_cache= (default: the pool of every slot full, cache on)."""
+        """pool: kv_pages=, prefix_cache= (default: the pool of every slot full, cache on) and graphs=
+        (default: on, decode graphs per stage)."""
         ctx, model = split_models(boundaries)
         backend = "cuda" if device.startswith("cuda") else "cpu"
         config = EngineConfig(device=device, devices=(device,) * (len(boundaries) + 1), layer_split=boundaries,
@@ -101,19 +102,28 @@ def one_device_solo(make_engine, solo_cache, device):
     return run
 
 
-@pytest.mark.parametrize("boundaries,n_jobs", [((13,), 4), ((5, 21), 2)], ids=["2-stages", "3-stages"])
-async def test_split_batch_equals_one_device_solo(one_device_solo, make_split_engine, loaded, boundaries, n_jobs):
-    """Concurrent greedy and seeded requests of different lengths on the split equal solo on one device."""
+@pytest.mark.parametrize("boundaries,n_jobs,graphs", [((13,), 4, True), ((13,), 4, False), ((5, 21), 2, True)],
+                         ids=["2-stages-graphs", "2-stages-eager", "3-stages-graphs"])
+async def test_split_batch_equals_one_device_solo(one_device_solo, make_split_engine, loaded, boundaries, n_jobs,
+                                                  graphs):
+    """Concurrent greedy and seeded requests of different lengths on the split equal solo on one device,
+    decode steps replaying the per-stage graphs or run eagerly."""
     _, model = loaded
     prompts = prompts_of(model, n_jobs, long_every=4)
     jobs = [Job(p, SHORT if i % 2 == 0 else short_seeded(200 + i)) for i, p in enumerate(prompts)]
     expected = await one_device_solo(jobs)
-    engine = make_split_engine(boundaries, batch=2, chunk=32)
+    engine = make_split_engine(boundaries, batch=2, chunk=32, graphs=graphs)
     assert len(engine.runner.slots.parts) == len(boundaries) + 1
     results, steps = await run_script(engine, jobs)
     assert max(len(s.decode) + len({r for r, _, _ in s.prefill}) for s in steps) == 2     # really batched
     for job, result, want in zip(jobs, results, expected):
         assert result.token_ids == want, f"prompt of {len(job.prompt)} tokens diverged on split {boundaries}"
+    captured = list(engine.runner.graphs.values())
+    if graphs:      # decode steps really replayed per-stage graphs
+        assert captured and all(isinstance(g, split_decoder.SplitGraph) and len(g.graphs) == len(boundaries) + 2
+                                for g in captured)
+    else:
+        assert not captured
 
 
 async def test_split_staggered_cancelled_and_reused(one_device_solo, make_split_engine, loaded):
@@ -151,6 +161,33 @@ async def test_negative_control_an_incomplete_hand_over_is_caught(one_device_sol
     monkeypatch.setattr(split_decoder.SplitDecoder, "_hand_over",
                         lambda self, src, dst, n_rows: real(self, src, dst, min(n_rows, 1)))
     results, _ = await run_script(make_split_engine((13,), batch=2, chunk=32), jobs)
+    assert any(result.token_ids != want for result, want in zip(results, expected))
+
+
+async def test_negative_control_graphs_on_stale_step_inputs_are_caught(one_device_solo, make_split_engine, loaded,
+                                                                       monkeypatch):
+    """If the later stages' graphs replayed without this step's inputs copied to them (rows, positions
+    and sample rows of an earlier step), the comparison must fail: the copy before each launch matters."""
+    _, model = loaded
+    jobs = [Job(p, SHORT if i % 2 == 0 else short_seeded(300 + i))
+            for i, p in enumerate(prompts_of(model, 4, long_every=4))][:2]
+    expected = await one_device_solo(jobs)
+
+    def launch_without_inputs(self):
+        d, last = self.decoder, self.act
+        for index, graph in enumerate(self.graphs[:-1]):
+            if index:
+                _, sact = d.stages[index].buffers_for(self.io, d.spec)
+                d._hand_over(last, sact, self.n_rows)
+                last = sact
+            graph.launch()
+        d._logits_back(last, self.act, self.n_rows)
+        self.graphs[-1].launch()
+
+    monkeypatch.setattr(split_decoder.SplitGraph, "launch", launch_without_inputs)
+    engine = make_split_engine((13,), batch=2, chunk=32)
+    results, _ = await run_script(engine, jobs)
+    assert engine.runner.graphs, "no decode graph ran"
     assert any(result.token_ids != want for result, want in zip(results, expected))
 
 
@@ -340,9 +377,9 @@ def test_split_settings_are_checked(settings, message):
         EngineConfig(**settings).check()
 
 
-def test_a_split_runs_eagerly():
-    assert EngineConfig(devices=("cpu", "cpu")).resolve("cpu", 2048).graphs is False
-    assert EngineConfig(device="cpu").resolve("cpu", 2048).graphs is True
+def test_a_split_keeps_graphs_unless_turned_off():
+    assert EngineConfig(devices=("cpu", "cpu")).resolve("cpu", 2048).graphs is True
+    assert EngineConfig(devices=("cpu", "cpu"), graphs=False).resolve("cpu", 2048).graphs is False
 
 
 def test_cli_parses_the_split_flags():
