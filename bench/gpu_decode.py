@@ -11,6 +11,7 @@ ratio to llama.cpp.
     python bench/gpu_decode.py --shapes 135m --types Q4_0 --concurrency 1 4
     python bench/gpu_decode.py --shapes 1b 8b --types Q5_K_M IQ4_XS   # the mixes users download
     python bench/gpu_decode.py --devices cuda:0,cuda:1 --shapes 8b --types Q4_0   # the layer split
+    python bench/gpu_decode.py --devices cuda:0,cuda:1 --batch-groups 2 --shapes 8b --types Q4_0
 
 With --devices the model is split by layers (--layer-split, default balanced by weight bytes;
 docs/layer-split.md); the split replays a decode graph per stage and passes activations between
@@ -85,7 +86,7 @@ def decode_rate(result: dict) -> float:
 
 
 def bench_model(path: str, device: str, concurrency: list[int], devices: tuple[str, ...] | None = None,
-                layer_split: tuple[int, ...] | None = None) -> dict:
+                layer_split: tuple[int, ...] | None = None, batch_groups: int = 1) -> dict:
     from strata.models.loader import load_model
 
     if devices:
@@ -104,7 +105,8 @@ def bench_model(path: str, device: str, concurrency: list[int], devices: tuple[s
 
     def engine(batch, chunk):
         cfg = EngineConfig(model=path, device=device, batch=batch, chunk=chunk, ctx=1024, devices=devices,
-                           layer_split=layer_split).resolve("cuda", spec.ctx_train)
+                           layer_split=layer_split, batch_groups=min(batch_groups, batch)).resolve("cuda",
+                                                                                                  spec.ctx_train)
         return Engine(ctx, model, cfg)
 
     e = engine(1, 512)
@@ -150,6 +152,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="write the raw figures here")
     ap.add_argument("--devices", default=None, help="split the model by layers over these, e.g. cuda:0,cuda:1")
     ap.add_argument("--layer-split", default=None, help="with --devices: first layer of each later device, e.g. 16")
+    ap.add_argument("--batch-groups", type=int, default=1,
+                    help="with --devices: slots in N groups pipelined over the stages (capped at each batch)")
     args = ap.parse_args(argv)
     devices = tuple(args.devices.split(",")) if args.devices else None
     layer_split = tuple(int(b) for b in args.layer_split.split(",")) if args.layer_split else None
@@ -163,8 +167,10 @@ def main(argv=None) -> int:
     for shape, dtype, path in todo:
         path = path or str(ensure_synth(shape, dtype, Path(args.synth_dir)))
         t0 = time.time()
-        res = bench_model(path, args.device, args.concurrency, devices, layer_split)
-        res.update(shape=shape, dtype=dtype, seconds=time.time() - t0, devices=args.devices or args.device)
+        res = bench_model(path, args.device, args.concurrency, devices, layer_split, args.batch_groups)
+        where = args.devices or args.device
+        res.update(shape=shape, dtype=dtype, seconds=time.time() - t0,
+                   devices=f"{where} x{args.batch_groups} groups" if devices and args.batch_groups > 1 else where)
         rows.append(res)
         print(f"# {shape} {dtype}: {json.dumps({k: v for k, v in res.items() if k != 'weight_bytes'})}",
               flush=True)

@@ -144,7 +144,8 @@ def _log_start(engine: Engine, settings: ServerSettings, args) -> None:
     if cfg.devices:
         log.info("layer split over %s at layers %s (%s)", ",".join(cfg.devices),
                  ",".join(map(str, getattr(engine.model.decoder, "boundaries", ()))),
-                 "decode graphs per stage" if cfg.graphs else "eager steps")
+                 f"{cfg.batch_groups} batch groups pipelined, eager steps" if cfg.batch_groups > 1
+                 else "decode graphs per stage" if cfg.graphs else "eager steps")
     if cfg.draft:
         log.info("speculative decoding: %s drafts, at most %d per request and step%s", cfg.draft, cfg.draft_max,
                  f" (draft model {cfg.draft_model})" if cfg.draft_model else "")

@@ -98,6 +98,10 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--layer-split", type=_int_list, default=None,
                    help="with --devices: the first layer of each device after the first, e.g. 12,24 for three "
                         "devices (default: balanced by weight bytes)")
+    g.add_argument("--batch-groups", type=int, default=1,
+                   help="with --devices: the slots in N groups pipelined over the stages (while one group runs "
+                        "on a stage, the next runs on the stage before); tokens unchanged; steps then run "
+                        "eagerly (default: 1, no pipelining)")
     g.add_argument("--batch", type=int, default=None,
                    help="slots: requests decoded together (default: 4 on cpu, 32 on cuda)")
     g.add_argument("--ctx", type=int, default=None,
@@ -193,7 +197,7 @@ def engine_config(args):
                         graphs=not args.no_graphs, draft=args.draft, draft_max=args.draft_max,
                         draft_model=args.draft_model, draft_vocab=args.draft_vocab, kv_pages=args.kv_pages,
                         prefix_cache=not args.no_prefix_cache, devices=args.devices,
-                        layer_split=args.layer_split)
+                        layer_split=args.layer_split, batch_groups=args.batch_groups)
 
 
 def _device_list(text: str) -> tuple[str, ...]:

@@ -42,6 +42,7 @@ class EngineConfig:
     draft_vocab: int | None = None   # --draft mtp: the head drafts only the first N token ids
     devices: tuple[str, ...] | None = None      # --devices: the model split by layers over these (first = device)
     layer_split: tuple[int, ...] | None = None  # first layer of each stage after the first; None = balanced
+    batch_groups: int = 1            # --batch-groups: slots in N groups pipelined over the split's stages
     kv_pages: int | None = None      # KV pool pages of PAGE_CELLS tokens; None = batch x ceil(ctx / PAGE_CELLS)
     prefix_cache: bool = True        # reuse the K/V pages of cached prompt prefixes (exact: docs/kv_pool.md)
 
@@ -55,6 +56,7 @@ class EngineConfig:
             chunk=self.chunk if self.chunk is not None else chunk,
             draft="model" if self.draft is None and self.draft_model else self.draft,
             draft_max=self.draft_max if self.draft_max is not None else DRAFT_MAX_DEFAULTS[backend],
+            graphs=self.graphs and self.batch_groups == 1,   # grouped steps run eagerly (docs/layer-split.md)
         )
         if cfg.kv_pages is None and cfg.batch is not None and cfg.ctx is not None:
             cfg = replace(cfg, kv_pages=cfg.batch * -(-cfg.ctx // PAGE_CELLS))
@@ -85,6 +87,13 @@ def _check_split(cfg: "EngineConfig") -> None:
     """--devices and --layer-split (the layer range of each stage is checked against the model at load)."""
     if cfg.layer_split is not None and not cfg.devices:
         raise ConfigError("--layer-split needs --devices: one device per stage, e.g. --devices cuda:0,cuda:1")
+    if isinstance(cfg.batch_groups, bool) or not isinstance(cfg.batch_groups, int) or cfg.batch_groups < 1:
+        raise ConfigError(f"--batch-groups must be a whole number >= 1, got {cfg.batch_groups!r}")
+    if cfg.batch_groups > 1 and not cfg.devices:
+        raise ConfigError("--batch-groups needs --devices: groups are pipelined over a layer split's stages")
+    if cfg.batch is not None and cfg.batch_groups > cfg.batch:
+        raise ConfigError(f"--batch-groups {cfg.batch_groups} is more than the {cfg.batch} slots (--batch): "
+                          "each group needs a slot")
     if not cfg.devices:
         return
     devices = tuple(cfg.devices)

@@ -52,7 +52,7 @@ class ModelRunner:
         # A layer split (docs/layer-split.md) mirrors the pool's page ids and tables on every stage.
         n_pages = config.kv_pages or config.batch * -(-config.ctx // PAGE_CELLS)
         make_slots = getattr(model.decoder, "make_slots", None)
-        self.slots = make_slots(config.batch, config.ctx, n_pages) if make_slots is not None else \
+        self.slots = make_slots(config.batch, config.ctx, n_pages, config.batch_groups) if make_slots is not None else \
             F.Slots(ctx, config.batch, spec.n_layers, config.ctx, spec.n_kv_heads, spec.head_dim, n_pages=n_pages)
         self.speculator = speculator                  # drafting/speculator.py, None: plain decoding
         rows_per_slot = 1 + (speculator.draft_max if speculator is not None else 0)

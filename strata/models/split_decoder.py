@@ -27,6 +27,7 @@ from dataclasses import replace
 import numpy as np
 
 from .. import _ffi as F
+from .batch_groups import record_grouped
 from .decoder import Activations, Decoder, _norm_params
 from .spec import ModelSpec
 from .weights import WeightArena
@@ -76,6 +77,7 @@ class SplitSlots:
             self.close()
             raise
         first = self.parts[0]
+        self.groups = 1               # batch groups (batch_groups.py); the runner sets it
         self.n_slots, self.n_ctx, self.slot_pages, self.n_pages = (first.n_slots, first.n_ctx, first.slot_pages,
                                                                    first.n_pages)
         self.n_layers = sum(part.n_layers for part in self.parts)
@@ -149,20 +151,20 @@ class Stage:
 
     def __init__(self, ctx: F.Context, decoder: StageDecoder, weights: WeightArena, owns_ctx: bool):
         self.ctx, self.decoder, self.weights, self.owns_ctx = ctx, decoder, weights, owns_ctx
-        self._buffers: dict[int, tuple] = {}     # id(runner's StepIO) -> (weakref to it, StepIO, Activations)
+        self._buffers: dict[tuple, tuple] = {}   # (id(runner's StepIO), group) -> (weakref to it, StepIO, Activations)
 
-    def buffers_for(self, io, full_spec: ModelSpec):
+    def buffers_for(self, io, full_spec: ModelSpec, group: int | None = None):
         """This stage's StepIO and Activations for the runner whose step inputs are `io`, shaped as
         its own. One pair per runner: a runner's captured graphs keep their addresses while another
-        runner (another engine over the same model) uses the model."""
-        entry = self._buffers.get(id(io))
+        runner (another engine over the same model) uses the model; one more per batch group."""
+        entry = self._buffers.get((id(io), group))
         if entry is not None and entry[0]() is io:
             return entry[1], entry[2]
         self._sweep()
         # The runner's StepIO class: the layout is the engine's, not this module's.
         sio = type(io)(self.ctx, io.max_rows, io.max_logits)
         sact = Activations(self.ctx, full_spec, io.max_rows, io.max_logits)
-        self._buffers[id(io)] = (weakref.ref(io), sio, sact)
+        self._buffers[(id(io), group)] = (weakref.ref(io), sio, sact)
         return sio, sact
 
     def _sweep(self) -> None:
@@ -200,9 +202,12 @@ class SplitDecoder:
             start += stage.decoder.spec.n_layers
             self.boundaries.append(start)
 
-    def make_slots(self, n_slots: int, n_ctx: int, n_pages: int | None = None) -> SplitSlots:
-        """The runner's slot set: paged with `n_pages` pool pages on every stage (None: fixed regions)."""
-        return SplitSlots(self.stages, n_slots, n_ctx, n_pages)
+    def make_slots(self, n_slots: int, n_ctx: int, n_pages: int | None = None, groups: int = 1) -> SplitSlots:
+        """The runner's slot set: paged with `n_pages` pool pages on every stage (None: fixed regions),
+        its slots in `groups` batch groups (batch_groups.py)."""
+        slots = SplitSlots(self.stages, n_slots, n_ctx, n_pages)
+        slots.groups = groups
+        return slots
 
     def pool_fit(self) -> tuple[ModelSpec, int]:
         """(a spec whose n_layers is the layers on the binding device, that device's free bytes): the
@@ -220,6 +225,8 @@ class SplitDecoder:
     def record(self, io, act: Activations, slots: SplitSlots, n_rows: int, n_decode: int, n_logits: int,
                inject=None, adjust=None) -> None:
         """As Decoder.record, eagerly; `io`, `act` and `adjust` live on the first stage's context."""
+        if slots.groups > 1:
+            return record_grouped(self, io, act, slots, n_rows, n_decode, n_logits, inject, adjust, slots.groups)
         last_act = act
         for index in range(len(self.stages)):
             sio, sact = self._enter(index, io, act, last_act, n_rows)

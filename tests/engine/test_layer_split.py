@@ -20,7 +20,7 @@ from strata.config import PAGE_CELLS, ConfigError, EngineConfig
 from strata.engine.engine import Engine
 from strata.engine.request import Request
 from strata.engine.sampling import SamplingParams
-from strata.models import split_decoder
+from strata.models import batch_groups, split_decoder
 from strata.models.layer_split import balanced_boundaries, check_boundaries, load_split_model, stage_tensors
 from strata.models.model import ModelFormatError
 
@@ -191,10 +191,62 @@ async def test_negative_control_graphs_on_stale_step_inputs_are_caught(one_devic
     assert any(result.token_ids != want for result, want in zip(results, expected))
 
 
-@pytest.mark.parametrize("source", ["oracle", "wrong"])
-async def test_split_with_drafts_equals_plain_solo(one_device_solo, make_split_engine, loaded, source):
-    """Speculative verification rows on the split: all drafts accepted (oracle) or all rejected (wrong, so
-    every stage's KV is truncated after each step), the tokens are plain decoding's on one device."""
+@pytest.mark.parametrize("boundaries,groups", [((13,), 2), ((5, 21), 3)], ids=["2-stages-2-groups",
+                                                                                  "3-stages-3-groups"])
+async def test_batch_groups_equal_one_device_solo(one_device_solo, make_split_engine, loaded, monkeypatch,
+                                                  boundaries, groups):
+    """The slots in groups pipelined over the stages: staggered greedy and seeded requests, a long prompt
+    read in chunks beside decode rows, one cancelled and its slot reused, every stream equal to its solo
+    run on one device; the steps really ran in several groups."""
+    _, model = loaded
+    long_a = chat_prompt(model.tokenizer, model.chat_template, CHAT_QUESTIONS[0], repeat_context=1)
+    prompts = prompts_of(model, 5, long_every=5)
+    jobs = [Job(long_a, SHORT, at_step=0), Job(prompts[1], short_seeded(41), at_step=1),
+            Job(prompts[2], SHORT, at_step=2, cancel_after_tokens=3), Job(prompts[3], short_seeded(43), at_step=3),
+            Job(prompts[4], SHORT, at_step=14)]
+    expected = await one_device_solo(jobs)
+    used = []
+    real = split_decoder.record_grouped
+
+    def spy(decoder, io, act, slots, n_rows, *rest):
+        used.append(len(set(batch_groups.group_of_slots(slots.n_slots, slots.groups)[io.rows[:n_rows, 0]])))
+        return real(decoder, io, act, slots, n_rows, *rest)
+
+    monkeypatch.setattr(split_decoder, "record_grouped", spy)
+    engine = make_split_engine(boundaries, batch=4, chunk=16, batch_groups=groups)
+    results, steps = await run_script(engine, jobs)
+    assert results[2].finish_reason == "cancelled"
+    assert results[2].token_ids == expected[2][: len(results[2].token_ids)]
+    for index in (0, 1, 3, 4):
+        assert results[index].token_ids == expected[index], f"job {index} diverged with {groups} groups"
+    assert max(used) == groups, "no step ran in every group"
+    assert not engine.runner.graphs
+
+
+async def test_negative_control_group_logits_in_the_wrong_rows_are_caught(one_device_solo, make_split_engine,
+                                                                          loaded, monkeypatch):
+    """If a group's sampled rows pointed at the wrong rows of the group (here: in reverse order),
+    requests would sample each other's logits: the comparison must fail."""
+    _, model = loaded
+    jobs = [Job(p, SHORT if i % 2 == 0 else short_seeded(500 + i)) for i, p in enumerate(prompts_of(model, 4))]
+    expected = await one_device_solo(jobs)
+    real = batch_groups.fill_group_io
+
+    def unnumbered(gio, io, rows, logits):
+        real(gio, io, rows, logits)
+        gio.logit_idx[:len(logits)] = gio.logit_idx[:len(logits)][::-1].copy()
+        gio.upload()
+
+    monkeypatch.setattr(batch_groups, "fill_group_io", unnumbered)
+    results, _ = await run_script(make_split_engine((13,), batch=4, chunk=32, batch_groups=2), jobs)
+    assert any(result.token_ids != want for result, want in zip(results, expected))
+
+
+@pytest.mark.parametrize("source,groups", [("oracle", 1), ("wrong", 1), ("oracle", 2), ("wrong", 2)])
+async def test_split_with_drafts_equals_plain_solo(one_device_solo, make_split_engine, loaded, source, groups):
+    """Speculative verification rows on the split, in one or two batch groups: all drafts accepted
+    (oracle) or all rejected (wrong, so every stage's KV is truncated after each step), the tokens are
+    plain decoding's on one device."""
     _, model = loaded
     long_greedy = SamplingParams(temperature=0, max_tokens=16, ignore_eos=True)
     long_seeded = SamplingParams(temperature=0.7, top_p=0.95, seed=17, max_tokens=16, ignore_eos=True)
@@ -203,7 +255,7 @@ async def test_split_with_drafts_equals_plain_solo(one_device_solo, make_split_e
     expected = await one_device_solo(jobs)
     references = {ref_key(job.prompt, job.params): want for job, want in zip(jobs, expected)}
     drafter = OracleDrafter(references) if source == "oracle" else WrongDrafter(references, model.spec.vocab)
-    engine = make_split_engine((13,), batch=2, chunk=32, drafter=drafter)
+    engine = make_split_engine((13,), batch=2, chunk=32, drafter=drafter, batch_groups=groups)
     results, _ = await run_script(engine, jobs)
     assert [result.token_ids for result in results] == expected
     drafted = engine.metrics.drafts.drafted.get(drafter.source, 0)
@@ -371,6 +423,9 @@ def test_stage_tensors_hold_only_their_layers():
     ({"devices": ("cpu", "cpu"), "draft": "mtp"}, "--draft mtp"),
     ({"devices": ("cpu", "cpu"), "layer_split": (12, 20)}, "1 rising layer numbers"),
     ({"devices": ("cpu", "cpu", "cpu"), "layer_split": (20, 12)}, "2 rising layer numbers"),
+    ({"batch_groups": 2}, "--batch-groups needs --devices"),
+    ({"devices": ("cpu", "cpu"), "batch_groups": 0}, "whole number >= 1"),
+    ({"devices": ("cpu", "cpu"), "batch_groups": 5, "batch": 4}, "more than the 4 slots"),
 ])
 def test_split_settings_are_checked(settings, message):
     with pytest.raises(ConfigError, match=message):
@@ -380,13 +435,15 @@ def test_split_settings_are_checked(settings, message):
 def test_a_split_keeps_graphs_unless_turned_off():
     assert EngineConfig(devices=("cpu", "cpu")).resolve("cpu", 2048).graphs is True
     assert EngineConfig(devices=("cpu", "cpu"), graphs=False).resolve("cpu", 2048).graphs is False
+    assert EngineConfig(devices=("cpu", "cpu"), batch_groups=2).resolve("cpu", 2048).graphs is False   # eager
 
 
 def test_cli_parses_the_split_flags():
     from strata.cli import build_parser
 
-    args = build_parser().parse_args(["serve", "--devices", "cuda:0,cuda:1", "--layer-split", "14"])
-    assert args.devices == ("cuda:0", "cuda:1") and args.layer_split == (14,)
+    args = build_parser().parse_args(["serve", "--devices", "cuda:0,cuda:1", "--layer-split", "14",
+                                      "--batch-groups", "2"])
+    assert args.devices == ("cuda:0", "cuda:1") and args.layer_split == (14,) and args.batch_groups == 2
     for bad in (["--devices", "cuda:0"], ["--layer-split", "a,b"]):
         with pytest.raises(SystemExit):
             build_parser().parse_args(["serve", *bad])
