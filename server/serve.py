@@ -139,8 +139,8 @@ def _log_start(engine: Engine, settings: ServerSettings, args) -> None:
              spec.n_layers, spec.vocab)
     log.info("backend %s: %d slots x %d tokens, prefill chunk %d, queue bound %d, graphs %s",
              cfg.device, cfg.batch, cfg.ctx, cfg.chunk, cfg.max_queue, "on" if cfg.graphs else "off")
-    log.info("KV pool: %d pages of 64 tokens (%d tokens), prefix cache %s", engine.pool.n_pages,
-             engine.pool.n_pages * 64, "on" if engine.pool.cache_on else "off")
+    log.info("prefix cache %s%s", "on" if engine.pool.cache_on else "off",
+             f"; slot files in {settings.slot_save_path}" if settings.slot_save_path else "")
     if cfg.devices:
         log.info("layer split over %s at layers %s (%s)", ",".join(cfg.devices),
                  ",".join(map(str, getattr(engine.model.decoder, "boundaries", ()))),

@@ -30,7 +30,8 @@ Prompt = str | Sequence[int]
 
 class LLM:
     def __init__(self, model: str | None = None, *, media: MediaLimits | None = None, **settings):
-        """settings: EngineConfig fields (device, batch, ctx, chunk, max_queue, num_threads, graphs);
+        """settings: EngineConfig fields (device, batch, ctx, chunk, max_queue, num_threads, graphs, kv_pages,
+        prefix_cache);
         media: where chat images may come from and how large they may be (default: data: URLs only)."""
         config = EngineConfig(model=model or EngineConfig.model, **settings)
         self.media = media or MediaLimits()
@@ -98,6 +99,24 @@ class LLM:
             for i, stream in enumerate(streams):
                 tg.start_soon(collect, i, stream)
         return results
+
+    def save_slot(self, slot: int, path) -> dict:
+        """Writes the cached prefix of the slot's last request (tokens and KV pages) to `path`: the
+        `POST /slots/{id}?action=save` of the server (docs/kv_pool.md). {"n_saved", "n_written"}."""
+        from pathlib import Path
+
+        from .engine import slot_files
+
+        return self._portal.call(slot_files.save, self.engine, slot, Path(path))
+
+    def restore_slot(self, path, slot: int = 0) -> dict:
+        """Loads a file written by save_slot into the prefix cache; the next prompt that starts with its
+        tokens maps those pages. {"n_restored", "n_read"}."""
+        from pathlib import Path
+
+        from .engine import slot_files
+
+        return self._portal.call(slot_files.restore, self.engine, slot, Path(path))
 
     def close(self) -> None:
         if self._portal_cm is not None:

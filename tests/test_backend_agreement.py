@@ -23,11 +23,11 @@ because int8 rounding of the head alone breaks its agreement with transformers
 
 import numpy as np
 import pytest
-from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, quants
 
 from strata import _ffi
 from strata.engine.sampling import SamplingParams
 
+from int8_head import head_int8_bound
 from reference_prompts import CHAT, RAW
 
 pytestmark = [pytest.mark.gpu,
@@ -36,7 +36,6 @@ pytestmark = [pytest.mark.gpu,
 NEAR_TIE = 0.05
 TOKENS = 40
 OTHER = 5e-2
-CUDA_INT8_HEAD = (_ffi.DType.Q4_0, _ffi.DType.Q8_0)  # cuda_int_matmul.cu's types
 
 
 @pytest.fixture(scope="module")
@@ -52,27 +51,6 @@ def last_logits(llm) -> np.ndarray:
     return runner.act.buffer.to_numpy(np.float32, (llm.engine.model.spec.vocab,), runner.act.logits)
 
 
-def head_int8_bound(llm) -> np.ndarray:
-    """[vocab] float64: the most CUDA's int8 rounding of the LM head's input can move each logit
-    of the last step, from `llm`'s (the CPU's) final hidden state; zeros off the integer path."""
-    decoder, spec, runner = llm.engine.model.decoder, llm.engine.model.spec, llm.engine.runner
-    o = decoder.output
-    if o.dtype not in CUDA_INT8_HEAD:
-        return np.zeros(spec.vocab)
-    act = runner.act
-    x = act.buffer.to_numpy(np.float32, (spec.hidden,), act.xs).astype(np.float64)  # gathered, before the norm
-    n = decoder.output_norm
-    g = n.buffer.to_numpy(np.float32, (spec.hidden,), n.offset).astype(np.float64)
-    xp = x / np.sqrt((x ** 2).mean() + spec.rms_eps) * g
-    qtype = GGMLQuantizationType(int(o.dtype))
-    block, block_bytes = GGML_QUANT_SIZES[qtype]
-    raw = o.buffer.to_numpy(np.uint8, (o.rows, o.cols // block * block_bytes), o.offset)
-    w = quants.dequantize(raw, qtype).astype(np.float64)  # [vocab, hidden]
-    nb = spec.hidden // 32
-    step_half = np.abs(xp[:32 * nb]).reshape(nb, 32).max(axis=1) / 254.0
-    return np.abs(w[:, :32 * nb]).reshape(o.rows, nb, 32).sum(axis=2) @ step_half
-
-
 def test_greedy_tokens_agree(pair):
     cpu, gpu = pair
     prompts = [cpu.render_chat([{"role": "user", "content": q}]) for q in CHAT] + [cpu.encode_prompt(t) for t in RAW]
@@ -85,7 +63,7 @@ def test_greedy_tokens_agree(pair):
         cpu.generate([ids], first)
         gpu.generate([ids], first)
         diff = np.abs(last_logits(cpu).astype(np.float64) - last_logits(gpu))
-        allowed = OTHER + 1.02 * head_int8_bound(cpu)  # 2 %: the rounded step, as kernel_refs.matmul_tolerance
+        allowed = OTHER + 1.02 * head_int8_bound(cpu, cpu_as_reference=True)  # 2 %: the rounded step, as kernel_refs.matmul_tolerance
         worst, worst_ratio = max(worst, float(diff.max())), max(worst_ratio, float((diff / allowed).max()))
         assert (diff <= allowed).all(), f"logit {int(np.argmax(diff / allowed))}: |cpu - cuda| beyond its bound"
         if a == b:

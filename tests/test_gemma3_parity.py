@@ -12,7 +12,11 @@ accepted only at a near-tie of the reference (printed, at most two).
 
 Measured on the CPU backend (2026-12-01): max |logit error| over the 13
 prompts 1.06e-2, 13 of 13 greedy continuations of 40 tokens identical (the
-long prompt included). On the H200 the same test runs gpu-marked (`-m gpu`).
+long prompt included). On the H200 the same test runs gpu-marked (`-m gpu`);
+there the tied Q8_0 head runs on CUDA's integer path, whose int8 rounding of
+the head's input may move each logit by up to tests/int8_head.py's bound, added
+to the tolerance. Measured there (2026-12-01): 13 of 13 greedy continuations
+identical; max |logit error| 0.405 on the first prompt, from that rounding.
 """
 
 import numpy as np
@@ -22,6 +26,7 @@ from strata import _ffi
 from strata.engine.sampling import SamplingParams
 
 from gguf_tokenizers import gemma3_path
+from int8_head import head_int8_bound
 from reference_prompts import CHAT, RAW
 
 torch = pytest.importorskip("torch")
@@ -107,10 +112,13 @@ def test_last_position_logits_agree(llm, reference, corpus):
         ours = strata_logits(llm, ids).astype(np.float64)
         with torch.no_grad():
             ref = reference(torch.tensor([ids])).logits[0, -1].double().numpy()
-        error = float(np.abs(ours - ref).max())
+        diff = np.abs(ours - ref)
+        error = float(diff.max())
         worst = max(worst, error)
         overlap = len(set(np.argsort(-ours)[:20]) & set(np.argsort(-ref)[:20]))
-        assert error < MAX_LOGIT_ERROR, f"{text[:40]!r} ({len(ids)} tokens): max |logit error| {error:.2e}"
+        allowed = MAX_LOGIT_ERROR + 1.02 * head_int8_bound(llm)  # zero on the CPU (float head)
+        assert (diff < allowed).all(), (f"{text[:40]!r} ({len(ids)} tokens): max |logit error| {error:.2e}, "
+                                        f"logit {int(np.argmax(diff / allowed))} beyond its bound")
         assert overlap >= 19, f"{text[:40]!r}: top-20 overlap {overlap}"
     print(f"max |logit error| over {len(corpus)} prompts: {worst:.2e}")
 

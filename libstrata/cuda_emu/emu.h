@@ -113,6 +113,17 @@ inline unsigned __match_any_sync(unsigned, unsigned v) {
     t_block->warp_bars[warp]->arrive_and_wait();
     return m;
 }
+// The lanes of the (full) warp whose predicate is nonzero.
+inline unsigned __ballot_sync(unsigned, int pred) {
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    t_block->xchg[warp][lane] = pred != 0;
+    t_block->warp_bars[warp]->arrive_and_wait();
+    unsigned m = 0;
+    for (unsigned l = 0; l < 32; ++l)
+        if (t_block->xchg[warp][l]) m |= 1u << l;
+    t_block->warp_bars[warp]->arrive_and_wait();
+    return m;
+}
 inline int __ffs(unsigned x) { return x ? __builtin_ctz(x) + 1 : 0; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }

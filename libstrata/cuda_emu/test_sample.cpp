@@ -3,6 +3,7 @@
 // NaN and -inf logits, all-equal rows, every filter combination; a row alone
 // must give the same token as in its batch; the device splitmix64 must equal
 // rng.h's.
+#define STRATA_CUDA_EMU 1
 #include "emu.h"
 #include "cuda_sample.cu"
 #include "core/rng.h"
@@ -62,7 +63,8 @@ int main() {
         }
         std::vector<int32_t> out(n_rows, -7), outa(n_rows, -7);
         SampleArgs a{logits.data(), n_rows, n, prm.data(), out.data()};
-        run_grid(n_rows, 1, 256, [&] { T_cuda_sample::sample_kernel(a); });
+        std::vector<float> ws(n_rows * T_cuda_sample::sample_scratch_floats(n));  // scratch, one area per CTA
+        run_grid(n_rows, 1, 256, [&] { T_cuda_sample::sample_kernel(a, ws.data()); });
         ArgmaxArgs aa{logits.data(), n_rows, n, outa.data()};
         run_grid(n_rows, 1, 1024, [&] { T_cuda_sample::argmax_kernel(aa); });
         // batch invariance: row r alone
@@ -72,7 +74,7 @@ int main() {
             if (outa[r] != ref_argmax(&logits[r * n], n)) { ++mism; printf("argmax n=%ld row %d: %d vs %d\n", (long)n, r, outa[r], ref_argmax(&logits[r*n], n)); }
         }
         int32_t one = -7; SampleArgs a1{&logits[(n_rows - 2) * n], 1, n, &prm[n_rows - 2], &one};
-        run_grid(1, 1, 256, [&] { T_cuda_sample::sample_kernel(a1); });
+        run_grid(1, 1, 256, [&] { T_cuda_sample::sample_kernel(a1, ws.data()); });
         if (one != out[n_rows - 2]) { ++mism; printf("batch invariance broken n=%ld\n", (long)n); }
         rows_tested += n_rows;
     }
@@ -82,7 +84,8 @@ int main() {
         const int R = 400; std::vector<float> logits(n * R); std::vector<strata_sampling_params> prm(R);
         for (int r = 0; r < R; ++r) { std::copy(l.begin(), l.end(), logits.begin() + r * n); prm[r] = {1.0f, 1.0f, 0.0f, 0, 42, r}; }
         std::vector<int32_t> out(R); SampleArgs a{logits.data(), R, n, prm.data(), out.data()};
-        run_grid(R, 1, 64 * 4, [&] { T_cuda_sample::sample_kernel(a); });
+        std::vector<float> ws(64 * T_cuda_sample::sample_scratch_floats(n));  // 64 CTAs: rows blockIdx.x, + 64, ...
+        run_grid(64, 1, 64 * 4, [&] { T_cuda_sample::sample_kernel(a, ws.data()); });
         int agree = 0; for (int r = 0; r < R; ++r) agree += out[r] == ref_sample(&logits[r * n], n, prm[r]);
         printf("draws agreeing with the sequential reference: %d / %d\n", agree, R);
     }

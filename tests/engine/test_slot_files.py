@@ -99,3 +99,18 @@ async def test_refusals(make_engine, loaded, tmp_path):
     free = engine.pool.num_free
     restored = await slot_files.restore(engine, 0, good)               # already cached: nothing rewritten
     assert restored["n_restored"] == len(header["tokens"]) and engine.pool.num_free == free
+
+
+def test_llm_save_and_restore(device, tmp_path):
+    """The Python API's save_slot / restore_slot: a fresh LLM serves the prefix from the file, same tokens."""
+    from strata.llm import LLM
+
+    params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+    prompt = list(range(300, 450))
+    with LLM(device=device, batch=1, ctx=512) as a:
+        want = a.generate([prompt], params)[0].token_ids
+        assert a.save_slot(0, tmp_path / "p.bin")["n_saved"] == 128
+    with LLM(device=device, batch=1, ctx=512) as b:
+        assert b.restore_slot(tmp_path / "p.bin")["n_restored"] == 128
+        assert b.generate([prompt], params)[0].token_ids == want
+        assert b.engine.metrics.cached_prompt_tokens == 128

@@ -201,7 +201,7 @@ public:
         cuda::launch_positions_decode(a, stream_);
     }
     void argmax(const ArgmaxArgs& a) override { use_device(); cuda::launch_argmax(a, stream_); }
-    void sample(const SampleArgs& a) override { use_device(); cuda::launch_sample(a, stream_); }
+    void sample(const SampleArgs& a) override { use_device(); cuda::launch_sample(a, stream_, scratch_); }
 
     void* host_alloc(uint64_t n_bytes) override {
         use_device();

@@ -25,10 +25,23 @@
 //          It is monotone and ends at total = P[256], so exactly one chunk
 //          holds the first i with running(i) > u · total.
 // T <= 0 (or NaN) is greedy: the argmax; so is a row whose largest logit is −inf.
+//
+// Speed without changing a bit: each w_i is computed ONCE per row into a
+// device scratch row (−1 for a token top-k drops), with the kept-mass sum of
+// each thread in the same pass; the top-p passes and the draw then read it
+// instead of recomputing expf per pass, and the top-p passes after the second
+// read only the weights still in range. Every float sum keeps its operands and
+// order (thread t: elements t, t+256, … ascending; the draw's chunks), loads are
+// batched ahead of the adds that use them, the radix select's digit search is a
+// parallel integer scan (exact), warps without a counted digit skip the match,
+// and the draw's prefix reads the chunk sums in batches: the tokens are those
+// of the one-pass-per-quantity form this file had before (test_sample.cpp
+// checks both against the same references).
 #include <climits>
 
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
+#include "cuda_scratch.cuh"
 
 namespace strata {
 namespace cuda {
@@ -65,6 +78,7 @@ struct SampleShared {
     float prefix[kThreads + 1];
     float btot[kBuckets];
     int hist[kRadix];
+    int scan[kRadix];  // radix select: counts at digits >= d
     uint32_t lo, hi, digit;
     int kk;
     float above;
@@ -171,29 +185,48 @@ __device__ __forceinline__ float kth_largest(const float* lg, int64_t n, int k, 
         // Lanes of a warp with the same digit add once (logits of one row share
         // their leading digits: per-lane atomics would serialize 32-way).
         // Integer counts: exact in any order. Every lane runs every iteration.
-        for (int64_t base = 0; base < n; base += kThreads) {
-            const int64_t i = base + threadIdx.x;
-            uint32_t digit = 0xffffffffu;  // nothing to count
-            if (i < n) {
-                const float l = lg[i];
+        constexpr int kLoads = 4;  // loads in flight per thread
+        for (int64_t base = 0; base < n; base += kLoads * kThreads) {
+            float lv[kLoads];
+#pragma unroll
+            for (int u = 0; u < kLoads; ++u) {
+                const int64_t i = base + u * kThreads + threadIdx.x;
+                lv[u] = i < n ? lg[i] : __int_as_float(0x7fc00000);  // NaN: not counted
+            }
+#pragma unroll
+            for (int u = 0; u < kLoads; ++u) {
+                uint32_t digit = 0xffffffffu;  // nothing to count
+                const float l = lv[u];
                 if (l == l) {
                     const uint32_t key = order_key(l);
                     if ((key & mask) == prefix) digit = (key >> shift) & 0xffu;
                 }
+                if (__ballot_sync(kFullMask, digit != 0xffffffffu) == 0u) continue;  // warp-uniform
+                const unsigned peers = __match_any_sync(kFullMask, digit);
+                if (digit != 0xffffffffu && (threadIdx.x & 31) == __ffs(peers) - 1)
+                    atomicAdd(&sm.hist[digit], __popc(peers));
             }
-            const unsigned peers = __match_any_sync(kFullMask, digit);
-            if (digit != 0xffffffffu && (threadIdx.x & 31) == __ffs(peers) - 1)
-                atomicAdd(&sm.hist[digit], __popc(peers));
         }
         __syncthreads();
-        if (threadIdx.x == 0) {
-            int above = 0, d = kRadix - 1;
-            for (; d > 0; --d) {
-                if (above + sm.hist[d] >= kk) break;
-                above += sm.hist[d];
+        // The digit: the largest d >= 1 whose count of keys at digits >= d reaches kk, else 0
+        // (the counts at digits >= d by an inclusive suffix scan: integers, exact).
+        for (int d = threadIdx.x; d < kRadix; d += kThreads) sm.scan[d] = sm.hist[d];
+        __syncthreads();
+        for (int off = 1; off < kRadix; off <<= 1) {
+            int v[kRadix / kThreads > 0 ? kRadix / kThreads : 1];
+            int j = 0;
+            for (int d = threadIdx.x; d < kRadix; d += kThreads, ++j) v[j] = d + off < kRadix ? sm.scan[d + off] : 0;
+            __syncthreads();
+            j = 0;
+            for (int d = threadIdx.x; d < kRadix; d += kThreads, ++j) sm.scan[d] += v[j];
+            __syncthreads();
+        }
+        for (int d = threadIdx.x; d < kRadix; d += kThreads) {
+            const int at_or_above = sm.scan[d], above = d + 1 < kRadix ? sm.scan[d + 1] : 0;
+            if ((d == 0 || at_or_above >= kk) && above < kk) {  // exactly one d qualifies
+                sm.digit = (uint32_t)d;
+                sm.kk = kk - above;
             }
-            sm.digit = (uint32_t)d;
-            sm.kk = kk - above;
         }
         __syncthreads();
         prefix |= sm.digit << shift;
@@ -215,23 +248,57 @@ struct RowRule {
     }
 };
 
-// Kept (top-k) mass in a fixed order.
-__device__ __forceinline__ float kept_total(const float* lg, int64_t n, const RowRule& rule, SampleShared& sm) {
+constexpr int kBatch = 8;  // loads in flight per thread in the weight passes
+
+// ws[i] = w_i for tokens top-k keeps, −1 for the others (thread t writes, and
+// later reads in the top-p passes, exactly its elements t, t+256, …). Returns
+// the kept mass when `total` (block-uniform): thread t's sum over its elements
+// in ascending order, then block_sum.
+__device__ __forceinline__ float weights_pass(const float* lg, int64_t n, const RowRule& rule, float* ws, bool total,
+                                              SampleShared& sm) {
     float s = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += kThreads) {
-        const float l = lg[i];
-        if (rule.kept_k(l)) s = __fadd_rn(s, rule.weight(l));
+    for (int64_t base = threadIdx.x; base < n; base += kBatch * kThreads) {
+        float lv[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+            const int64_t i = base + u * kThreads;
+            lv[u] = i < n ? lg[i] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+            const int64_t i = base + u * kThreads;
+            if (i < n) {
+                const bool kept = rule.kept_k(lv[u]);
+                const float w = kept ? rule.weight(lv[u]) : -1.0f;
+                ws[i] = w;
+                if (kept) s = __fadd_rn(s, w);
+            }
+        }
     }
-    return block_sum<kWarps>(s, sm.red.scratch);
+    return total ? block_sum<kWarps>(s, sm.red.scratch) : 0.0f;
 }
 
 // The largest weight w* (as float bits in [0, 1]) whose kept mass
 // S(w*) = sum of kept w_i >= w* reaches `target`. Invariant: the answer lies in
 // [lo, hi] and `above` is the kept mass of weights above hi.
-__device__ __forceinline__ float top_p_threshold(const float* lg, int64_t n, const RowRule& rule, float target, SampleShared& sm) {
+// Passes 0 and 1 read the whole weight row; pass 1 also writes each thread's
+// in-range weights, in its order, to cw (thread t's j-th at cw[j·256 + t]); the
+// later passes (ranges inside pass 1's) read only that list: the same weights
+// in the same order, so the same sums.
+__device__ __forceinline__ float top_p_threshold(const float* ws, float* cw, int64_t n, float target,
+                                                 SampleShared& sm) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     uint32_t lo = 0, hi = 0x3f800000u;  // weights lie in [0, 1]
     float above = 0.0f;
+    int pass = 0, n_cand = 0;  // this thread's entries in cw
+    const auto add = [&](float w, int shift) {  // one weight of this thread, in order
+        if (!(w >= 0.0f)) return false;  // dropped by top-k
+        const uint32_t key = __float_as_uint(w);
+        if (key < lo || key > hi) return false;
+        float& cell = sm.u.bsum[(key - lo) >> shift][tid];
+        cell = __fadd_rn(cell, w);
+        return true;
+    };
     while (lo < hi) {
         const uint32_t span = hi - lo;
         int shift = 0;
@@ -240,16 +307,28 @@ __device__ __forceinline__ float top_p_threshold(const float* lg, int64_t n, con
 
 #pragma unroll
         for (int b = 0; b < kBuckets; ++b) sm.u.bsum[b][tid] = 0.0f;
-        for (int64_t i = tid; i < n; i += kThreads) {
-            const float l = lg[i];
-            if (!rule.kept_k(l)) continue;
-            const float w = rule.weight(l);
-            const uint32_t key = __float_as_uint(w);
-            if (key >= lo && key <= hi) {
-                float& cell = sm.u.bsum[(key - lo) >> shift][tid];
-                cell = __fadd_rn(cell, w);
+        if (pass < 2) {
+            for (int64_t base = tid; base < n; base += kBatch * kThreads) {
+                float wv[kBatch];
+#pragma unroll
+                for (int u = 0; u < kBatch; ++u) {
+                    const int64_t i = base + u * kThreads;
+                    wv[u] = i < n ? ws[i] : -1.0f;
+                }
+#pragma unroll
+                for (int u = 0; u < kBatch; ++u)
+                    if (add(wv[u], shift) && pass == 1) cw[(int64_t)(n_cand++) * kThreads + tid] = wv[u];
+            }
+        } else {
+            for (int j0 = 0; j0 < n_cand; j0 += kBatch) {
+                float wv[kBatch];
+#pragma unroll
+                for (int u = 0; u < kBatch; ++u) wv[u] = j0 + u < n_cand ? cw[(int64_t)(j0 + u) * kThreads + tid] : -1.0f;
+#pragma unroll
+                for (int u = 0; u < kBatch; ++u) add(wv[u], shift);
             }
         }
+        ++pass;
         __syncthreads();
         // Bucket totals: warp w sums buckets w, w + 8, ... over threads in a fixed order.
         for (int b = warp; b < kBuckets; b += kWarps) {
@@ -301,26 +380,35 @@ __device__ __forceinline__ float random_uniform(uint64_t seed, int64_t position)
 }
 
 // The first kept id whose running weight sum exceeds u · total (see the file comment).
-__device__ __forceinline__ int32_t draw(const float* lg, int64_t n, const RowRule& rule, float w_min, float u, SampleShared& sm) {
+// ws: the row's weights (−1: dropped by top-k); w_min >= 0, so −1 is never counted.
+__device__ __forceinline__ int32_t draw(const float* ws, int64_t n, float w_min, float u, SampleShared& sm) {
     const int tid = threadIdx.x;
     const int64_t chunk = (n + kThreads - 1) / kThreads;
     const int64_t first = (int64_t)tid * chunk, last = min(first + chunk, n);
     float s = 0.0f;
-    for (int64_t i = first; i < last; ++i) {
-        const float l = lg[i];
-        if (!rule.kept_k(l)) continue;
-        const float w = rule.weight(l);
-        if (w >= w_min) s = __fadd_rn(s, w);
+    for (int64_t base = first; base < last; base += kBatch) {
+        float wv[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) wv[j] = base + j < last ? ws[base + j] : -1.0f;
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j)
+            if (wv[j] >= w_min) s = __fadd_rn(s, wv[j]);
     }
     sm.u.chunk[tid] = s;
     if (tid == 0) sm.result = -1;
     __syncthreads();
-    if (tid == 0) {
+    if (tid == 0) {  // the same sequential prefix, chunk sums read 16 at a time
         float p = 0.0f;
         sm.prefix[0] = 0.0f;
-        for (int t = 0; t < kThreads; ++t) {
-            p = __fadd_rn(p, sm.u.chunk[t]);
-            sm.prefix[t + 1] = p;
+        for (int t0 = 0; t0 < kThreads; t0 += 16) {
+            float c[16];
+#pragma unroll
+            for (int j = 0; j < 16; ++j) c[j] = sm.u.chunk[t0 + j];
+#pragma unroll
+            for (int j = 0; j < 16; ++j) {
+                p = __fadd_rn(p, c[j]);
+                sm.prefix[t0 + j + 1] = p;
+            }
         }
     }
     __syncthreads();
@@ -329,9 +417,7 @@ __device__ __forceinline__ int32_t draw(const float* lg, int64_t n, const RowRul
     if (base <= target && target < sm.prefix[tid + 1]) {
         float r = 0.0f;
         for (int64_t i = first; i < last; ++i) {
-            const float l = lg[i];
-            if (!rule.kept_k(l)) continue;
-            const float w = rule.weight(l);
+            const float w = ws[i];
             if (!(w >= w_min)) continue;
             r = __fadd_rn(r, w);
             if (__fadd_rn(base, r) > target) {
@@ -354,8 +440,16 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const ArgmaxArgs
     }
 }
 
-__global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a) {
+// Scratch floats per CTA: the weight row (n) and the top-p candidate list (n rounded up to 256).
+__host__ __device__ __forceinline__ int64_t sample_scratch_floats(int64_t n) {
+    return n + (n + kThreads - 1) / kThreads * kThreads;
+}
+
+// ws_all: kSampleBlocks (at most) scratch areas of sample_scratch_floats(n_vocab), one per CTA.
+__global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a, float* ws_all) {
     __shared__ SampleShared sm;
+    float* ws = ws_all + (int64_t)blockIdx.x * sample_scratch_floats(a.n_vocab);  // then the top-p list
+    float* cw = ws + a.n_vocab;
     for (int64_t r = blockIdx.x; r < a.n_rows; r += gridDim.x) {
         const float* lg = a.logits + r * a.n_vocab;
         const strata_sampling_params prm = a.params[r];
@@ -372,15 +466,17 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a) {
             rule.use_k = prm.top_k > 0 && prm.top_k < n_ok;
             rule.thr_l = rule.use_k ? kth_largest(lg, a.n_vocab, prm.top_k, sm) : 0.0f;
 
+            const bool top_p = prm.top_p < 1.0f;
+            const float total = weights_pass(lg, a.n_vocab, rule, ws, top_p, sm);
             float w_min = 0.0f;
-            if (prm.top_p < 1.0f) {
-                const float total = kept_total(lg, a.n_vocab, rule, sm);
+            if (top_p) {
                 const float target = __fmul_rn(fmaxf(prm.top_p, 0.0f), total);
-                w_min = top_p_threshold(lg, a.n_vocab, rule, target, sm);
+                w_min = top_p_threshold(ws, cw, a.n_vocab, target, sm);
             }
             if (prm.min_p > 0.0f) w_min = fmaxf(w_min, fminf(prm.min_p, 1.0f));
 
-            const int32_t drawn = draw(lg, a.n_vocab, rule, w_min, random_uniform(prm.seed, prm.position), sm);
+            __syncthreads();  // the draw reads other threads' weights
+            const int32_t drawn = draw(ws, a.n_vocab, w_min, random_uniform(prm.seed, prm.position), sm);
             if (drawn >= 0) token = drawn;
         }
         if (threadIdx.x == 0) a.out_ids[r] = token;
@@ -390,6 +486,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a) {
 
 unsigned row_grid(int64_t n_rows) { return (unsigned)(n_rows < (1 << 30) ? n_rows : (1 << 30)); }
 
+constexpr int64_t kSampleBlocks = 128;  // sample CTAs at most (each keeps one weight row in scratch)
+
 }  // namespace
 
 void launch_argmax(const ArgmaxArgs& a, cudaStream_t stream) {
@@ -398,9 +496,11 @@ void launch_argmax(const ArgmaxArgs& a, cudaStream_t stream) {
     check_launch("argmax");
 }
 
-void launch_sample(const SampleArgs& a, cudaStream_t stream) {
+void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
     if (a.n_rows <= 0 || a.n_vocab <= 0) return;
-    sample_kernel<<<row_grid(a.n_rows), kThreads, 0, stream>>>(a);
+    const int64_t blocks = a.n_rows < kSampleBlocks ? a.n_rows : kSampleBlocks;
+    float* ws = static_cast<float*>(scratch.get((size_t)(blocks * sample_scratch_floats(a.n_vocab)) * sizeof(float)));
+    sample_kernel<<<(unsigned)blocks, kThreads, 0, stream>>>(a, ws);
     check_launch("sample");
 }
 

@@ -1,6 +1,7 @@
 // cuda_scratch.cuh — a context's device scratch memory for kernels that need
 // an intermediate buffer between two launches (the integer matmul's int8
-// activation blocks, cuda_int_matmul.cu).
+// activation blocks, cuda_int_matmul.cu) or within one (the sampler's weight
+// rows, cuda_sample.cu).
 //
 // One Scratch per CudaBackend (so per stream: launches on it are ordered, and
 // one buffer serves every call). It only grows; a smaller buffer it replaces

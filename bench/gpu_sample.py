@@ -1,0 +1,74 @@
+"""Time per call of strata_sample (seeded top-k / top-p / min-p) and argmax.
+
+For each vocabulary (49,152: SmolLM2 and the synthesized benchmark models;
+128,256: Llama 3), each row count (1, 8, 64) and each filter setting, one CUDA
+graph records `--calls` sample calls on the same logits (normal, std 3: a
+realistic spread of a model's logits) and is launched a few times; the time
+per call is the wall time over launches x calls (bench/gpu_kernels.py's
+method). Issue 11's target: under 30 us per call at 64 rows.
+
+    python bench/gpu_sample.py                      # cuda:0, the full table
+    python bench/gpu_sample.py --device cpu --calls 2 --launches 1 --vocabs 4096   # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpu_kernels import time_per_call  # noqa: E402
+from strata import _ffi as S  # noqa: E402
+
+SETTINGS = {  # name: (temperature, top_k, top_p, min_p)
+    "greedy (T=0)": (0.0, 0, 1.0, 0.0),
+    "T=0.8": (0.8, 0, 1.0, 0.0),
+    "top-k 40": (0.8, 40, 1.0, 0.0),
+    "top-p 0.95": (0.8, 0, 0.95, 0.0),
+    "top-k 40 + top-p 0.95": (0.8, 40, 0.95, 0.0),
+    "min-p 0.05": (0.8, 0, 1.0, 0.05),
+}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--vocabs", default="49152,128256")
+    ap.add_argument("--rows", default="1,8,64")
+    ap.add_argument("--calls", type=int, default=50, help="calls recorded per graph")
+    ap.add_argument("--launches", type=int, default=5, help="graph launches timed")
+    args = ap.parse_args(argv)
+    ctx = S.Context(args.device)
+    rng = np.random.default_rng(0)
+    print(f"{'setting':<24} {'vocab':>7} {'rows':>5} {'us/call':>10}")
+    try:
+        for vocab in map(int, args.vocabs.split(",")):
+            for n_rows in map(int, args.rows.split(",")):
+                logits = S.Buffer.from_array(ctx, rng.standard_normal((n_rows, vocab), dtype=np.float32) * 3)
+                out_ids = S.Buffer(ctx, 4 * n_rows)
+                t = time_per_call(ctx, lambda: S.argmax(ctx, logits, 0, n_rows, vocab, out_ids, 0), args.calls,
+                                  args.launches)
+                print(f"{'argmax':<24} {vocab:>7} {n_rows:>5} {t * 1e6:>10.2f}", flush=True)
+                for name, (temp, top_k, top_p, min_p) in SETTINGS.items():
+                    params = np.zeros(n_rows, S.SAMPLING_PARAMS_DTYPE)
+                    params["temperature"], params["top_k"], params["top_p"], params["min_p"] = temp, top_k, top_p, min_p
+                    params["seed"], params["position"] = 7, np.arange(n_rows)
+                    p = S.Buffer.from_array(ctx, params)
+                    t = time_per_call(ctx, lambda: S.sample(ctx, logits, 0, n_rows, vocab, p, 0, out_ids, 0),
+                                      args.calls, args.launches)
+                    print(f"{name:<24} {vocab:>7} {n_rows:>5} {t * 1e6:>10.2f}", flush=True)
+                    p.close()
+                logits.close()
+                out_ids.close()
+    finally:
+        ctx.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
