@@ -47,6 +47,17 @@ def render(state: ServerState) -> str:
             "cached (kept for prefix hits, evictable), free.",
             [({"state": "held"}, pool.n_pages - pool.num_free), ({"state": "cached"}, len(pool.idle)),
              ({"state": "free"}, len(pool.free))])
+    host = pool.host       # the host tier (--host-cache); zeros when it is off
+    _family(out, "strata_host_cache_bytes", "gauge",
+            "Bytes of evicted KV pages held in host memory (--host-cache), and the limit.",
+            [({"state": "used"}, host.num_bytes if host else 0), ({"state": "limit"}, host.limit_bytes if host else 0)])
+    _family(out, "strata_host_cache_pages_total", "counter",
+            "KV pages moved by the host tier: spilled from the device, restored for a prefix hit, dropped (oldest) "
+            "to stay within the limit.",
+            [({"event": e}, getattr(host, f"num_{e}", 0) if host else 0) for e in ("spilled", "restored", "dropped")])
+    _family(out, "strata_host_cache_hit_tokens_total", "counter",
+            "Prompt tokens served from pages the host tier brought back (of strata_prompt_cached_tokens_total).",
+            [({}, host.restored_tokens if host else 0)])
     _family(out, "strata_generation_tokens_total", "counter", "Tokens generated.", [({}, m.generated_tokens)])
     _family(out, "strata_engine_steps_total", "counter", "Engine steps run.", [({}, m.steps)])
     _family(out, "strata_queue_length", "gauge", "Requests waiting for a slot.", [({}, engine.scheduler.queue_len)])

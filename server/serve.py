@@ -139,7 +139,10 @@ def _log_start(engine: Engine, settings: ServerSettings, args) -> None:
              spec.n_layers, spec.vocab)
     log.info("backend %s: %d slots x %d tokens, prefill chunk %d, queue bound %d, graphs %s",
              cfg.device, cfg.batch, cfg.ctx, cfg.chunk, cfg.max_queue, "on" if cfg.graphs else "off")
-    log.info("prefix cache %s%s", "on" if engine.pool.cache_on else "off",
+    host = engine.pool.host
+    log.info("prefix cache %s%s%s", "on" if engine.pool.cache_on else "off",
+             f"; host tier up to {cfg.host_cache:g} GiB ({host.capacity} pages, {'pinned' if cfg.device != 'cpu' else 'plain'})"
+             if host is not None else "",
              f"; slot files in {settings.slot_save_path}" if settings.slot_save_path else "")
     if cfg.devices:
         log.info("layer split over %s at layers %s (%s)", ",".join(cfg.devices),

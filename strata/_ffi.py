@@ -413,11 +413,15 @@ class Slots(_Owned):
         _check(_lib.strata_slots_page_bytes(self._ptr or _closed(self), out))
         return out[0]
 
-    def read_page(self, page: int) -> bytes:
-        """Every layer's K and V of a pool page (F16 bits, [layer][K|V][kv_head][cell][head_dim])."""
-        out = bytearray(self.page_bytes())
-        _check(_lib.strata_slots_read_page(self._ptr or _closed(self), page, ffi.from_buffer(out), len(out)))
-        return bytes(out)
+    def read_page(self, page: int, out=None) -> bytes | None:
+        """Every layer's K and V of a pool page (F16 bits, [layer][K|V][kv_head][cell][head_dim]); into
+        `out` (a writable buffer of page_bytes, e.g. a HostBuffer's array) when given, returning None."""
+        into = out
+        if into is None:
+            into = bytearray(self.page_bytes())
+        dst = ffi.from_buffer(into, require_writable=True)
+        _check(_lib.strata_slots_read_page(self._ptr or _closed(self), page, dst, len(dst)))
+        return bytes(into) if out is None else None
 
     def write_page(self, page: int, data: bytes):
         src = ffi.from_buffer(data)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from . import env
@@ -121,6 +122,10 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--no-prefix-cache", action="store_true",
                    help="do not reuse the KV pages of earlier prompts (on by default; the tokens are "
                         "bit-identical either way, docs/kv_pool.md)")
+    g.add_argument("--host-cache", type=float, default=None, metavar="GIB",
+                   help="host memory (GiB) that cached KV pages evicted from the device spill to and come back "
+                        "from on a prefix hit, oldest dropped first (page-locked on cuda, allocated as pages "
+                        "spill; 0 = off; default: 8, at most a quarter of the machine's RAM)")
     g.add_argument("--draft", default=None, choices=["suffix", "model", "mtp"],
                    help="speculative decoding (the tokens never change, only the speed): suffix = look the "
                         "continuation up in the request's own prompt and output; model = a draft model "
@@ -196,7 +201,8 @@ def engine_config(args):
                         chunk=args.chunk, max_queue=args.max_queue, num_threads=threads,
                         graphs=not args.no_graphs, draft=args.draft, draft_max=args.draft_max,
                         draft_model=args.draft_model, draft_vocab=args.draft_vocab, kv_pages=args.kv_pages,
-                        prefix_cache=not args.no_prefix_cache, devices=args.devices,
+                        prefix_cache=not args.no_prefix_cache,
+                        host_cache=_host_cache(getattr(args, "host_cache", None)), devices=args.devices,
                         layer_split=args.layer_split, batch_groups=args.batch_groups)
 
 
@@ -213,6 +219,17 @@ def _int_list(text: str) -> tuple[int, ...]:
         return tuple(int(part) for part in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"give layer numbers separated by commas, e.g. 12,24 (got {text!r})") from None
+
+
+def _host_cache(gib: float | None) -> float:
+    """--host-cache in GiB; its default is 8 (the seed system's), at most a quarter of physical memory."""
+    if gib is not None:
+        return gib
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0.0
+    return round(min(8.0, ram / 4 / (1 << 30)), 2)
 
 
 def _generate(args) -> int:

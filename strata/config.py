@@ -45,6 +45,7 @@ class EngineConfig:
     batch_groups: int = 1            # --batch-groups: slots in N groups pipelined over the split's stages
     kv_pages: int | None = None      # KV pool pages of PAGE_CELLS tokens; None = batch x ceil(ctx / PAGE_CELLS)
     prefix_cache: bool = True        # reuse the K/V pages of cached prompt prefixes (exact: docs/kv_pool.md)
+    host_cache: float = 0.0          # GiB of host memory evicted cached pages spill to; 0 = no host tier
 
     def resolve(self, backend: str, model_ctx: int) -> "EngineConfig":
         """Fills unset fields with the defaults of `backend` ("cpu" or "cuda") and checks all."""
@@ -72,6 +73,9 @@ class EngineConfig:
         _range("--draft-max", self.draft_max, 1, 32)
         _range("--draft-vocab", self.draft_vocab, 1, 1 << 24)
         _range("--kv-pages", self.kv_pages, 1, (1 << 31) - 2)
+        if isinstance(self.host_cache, bool) or not isinstance(self.host_cache, (int, float)) \
+                or not 0 <= self.host_cache <= 65536:
+            raise ConfigError(f"--host-cache must be a number of GiB from 0 to 65536, got {self.host_cache!r}")
         if self.draft_vocab is not None and self.draft != "mtp":
             raise ConfigError("--draft-vocab restricts the MTP head; it needs --draft mtp")
         if self.draft is not None and self.draft not in DRAFT_SOURCES:

@@ -31,7 +31,7 @@ Prompt = str | Sequence[int]
 class LLM:
     def __init__(self, model: str | None = None, *, media: MediaLimits | None = None, **settings):
         """settings: EngineConfig fields (device, batch, ctx, chunk, max_queue, num_threads, graphs, kv_pages,
-        prefix_cache);
+        prefix_cache, host_cache);
         media: where chat images may come from and how large they may be (default: data: URLs only)."""
         config = EngineConfig(model=model or EngineConfig.model, **settings)
         self.media = media or MediaLimits()

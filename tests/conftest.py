@@ -122,7 +122,7 @@ def make_engine(loaded, device, engine_defaults):
         s = {**engine_defaults, **settings}
         backend = "cuda" if device.startswith("cuda") else "cpu"
         speculation = {k: s[k] for k in ("draft", "draft_max", "draft_model", "draft_vocab", "kv_pages",
-                                         "prefix_cache") if k in s}
+                                         "prefix_cache", "host_cache") if k in s}
         config = EngineConfig(model=s["model"], device=device, batch=s["batch"], chunk=s["chunk"], ctx=s["ctx_len"],
                               graphs=s["graphs"], max_queue=s["max_queue"],
                               **speculation).resolve(backend, model.spec.ctx_train)
@@ -132,4 +132,6 @@ def make_engine(loaded, device, engine_defaults):
 
     yield make
     for engine in engines:
+        if engine.pool.host is not None:    # the host tier's buffers belong to the shared context
+            engine.pool.host.close()
         engine.runner.close()

@@ -41,6 +41,11 @@ static std::vector<uint8_t> random_weights(int dt, int64_t n_out, int64_t k) {
         case STRATA_Q4_1: for (int64_t b = 0; b < k / 32; ++b) { fixh(base + 20 * b); fixh(base + 20 * b + 2); } break;
         case STRATA_Q4_K: for (int64_t b = 0; b < k / 256; ++b) { fixh(base + 144 * b); fixh(base + 144 * b + 2); } break;
         case STRATA_Q6_K: for (int64_t b = 0; b < k / 256; ++b) fixh(base + 210 * b + 208); break;
+        case STRATA_Q5_0: for (int64_t b = 0; b < k / 32; ++b) fixh(base + 22 * b); break;
+        case STRATA_Q5_1: for (int64_t b = 0; b < k / 32; ++b) { fixh(base + 24 * b); fixh(base + 24 * b + 2); } break;
+        case STRATA_Q5_K: for (int64_t b = 0; b < k / 256; ++b) { fixh(base + 176 * b); fixh(base + 176 * b + 2); } break;
+        case STRATA_IQ4_NL: for (int64_t b = 0; b < k / 32; ++b) fixh(base + 18 * b); break;
+        case STRATA_IQ4_XS: for (int64_t b = 0; b < k / 256; ++b) fixh(base + 136 * b); break;
         case STRATA_Q2_K: for (int64_t b = 0; b < k / 256; ++b) { fixh(base + 84 * b + 80); fixh(base + 84 * b + 82); } break;
         case STRATA_Q3_K: for (int64_t b = 0; b < k / 256; ++b) fixh(base + 110 * b + 108); break;
         case STRATA_IQ3_S: for (int64_t b = 0; b < k / 256; ++b) fixh(base + 110 * b); break;
@@ -66,6 +71,11 @@ static void run_matmul(int dt, const float* x, int64_t n_rows, int64_t k, const 
     case STRATA_Q4_1: go(std::integral_constant<int, STRATA_Q4_1>()); break;
     case STRATA_Q4_K: go(std::integral_constant<int, STRATA_Q4_K>()); break;
     case STRATA_Q6_K: go(std::integral_constant<int, STRATA_Q6_K>()); break;
+    case STRATA_Q5_0: go(std::integral_constant<int, STRATA_Q5_0>()); break;
+    case STRATA_Q5_1: go(std::integral_constant<int, STRATA_Q5_1>()); break;
+    case STRATA_Q5_K: go(std::integral_constant<int, STRATA_Q5_K>()); break;
+    case STRATA_IQ4_NL: go(std::integral_constant<int, STRATA_IQ4_NL>()); break;
+    case STRATA_IQ4_XS: go(std::integral_constant<int, STRATA_IQ4_XS>()); break;
     case STRATA_Q2_K: go(std::integral_constant<int, STRATA_Q2_K>()); break;
     case STRATA_Q3_K: go(std::integral_constant<int, STRATA_Q3_K>()); break;
     case STRATA_IQ3_S: go(std::integral_constant<int, STRATA_IQ3_S>()); break;
@@ -76,6 +86,7 @@ static void test_matmul() {
     std::vector<Case> cases = {{STRATA_F32, 1}, {STRATA_F32, 7}, {STRATA_F32, 36}, {STRATA_F32, 576}, {STRATA_F16, 5}, {STRATA_F16, 64}, {STRATA_F16, 1176},
         {STRATA_BF16, 9}, {STRATA_BF16, 576}, {STRATA_Q8_0, 32}, {STRATA_Q8_0, 576}, {STRATA_Q4_0, 64}, {STRATA_Q4_0, 1536}, {STRATA_Q4_1, 576},
         {STRATA_Q4_1, 2080}, {STRATA_Q4_K, 256}, {STRATA_Q4_K, 2304}, {STRATA_Q6_K, 256}, {STRATA_Q6_K, 1536},
+        {STRATA_Q5_0, 96}, {STRATA_Q5_1, 576}, {STRATA_Q5_K, 512}, {STRATA_IQ4_NL, 576}, {STRATA_IQ4_XS, 768},
         {STRATA_Q2_K, 512}, {STRATA_Q3_K, 256}, {STRATA_Q3_K, 768}, {STRATA_IQ3_S, 512}};
     for (auto c : cases) for (int xoff : {0, 1}) {
         const int64_t n_out = 9, n_rows = 13, k = c.k;

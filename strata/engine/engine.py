@@ -21,6 +21,7 @@ from ..grammar.compiler import GrammarCompiler, GrammarError
 from .logit_rules import LogitRules
 from .drafting.factory import make_speculator
 from .drafting.speculator import draft_state
+from .host_cache import HostCache
 from .kv_pool import KvPool
 from .sizing import fit_pool
 from .metrics import EngineMetrics
@@ -46,8 +47,10 @@ class Engine:
         self.runner = ModelRunner(ctx, model, config, speculator)
         # The MTP head fills its own cache from the main model's prefill rows, which a cached prefix skips.
         extra = config.draft_max if speculator is not None else 0
-        self.pool = KvPool(self.runner.slots.n_pages, config.ctx, extra,
-                           cache=config.prefix_cache and config.draft != "mtp")
+        cache = config.prefix_cache and config.draft != "mtp"
+        host = HostCache(ctx, self.runner.slots, int(config.host_cache * (1 << 30))) \
+            if cache and config.host_cache > 0 else None      # evicted cached pages spill there
+        self.pool = KvPool(self.runner.slots.n_pages, config.ctx, extra, cache=cache, host=host)
         self.scheduler = Scheduler(config.batch, config.chunk, config.max_queue, self.pool)
         self.step_observers: list = []          # callables(plan, result); tests watch interleaving with them
         self._outputs: dict[Request, tuple] = {}
@@ -338,6 +341,8 @@ class Engine:
         return out
 
     def close(self) -> None:
+        if self.pool.host is not None:
+            self.pool.host.close()
         self.runner.close()
         self.model.close()
         self.ctx.close()

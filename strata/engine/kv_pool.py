@@ -19,6 +19,9 @@ the slot's page table (libstrata's paged pool, docs/kv_pool.md). The policy:
   the least recently used go first. Requests with images (their token ids do
   not say what the image was) and those with caching off neither use nor
   fill the cache.
+- With a host tier (`host`, host_cache.py) an evicted cached page is copied
+  to host memory first; a hit may continue into pages held there, which
+  admission copies back into fresh device pages (exact: the same bytes).
 
 Because prefill is chunk-invariant (docs/design.md, invariant 1), a cached
 page holds exactly the bits a fresh prefill of the same prefix would write,
@@ -47,9 +50,11 @@ def _chain(parent: bytes, tokens) -> bytes:
 
 
 class KvPool:
-    def __init__(self, n_pages: int, ctx: int, extra_cells: int = 0, cache: bool = True):
-        """extra_cells: cells a request may write past prompt + max_tokens (speculative drafts)."""
+    def __init__(self, n_pages: int, ctx: int, extra_cells: int = 0, cache: bool = True, host=None):
+        """extra_cells: cells a request may write past prompt + max_tokens (speculative drafts);
+        host: a HostCache (host_cache.py) that evicted cached pages spill to, or None."""
         self.n_pages, self.ctx, self.extra_cells, self.cache_on = n_pages, ctx, extra_cells, cache
+        self.host = host if cache else None
         self.free: list[int] = list(range(n_pages - 1, -1, -1))      # a stack: page 0 first
         self.cached: dict[bytes, _Cached] = {}
         self.idle: collections.OrderedDict[bytes, _Cached] = collections.OrderedDict()  # refs == 0, LRU first
@@ -84,8 +89,9 @@ class KvPool:
         return self.cache_on and request.vision is None and request.positions is None and \
             getattr(request.params, "cache_prompt", True)
 
-    def _lookup(self, request) -> list[tuple[bytes, _Cached]]:
-        hits: list[tuple[bytes, _Cached]] = []
+    def _lookup(self, request) -> list[tuple[bytes, object]]:
+        """The cached prefix: (key, _Cached on the device | HostPage in the host tier) per page."""
+        hits: list[tuple[bytes, object]] = []
         if not self._caches(request):
             return hits
         key, ids = b"", request.prompt_ids
@@ -93,6 +99,8 @@ class KvPool:
             tokens = tuple(ids[i * PAGE_CELLS:(i + 1) * PAGE_CELLS])
             key = _chain(key, tokens)
             entry = self.cached.get(key)
+            if entry is None and self.host is not None:
+                entry = self.host.get(key)
             if entry is None or entry.tokens != tokens:
                 break
             hits.append((key, entry))
@@ -102,15 +110,29 @@ class KvPool:
         """Gives the request its pages (request.kv_pages, cached prefix first) and skips its cached
         prompt tokens (num_computed); False, changing nothing, when the pool cannot cover it now."""
         hits = self._lookup(request)
-        need = self.pages_for(request.num_prompt, request.params.max_tokens) - len(hits)
-        taken_idle = sum(1 for _, e in hits if e.refs == 0)
+        on_device = [(k, e) for k, e in hits if isinstance(e, _Cached)]
+        need = self.pages_for(request.num_prompt, request.params.max_tokens) - len(on_device)
+        taken_idle = sum(1 for _, e in on_device if e.refs == 0)
         if need > len(self.free) + len(self.idle) - taken_idle:
             return False
-        for key, entry in hits:
+        for key, entry in on_device:
             if entry.refs == 0:
                 del self.idle[key]
             entry.refs += 1
-        pages = [e.page for _, e in hits]
+        # Host-held hits leave the host tier before any page is evicted below (an eviction spills and
+        # may drop the oldest host page), then come back into fresh pages, cached and held again.
+        hits = [(k, e if isinstance(e, _Cached) else self.host.take(k)) for k, e in hits]
+        pages = []
+        for i, (key, entry) in enumerate(hits):      # in page order: the two tiers may interleave
+            if not isinstance(entry, _Cached):
+                page = self.free.pop() if self.free else self._evict()
+                if not self.host.restore(entry, page):
+                    self.free.append(page)
+                    hits = self._cut(hits, i)        # the prefix ends here: the rest is computed
+                    break
+                self.cached[key] = _Cached(page, entry.tokens, refs=1)
+            pages.append(self.cached[key].page)
+        need = self.pages_for(request.num_prompt, request.params.max_tokens) - len(pages)
         for _ in range(need):
             pages.append(self.free.pop() if self.free else self._evict())
         request.kv_pages = pages
@@ -121,6 +143,17 @@ class KvPool:
             self.num_hits += 1
             self.num_cached_tokens += request.num_cached
         return True
+
+    def _cut(self, hits, n: int):
+        """hits[:n], after giving back hits[n + 1:] (hits[n] failed; restore took its buffer back):
+        device entries unheld (a cut frees at least as many pages as it adds to the request's need),
+        host entries' buffers to the host tier."""
+        for key, entry in hits[n + 1:]:
+            if isinstance(entry, _Cached):
+                self._unref(key, entry)
+            else:
+                self.host.forget(entry)
+        return hits[:n]
 
     def share_prompt(self, request) -> None:
         """Puts the full prompt pages the request has computed so far into the cache while it runs (a
@@ -136,12 +169,19 @@ class KvPool:
             if key in self.cached:
                 return
             self.cached[key] = _Cached(request.kv_pages[i], tokens, refs=1)
+            self._drop_host(key)
             keys.append(key)
 
-    def _evict(self) -> int:
+    def _evict(self, spill: bool = True) -> int:
         key, entry = self.idle.popitem(last=False)
         del self.cached[key]
+        if spill and self.host is not None:
+            self.host.spill(key, entry.tokens, entry.page)
         return entry.page
+
+    def _drop_host(self, key: bytes) -> None:
+        if self.host is not None:
+            self.host.discard(key)
 
     def release(self, request, keep: bool = True) -> None:
         """Returns the request's pages: full pages of computed tokens join the cache (when `keep` and the
@@ -166,6 +206,7 @@ class KvPool:
                     entry = _Cached(page, chunk)
                     self.cached[key] = entry
                     self.idle[key] = entry
+                    self._drop_host(key)
                     continue
             self.free.append(page)
 
@@ -225,12 +266,15 @@ class KvPool:
             entry = _Cached(page, chunk)
             self.cached[key] = entry
             self.idle[key] = entry
+            self._drop_host(key)
             added += 1
         return added
 
     def clear(self) -> int:
-        """Drops every cached page no running request maps; returns how many."""
+        """Drops every cached page no running request maps, and the host tier; returns how many device pages."""
         n = len(self.idle)
         while self.idle:
-            self.free.append(self._evict())
+            self.free.append(self._evict(spill=False))
+        if self.host is not None:
+            self.host.clear()
         return n

@@ -103,8 +103,19 @@ class SplitSlots:
     def page_bytes(self) -> int:
         return sum(part.page_bytes() for part in self.parts)
 
-    def read_page(self, page: int) -> bytes:
-        return b"".join(part.read_page(page) for part in self.parts)
+    def read_page(self, page: int, out=None) -> bytes | None:
+        """As F.Slots.read_page: the stages' bytes one after the other, into `out` when given."""
+        if out is None:
+            return b"".join(part.read_page(page) for part in self.parts)
+        view = memoryview(out).cast("B")
+        if len(view) != self.page_bytes():
+            raise ValueError(f"a page of this split holds {self.page_bytes()} bytes, got a buffer of {len(view)}")
+        offset = 0
+        for part in self.parts:
+            size = part.page_bytes()
+            part.read_page(page, out=view[offset:offset + size])
+            offset += size
+        return None
 
     def write_page(self, page: int, data: bytes) -> None:
         if len(data) != self.page_bytes():

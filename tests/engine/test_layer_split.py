@@ -18,6 +18,7 @@ import pytest
 from strata import _ffi
 from strata.config import PAGE_CELLS, ConfigError, EngineConfig
 from strata.engine.engine import Engine
+from strata.engine.host_cache import HostPage
 from strata.engine.request import Request
 from strata.engine.sampling import SamplingParams
 from strata.models import batch_groups, split_decoder
@@ -29,7 +30,8 @@ from .harness import Job, run_script, solo
 from .prompts import CHAT_QUESTIONS, chat_prompt
 from .spec_prompts import code_prompt, rewrite_prompt
 from .test_exactness import GREEDY, prompts_of, seeded
-from .test_prefix_cache import GREEDY as CACHE_GREEDY, SEEDED as CACHE_SEEDED, replay
+from . import test_host_cache_exactness as host_tier
+from .test_prefix_cache import GREEDY as CACHE_GREEDY, SEEDED as CACHE_SEEDED, next_user_turn, replay
 
 pytestmark = pytest.mark.exactness
 
@@ -71,6 +73,8 @@ def make_split_engine(split_models, device, loaded):
 
     yield make
     for engine in engines:
+        if engine.pool.host is not None:
+            engine.pool.host.close()
         engine.runner.close()
 
 
@@ -308,6 +312,28 @@ async def test_split_prefix_cache_hits_equal_one_device_misses(make_split_engine
     assert corrupted.token_ids != want, "a corrupted page on the last stage went unnoticed"
     fresh = await solo(engine, last, dataclasses.replace(CACHE_GREEDY, cache_prompt=False))
     assert fresh.request.num_cached == 0 and fresh.token_ids == want
+
+
+async def test_split_host_tier_round_trip_equals_one_device(one_device_solo, make_split_engine, loaded):
+    """The host tier of the prefix cache on a split: a conversation's cached pages, evicted from the
+    mirrored pool to host memory (each page the stages' bytes one after the other) and written back
+    to every stage on the next turn's hit, give the next turn exactly one device's tokens."""
+    _, model = loaded
+    engine = make_split_engine((13,), batch=3, chunk=32, kv_pages=host_tier.POOL_PAGES, host_cache=0.25)
+    host = engine.pool.host
+    assert host is not None and host.page_bytes == engine.runner.slots.page_bytes()
+    first = chat_prompt(model.tokenizer, model.chat_template, CHAT_QUESTIONS[0], repeat_context=1)
+    answer = (await solo(engine, first, CACHE_GREEDY)).token_ids
+    await host_tier.flush(engine, 1)
+    chain = engine.pool._lookup(Request(list(first), CACHE_GREEDY))
+    assert chain and all(isinstance(e, HostPage) for _, e in chain), "the pages should live in the host tier"
+    follow = first + answer + next_user_turn(model, "Tell me more.")
+    jobs = [Job(follow, CACHE_GREEDY), Job(follow, CACHE_SEEDED)]
+    expected = await one_device_solo(jobs)
+    results, _ = await run_script(engine, jobs)
+    assert [r.token_ids for r in results] == expected
+    assert results[0].request.num_cached == PAGE_CELLS * ((len(first) + len(answer) - 1) // PAGE_CELLS) > 0
+    assert host.restored_tokens >= results[0].request.num_cached
 
 
 async def test_split_short_pool_queues_and_stays_exact(one_device_solo, make_split_engine, loaded):

@@ -20,9 +20,12 @@
 //         qh << 8], negative where bit v of signs is set.
 // Every multiplier is one float32 product of the f16 scale and a small
 // integer, so the values (multiplier·q, − min) equal gguf's dequantization.
+// The quants are unpacked 32 at a time with AVX2 byte operations (exact
+// integers, so the order of unpacking cannot change a result).
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "core/iq3s_grid.h"
 #include "cpu_simd.h"
@@ -32,8 +35,11 @@ namespace cpu {
 
 inline constexpr uint32_t kIq3sGrid[512] = {STRATA_IQ3S_GRID_WORDS};
 
-// Q2_K and Q3_K: the 2-bit field of value v (0..255) from the 64 qs bytes.
-inline int k_low2(const uint8_t* qs, int v) { return (qs[32 * (v >> 7) + (v & 31)] >> (2 * ((v >> 5) & 3))) & 3; }
+// Q2_K and Q3_K: the 2-bit fields of values 128h + 32s .. + 31 (bits 2s.. of qs[32h ..]).
+inline __m256i k_low2x32(const uint8_t* qs, int h, int s) {
+    const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * h));
+    return _mm256_and_si256(_mm256_srli_epi16(bytes, 2 * s), _mm256_set1_epi8(3));
+}
 
 // One Q2_K block: q[256] in 0..3, d1[i] = d·sc_i, m1[i] = dmin·m_i (16 sub-blocks).
 inline void decode_q2_k(const uint8_t* blk, int8_t* q, float* d1, float* m1) {
@@ -42,7 +48,8 @@ inline void decode_q2_k(const uint8_t* blk, int8_t* q, float* d1, float* m1) {
         d1[i] = d * float(blk[i] & 15);
         m1[i] = dmin * float(blk[i] >> 4);
     }
-    for (int v = 0; v < 256; v++) q[v] = int8_t(k_low2(blk + 16, v));
+    for (int c = 0; c < 8; c++)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * c), k_low2x32(blk + 16, c >> 2, c & 3));
 }
 
 // One Q3_K block: q[256] in −4..3, d1[i] = d·(s_i − 32) (16 sub-blocks).
@@ -54,9 +61,12 @@ inline void decode_q3_k(const uint8_t* blk, int8_t* q, float* d1) {
         const int lo = (sc[i & 7] >> (4 * (i >> 3))) & 15, hi = (sc[8 + (i & 3)] >> (2 * (i >> 2))) & 3;
         d1[i] = d * float((lo | (hi << 4)) - 32);
     }
-    for (int v = 0; v < 256; v++) {
-        const int high = (hmask[v & 31] >> (v >> 5)) & 1;   // bit 4h + s
-        q[v] = int8_t(k_low2(blk + 32, v) - (high ? 0 : 4));
+    const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hmask));
+    const __m256i one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
+    for (int c = 0; c < 8; c++) {   // values 32c .. 32c + 31: high bit c = 4h + s of hmask[l]
+        const __m256i high = _mm256_and_si256(_mm256_srli_epi16(hm, c), one);
+        const __m256i v = _mm256_sub_epi8(_mm256_add_epi8(k_low2x32(blk + 32, c >> 2, c & 3), _mm256_slli_epi16(high, 2)), four);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * c), v);
     }
 }
 
@@ -68,12 +78,23 @@ inline void decode_iq3_s(const uint8_t* blk, int8_t* q, float* db) {
     const uint8_t* signs = blk + 74;
     const uint8_t* sc = blk + 106;
     for (int j = 0; j < 8; j++) db[j] = d * float(1 + 2 * ((sc[j >> 1] >> (4 * (j & 1))) & 15));
-    for (int g = 0; g < 64; g++) {
+    for (int g = 0; g < 64; g++) {   // magnitudes: grid word g holds values 4g .. 4g + 3
         const uint32_t word = kIq3sGrid[qs[g] | (((qh[g >> 3] >> (g & 7)) & 1) << 8)];
-        for (int t = 0; t < 4; t++) {
-            const int v = 4 * g + t, mag = int((word >> (8 * t)) & 255);
-            q[v] = int8_t((signs[v >> 3] >> (v & 7)) & 1 ? -mag : mag);
-        }
+        std::memcpy(q + 4 * g, &word, 4);
+    }
+    // Signs, 32 values at a time: byte lane i takes sign byte i/8 and tests its bit i%8; a set bit negates.
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128,
+                                         1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+    for (int c = 0; c < 8; c++) {
+        int32_t four_bytes;
+        std::memcpy(&four_bytes, signs + 4 * c, 4);
+        const __m256i sb = _mm256_shuffle_epi8(_mm256_set1_epi32(four_bytes), spread);
+        const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(sb, bit), bit);   // 0xFF where negative
+        __m256i* at = reinterpret_cast<__m256i*>(q + 32 * c);
+        const __m256i mag = _mm256_loadu_si256(at);
+        _mm256_storeu_si256(at, _mm256_sub_epi8(_mm256_xor_si256(mag, neg), neg));
     }
 }
 

@@ -38,6 +38,22 @@ __host__ __device__ __forceinline__ float iq4nl_value(uint32_t n) {
     return (float)(int8_t)(uint8_t)((packed >> (8 * (n & 7))) & 0xFFu);
 }
 
+// IQ4_XS sub-block j (0..7) multiplier d·(ls_j − 32): ls_j's low 4 bits from
+// scales_l (byte 4 + j/2), its high 2 bits from scales_h (bits 2j..).
+__device__ __forceinline__ float iq4xs_factor(const uint8_t* blk, int j) {
+    const uint32_t ls = ((ld_u8(blk + 4 + j / 2) >> (4 * (j % 2))) & 15u) | (((ld_u16(blk + 2) >> (2 * j)) & 3u) << 4);
+    return __fmul_rn(f16_to_f32(ld_u16(blk)), (float)((int)ls - 32));
+}
+
+// An IQ4 unit's 16 values from 8 qs bytes: low nibbles to w[0..7], high to w[8..15], each scale·kv[nibble].
+__device__ __forceinline__ void iq4_unit_values(float scale, uint2 q, float (&w)[16]) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        w[i] = __fmul_rn(scale, iq4nl_value(byte_of(q, i) & 15u));
+        w[8 + i] = __fmul_rn(scale, iq4nl_value(byte_of(q, i) >> 4));
+    }
+}
+
 // Q4_K sub-block j (0..7): 6-bit scale and min from the 12 scale bytes.
 __device__ __forceinline__ void q4k_scale_min(const uint8_t* s, int j, uint32_t& sc, uint32_t& m) {
     if (j < 4) {
@@ -205,13 +221,7 @@ template <> struct QuantUnit<STRATA_IQ4_NL> {
         const int64_t b = u >> 1;
         const int p = (int)(u & 1);
         const uint8_t* blk = row + b * kBlockBytes;
-        const float d = f16_to_f32(ld_u16(blk));
-        const uint2 q = ld_8bytes(blk + 2 + 8 * p);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            w[i] = __fmul_rn(d, iq4nl_value(byte_of(q, i) & 15u));
-            w[8 + i] = __fmul_rn(d, iq4nl_value(byte_of(q, i) >> 4));
-        }
+        iq4_unit_values(f16_to_f32(ld_u16(blk)), ld_8bytes(blk + 2 + 8 * p), w);
         e[0] = b * kBlockValues + 8 * p;
         e[1] = e[0] + 16;
     }
@@ -227,14 +237,7 @@ template <> struct QuantUnit<STRATA_IQ4_XS> {
         const int64_t b = u >> 4;
         const int p = (int)(u & 15), j = p >> 1, side = p & 1;
         const uint8_t* blk = row + b * kBlockBytes;
-        const uint32_t ls = ((ld_u8(blk + 4 + j / 2) >> (4 * (j % 2))) & 15u) | (((ld_u16(blk + 2) >> (2 * j)) & 3u) << 4);
-        const float dl = __fmul_rn(f16_to_f32(ld_u16(blk)), (float)((int)ls - 32));
-        const uint2 q = ld_8bytes(blk + 8 + 16 * j + 8 * side);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            w[i] = __fmul_rn(dl, iq4nl_value(byte_of(q, i) & 15u));
-            w[8 + i] = __fmul_rn(dl, iq4nl_value(byte_of(q, i) >> 4));
-        }
+        iq4_unit_values(iq4xs_factor(blk, j), ld_8bytes(blk + 8 + 16 * j + 8 * side), w);
         e[0] = b * kBlockValues + 32 * j + 8 * side;
         e[1] = e[0] + 16;
     }
@@ -335,10 +338,8 @@ __device__ __forceinline__ float dequant_value(const uint8_t* row, int dtype, in
     case STRATA_IQ4_XS: {
         const uint8_t* blk = row + (e >> 8) * 136;
         const int i = (int)(e & 255), j = i >> 5, l = i & 31;
-        const uint32_t ls = ((ld_u8(blk + 4 + j / 2) >> (4 * (j % 2))) & 15u) | (((ld_u16(blk + 2) >> (2 * j)) & 3u) << 4);
-        const float dl = __fmul_rn(f16_to_f32(ld_u16(blk)), (float)((int)ls - 32));
         const uint32_t byte = ld_u8(blk + 8 + 16 * j + (l & 15));
-        return __fmul_rn(dl, iq4nl_value(l < 16 ? (byte & 15u) : (byte >> 4)));
+        return __fmul_rn(iq4xs_factor(blk, j), iq4nl_value(l < 16 ? (byte & 15u) : (byte >> 4)));
     }
     case STRATA_Q6_K: {
         const uint8_t* blk = row + (e >> 8) * 210;
