@@ -8,6 +8,7 @@
 #   make lib CUDA=0    CPU backend only (cuda/cuda_stub.cpp stands in for CUDA)
 #   make model         fetch the default model (SmolLM2-135M-Instruct Q4_1) into the model cache
 #   make browser       Debian's chromium for the browser tests (apt-get, when missing and root)
+#   make balancer      Debian's haproxy for the scale-out test (apt-get, when missing and root)
 #   make clean         remove build/ (keeps .venv and the model cache)
 #
 # SERVE_ARGS / TEST_ARGS pass extra flags, e.g. make serve SERVE_ARGS="--port 9000".
@@ -69,7 +70,7 @@ LINK_STAMP    := $(BUILD)/link.flags
 
 # ---------------------------------------------------------------- targets
 
-.PHONY: lib clean FORCE venv test-deps model serve test test-gpu browser
+.PHONY: lib clean FORCE venv test-deps model serve test test-gpu browser balancer
 
 lib: $(LIB) $(HEADER)
 
@@ -148,11 +149,23 @@ browser:
 	       "the browser tests (tests/browser) will skip; install chromium to run them"; \
 	fi
 
+# The scale-out test (tests/server/test_balancer.py) runs deploy/haproxy/haproxy.cfg with Debian's haproxy.
+balancer:
+	@if command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing haproxy with apt-get (for the scale-out test)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; } \
+	    >/dev/null || echo "note: apt-get could not install haproxy: the balancer test will skip"; \
+	else \
+	  echo "note: haproxy is missing and apt-get is unavailable or we are not root:" \
+	       "the balancer test (tests/server/test_balancer.py) will skip; install haproxy to run it"; \
+	fi
+
 serve: venv model
 	$(MAKE) --no-print-directory -j$(JOBS) lib
 	$(VENV)/bin/strata serve $(SERVE_ARGS)
 
-test: test-deps model browser
+test: test-deps model browser balancer
 	$(MAKE) --no-print-directory -j$(JOBS) lib
 	$(VPY) -m pytest $(TEST_ARGS)
 

@@ -10,6 +10,14 @@ ratio to llama.cpp.
     python bench/gpu_decode.py                       # synth 135m/1b/8b x Q4_0/Q8_0/F16 + the default model
     python bench/gpu_decode.py --shapes 135m --types Q4_0 --concurrency 1 4
     python bench/gpu_decode.py --shapes 1b 8b --types Q5_K_M IQ4_XS   # the mixes users download
+    python bench/gpu_decode.py --devices cuda:0,cuda:1 --shapes 8b --types Q4_0   # the layer split
+    python bench/gpu_decode.py --devices cuda:0,cuda:1 --batch-groups 2 --shapes 8b --types Q4_0
+
+With --devices the model is split by layers (--layer-split, default balanced by weight bytes;
+docs/layer-split.md); the split replays a decode graph per stage and passes activations between
+stages through host memory,
+so compare it with the same model on one device (--devices cuda:0,cuda:0 measures the split's own
+cost without a second GPU).
 
 Synthesized checkpoints are written to --synth-dir once (strata synth) and reused.
 """
@@ -77,18 +85,28 @@ def decode_rate(result: dict) -> float:
     return after / (last - all_started) if last > all_started else float("nan")
 
 
-def bench_model(path: str, device: str, concurrency: list[int]) -> dict:
+def bench_model(path: str, device: str, concurrency: list[int], devices: tuple[str, ...] | None = None,
+                layer_split: tuple[int, ...] | None = None, batch_groups: int = 1) -> dict:
     from strata.models.loader import load_model
 
-    ctx = _ffi.Context(device)
-    model = load_model(path, ctx)
+    if devices:
+        from strata.models.layer_split import load_split_model
+
+        device = devices[0]
+        ctx = _ffi.Context(device)
+        model = load_split_model(path, ctx, devices[1:], layer_split)
+    else:
+        ctx = _ffi.Context(device)
+        model = load_model(path, ctx)
     spec = model.spec
     weight_bytes = model.weights.nbytes
     results = {"weight_bytes": weight_bytes}
     rng_ids = [(i * 7919 + 13) % 30000 + 100 for i in range(4096)]
 
     def engine(batch, chunk):
-        cfg = EngineConfig(model=path, device=device, batch=batch, chunk=chunk, ctx=1024).resolve("cuda", spec.ctx_train)
+        cfg = EngineConfig(model=path, device=device, batch=batch, chunk=chunk, ctx=1024, devices=devices,
+                           layer_split=layer_split, batch_groups=min(batch_groups, batch)).resolve("cuda",
+                                                                                                  spec.ctx_train)
         return Engine(ctx, model, cfg)
 
     e = engine(1, 512)
@@ -132,7 +150,13 @@ def main(argv=None) -> int:
     ap.add_argument("--synth-dir", default="/tmp/strata-synth")
     ap.add_argument("--default-model", action="store_true", help="also the real default model (Q4_1)")
     ap.add_argument("--json", default=None, help="write the raw figures here")
+    ap.add_argument("--devices", default=None, help="split the model by layers over these, e.g. cuda:0,cuda:1")
+    ap.add_argument("--layer-split", default=None, help="with --devices: first layer of each later device, e.g. 16")
+    ap.add_argument("--batch-groups", type=int, default=1,
+                    help="with --devices: slots in N groups pipelined over the stages (capped at each batch)")
     args = ap.parse_args(argv)
+    devices = tuple(args.devices.split(",")) if args.devices else None
+    layer_split = tuple(int(b) for b in args.layer_split.split(",")) if args.layer_split else None
 
     rows = []
     todo = [(s, t, None) for s in args.shapes for t in args.types]
@@ -143,8 +167,10 @@ def main(argv=None) -> int:
     for shape, dtype, path in todo:
         path = path or str(ensure_synth(shape, dtype, Path(args.synth_dir)))
         t0 = time.time()
-        res = bench_model(path, args.device, args.concurrency)
-        res.update(shape=shape, dtype=dtype, seconds=time.time() - t0)
+        res = bench_model(path, args.device, args.concurrency, devices, layer_split, args.batch_groups)
+        where = args.devices or args.device
+        res.update(shape=shape, dtype=dtype, seconds=time.time() - t0,
+                   devices=f"{where} x{args.batch_groups} groups" if devices and args.batch_groups > 1 else where)
         rows.append(res)
         print(f"# {shape} {dtype}: {json.dumps({k: v for k, v in res.items() if k != 'weight_bytes'})}",
               flush=True)
@@ -155,10 +181,10 @@ def main(argv=None) -> int:
 
 
 def print_table(rows, concurrency) -> None:
-    head = "| model | type | MiB | pp512 tok/s (x llama.cpp) | tg128 tok/s (% roofline, x llama.cpp) |"
+    head = "| model | devices | type | MiB | pp512 tok/s (x llama.cpp) | tg128 tok/s (% roofline, x llama.cpp) |"
     head += "".join(f" {n} seq tok/s |" for n in concurrency)
     print(head)
-    print("|" + " --- |" * (5 + len(concurrency)))
+    print("|" + " --- |" * (6 + len(concurrency)))
     for r in rows:
         key = (r["shape"].rstrip("*"), r["dtype"])
         pp_a, tg_a = ANCHORS.get(key, (None, None))
@@ -170,7 +196,7 @@ def print_table(rows, concurrency) -> None:
             v = r["concurrent"].get(n, float("nan"))
             a = ANCHOR_CONCURRENT.get(key, {}).get(n)
             conc += f" {v:,.0f}" + (f" ({v / a:.2f}x)" if a else "") + " |"
-        print(f"| {r['shape']} | {r['dtype']} | {r['weight_bytes'] / 2**20:,.0f} | {pp} | {tg} |{conc}")
+        print(f"| {r['shape']} | {r['devices']} | {r['dtype']} | {r['weight_bytes'] / 2**20:,.0f} | {pp} | {tg} |{conc}")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from strata.engine.engine import Engine
 
 from . import cors, errors, memory, openapi, routes_admin, routes_openai, routes_ui
 from .client_gone import DisconnectWatch
+from .drain import InFlight
 from .errors import APIError
 from .input_bounds import InputBounds
 from .settings import ServerSettings
@@ -39,7 +40,8 @@ def create_app(engine: Engine, settings: ServerSettings) -> Quart:
     app.register_blueprint(routes_admin.bp)
     app.register_blueprint(openapi.bp)
     app.register_blueprint(routes_ui.bp)
-    app.asgi_app = memory.ReturnMemory(DisconnectWatch(app.asgi_app))
+    state.in_flight = InFlight(app.asgi_app, GENERATION_PATHS)
+    app.asgi_app = memory.ReturnMemory(DisconnectWatch(state.in_flight))
     app.before_request(_check_api_key)
     app.after_request(_count_refusals)
     cors.install(app, settings.cors_origins)

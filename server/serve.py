@@ -2,9 +2,11 @@
 
 The engine is created before the event loop starts (loading blocks for
 seconds), and its loop runs as a background task of the app. The first
-SIGINT or SIGTERM starts a graceful shutdown: new requests get 503, every
-stream in flight ends with a final event and `[DONE]`, then hypercorn closes
-the connections; a second signal stops at once.
+SIGINT or SIGTERM starts draining (server/drain.py): /health and new requests
+get 503, the requests in flight run on for up to --drain-timeout seconds.
+Then, or at a second signal, every stream still running ends with a final
+event and `[DONE]` and hypercorn closes the connections; a third signal stops
+at once.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from strata.engine.engine import Engine
 
 from . import h11_errors
 from .app import create_app
+from .drain import drain
 from .settings import ServerSettings
 from .state import ServerState
 
@@ -35,6 +38,10 @@ def serve(args, engine_config: EngineConfig) -> int:
     level = (args.log_level or env.get("STRATA_LOG_LEVEL") or "info").upper()
     logging.basicConfig(level=getattr(logging, level, logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    drain_timeout = getattr(args, "drain_timeout", 0.0)
+    if not drain_timeout >= 0:          # before the model loads: a typo costs no seconds
+        print(f"error: --drain-timeout must be 0 or more seconds, not {drain_timeout}", file=sys.stderr)
+        return 2
     try:
         engine_config.check()
         engine = Engine.create(engine_config)
@@ -68,23 +75,26 @@ def serve(args, engine_config: EngineConfig) -> int:
 
 
 async def _serve(app, state: ServerState, config: HypercornConfig) -> None:
-    stop = asyncio.Event()
+    stop, now = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
 
     def on_signal(signum: int) -> None:
-        log.info("%s received: shutting down (send it again to stop at once)", signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        if not stop.is_set():
+            log.info("%s received: shutting down (send it again to end the requests in flight now)", name)
+            stop.set()
+            return
+        log.info("%s received again: ending the requests in flight (a third signal stops at once)", name)
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)      # a second signal takes the default action
-        stop.set()
+            loop.remove_signal_handler(sig)      # a third signal takes the default action
+        now.set()
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig)
 
     async def shutdown_trigger() -> None:
         await stop.wait()
-        busy = state.engine.scheduler.busy_slots + state.engine.scheduler.queue_len
-        if busy:
-            log.info("ending %d request(s) in flight", busy)
+        await drain(state, state.settings.drain_timeout_s, now)
         await state.begin_shutdown()
 
     announce = asyncio.create_task(_announce_when_listening(config.bind[0]))
@@ -134,6 +144,11 @@ def _log_start(engine: Engine, settings: ServerSettings, args) -> None:
              f"; host tier up to {cfg.host_cache:g} GiB ({host.capacity} pages, {'pinned' if cfg.device != 'cpu' else 'plain'})"
              if host is not None else "",
              f"; slot files in {settings.slot_save_path}" if settings.slot_save_path else "")
+    if cfg.devices:
+        log.info("layer split over %s at layers %s (%s)", ",".join(cfg.devices),
+                 ",".join(map(str, getattr(engine.model.decoder, "boundaries", ()))),
+                 f"{cfg.batch_groups} batch groups pipelined, eager steps" if cfg.batch_groups > 1
+                 else "decode graphs per stage" if cfg.graphs else "eager steps")
     if cfg.draft:
         log.info("speculative decoding: %s drafts, at most %d per request and step%s", cfg.draft, cfg.draft_max,
                  f" (draft model {cfg.draft_model})" if cfg.draft_model else "")

@@ -25,6 +25,7 @@ class ServerSettings:
     sse_ping_interval: float | None = 15.0   # seconds of silence before an SSE ': ping' comment; None = never
     cors_origins: tuple[str, ...] = ()   # origins allowed by CORS ('*' = any); empty: no CORS headers
     allow_private_media: bool = False    # whether those fetches may reach non-public addresses
+    drain_timeout_s: float = 30.0        # SIGTERM: seconds requests in flight may still run (server/drain.py)
     slot_save_path: str | None = None    # directory of POST /slots/{id}?action=save|restore files; None = off
 
     @classmethod
@@ -40,6 +41,7 @@ class ServerSettings:
                    reasoning_format=getattr(args, "reasoning_format", "split"),
                    sse_ping_interval=ping if ping and ping > 0 else None,
                    cors_origins=tuple(getattr(args, "cors_origin", None) or ()),
+                   drain_timeout_s=float(getattr(args, "drain_timeout", 30.0)),
                    slot_save_path=getattr(args, "slot_save_path", None))
 
     @cached_property

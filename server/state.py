@@ -18,6 +18,7 @@ from quart import current_app
 
 from strata.engine.engine import Engine
 
+from .drain import InFlight
 from .input_bounds import InputBounds
 from .request_workers import RequestWorkers
 from .settings import ServerSettings
@@ -38,6 +39,7 @@ class ServerState:
     workers: RequestWorkers = field(default_factory=RequestWorkers)   # request CPU work off the event loop
     bounds: InputBounds | None = None                        # size bounds from the context (create_app)
     openapi: dict | None = None                              # GET /openapi.json, built on first use
+    in_flight: InFlight | None = None                        # generation requests until their last byte (drain)
 
     @property
     def engine_running(self) -> bool:

@@ -92,6 +92,17 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--hf-file", default=None, help="the GGUF file of --hf-repo to serve")
     g.add_argument("--device", default=None,
                    help="cpu, cuda or cuda:N (default: $STRATA_DEVICE, else the GPU when present, else cpu)")
+    g.add_argument("--devices", type=_device_list, default=None,
+                   help="split the model by layers over these devices, e.g. cuda:0,cuda:1 (or cpu,cpu): each "
+                        "holds only its layers' weights and KV; tokens are the same as on one device "
+                        "(default: off, one --device)")
+    g.add_argument("--layer-split", type=_int_list, default=None,
+                   help="with --devices: the first layer of each device after the first, e.g. 12,24 for three "
+                        "devices (default: balanced by weight bytes)")
+    g.add_argument("--batch-groups", type=int, default=1,
+                   help="with --devices: the slots in N groups pipelined over the stages (while one group runs "
+                        "on a stage, the next runs on the stage before); tokens unchanged; steps then run "
+                        "eagerly (default: 1, no pipelining)")
     g.add_argument("--batch", type=int, default=None,
                    help="slots: requests decoded together (default: 4 on cpu, 32 on cuda)")
     g.add_argument("--ctx", type=int, default=None,
@@ -155,6 +166,10 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--cors-origin", action="append", default=[],
                    help="an origin browsers may call the API from (repeatable; '*' for any); default: no "
                         "CORS headers")
+    g.add_argument("--drain-timeout", type=float, default=30.0,
+                   help="on SIGTERM/SIGINT: /health turns 503, new requests get 503 with Retry-After, and the "
+                        "requests in flight may finish for up to this many seconds before they are ended; a "
+                        "second signal ends them at once; 0 = end them at once (default: 30)")
     g.add_argument("--slot-save-path", default=None,
                    help="directory where POST /slots/{id}?action=save|restore&filename=NAME writes and reads a "
                         "slot's cached prefix (default: off)")
@@ -191,7 +206,23 @@ def engine_config(args):
                         graphs=not args.no_graphs, draft=args.draft, draft_max=args.draft_max,
                         draft_model=args.draft_model, draft_vocab=args.draft_vocab, kv_pages=args.kv_pages,
                         prefix_cache=not args.no_prefix_cache, kv_dtype=args.kv_dtype,
-                        host_cache=_host_cache(getattr(args, "host_cache", None)))
+                        host_cache=_host_cache(getattr(args, "host_cache", None)), devices=args.devices,
+                        layer_split=args.layer_split, batch_groups=args.batch_groups)
+
+
+def _device_list(text: str) -> tuple[str, ...]:
+    devices = tuple(d.strip() for d in text.split(","))
+    if len(devices) < 2 or not all(devices):
+        raise argparse.ArgumentTypeError(f"give two or more devices separated by commas, e.g. cuda:0,cuda:1 "
+                                         f"(got {text!r})")
+    return devices
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"give layer numbers separated by commas, e.g. 12,24 (got {text!r})") from None
 
 
 def _host_cache(gib: float | None) -> float:

@@ -66,15 +66,24 @@ class Engine:
         """Opens the device, loads the model and sizes the slots (blocking; seconds)."""
         from ..models.loader import load_model
 
-        device = config.device or default_device()
+        device = config.device or (config.devices[0] if config.devices else default_device())
         backend = backend_of(device)
         ctx = _ffi.Context(device, config.num_threads)
-        model = load_model(config.model, ctx)
+        if config.devices:            # the layer split: stage 0 on ctx, one context per further device
+            from ..models.layer_split import load_split_model
+
+            model = load_split_model(config.model, ctx, tuple(config.devices[1:]), config.layer_split,
+                                     config.num_threads)
+        else:
+            model = load_model(config.model, ctx)
         explicit = frozenset(k for k in ("ctx", "kv_pages") if getattr(config, k) is not None)
         try:
             config = config.resolve(backend, model.spec.ctx_train)
             config = type(config)(**{**config.__dict__, "device": device})
-            config, line = fit_pool(config, model.spec, ctx.info().free_bytes, explicit)
+            # A split's pool is mirrored on every stage: the device whose share of it fits least decides.
+            fit = getattr(model.decoder, "pool_fit", None)
+            spec, free = fit() if fit is not None else (model.spec, ctx.info().free_bytes)
+            config, line = fit_pool(config, spec, free, explicit)
         except BaseException:
             model.close()
             ctx.close()

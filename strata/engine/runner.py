@@ -49,9 +49,12 @@ class ModelRunner:
         self.ctx, self.model, self.config, self.spec = ctx, model, config, spec
         # A paged pool (docs/kv_pool.md): admission hands each request its pages (kv_pool.py), mapped
         # into its slot's page table here. Unset, the pool is as large as the fixed regions were.
+        # A layer split (docs/layer-split.md) mirrors the pool's page ids and tables on every stage.
         n_pages = config.kv_pages or config.batch * -(-config.ctx // PAGE_CELLS)
-        self.slots = F.Slots(ctx, config.batch, spec.n_layers, config.ctx, spec.n_kv_heads, spec.head_dim,
-                             n_pages=n_pages, kv_dtype=config.kv_dtype)
+        make_slots = getattr(model.decoder, "make_slots", None)
+        self.slots = make_slots(config.batch, config.ctx, n_pages, config.batch_groups) if make_slots is not None else \
+            F.Slots(ctx, config.batch, spec.n_layers, config.ctx, spec.n_kv_heads, spec.head_dim, n_pages=n_pages,
+                    kv_dtype=config.kv_dtype)
         self.speculator = speculator                  # drafting/speculator.py, None: plain decoding
         rows_per_slot = 1 + (speculator.draft_max if speculator is not None else 0)
         self.max_rows = config.chunk + config.batch * rows_per_slot
@@ -63,7 +66,10 @@ class ModelRunner:
         self.images = ImageRows(ctx, spec.hidden)      # per-slot image embeddings, injected in prefill
         self.logit_table = LogitTable(ctx, config.batch, spec.vocab)   # per-slot masks, bias, penalties
         on_gpu = ctx.info().backend == F.Backend.CUDA
-        self.ahead = DecodeAhead(ctx, self.io, self.max_logits) if on_gpu and config.graphs else None
+        # Not on a layer split: its later stages copy the step inputs from the host, which a guessed
+        # step advances on the device only.
+        split = hasattr(model.decoder, "capture")
+        self.ahead = DecodeAhead(ctx, self.io, self.max_logits) if on_gpu and config.graphs and not split else None
         # Tests that read act.logits after each step set this: a guessed next step would overwrite them.
         self.keep_logits = False
 
@@ -221,6 +227,9 @@ class ModelRunner:
     def _graph(self, bucket: int) -> F.Graph:
         """The decode graph for `bucket` rows, captured on first use (rows past the batch are padding)."""
         graph = self.graphs.get(bucket)
+        capture = getattr(self.model.decoder, "capture", None)
+        if graph is None and capture is not None:   # a layer split: a graph per stage (split_decoder.py)
+            graph = self.graphs[bucket] = capture(self.io, self.act, self.slots, bucket, adjust=self.logit_table)
         if graph is None:
             self.ctx.graph_begin()
             try:

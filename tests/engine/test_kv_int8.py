@@ -103,6 +103,8 @@ def test_kv_dtype_config_and_sizing():
         EngineConfig(kv_dtype="int4").resolve("cpu", 2048)
     assert EngineConfig(kv_dtype="int8").resolve("cuda", 2048).kv_dtype == "int8"
     assert EngineConfig(kv_dtype="int8").resolve("cpu", 2048).kv_dtype == "int8"
+    with pytest.raises(ConfigError, match="layer split"):
+        EngineConfig(kv_dtype="int8", devices=("cpu", "cpu")).check()
     spec = SimpleNamespace(n_layers=30, n_kv_heads=3, head_dim=64)
     assert page_bytes(spec) == 30 * 2 * 3 * PAGE_CELLS * 64 * 2
     assert page_bytes(spec, "int8") == 30 * 2 * 3 * PAGE_CELLS * (64 + 4)

@@ -71,8 +71,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(log_dir: Path, *flags: str, api_key: str | None = None, env: dict | None = None) -> ServerProcess:
-    port = _free_port()
+def start_server(log_dir: Path, *flags: str, api_key: str | None = None, env: dict | None = None,
+                 port: int | None = None) -> ServerProcess:
+    port = port or _free_port()
     log_path = log_dir / f"serve-{port}.log"
     cmd = [*_strata_command(), "serve", "--device", "cpu", "--port", str(port), "--ctx", str(CTX), *flags]
     if api_key:

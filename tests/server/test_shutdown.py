@@ -1,14 +1,17 @@
-"""Graceful shutdown: on SIGTERM (or SIGINT) every stream in flight ends with a final event and
-`data: [DONE]`, a whole-answer request in flight gets a 503, and the process exits 0."""
+"""Graceful shutdown: once the drain ends (--drain-timeout 0, or a second signal during the drain) every
+stream in flight ends with a final event and `data: [DONE]`, a whole-answer request in flight gets a 503,
+and the process exits 0. Draining itself (streams run to their end) is shown in test_balancer.py."""
 
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import threading
 
 import httpx
 import pytest
-from server_helpers import MODEL, sse_events, start_server
+from server_helpers import MODEL, REPO_ROOT, sse_events, start_server
 
 LONG_CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "Tell me a long story."}], "max_tokens": 400,
              "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
@@ -44,9 +47,9 @@ class WholeRequest(threading.Thread):
         self.response = httpx.post(f"{self.server.url}/v1/completions", json=self.body, timeout=60)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_signal_ends_streams_in_flight_with_a_final_event(model_available, tmp_path, sig):
-    server = start_server(tmp_path, "--batch", "4")
+@pytest.mark.parametrize("sig,drain", [(signal.SIGTERM, "0"), (signal.SIGINT, "0"), (signal.SIGTERM, "600")])
+def test_signal_ends_streams_in_flight_with_a_final_event(model_available, tmp_path, sig, drain):
+    server = start_server(tmp_path, "--batch", "4", "--drain-timeout", drain)
     try:
         readers = [StreamReader(server, "/v1/chat/completions", LONG_CHAT),
                    StreamReader(server, "/v1/completions", LONG_COMPLETION)]
@@ -56,6 +59,9 @@ def test_signal_ends_streams_in_flight_with_a_final_event(model_available, tmp_p
         whole.start()
         for reader in readers:
             assert reader.started.wait(60), "no tokens before the signal"
+        if drain != "0":            # draining: /health says so; the second signal ends the streams now
+            server.proc.send_signal(sig)
+            assert httpx.get(f"{server.url}/health", timeout=10).json() == {"status": "shutting_down"}
         rc = server.stop(sig, timeout=30)
         for thread in (*readers, whole):
             thread.join(10)
@@ -75,6 +81,7 @@ def test_signal_ends_streams_in_flight_with_a_final_event(model_available, tmp_p
     assert whole.response.json()["error"]["code"] == "shutting_down"
     log = server.log()
     assert f"{signal.Signals(sig).name} received" in log and "stopped" in log
+    assert ("received again" in log) == (drain != "0")
     assert "Traceback" not in log
 
 
@@ -82,3 +89,9 @@ def test_idle_server_stops_at_once(model_available, tmp_path):
     server = start_server(tmp_path, "--batch", "1")
     assert server.stop(signal.SIGTERM, timeout=15) == 0
     assert "Traceback" not in server.log()
+
+
+def test_a_negative_drain_timeout_is_refused(model_available, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "strata.cli", "serve", "--device", "cpu", "--drain-timeout", "-1"],
+                          capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert done.returncode == 2 and "--drain-timeout must be 0 or more seconds" in done.stderr
