@@ -83,7 +83,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     path = resolve_model("smollm2-135m")
-    with LLM(str(path), device="cpu", batch=1, ctx=1024, num_threads=args.threads) as llm:
+    # No prefix cache: prompt speed means computing the prompt, as transformers does.
+    with LLM(str(path), device="cpu", batch=1, ctx=1024, num_threads=args.threads, prefix_cache=False) as llm:
         prompts = [llm.render_chat([{"role": "user", "content": q}]) for q in QUESTIONS]
         ours = strata_speed(llm, prompts, args.tokens)
     theirs = None if args.no_transformers else transformers_speed(path, prompts, args.tokens, args.threads)

@@ -104,9 +104,10 @@ def bench_model(path: str, device: str, concurrency: list[int], devices: tuple[s
     rng_ids = [(i * 7919 + 13) % 30000 + 100 for i in range(4096)]
 
     def engine(batch, chunk):
+        # No prefix cache: the warm-up sends the same prompt, and a cache hit would time no prefill at all.
         cfg = EngineConfig(model=path, device=device, batch=batch, chunk=chunk, ctx=1024, devices=devices,
-                           layer_split=layer_split, batch_groups=min(batch_groups, batch)).resolve("cuda",
-                                                                                                  spec.ctx_train)
+                           layer_split=layer_split, batch_groups=min(batch_groups, batch),
+                           prefix_cache=False).resolve("cuda", spec.ctx_train)
         return Engine(ctx, model, cfg)
 
     e = engine(1, 512)

@@ -91,7 +91,8 @@ async def run(engine: Engine, batch: list[list[int]], max_tokens: int) -> tuple[
 
 def make(ctx, model, device, batch, args, drafter=None, draft=None) -> Engine:
     config = EngineConfig(model=args.model, device=device, batch=batch, ctx=args.ctx, draft=draft,
-                          draft_max=args.draft_max, draft_model=args.draft_model if draft == "model" else None)
+                          draft_max=args.draft_max, draft_model=args.draft_model if draft == "model" else None,
+                          prefix_cache=False)  # every configuration computes every prompt
     config = config.resolve(backend_of(device), model.spec.ctx_train)
     return Engine(ctx, model, config, drafter=drafter)
 
