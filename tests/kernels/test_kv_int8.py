@@ -12,10 +12,10 @@ CUDA kernels are also run by libstrata/cuda_emu/run.sh attention."""
 import numpy as np
 import pytest
 
-from kernel_refs import attention_reference, buffer_of, rows_array
+from kernel_refs import buffer_of, rows_array
 from strata import _ffi as S
 from test_attention import attend, store
-from test_kv_pages import attend_window, scrambled_pages
+from test_kv_pages import attend_window, check_rows, scrambled_pages
 
 P = S.PAGE_CELLS
 
@@ -115,14 +115,7 @@ def test_attention_int8_reference(ctx, rng, n_heads, n_kv, hd, n_ctx, window):
     vq, vs = quantize_reference(values.reshape(n_slots, n_ctx, n_kv, hd))
     k8 = kq.astype(np.float64) * ks[..., None]
     v8 = vq.astype(np.float64) * vs[..., None]
-    for r, (s, i) in enumerate(pairs):
-        if s < 0:
-            assert not got[r].any(), "padding row must get zeros"
-            continue
-        lo = max(0, i - window + 1) if window else 0
-        ref = attention_reference(q[r].reshape(n_heads, hd).astype(np.float64), k8[s, lo:i + 1], v8[s, lo:i + 1],
-                                  scale)
-        assert np.abs(got[r] - ref).max() <= 2e-5 * np.abs(v8).max(), f"row {r} (slot {s}, index {i})"
+    check_rows(got, q, k8, v8, pairs, n_heads, scale, window)
 
 
 def test_rope_kv_store_int8(ctx, rng):

@@ -78,14 +78,21 @@ def test_attention_through_scrambled_pages(ctx, rng, n_heads, n_kv, hd, n_ctx, w
     assert np.array_equal(got.view(np.uint32), fixed.view(np.uint32)), "paging changed the bits"
     k16 = keys.astype(np.float16).astype(np.float64).reshape(n_slots, n_ctx, n_kv, hd)
     v16 = values.astype(np.float16).astype(np.float64).reshape(n_slots, n_ctx, n_kv, hd)
+    check_rows(got, q, k16, v16, pairs, n_heads, scale, window)
+
+
+def check_rows(got, q, keys, values, pairs, n_heads, scale, window) -> None:
+    """Each attention output row against the float64 reference over the K/V the cache holds
+    (keys, values: float64 [n_slots, n_ctx, n_kv, hd]); padding rows (slot -1) must be zeros."""
+    hd = keys.shape[-1]
     for r, (s, i) in enumerate(pairs):
         if s < 0:
             assert not got[r].any(), "padding row must get zeros"
             continue
         lo = max(0, i - window + 1) if window else 0
-        ref = attention_reference(q[r].reshape(n_heads, hd).astype(np.float64), k16[s, lo:i + 1], v16[s, lo:i + 1],
-                                  scale)
-        assert np.abs(got[r] - ref).max() <= 2e-5 * np.abs(v16).max(), f"row {r} (slot {s}, index {i})"
+        ref = attention_reference(q[r].reshape(n_heads, hd).astype(np.float64), keys[s, lo:i + 1],
+                                  values[s, lo:i + 1], scale)
+        assert np.abs(got[r] - ref).max() <= 2e-5 * np.abs(values).max(), f"row {r} (slot {s}, index {i})"
 
 
 def test_rope_kv_store_through_pages(ctx, rng):
