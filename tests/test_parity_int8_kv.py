@@ -21,7 +21,8 @@ import pytest
 
 from reference_prompts import CHAT, RAW
 from strata.engine.sampling import SamplingParams
-from test_parity_transformers import CONTINUATION, prompt_ids, reference_greedy, reference_logits, strata_logits
+from test_parity_transformers import (CONTINUATION, prompt_ids, reference,  # noqa: F401 (reference: a fixture)
+                                      reference_greedy, reference_logits, strata_logits)
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -37,15 +38,6 @@ def llm(model_path):
     with LLM(str(model_path), device="cpu", batch=1, ctx=512, kv_dtype="int8") as engine:
         assert engine.engine.runner.slots.kv_dtype == "int8"
         yield engine
-
-
-@pytest.fixture(scope="module")
-def reference(model_path):
-    torch.set_num_threads(2)
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(model_path.parent), gguf_file=model_path.name, dtype=torch.float32)
-    model.eval()
-    return model
 
 
 def test_int8_kv_agreement(llm, reference):
