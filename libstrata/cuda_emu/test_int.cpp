@@ -135,7 +135,9 @@ static float ref_out(int dt, int pro, const Act& a, const uint8_t* wrow, int64_t
 }
 
 // The launcher's steps (launch_int_matmul) on the emulator: pre-pass, then the dot kernel.
-// kind: 0 dp4a (1 row: one accumulator, else tiles of 8 rows), 1 mma 8-row tiles, 2 mma 16-row tiles.
+// kind: 0 dp4a (1 row: one accumulator, else tiles of 8 rows), 1 mma 8-row tiles, 2 mma 16-row tiles,
+// 3 the fused dp4a kernel (no pre-pass: each CTA quantizes its rows; `sms` 1 picks the launcher's
+// grid of whole row tiles, else fewer CTAs than that, so a CTA meets several row tiles).
 static void run_int(int dt, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k, const uint8_t* w,
                     int64_t n_out, const float* g, float eps, const float* bias, float* y, bool accumulate, int sms,
                     int kind) {
@@ -147,7 +149,7 @@ static void run_int(int dt, int pro, const float* x, int64_t x_stride, int64_t n
     int8_t* xq16 = reinterpret_cast<int8_t*>(xq.data() + (16 - reinterpret_cast<uintptr_t>(xq.data()) % 16) % 16);
     uint2* meta16 = reinterpret_cast<uintptr_t>(meta.data()) % 16 ? meta.data() + 1 : meta.data();
     I::PreParams pp{x, x_stride, k, (int)nb, nbp, nchunks, pro, g, xq16, meta16, ssq.data()};
-    run_grid((unsigned)n_rows, (unsigned)nchunks, 256, [&] {
+    if (kind != 3) run_grid((unsigned)n_rows, (unsigned)nchunks, 256, [&] {
         if (pro == STRATA_PROLOGUE_RMSNORM) I::int_prepass_kernel<STRATA_PROLOGUE_RMSNORM>(pp);
         else if (pro == STRATA_PROLOGUE_SILU_MUL) I::int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL>(pp);
         else I::int_prepass_kernel<STRATA_PROLOGUE_NONE>(pp);
@@ -158,18 +160,32 @@ static void run_int(int dt, int pro, const float* x, int64_t x_stride, int64_t n
     p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
     p.w = w; p.w_end = w + n_out * p.w_row_bytes;
     p.bias = bias; p.y = y; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
+    p.x = x; p.x_stride = x_stride; p.norm = g;
+    if (kind == 3) p.xq = nullptr, p.meta = nullptr, p.ssq = nullptr;  // the fused kernel must not read them
     const int kr = kind == 2 ? 16 : (kind == 1 || n_rows > 1 ? 8 : 1);
-    if (kind) I::mma_shape(p, bbytes(dt), kr);
+    if (kind == 1 || kind == 2) I::mma_shape(p, bbytes(dt), kr);
     else I::dot_shape(p, bbytes(dt), sms, kr);
     p.n_row_tiles = (int)((n_rows + kr - 1) / kr);
     p.n_tiles = p.n_row_tiles * (int)((n_out + p.no - 1) / p.no);
-    const int smem = kind ? I::mma_smem_bytes(p, kr) : I::dot_smem(p, kr);
+    if (kind == 3) I::dot_fuse(p, kr);
+    const int smem = kind == 3 ? (int)I::dot_fused_smem(p) : (kind ? I::mma_smem_bytes(p, kr) : I::dot_smem(p, kr));
     CHECK(smem <= (int)sizeof(g_emu_smem), "smem %d", smem);
     memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));
     static int pending = 0;
     auto guard = [&](auto fn) { return [fn] { fn(); if (emu_pending_copies() != 0) pending++; }; };
-    const unsigned gx = (unsigned)std::max(1, p.n_tiles / 2), gy = 1, nt = (unsigned)p.threads;  // fewer CTAs than tiles: the tile loop runs
-    if (kind == 1) {
+    unsigned gx = (unsigned)std::max(1, p.n_tiles / 2), gy = 1, nt = (unsigned)p.threads;  // fewer CTAs than tiles: the tile loop runs
+    if (kind == 3 && sms == 1) gx = (unsigned)I::dot_fused_grid(p, std::max(1, p.n_tiles / 3));
+    if (kind == 3) {
+        if (kr == 1) {
+            if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_0, 1, true>(p); }));
+            else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q8_0, 1, true>(p); }));
+            else run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_1, 1, true>(p); }));
+        } else {
+            if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_0, 8, true>(p); }));
+            else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q8_0, 8, true>(p); }));
+            else run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_1, 8, true>(p); }));
+        }
+    } else if (kind == 1) {
         if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q4_0, 1>(p); }));
         else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q8_0, 1>(p); }));
         else run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q4_1, 1>(p); }));
@@ -178,13 +194,13 @@ static void run_int(int dt, int pro, const float* x, int64_t x_stride, int64_t n
         else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q8_0, 2>(p); }));
         else run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q4_1, 2>(p); }));
     } else if (kr == 1) {
-        if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_0, 1>(p); }));
-        else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q8_0, 1>(p); }));
-        else run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_1, 1>(p); }));
+        if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_0, 1, false>(p); }));
+        else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q8_0, 1, false>(p); }));
+        else run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_1, 1, false>(p); }));
     } else {
-        if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_0, 8>(p); }));
-        else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q8_0, 8>(p); }));
-        else run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_1, 8>(p); }));
+        if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_0, 8, false>(p); }));
+        else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q8_0, 8, false>(p); }));
+        else run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_1, 8, false>(p); }));
     }
     CHECK(pending == 0, "cp.async copies left pending");
 }
@@ -205,6 +221,15 @@ static void one(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, int p
     const float eps = 1e-5f;
     run_int(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bias_on ? bias.data() : nullptr, y.data(),
             acc_on, sms, kind);
+    if (kind == 3) {  // fused against the pre-pass and the dot kernel on the same inputs, directly
+        std::vector<float> y2 = y0;
+        run_int(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bias_on ? bias.data() : nullptr,
+                y2.data(), acc_on, sms, 0);
+        int differ = 0;
+        for (size_t i = 0; i < y.size(); ++i) differ += bits(y[i]) != bits(y2[i]);
+        CHECK(differ == 0, "fused dt %d pro %d k %ld n_out %ld rows %ld: %d outputs differ from the two-launch path",
+              dt, pro, (long)k, (long)n_out, (long)n_rows, differ);
+    }
     const int64_t rb = k / 32 * bbytes(dt);
     int bad = 0, far = 0;
     for (int64_t r = 0; r < n_rows; ++r) {
@@ -243,7 +268,7 @@ static void one(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, int p
 int main(int argc, char** argv) {
     const bool quick = argc > 1 && std::string(argv[1]) == "quick";
     if (argc > 1 && std::string(argv[1]) == "smoke") {  // a few configurations of every kernel, fast
-        for (int kind = 0; kind < 3; ++kind) {
+        for (int kind = 0; kind < 4; ++kind) {
             one(STRATA_Q4_0, 0, 576, 77, 20, 2, 1000, true, false, kind);
             one(STRATA_Q8_0, 1, 32 * 8 * 5 + 64, 70, 9, 0, 1, false, true, kind);
             one(STRATA_Q4_1, 2, 96, 66, 3, 4, 1, false, false, kind);
@@ -262,12 +287,27 @@ int main(int argc, char** argv) {
                 if (quick && cfg % 3) continue;
                 const int64_t n_out = k > 4096 ? 19 : 77;  // 77: two mma tiles of 64 outputs, the second partial
                 const int64_t rows = (cfg % 4 == 0) ? 20 : (cfg % 4 == 1 ? 1 : (cfg % 4 == 2 ? 3 : 9));
-                for (int kind = 0; kind < 3; ++kind) {
-                    if (kind > 0 && rows == 1 && cfg % 2) continue;  // the tensor-core kernels also take single rows
-                    one(dt, pro, k, n_out, kind == 0 ? rows : rows + 4 * kind, 2 * (int)(cfg % 5), cfg % 2 ? 1000 : 1,
-                        cfg % 3 == 0, cfg % 3 == 1, kind);
+                for (int kind = 0; kind < 4; ++kind) {
+                    if ((kind == 1 || kind == 2) && rows == 1 && cfg % 2) continue;  // the tensor-core kernels also take single rows
+                    one(dt, pro, k, n_out, kind == 0 || kind == 3 ? rows : rows + 4 * kind, 2 * (int)(cfg % 5),
+                        cfg % 2 ? 1000 : 1, cfg % 3 == 0, cfg % 3 == 1, kind);
                 }
             }
+    // The fused kernel (no pre-pass) at every row count of the dot kernels' routes (1 to 16 rows: one
+    // row tile or two), every dtype and prologue, ragged k (partial slices, one or several parts) and
+    // n_out, bias and accumulate, odd weight-row alignment, both grid choices.
+    {
+        const int64_t fks[3] = {64, 32 * (8 * 3 + 5), 32 * 8 * 36};
+        int n = 0;
+        for (int dt : dts)
+            for (int pro = 0; pro < 3; ++pro)
+                for (int64_t rows = 1; rows <= 16; ++rows) {
+                    ++n;
+                    if (quick && n % 4) continue;
+                    const int64_t k = fks[(n + pro) % 3];
+                    one(dt, pro, k, 5 + (n * 7) % 41, rows, 2 * (n % 4), n % 2 ? 1000 : 1, n % 3 == 0, n % 5 < 2, 3);
+                }
+    }
     // Negative control: a different slice fold order must change some bits.
     {
         const int64_t k = 32 * 8 * 5, n_out = 8;

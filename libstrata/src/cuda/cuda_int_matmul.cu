@@ -46,6 +46,12 @@ constexpr int kPreThreads = 256;
 constexpr int kPreChunkBlocks = 8;  // blocks per pre-pass CTA (one per warp): also RMSNORM's ssq chunks (= slices)
 constexpr int kDotThreads = 256;
 constexpr int kDotRows = 8;          // rows per tile (one accumulator each per thread)
+// Whether the dot kernels may quantize their own rows (no pre-pass launch); a tuning knob
+// (-DSTRATA_INT_FUSE=0 builds the two-launch path, for scripts/gpu_variants.sh).
+#ifndef STRATA_INT_FUSE
+#define STRATA_INT_FUSE 1
+#endif
+constexpr bool kIntFuse = STRATA_INT_FUSE != 0;
 
 struct PreParams {
     const float* x;
@@ -71,9 +77,40 @@ struct IntParams {
     int accumulate, prologue;
     float eps;
     int no, ps, n_parts, wstride, xbytes, mbytes, stage_bytes, n_row_tiles, n_tiles, threads;
+    // The fused dot kernel (no pre-pass): it quantizes its rows of x itself into shared memory at
+    // act_off (act_rows rows: int8 values at row stride xbytes, meta at mbytes, then RMSNORM's ssq
+    // per chunk and the per-block sums of squares it is folded from).
+    const float* x;
+    int64_t x_stride;
+    const float* norm;
+    int act_off, act_rows;
 };
 
-// ---------------------------------------------------------------- pre-pass
+// ---------------------------------------------------------------- activation quantization
+
+// The per-element steps of step 1, shared by the pre-pass and the fused dot
+// kernel (which distribute the work differently: the max is exact in any
+// order and the block sum is an integer, so only these expressions decide the
+// bits). `x` is the raw value of element e; `aux` the norm weights (RMSNORM)
+// or the row's second half (SILU_MUL).
+template <int kPro>
+__device__ __forceinline__ float int_act_value(float x, const float* aux, int64_t e) {
+    if (kPro == STRATA_PROLOGUE_RMSNORM) return __fmul_rn(x, __ldg(aux + e));
+    if (kPro == STRATA_PROLOGUE_SILU_MUL) return __fmul_rn(__fdiv_rn(x, __fadd_rn(1.0f, expf(-x))), aux[e]);
+    return x;
+}
+__device__ __forceinline__ float int_act_abs(float v) {
+    const float a = fabsf(v);
+    return a <= 3.402823466e38f ? a : __int_as_float(0x7f800000);  // NaN and inf: +inf
+}
+__device__ __forceinline__ float int_act_scale(float amax) { return __fdiv_rn(amax, 127.0f); }
+__device__ __forceinline__ int int_act_quant(float v, float d) {
+    return d > 0.0f && d <= 3.402823466e38f ? max(-127, min(127, __float2int_rn(__fdiv_rn(v, d)))) : 0;
+}
+template <int kPro>
+__device__ __forceinline__ const float* int_act_aux(const float* xr, const float* norm, int64_t k) {
+    return kPro == STRATA_PROLOGUE_RMSNORM ? norm : xr + k;
+}
 
 template <int kPro>
 __global__ void __launch_bounds__(kPreThreads) int_prepass_kernel(const PreParams p) {
@@ -86,15 +123,9 @@ __global__ void __launch_bounds__(kPreThreads) int_prepass_kernel(const PreParam
     if (warp < nbc) {  // whole warps: block b0 + warp
         const int b = b0 + warp;
         const int64_t e = (int64_t)32 * b + lane;
-        float v = xr[e];
-        if (kPro == STRATA_PROLOGUE_RMSNORM) v = __fmul_rn(v, __ldg(p.norm + e));
-        if (kPro == STRATA_PROLOGUE_SILU_MUL) v = __fmul_rn(__fdiv_rn(v, __fadd_rn(1.0f, expf(-v))), xr[p.k + e]);
-        float a = fabsf(v);
-        if (!(a <= 3.402823466e38f)) a = __int_as_float(0x7f800000);  // NaN and inf: +inf
-        a = warp_max(a);
-        const float d = __fdiv_rn(a, 127.0f);
-        int q = 0;
-        if (d > 0.0f && d <= 3.402823466e38f) q = max(-127, min(127, __float2int_rn(__fdiv_rn(v, d))));
+        const float v = int_act_value<kPro>(xr[e], int_act_aux<kPro>(xr, p.norm, p.k), e);
+        const float d = int_act_scale(warp_max(int_act_abs(v)));
+        const int q = int_act_quant(v, d);
         int s = q;
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(kFullMask, s, off);
@@ -119,7 +150,7 @@ __device__ __forceinline__ int addr_delta16(const void* p) { return (int)(reinte
 // first byte, so byte s lands at offset (s & 15) of its row's window; nothing
 // at or past w_end is read), then the int8 activations and the block meta of
 // rows [r0, r0 + nr) (both 16-byte aligned in the scratch).
-template <int kDtype, int kR>
+template <int kDtype, int kR, bool kFused = false>
 __device__ __forceinline__ void stage_part(const IntParams& p, uint8_t* stage, int part, int64_t o0, int no,
                                            int64_t r0, int nr) {
     constexpr int B = IntW<kDtype>::kBytes;
@@ -138,6 +169,7 @@ __device__ __forceinline__ void stage_part(const IntParams& p, uint8_t* stage, i
             cp_async16z(stage + row * p.wstride + 16 * pc, src, left >= 16 ? 16 : (left > 0 ? (int)left : 0));
         }
     }
+    if (kFused) return;  // the activations already sit in shared memory
     uint8_t* xs = stage + p.no * p.wstride;
     const int xp = 2 * nblk, mp = (nblk + 1) / 2;  // 16-byte pieces per row
     for (int idx = threadIdx.x; idx < nr * (xp + mp); idx += p.threads) {
@@ -214,7 +246,90 @@ __device__ __forceinline__ void slice_any(const IntParams& p, const uint8_t* sp,
     }
 }
 
-template <int kDtype, int kR>
+// The fused kernel's pre-pass: rows [r0, r0 + nr) of x quantized into shared
+// memory by the pre-pass's per-element expressions. Four lanes per block of 32
+// values (lane j of the four: values j, j+4, …, j+28), a whole warp there: the
+// same bits, since the max is exact in any order, the block sum is an integer
+// and the per-value steps are int_act_*. RMSNORM's ssq keeps the pre-pass's
+// reduction shape exactly: per block warp_sum's butterfly as lane 0 sees it
+// (steps 16, 8, 4 inside a lane's values, 2 and 1 across the four lanes, own
+// value first), then per chunk the 8 block totals in order, +0 for the blocks
+// past the end (block_sum over the chunk's 8 warps).
+template <int kPro>
+__device__ __forceinline__ void fused_quant_rows(const IntParams& p, uint8_t* act, int64_t r0, int nr) {
+    int8_t* axq = reinterpret_cast<int8_t*>(act);
+    uint2* ameta = reinterpret_cast<uint2*>(act + p.act_rows * p.xbytes);
+    float* assq = reinterpret_cast<float*>(act + p.act_rows * (p.xbytes + p.mbytes));
+    float* awsq = assq + p.act_rows * p.n_slices;
+    const int lane = threadIdx.x & 31, j = lane & 3;
+    const int units = nr * p.nb;
+    // Whole warps run every iteration (the shuffles need all 32 lanes); 8 blocks per warp.
+    for (int base = (threadIdx.x >> 5) * 8; base < units; base += (p.threads >> 5) * 8) {
+        const int u = base + (lane >> 2);
+        const bool ok = u < units;
+        const int r = ok ? u / p.nb : 0, b = ok ? u - r * p.nb : 0;
+        const float* xr = p.x + (r0 + r) * p.x_stride;
+        const float* aux = int_act_aux<kPro>(xr, p.norm, p.k);
+        const int64_t e0 = (int64_t)32 * b + j;
+        float xv[8], v[8];
+        float amax = 0.0f;  // |v| >= +0: the max of the 32 values whatever the order
+#pragma unroll
+        for (int m = 0; m < 8; ++m) xv[m] = ok ? xr[e0 + 4 * m] : 0.0f;
+#pragma unroll
+        for (int m = 0; m < 8; ++m) {
+            v[m] = ok ? int_act_value<kPro>(xv[m], aux, e0 + 4 * m) : 0.0f;
+            amax = fmaxf(amax, int_act_abs(v[m]));
+        }
+        amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, 1));
+        amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, 2));
+        const float d = int_act_scale(amax);
+        int sum = 0;
+        int8_t* dst = axq + r * p.xbytes + e0;
+#pragma unroll
+        for (int m = 0; m < 8; ++m) {
+            const int q = int_act_quant(v[m], d);
+            sum += q;
+            if (ok) dst[4 * m] = (int8_t)q;
+        }
+        sum += __shfl_xor_sync(kFullMask, sum, 1);
+        sum += __shfl_xor_sync(kFullMask, sum, 2);
+        if (ok && j == 0) ameta[r * (p.mbytes / 8) + b] = make_uint2(__float_as_uint(d), (uint32_t)sum);
+        if (kPro == STRATA_PROLOGUE_RMSNORM) {
+#pragma unroll
+            for (int m = 0; m < 8; ++m) xv[m] = fmaf(xv[m], xv[m], 0.0f);
+#pragma unroll
+            for (int h = 4; h > 0; h >>= 1)  // butterfly steps 16, 8, 4: values 4 * h apart, same lane
+#pragma unroll
+                for (int m = 0; m < h; ++m) xv[m] = __fadd_rn(xv[m], xv[m + h]);
+            float w = xv[0];
+            w = __fadd_rn(w, __shfl_xor_sync(kFullMask, w, 2));
+            w = __fadd_rn(w, __shfl_xor_sync(kFullMask, w, 1));
+            if (ok && j == 0) awsq[r * p.nb + b] = w;
+        }
+    }
+    if (kPro == STRATA_PROLOGUE_RMSNORM) {
+        __syncthreads();
+        for (int u = threadIdx.x; u < nr * p.n_slices; u += p.threads) {
+            const int r = u / p.n_slices, c = u - r * p.n_slices;
+            const float* ws = awsq + r * p.nb + c * kPreChunkBlocks;
+            float ss = ws[0];
+            for (int i = 1; i < kPreChunkBlocks; ++i) ss = __fadd_rn(ss, c * kPreChunkBlocks + i < p.nb ? ws[i] : 0.0f);
+            assq[r * p.n_slices + c] = ss;
+        }
+    }
+}
+
+__device__ __forceinline__ void fused_quant(const IntParams& p, uint8_t* act, int64_t r0, int nr) {
+    switch (p.prologue) {
+    case STRATA_PROLOGUE_RMSNORM: fused_quant_rows<STRATA_PROLOGUE_RMSNORM>(p, act, r0, nr); break;
+    case STRATA_PROLOGUE_SILU_MUL: fused_quant_rows<STRATA_PROLOGUE_SILU_MUL>(p, act, r0, nr); break;
+    default: fused_quant_rows<STRATA_PROLOGUE_NONE>(p, act, r0, nr); break;
+    }
+}
+
+// kFused: no pre-pass; the CTA quantizes its tile's rows itself (fused_quant) while the first
+// part's weights are in flight, once per row tile it meets.
+template <int kDtype, int kR, bool kFused>
 __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p) {
     constexpr int SB = kIntSliceBlocks * IntW<kDtype>::kBytes;  // a multiple of 16
     static_assert(SB % 16 == 0, "a slice must span whole 16-byte windows");
@@ -223,6 +338,8 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
     const int t = threadIdx.x;
     const int o_l = t % p.no, s_l = t / p.no;  // this thread's unit in every part
     const int fo = t / kR, fr = t % kR;        // this thread's element in the fold
+    uint8_t* act = smem + p.act_off;           // kFused: this CTA's quantized rows
+    int act_rt = -1;                           // kFused: the row tile they belong to
     // Tiles in row-tile-major order: the CTAs of one output tile run together and share its weights in L2.
     for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x) {
         const int rt = tile % p.n_row_tiles;
@@ -231,11 +348,15 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
         const int64_t r0 = (int64_t)rt * kR;
         const int nr = (int)min((int64_t)kR, p.n_rows - r0);
         float total = 0.0f;
-        stage_part<kDtype, kR>(p, smem, 0, o0, no, r0, nr);
+        stage_part<kDtype, kR, kFused>(p, smem, 0, o0, no, r0, nr);
         cp_async_commit_group();
+        if (kFused && rt != act_rt) {  // CTA-uniform; the previous tile ended with a barrier
+            fused_quant(p, act, r0, nr);
+            act_rt = rt;
+        }
         for (int q = 0; q < p.n_parts; ++q) {
             if (q + 1 < p.n_parts) {
-                stage_part<kDtype, kR>(p, smem + ((q + 1) & 1) * p.stage_bytes, q + 1, o0, no, r0, nr);
+                stage_part<kDtype, kR, kFused>(p, smem + ((q + 1) & 1) * p.stage_bytes, q + 1, o0, no, r0, nr);
                 cp_async_commit_group();
                 cp_async_wait_group<1>();
             } else {
@@ -249,8 +370,10 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
                 const int delta = addr_delta16(g);
                 const uint8_t* st = smem + (q & 1) * p.stage_bytes;
                 const uint8_t* base = st + o_l * p.wstride + s_l * SB;  // 16-byte aligned
-                const uint8_t* xs = st + p.no * p.wstride + s_l * kIntSliceBlocks * 32;
-                const uint8_t* ms = st + p.no * p.wstride + kR * p.xbytes + s_l * kIntSliceBlocks * 8;
+                const uint8_t* xs = kFused ? act + s * kIntSliceBlocks * 32
+                                           : st + p.no * p.wstride + s_l * kIntSliceBlocks * 32;
+                const uint8_t* ms = kFused ? act + p.act_rows * p.xbytes + s * kIntSliceBlocks * 8
+                                           : st + p.no * p.wstride + kR * p.xbytes + s_l * kIntSliceBlocks * 8;
                 float acc[kR];
 #pragma unroll
                 for (int r = 0; r < kR; ++r) acc[r] = 0.0f;
@@ -278,7 +401,9 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
         if (fo < no && fr < nr) {
             const int64_t row = r0 + fr, o = o0 + fo;
             if (p.prologue == STRATA_PROLOGUE_RMSNORM) {
-                const float* sq = p.ssq + row * p.n_slices;
+                const float* sq = kFused ? reinterpret_cast<const float*>(act + p.act_rows * (p.xbytes + p.mbytes)) +
+                                               fr * p.n_slices
+                                         : p.ssq + row * p.n_slices;
                 float ss = sq[0];
                 for (int c = 1; c < p.n_slices; ++c) ss = __fadd_rn(ss, sq[c]);
                 total = __fmul_rn(total, __frsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)p.k), p.eps)));
@@ -287,7 +412,7 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
             float* yp = p.y + row * p.n_out + o;
             *yp = p.accumulate ? __fadd_rn(*yp, total) : total;
         }
-        __syncthreads();  // the next tile restages buffer 0 and rewrites `part`
+        __syncthreads();  // the next tile restages buffer 0, rewrites `part` (and may requantize)
     }
 }
 
@@ -470,6 +595,30 @@ inline int dot_smem(const IntParams& p, int kr) {
     return (p.n_parts > 1 ? 2 : 1) * p.stage_bytes + p.ps * p.no * kr * (int)sizeof(float);
 }
 
+// The fused dot kernel's shape, after dot_shape: the same CTA, units and fold; only weights are
+// staged, and the quantized rows (all of k) follow the slice partials.
+inline void dot_fuse(IntParams& p, int kr) {
+    p.act_rows = (int)min((int64_t)kr, p.n_rows);
+    p.xbytes = (int)p.k;  // a multiple of 32
+    p.mbytes = p.nbp * 8;
+    p.stage_bytes = p.no * p.wstride;
+    p.act_off = (p.n_parts > 1 ? 2 : 1) * p.stage_bytes + (p.ps * p.no * kr * (int)sizeof(float) + 15) / 16 * 16;
+}
+
+inline int64_t dot_fused_smem(const IntParams& p) {
+    const int64_t per_row = (int64_t)p.xbytes + p.mbytes +
+                            (p.prologue == STRATA_PROLOGUE_RMSNORM ? 4 * ((int64_t)p.n_slices + p.nb) : 0);
+    return p.act_off + p.act_rows * per_row;
+}
+
+// The fused kernel's grid: no more CTAs than fit on the GPU at once (each CTA quantizes its rows
+// once, then walks several tiles), a multiple of the row tiles so each CTA keeps one row tile.
+inline int64_t dot_fused_grid(const IntParams& p, int64_t resident) {
+    const int64_t rt = p.n_row_tiles;
+    if (resident <= 0 || resident >= p.n_tiles) return p.n_tiles;
+    return max(rt, resident / rt * rt);
+}
+
 }  // namespace
 
 // The types routed here. The kernels also implement Q4_1 (emulator-tested), but Q4_1 — the
@@ -498,9 +647,12 @@ IntLimits int_limits(int dev) {
         cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // a function attribute, not stream work
         (void)cudaThreadExchangeStreamCaptureMode(&mode);
         const void* kernels[] = {
-            (const void*)int_dot_kernel<STRATA_Q4_0, 1>, (const void*)int_dot_kernel<STRATA_Q4_0, kDotRows>,
-            (const void*)int_dot_kernel<STRATA_Q8_0, 1>, (const void*)int_dot_kernel<STRATA_Q8_0, kDotRows>,
-            (const void*)int_dot_kernel<STRATA_Q4_1, 1>, (const void*)int_dot_kernel<STRATA_Q4_1, kDotRows>,
+            (const void*)int_dot_kernel<STRATA_Q4_0, 1, false>, (const void*)int_dot_kernel<STRATA_Q4_0, kDotRows, false>,
+            (const void*)int_dot_kernel<STRATA_Q8_0, 1, false>, (const void*)int_dot_kernel<STRATA_Q8_0, kDotRows, false>,
+            (const void*)int_dot_kernel<STRATA_Q4_1, 1, false>, (const void*)int_dot_kernel<STRATA_Q4_1, kDotRows, false>,
+            (const void*)int_dot_kernel<STRATA_Q4_0, 1, true>, (const void*)int_dot_kernel<STRATA_Q4_0, kDotRows, true>,
+            (const void*)int_dot_kernel<STRATA_Q8_0, 1, true>, (const void*)int_dot_kernel<STRATA_Q8_0, kDotRows, true>,
+            (const void*)int_dot_kernel<STRATA_Q4_1, 1, true>, (const void*)int_dot_kernel<STRATA_Q4_1, kDotRows, true>,
             (const void*)int_mma_kernel<STRATA_Q4_0, 1>, (const void*)int_mma_kernel<STRATA_Q4_0, 2>,
             (const void*)int_mma_kernel<STRATA_Q8_0, 1>, (const void*)int_mma_kernel<STRATA_Q8_0, 2>,
             (const void*)int_mma_kernel<STRATA_Q4_1, 1>, (const void*)int_mma_kernel<STRATA_Q4_1, 2>};
@@ -512,6 +664,37 @@ IntLimits int_limits(int dev) {
         check(err, "cudaFuncSetAttribute (integer matmul)");
     }
     return d;
+}
+
+using IntKernel = void (*)(IntParams);
+
+IntKernel dot_kernel_for(int32_t w_dtype, int kr, bool fused) {
+    switch (w_dtype) {
+    case STRATA_Q4_0:
+        return kr == 1 ? (fused ? int_dot_kernel<STRATA_Q4_0, 1, true> : int_dot_kernel<STRATA_Q4_0, 1, false>)
+                       : (fused ? int_dot_kernel<STRATA_Q4_0, kDotRows, true> : int_dot_kernel<STRATA_Q4_0, kDotRows, false>);
+    case STRATA_Q8_0:
+        return kr == 1 ? (fused ? int_dot_kernel<STRATA_Q8_0, 1, true> : int_dot_kernel<STRATA_Q8_0, 1, false>)
+                       : (fused ? int_dot_kernel<STRATA_Q8_0, kDotRows, true> : int_dot_kernel<STRATA_Q8_0, kDotRows, false>);
+    case STRATA_Q4_1:
+        return kr == 1 ? (fused ? int_dot_kernel<STRATA_Q4_1, 1, true> : int_dot_kernel<STRATA_Q4_1, 1, false>)
+                       : (fused ? int_dot_kernel<STRATA_Q4_1, kDotRows, true> : int_dot_kernel<STRATA_Q4_1, kDotRows, false>);
+    default: return nullptr;
+    }
+}
+
+// CTAs of `fn` that fit on one SM at once (0 when unknown: the grid is then one CTA per tile).
+int resident_ctas(IntKernel fn, int threads, int smem) {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // a host query, not stream work
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    int n = 0;
+    const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, (const void*)fn, threads, (size_t)smem);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
 }
 
 }  // namespace
@@ -527,39 +710,9 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     const int nchunks = (int)((nb + kPreChunkBlocks - 1) / kPreChunkBlocks);  // = slices
     if (a.n_rows > INT32_MAX || nb > INT32_MAX / 32)
         fail(STRATA_ERR_INTERNAL, "cuda matmul: integer path shape out of range");
-    // Scratch: xq [n_rows][k] int8, meta [n_rows][nbp] uint2, ssq [n_rows][nchunks] float.
-    const size_t xq_bytes = (size_t)a.n_rows * (size_t)k;
-    const size_t meta_off = (xq_bytes + 255) / 256 * 256;
-    const size_t meta_bytes = (size_t)a.n_rows * (size_t)nbp * sizeof(uint2);
-    const size_t ssq_off = meta_off + (meta_bytes + 255) / 256 * 256;
-    uint8_t* s = static_cast<uint8_t*>(scratch.get(ssq_off + (size_t)a.n_rows * nchunks * sizeof(float)));
+    const int64_t x_stride = a.x_row_stride > 0 ? a.x_row_stride : (a.prologue == STRATA_PROLOGUE_SILU_MUL ? 2 * k : k);
 
-    PreParams pp;
-    pp.x = a.x;
-    pp.x_stride = a.x_row_stride > 0 ? a.x_row_stride : (a.prologue == STRATA_PROLOGUE_SILU_MUL ? 2 * k : k);
-    pp.k = k;
-    pp.nb = (int)nb;
-    pp.nbp = (int)nbp;
-    pp.nchunks = nchunks;
-    pp.prologue = a.prologue;
-    pp.norm = a.norm_weight;
-    pp.xq = reinterpret_cast<int8_t*>(s);
-    pp.meta = reinterpret_cast<uint2*>(s + meta_off);
-    pp.ssq = reinterpret_cast<float*>(s + ssq_off);
-    const dim3 pgrid((unsigned)a.n_rows, (unsigned)nchunks);
-    switch (a.prologue) {
-    case STRATA_PROLOGUE_RMSNORM: int_prepass_kernel<STRATA_PROLOGUE_RMSNORM><<<pgrid, kPreThreads, 0, stream>>>(pp); break;
-    case STRATA_PROLOGUE_SILU_MUL:
-        int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL><<<pgrid, kPreThreads, 0, stream>>>(pp);
-        break;
-    default: int_prepass_kernel<STRATA_PROLOGUE_NONE><<<pgrid, kPreThreads, 0, stream>>>(pp); break;
-    }
-    check_launch("matmul (integer activation pre-pass)");
-
-    IntParams p;
-    p.xq = pp.xq;
-    p.meta = pp.meta;
-    p.ssq = pp.ssq;
+    IntParams p{};
     p.n_rows = a.n_rows;
     p.k = k;
     p.n_out = a.n_out;
@@ -574,6 +727,9 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     p.accumulate = a.accumulate ? 1 : 0;
     p.prologue = a.prologue;
     p.eps = a.eps;
+    p.x = a.x;
+    p.x_stride = x_stride;
+    p.norm = a.norm_weight;
     const int bb = a.w_dtype == STRATA_Q4_0 ? IntW<STRATA_Q4_0>::kBytes
                  : a.w_dtype == STRATA_Q8_0 ? IntW<STRATA_Q8_0>::kBytes
                                             : IntW<STRATA_Q4_1>::kBytes;
@@ -590,21 +746,70 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     if (n_rt * n_ot > INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer path has too many tiles");
     p.n_row_tiles = (int)n_rt;
     p.n_tiles = (int)(n_rt * n_ot);
-    const int smem = kind >= 2 ? mma_smem_bytes(p, kr) : dot_smem(p, kr);
-    if (smem > lim.smem_optin) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer path tile exceeds shared memory");
-    const unsigned grid = (unsigned)p.n_tiles;
+    // The dot kernels quantize their rows themselves (one launch, no pre-pass) when the rows fit in
+    // half an SM's shared memory (two CTAs per SM at least); the same bits either way.
+    bool fused = false;
+    if (kIntFuse && kind <= 1) {
+        IntParams f = p;
+        dot_fuse(f, kr);
+        if (dot_fused_smem(f) <= lim.smem_optin / 2) {
+            p = f;
+            fused = true;
+        }
+    }
+    if (!fused) {
+        // Scratch: xq [n_rows][k] int8, meta [n_rows][nbp] uint2, ssq [n_rows][nchunks] float.
+        const size_t xq_bytes = (size_t)a.n_rows * (size_t)k;
+        const size_t meta_off = (xq_bytes + 255) / 256 * 256;
+        const size_t meta_bytes = (size_t)a.n_rows * (size_t)nbp * sizeof(uint2);
+        const size_t ssq_off = meta_off + (meta_bytes + 255) / 256 * 256;
+        uint8_t* s = static_cast<uint8_t*>(scratch.get(ssq_off + (size_t)a.n_rows * nchunks * sizeof(float)));
+        PreParams pp;
+        pp.x = a.x;
+        pp.x_stride = x_stride;
+        pp.k = k;
+        pp.nb = (int)nb;
+        pp.nbp = (int)nbp;
+        pp.nchunks = nchunks;
+        pp.prologue = a.prologue;
+        pp.norm = a.norm_weight;
+        pp.xq = reinterpret_cast<int8_t*>(s);
+        pp.meta = reinterpret_cast<uint2*>(s + meta_off);
+        pp.ssq = reinterpret_cast<float*>(s + ssq_off);
+        const dim3 pgrid((unsigned)a.n_rows, (unsigned)nchunks);
+        switch (a.prologue) {
+        case STRATA_PROLOGUE_RMSNORM:
+            int_prepass_kernel<STRATA_PROLOGUE_RMSNORM><<<pgrid, kPreThreads, 0, stream>>>(pp);
+            break;
+        case STRATA_PROLOGUE_SILU_MUL:
+            int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL><<<pgrid, kPreThreads, 0, stream>>>(pp);
+            break;
+        default: int_prepass_kernel<STRATA_PROLOGUE_NONE><<<pgrid, kPreThreads, 0, stream>>>(pp); break;
+        }
+        check_launch("matmul (integer activation pre-pass)");
+        p.xq = pp.xq;
+        p.meta = pp.meta;
+        p.ssq = pp.ssq;
+    }
+    const int64_t smem64 = kind >= 2 ? mma_smem_bytes(p, kr) : (fused ? dot_fused_smem(p) : dot_smem(p, kr));
+    if (smem64 > lim.smem_optin) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer path tile exceeds shared memory");
+    const int smem = (int)smem64;
     const int th = p.threads;
+    if (kind <= 1) {
+        const IntKernel fn = dot_kernel_for(a.w_dtype, kr, fused);
+        if (!fn) fail(STRATA_ERR_INTERNAL, "cuda matmul: no integer path for dtype " + std::to_string(a.w_dtype));
+        int64_t grid = p.n_tiles;
+        if (fused) grid = dot_fused_grid(p, (int64_t)resident_ctas(fn, th, smem) * lim.sms);
+        fn<<<(unsigned)grid, th, smem, stream>>>(p);
+        check_launch(fused ? "matmul (integer, fused activations)" : "matmul (integer)");
+        return;
+    }
+    const unsigned grid = (unsigned)p.n_tiles;
     switch (a.w_dtype * 4 + kind) {
-    case STRATA_Q4_0 * 4 + 0: int_dot_kernel<STRATA_Q4_0, 1><<<grid, th, smem, stream>>>(p); break;
-    case STRATA_Q4_0 * 4 + 1: int_dot_kernel<STRATA_Q4_0, kDotRows><<<grid, th, smem, stream>>>(p); break;
     case STRATA_Q4_0 * 4 + 2: int_mma_kernel<STRATA_Q4_0, 1><<<grid, th, smem, stream>>>(p); break;
     case STRATA_Q4_0 * 4 + 3: int_mma_kernel<STRATA_Q4_0, 2><<<grid, th, smem, stream>>>(p); break;
-    case STRATA_Q8_0 * 4 + 0: int_dot_kernel<STRATA_Q8_0, 1><<<grid, th, smem, stream>>>(p); break;
-    case STRATA_Q8_0 * 4 + 1: int_dot_kernel<STRATA_Q8_0, kDotRows><<<grid, th, smem, stream>>>(p); break;
     case STRATA_Q8_0 * 4 + 2: int_mma_kernel<STRATA_Q8_0, 1><<<grid, th, smem, stream>>>(p); break;
     case STRATA_Q8_0 * 4 + 3: int_mma_kernel<STRATA_Q8_0, 2><<<grid, th, smem, stream>>>(p); break;
-    case STRATA_Q4_1 * 4 + 0: int_dot_kernel<STRATA_Q4_1, 1><<<grid, th, smem, stream>>>(p); break;
-    case STRATA_Q4_1 * 4 + 1: int_dot_kernel<STRATA_Q4_1, kDotRows><<<grid, th, smem, stream>>>(p); break;
     case STRATA_Q4_1 * 4 + 2: int_mma_kernel<STRATA_Q4_1, 1><<<grid, th, smem, stream>>>(p); break;
     case STRATA_Q4_1 * 4 + 3: int_mma_kernel<STRATA_Q4_1, 2><<<grid, th, smem, stream>>>(p); break;
     default: fail(STRATA_ERR_INTERNAL, "cuda matmul: no integer path for dtype " + std::to_string(a.w_dtype));
