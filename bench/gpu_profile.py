@@ -4,7 +4,8 @@ Runs the model's decode step eagerly, synchronizing after every kernel, and
 sums the time per kernel kind (matmuls by role and shape). Each figure
 includes one launch + synchronize (measured separately as `sync overhead`),
 so small kernels look slower than inside a captured graph; the graph time of
-the whole step is printed beside the sum for comparison.
+the whole step, and the number of kernels it launches, are printed beside the
+sum for comparison.
 
     python bench/gpu_profile.py --model /tmp/strata-synth/synth-8b-Q4_0.gguf --rows 1
 """
@@ -90,6 +91,7 @@ def main(argv=None) -> int:
     ctx.graph_begin()
     step()
     graph = ctx.graph_end()
+    kernels = graph.kernel_count()
     graph.launch()
     ctx.synchronize()
     t0 = time.perf_counter()
@@ -117,7 +119,7 @@ def main(argv=None) -> int:
     total = sum(r[0] for r in rows_out)
     print(f"model {model.path.name}: {model.weights.nbytes / 2**20:,.0f} MiB of weights, {rows} decode rows, "
           f"context {args.context}, device {args.device}")
-    print(f"captured graph: {graph_ms:.3f} ms/step ({rows * 1e3 / graph_ms:,.0f} tokens/s); "
+    print(f"captured graph: {graph_ms:.3f} ms/step ({rows * 1e3 / graph_ms:,.0f} tokens/s), {kernels} kernels/step; "
           f"weights at 4.27 TB/s: {model.weights.nbytes / 4.27e12 * 1e3:.3f} ms")
     print(f"sum of synchronized kernels: {total * 1e3:.3f} ms/step; sync overhead ~{sync_us:.0f} us per call")
     print("| kernel | calls/step | ms/step | share |")

@@ -522,6 +522,12 @@ class Graph(_Owned):
     def launch(self):
         _check(_lib.strata_graph_launch(self._ptr or _closed(self)))
 
+    def kernel_count(self) -> int:
+        """Kernels one launch runs (CUDA kernel nodes; CPU recorded calls)."""
+        out = ffi.new("int64_t *")
+        _check(_lib.strata_graph_kernel_count(self._ptr or _closed(self), out))
+        return int(out[0])
+
 
 # ---------------------------------------------------------------- kernels
 

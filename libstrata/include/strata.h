@@ -612,6 +612,11 @@ int32_t strata_graph_launch(strata_graph *graph);
 
 int32_t strata_graph_destroy(strata_graph *graph);
 
+/* Writes the number of kernels one launch of the graph runs (CUDA: kernel
+ * nodes, fills and copies not counted; CPU: recorded calls) to *out_count.
+ * For benchmarks: launches per decode step. */
+int32_t strata_graph_kernel_count(strata_graph *graph, int64_t *out_count);
+
 /* STRATA_CDEF_END */
 
 #ifdef __cplusplus

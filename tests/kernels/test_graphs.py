@@ -174,3 +174,17 @@ def test_graph_keeps_buffers_and_slots_alive(ctx):
     with pytest.raises(S.StrataError) as e:
         graph.launch()
     assert "after close" in e.value.message
+
+
+def test_graph_counts_its_kernels(ctx):
+    """Graph.kernel_count: the kernels one launch runs (fills and copies are not kernels on CUDA)."""
+    x = S.Buffer(ctx, 64)
+    ctx.graph_begin()
+    S.add(ctx, x, 0, x, 0, x, 0, 4)
+    S.add(ctx, x, 16, x, 16, x, 16, 4)
+    graph = ctx.graph_end()
+    assert graph.kernel_count() == 2
+    graph.close()
+    with pytest.raises(S.StrataError):
+        graph.kernel_count()  # closed
+    x.close()

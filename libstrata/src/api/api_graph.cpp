@@ -85,6 +85,16 @@ STRATA_EXPORT int32_t strata_graph_launch(strata_graph* graph) {
     });
 }
 
+STRATA_EXPORT int32_t strata_graph_kernel_count(strata_graph* graph, int64_t* out_count) {
+    return guarded("strata_graph_kernel_count", [&](Call& call) {
+        use_graph(call, graph);
+        if (out_count == nullptr) invalid("out_count is NULL");
+        const int64_t n = graph->exec->kernel_count();
+        if (n < 0) fail(STRATA_ERR_INTERNAL, "the graph's kernels could not be counted");
+        *out_count = n;
+    });
+}
+
 STRATA_EXPORT int32_t strata_graph_destroy(strata_graph* graph) {
     return guarded("strata_graph_destroy", [&](Call& call) {
         use_graph(call, graph);

@@ -186,6 +186,7 @@ class GraphExec {
 public:
     virtual ~GraphExec() = default;
     virtual void launch() = 0;
+    virtual int64_t kernel_count() const = 0;  // kernels one launch runs (benchmarks: launches per step)
 };
 
 class Backend {

@@ -29,6 +29,7 @@ public:
     void launch() override {
         for (const Op& op : ops_) op();
     }
+    int64_t kernel_count() const override { return (int64_t)ops_.size(); }
 
 private:
     std::vector<Op> ops_;

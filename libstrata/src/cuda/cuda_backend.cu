@@ -55,8 +55,8 @@ private:
 
 class CudaGraphExec final : public GraphExec {
 public:
-    CudaGraphExec(int device, cudaStream_t stream, cudaGraphExec_t exec)
-        : device_(device), stream_(stream), exec_(exec) {}
+    CudaGraphExec(int device, cudaStream_t stream, cudaGraphExec_t exec, int64_t kernels)
+        : device_(device), stream_(stream), exec_(exec), kernels_(kernels) {}
     ~CudaGraphExec() override {
         int cur = -1;
         if (cudaGetDevice(&cur) != cudaSuccess || cur != device_) (void)cudaSetDevice(device_);
@@ -68,12 +68,29 @@ public:
         if (cudaGetDevice(&cur) != cudaSuccess || cur != device_) check(cudaSetDevice(device_), "cudaSetDevice");
         check(cudaGraphLaunch(exec_, stream_), "cudaGraphLaunch");
     }
+    int64_t kernel_count() const override { return kernels_; }
 
 private:
     int device_;
     cudaStream_t stream_;
     cudaGraphExec_t exec_;
+    int64_t kernels_;
 };
+
+// Kernel nodes of a captured graph (memsets and copies are not counted).
+int64_t count_kernel_nodes(cudaGraph_t graph) {
+    size_t n = 0;
+    if (cudaGraphGetNodes(graph, nullptr, &n) != cudaSuccess) return -1;
+    std::vector<cudaGraphNode_t> nodes(n);
+    if (n > 0 && cudaGraphGetNodes(graph, nodes.data(), &n) != cudaSuccess) return -1;
+    int64_t kernels = 0;
+    for (size_t i = 0; i < n; ++i) {
+        cudaGraphNodeType type;
+        if (cudaGraphNodeGetType(nodes[i], &type) != cudaSuccess) return -1;
+        kernels += type == cudaGraphNodeTypeKernel;
+    }
+    return kernels;
+}
 
 class CudaBackend final : public Backend {
 public:
@@ -269,12 +286,14 @@ public:
             free_deferred();
             fail(STRATA_ERR_STATE, std::string("graph recording failed: ") + cudaGetErrorString(err));
         }
+        const int64_t kernels = count_kernel_nodes(graph);
+        (void)cudaGetLastError();
         cudaGraphExec_t exec = nullptr;
         err = cudaGraphInstantiate(&exec, graph, 0);
         (void)cudaGraphDestroy(graph);
         free_deferred();
         check(err, "cudaGraphInstantiate");
-        return std::make_unique<CudaGraphExec>(device_, stream_, exec);
+        return std::make_unique<CudaGraphExec>(device_, stream_, exec, kernels);
     }
 
     void capture_abort() noexcept override {

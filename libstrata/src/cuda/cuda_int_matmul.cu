@@ -28,6 +28,7 @@
 // out with compile-time shifts. Which thread, CTA or tile computes an element,
 // and how many rows the launch has, never changes its operations (checked bit
 // for bit by libstrata/cuda_emu/test_int.cpp and tests/kernels/).
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 
@@ -46,12 +47,14 @@ constexpr int kPreThreads = 256;
 constexpr int kPreChunkBlocks = 8;  // blocks per pre-pass CTA (one per warp): also RMSNORM's ssq chunks (= slices)
 constexpr int kDotThreads = 256;
 constexpr int kDotRows = 8;          // rows per tile (one accumulator each per thread)
-// Whether the dot kernels may quantize their own rows (no pre-pass launch); a tuning knob
-// (-DSTRATA_INT_FUSE=0 builds the two-launch path, for scripts/gpu_variants.sh).
-#ifndef STRATA_INT_FUSE
-#define STRATA_INT_FUSE 1
+// The dot kernels quantize their own rows (no pre-pass launch) when that takes a CTA of 256
+// threads at most this many rounds of 64 blocks of 32 values (rows x k / 2048): each CTA repeats
+// the work, so long rows are better quantized once. A tuning knob: -DSTRATA_INT_FUSE_ROUNDS=0
+// builds the two-launch path everywhere (scripts/gpu_variants.sh compares the two).
+#ifndef STRATA_INT_FUSE_ROUNDS
+#define STRATA_INT_FUSE_ROUNDS 8
 #endif
-constexpr bool kIntFuse = STRATA_INT_FUSE != 0;
+constexpr int kIntFuseRounds = STRATA_INT_FUSE_ROUNDS;
 
 struct PreParams {
     const float* x;
@@ -598,6 +601,7 @@ inline int dot_smem(const IntParams& p, int kr) {
 // The fused dot kernel's shape, after dot_shape: the same CTA, units and fold; only weights are
 // staged, and the quantized rows (all of k) follow the slice partials.
 inline void dot_fuse(IntParams& p, int kr) {
+    p.threads = kDotThreads;  // the extra threads (small tiles) share the quantization and the staging
     p.act_rows = (int)min((int64_t)kr, p.n_rows);
     p.xbytes = (int)p.k;  // a multiple of 32
     p.mbytes = p.nbp * 8;
@@ -632,7 +636,7 @@ namespace {
 constexpr int kMaxDevices = 64;
 
 struct IntLimits {
-    int sms = 0, smem_optin = 0;
+    int sms = 0, smem_optin = 0, smem_sm = 0;
 };
 
 IntLimits int_limits(int dev) {
@@ -643,6 +647,8 @@ IntLimits int_limits(int dev) {
     if (d.sms == 0) {
         check(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
         check(cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+              "cudaDeviceGetAttribute");
+        check(cudaDeviceGetAttribute(&d.smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev),
               "cudaDeviceGetAttribute");
         cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // a function attribute, not stream work
         (void)cudaThreadExchangeStreamCaptureMode(&mode);
@@ -746,13 +752,17 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     if (n_rt * n_ot > INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer path has too many tiles");
     p.n_row_tiles = (int)n_rt;
     p.n_tiles = (int)(n_rt * n_ot);
-    // The dot kernels quantize their rows themselves (one launch, no pre-pass) when the rows fit in
-    // half an SM's shared memory (two CTAs per SM at least); the same bits either way.
+    // The dot kernels quantize their rows themselves (one launch, no pre-pass) when that is short
+    // (kIntFuseRounds) and the rows fit in shared memory without costing the SM its second CTA (by
+    // shared memory; 1 KB per CTA is the runtime's); the same bits either way.
     bool fused = false;
-    if (kIntFuse && kind <= 1) {
+    const int64_t rounds = (std::min<int64_t>(kr, a.n_rows) * nb + 63) / 64;
+    if (kind <= 1 && rounds <= kIntFuseRounds) {
         IntParams f = p;
         dot_fuse(f, kr);
-        if (dot_fused_smem(f) <= lim.smem_optin / 2) {
+        const int64_t fs = dot_fused_smem(f), us = dot_smem(p, kr);
+        const int64_t per_sm = lim.smem_sm > 0 ? lim.smem_sm : lim.smem_optin;
+        if (fs <= lim.smem_optin && per_sm / (fs + 1024) >= std::min<int64_t>(2, per_sm / (us + 1024))) {
             p = f;
             fused = true;
         }
