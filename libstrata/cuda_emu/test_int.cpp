@@ -8,7 +8,10 @@
 // can pick (small and large SM counts). Since the reference is a function of
 // one row alone, matching it in every configuration is batch invariance. The
 // result is also checked against float64 within the int8-activation bound.
-// A negative control (the slices folded in another order) must fail.
+// The dot kernel that rounds its own rows (no pre-pass) must match the same
+// reference and the two-launch path on the same inputs, 1 to 20 rows.
+// Negative controls: the slices folded in another order, and RMSNORM's ssq
+// summed in another shape, must change bits.
 // Usage: test_int [quick]
 #define STRATA_CUDA_EMU 1
 #include "emu.h"
@@ -320,6 +323,25 @@ int main(int argc, char** argv) {
             differ += bits(ref_out(STRATA_Q4_0, 0, a, w.data() + o * (k / 32 * 18), k, 0, nullptr, o, 0, false)) !=
                       bits(ref_out(STRATA_Q4_0, 0, a, w.data() + o * (k / 32 * 18), k, 0, nullptr, o, 0, false, true));
         CHECK(differ > 0, "the negative control (slices folded in another order) changed no bit");
+    }
+    // Negative control for the fused kernel's ssq: the same squares summed in another shape (one
+    // chain per chunk instead of the warp butterflies) must change the bits of some rows.
+    {
+        const int64_t k = 2048;
+        int differ = 0;
+        for (int r = 0; r < 16; ++r) {
+            std::vector<float> x(k);
+            for (auto& v : x) v = randn();
+            const Act a = ref_act(0, x.data(), nullptr, k);
+            float ssq = 0;
+            for (int64_t c0 = 0; c0 < k; c0 += 256) {
+                float cs = 0;
+                for (int t = 0; t < 256; ++t) cs = __fadd_rn(cs, fmaf(x[c0 + t], x[c0 + t], 0.0f));
+                ssq = c0 == 0 ? cs : __fadd_rn(ssq, cs);
+            }
+            differ += bits(ssq) != bits(a.ssq);
+        }
+        CHECK(differ > 0, "the negative control (ssq summed in another shape) changed no bit");
     }
     printf("test_int: %d checks, %d failures\n", checks, fails);
     return fails ? 1 : 0;
