@@ -12,7 +12,8 @@
 // reference and the two-launch path on the same inputs, 1 to 20 rows.
 // Negative controls: the slices folded in another order, and RMSNORM's ssq
 // summed in another shape, must change bits.
-// Usage: test_int [quick]
+// Usage: test_int [quick | smoke | fused [DTYPE]] (fused: only the kernel that rounds its own rows,
+// optionally one dtype: the strata_dtype value, e.g. 2 for Q4_0)
 #define STRATA_CUDA_EMU 1
 #include "emu.h"
 #include "cuda_int_matmul.cu"
@@ -269,7 +270,9 @@ static void one(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, int p
 }
 
 int main(int argc, char** argv) {
+    setvbuf(stdout, nullptr, _IOLBF, 0);  // progress and failures as they happen
     const bool quick = argc > 1 && std::string(argv[1]) == "quick";
+    const bool fused_only = argc > 1 && std::string(argv[1]) == "fused";
     if (argc > 1 && std::string(argv[1]) == "smoke") {  // a few configurations of every kernel, fast
         for (int kind = 0; kind < 4; ++kind) {
             one(STRATA_Q4_0, 0, 576, 77, 20, 2, 1000, true, false, kind);
@@ -283,7 +286,7 @@ int main(int argc, char** argv) {
     // k: 1 partial slice; 18 blocks (2 full + 1 partial slice); 40 slices (several parts); 66 slices at 8 outputs.
     const int64_t ks[4] = {96, 576, 32 * 8 * 40, 32 * (8 * 66 + 3)};
     int cfg = 0;
-    for (int dt : dts)
+    for (int dt : fused_only ? std::vector<int>{} : std::vector<int>(dts, dts + 3))
         for (int pro = 0; pro < 3; ++pro)
             for (int64_t k : ks) {
                 ++cfg;
@@ -302,13 +305,16 @@ int main(int argc, char** argv) {
     {
         const int64_t fks[3] = {64, 32 * (8 * 3 + 5), 32 * 8 * 36};
         int n = 0;
+        const int only = fused_only && argc > 2 ? std::atoi(argv[2]) : -1;
         for (int dt : dts)
             for (int pro = 0; pro < 3; ++pro)
                 for (int64_t rows = 1; rows <= 16; ++rows) {
                     ++n;
+                    if (only >= 0 && dt != only) continue;
                     if (quick && n % 4) continue;
                     const int64_t k = fks[(n + pro) % 3];
                     one(dt, pro, k, 5 + (n * 7) % 41, rows, 2 * (n % 4), n % 2 ? 1000 : 1, n % 3 == 0, n % 5 < 2, 3);
+                    if (rows == 16) printf("fused dt %d pro %d: rows 1..16 done, %d failures so far\n", dt, pro, fails);
                 }
     }
     // Negative control: a different slice fold order must change some bits.
