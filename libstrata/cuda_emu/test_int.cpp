@@ -298,6 +298,8 @@ int main(int argc, char** argv) {
                     one(dt, pro, k, n_out, kind == 0 || kind == 3 ? rows : rows + 4 * kind, 2 * (int)(cfg % 5),
                         cfg % 2 ? 1000 : 1, cfg % 3 == 0, cfg % 3 == 1, kind);
                 }
+                printf("config %d (dt %d pro %d k %ld): %d checks, %d failures so far\n", cfg, dt, pro, (long)k,
+                       checks, fails);
             }
     // The fused kernel (no pre-pass) at every row count of the dot kernels' routes (1 to 16 rows: one
     // row tile or two), every dtype and prologue, ragged k (partial slices, one or several parts) and
