@@ -93,7 +93,8 @@ struct TileLayout {
 #ifdef STRATA_INT_TILES_MIN_BLOCKS
     static constexpr int kMinBlocks = STRATA_INT_TILES_MIN_BLOCKS;
 #else
-    static constexpr int kMinBlocks = 2 * (kBytes + 1024) <= 228 * 1024 ? 2 : 1;  // an SM's 228 KB
+    // 2 where an SM's 228 KB hold two CTAs; Q4_1 (not routed yet) 1: at 128 registers its widest tile spilled.
+    static constexpr int kMinBlocks = !IntW<kDtype>::kMin && 2 * (kBytes + 1024) <= 228 * 1024 ? 2 : 1;
 #endif
 };
 
