@@ -106,3 +106,20 @@ def test_tiles_rows_independent_of_batch(cuda_ctx, rng, monkeypatch, dtype):
     for rows in (np.arange(1), np.arange(64), np.arange(3, 70), rng.permutation(700)[:129]):
         part = run_ex(cuda_ctx, x[rows], k, raw, dtype, n_out)
         assert np.array_equal(part.view(np.uint32), full[rows].view(np.uint32)), f"{len(rows)} rows differ"
+
+
+def test_unknown_kernel_name_is_refused(cuda_ctx, rng, monkeypatch):
+    """A typo in STRATA_INT_MATMUL is an error naming the choices, and y is left as it was."""
+    k, n_out = 256, 40
+    raw, _ = make_weights(rng, S.DType.Q4_0, n_out, k)
+    x = rng.standard_normal((70, k), dtype=np.float32)
+    y0 = rng.standard_normal((70, n_out)).astype(np.float32)
+    bx, bw, by = (S.Buffer.from_array(cuda_ctx, a) for a in (x, raw, y0))
+    monkeypatch.setenv("STRATA_INT_MATMUL", "tile")
+    with pytest.raises(S.StrataError, match="expected auto, tiles"):
+        S.matmul(cuda_ctx, bx, 0, 70, k, bw, 0, S.DType.Q4_0, n_out, None, 0, by, 0, False)
+    monkeypatch.delenv("STRATA_INT_MATMUL")
+    cuda_ctx.synchronize()
+    assert np.array_equal(by.to_numpy(np.float32, (70, n_out)).view(np.uint32), y0.view(np.uint32))
+    for b in (bx, bw, by):
+        b.close()

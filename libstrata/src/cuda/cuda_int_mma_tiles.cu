@@ -25,10 +25,10 @@
 // Checked bit for bit against the host reference and the older kernels by
 // libstrata/cuda_emu/test_int_tiles.cpp, and on the device by
 // tests/kernels/test_int_tiles.py.
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 #include "cuda_int_blocks.cuh"
 #include "cuda_int_mma.cuh"
@@ -422,6 +422,9 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int sms) {
     for (int c = 0; c < 3 && env; ++c)  // tiles:128, tiles:64, tiles:32 — one shape (bench/gpu_matmul.py)
         if (std::strcmp(env, c == 0 ? "tiles:128" : (c == 1 ? "tiles:64" : "tiles:32")) == 0) return c;
     const bool forced = env && std::strcmp(env, "tiles") == 0;
+    if (env && *env && !forced && std::strcmp(env, "auto") != 0)  // a typo must not time the wrong kernel
+        fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_MATMUL=") + env +
+                                              ": expected auto, tiles, tiles:128, tiles:64, tiles:32 or legacy");
     if (!forced && n_rows < kTilesMinRows) return -1;
     // The widest tile that still gives every SM a CTA (wide tiles reuse each fragment more).
     const int64_t n_rt = (n_rows + kTileRows - 1) / kTileRows;
