@@ -1,7 +1,8 @@
 """Strata's promise through the integer matmul's many-row kernel: on Q4_0 and Q8_0 models,
-steps of 64 rows and more (long prompts read in big chunks, prefill beside decode) run CUDA's
-int8 tile kernel (libstrata/src/cuda/cuda_int_mma_tiles.cu), and every request must still get
-the tokens it gets alone.
+steps of 64 rows and more (long prompts read in big chunks, prefill beside decode) can run
+CUDA's int8 tile kernel (libstrata/src/cuda/cuda_int_mma_tiles.cu; at `auto` only on matrices
+large enough, so the tiny model's matrices need STRATA_INT_MATMUL=tiles), and every request
+must still get the tokens it gets alone.
 
 Tiny random-weight llama files written by `strata synth --pure` hold every matrix in one type.
 Solo runs read each prompt (150 to 230 tokens) in one chunk; the batched run admits four

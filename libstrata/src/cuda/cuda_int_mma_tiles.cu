@@ -426,11 +426,12 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int sms) {
         fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_MATMUL=") + env +
                                               ": expected auto, tiles, tiles:128, tiles:64, tiles:32 or legacy");
     if (!forced && n_rows < kTilesMinRows) return -1;
-    // The widest tile that still gives every SM a CTA (wide tiles reuse each fragment more).
+    // The widest tile that still gives every SM a CTA (wide tiles reuse each fragment more). Where
+    // even 32-output tiles leave most SMs idle (small matrices), the older kernels' smaller CTAs win.
     const int64_t n_rt = (n_rows + kTileRows - 1) / kTileRows;
-    for (int c = 0; c < 2; ++c)
+    for (int c = 0; c < 3; ++c)
         if ((n_out + tile_no(c) - 1) / tile_no(c) * n_rt >= sms) return c;
-    return 2;
+    return forced || (n_out + tile_no(2) - 1) / tile_no(2) * n_rt * 2 >= sms ? 2 : -1;
 }
 
 void launch_int_tiles(const IntTilesArgs& a, int choice, int dev, cudaStream_t stream) {
