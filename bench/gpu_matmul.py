@@ -97,7 +97,8 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=12)
     ap.add_argument("--replays", type=int, default=20)
     ap.add_argument("--rotate-mb", type=int, default=200)
-    ap.add_argument("--int-kernels", nargs="*", default=["auto"], choices=["auto", "legacy", "tiles", "tiles:128", "tiles:64", "tiles:32"],
+    ap.add_argument("--int-kernels", nargs="*", default=["auto"],
+                    choices=["auto", "legacy", "tiles", "tiles:128", "tiles:64", "tiles:32"],
                     help="STRATA_INT_MATMUL values to time in turn (Q4_0/Q8_0 only; default: auto)")
     args = ap.parse_args(argv)
 
@@ -123,8 +124,8 @@ def main(argv=None) -> int:
                     us = time_rows(ctx, weights, dtype, n_out, k, n_rows, prologue, args.calls, args.replays)
                     gbs = w_bytes / us / 1e3
                     tflops = 2.0 * n_rows * n_out * k / us / 1e6
-                    print(f"{dtype_name:6} {model:5} {name:8} {f'{n_out}x{k}':>12} {n_rows:5d} {kernel:>9} {us:9.2f} "
-                          f"{gbs:8.0f} {100 * gbs / ROOFLINE_GBS:5.0f}% {tflops:8.1f}", flush=True)
+                    print(f"{dtype_name:6} {model:5} {name:8} {f'{n_out}x{k}':>12} {n_rows:5d} {kernel:>9} "
+                          f"{us:9.2f} {gbs:8.0f} {100 * gbs / ROOFLINE_GBS:5.0f}% {tflops:8.1f}", flush=True)
             for b in weights:
                 b.close()
     ctx.close()

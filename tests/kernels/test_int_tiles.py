@@ -1,10 +1,11 @@
 """The CUDA integer matmul's many-row tile kernel (libstrata/src/cuda/cuda_int_mma_tiles.cu)
 against the older integer kernels (dp4a, 8/16-row int8 mma), bit for bit on the device:
 STRATA_INT_MATMUL=tiles (tiles:128/64/32: one tile shape) runs the tile kernel at every row
-count, =legacy never, so each case runs both on the same buffers. Q4_0 and Q8_0 (the types routed to the integer path),
-every prologue, bias and accumulate, 1 to 512 rows, n_out and k not multiples of a tile or a
-slice, misaligned weights; the results also within kernel_refs' float64 tolerance. Q4_1 (the
-kernels implement it; it is not routed) is covered by libstrata/cuda_emu/test_int_tiles.cpp.
+count, =legacy never, so each case runs both on the same buffers. Q4_0 and Q8_0 (the types
+routed to the integer path), every prologue, bias and accumulate, 1 to 512 rows, n_out and k
+not multiples of a tile or a slice, misaligned weights; the results also within kernel_refs'
+float64 tolerance. Q4_1 (the kernels implement it; it is not routed) is covered by
+libstrata/cuda_emu/test_int_tiles.cpp.
 """
 
 import numpy as np
