@@ -47,11 +47,15 @@ constexpr int kTileRows = 64;   // rows per CTA in every shape
 #ifndef STRATA_INT_TILES_STAGES
 #define STRATA_INT_TILES_STAGES 2  // 2 stages keep 2 CTAs per SM for the Q4_0 128-output tile
 #endif
+#ifndef STRATA_INT_TILES_UNROLL
+#define STRATA_INT_TILES_UNROLL 1  // blocks of a full slice the widest tile may overlap (registers vs latency)
+#endif
 // STRATA_INT_TILES_MIN_BLOCKS: CTAs per SM the registers must allow (default: 2 where the shared
 // memory allows 2, i.e. at most 128 registers per thread; else 1).
 #ifndef STRATA_INT_TILES_MIN_ROWS
 #define STRATA_INT_TILES_MIN_ROWS 64
 #endif
+constexpr int kTileUnroll = STRATA_INT_TILES_UNROLL;
 constexpr int kTileStages = STRATA_INT_TILES_STAGES;  // slices in shared memory at once
 static_assert(kTileStages >= 2, "the pipeline needs two stages");
 constexpr uint32_t kMagic = 0x4B400000u;  // 1.5·2^23: the mma's starting accumulator
@@ -98,12 +102,12 @@ struct TileLayout {
 #endif
 };
 
-// 32 bits from a 2-byte aligned shared-memory address.
+// 32 bits from a 2-byte aligned shared-memory address: the two aligned words around it, shifted
+// (no branch, so the compiler can schedule the loads of later blocks early).
 __device__ __forceinline__ uint32_t lds32_any(const uint8_t* q) {
     const uintptr_t a = reinterpret_cast<uintptr_t>(q);
     const uint32_t* w = reinterpret_cast<const uint32_t*>(a & ~(uintptr_t)3);
-    if (!(a & 2)) return w[0];
-    return __funnelshift_r(w[0], w[1], 16);
+    return __funnelshift_r(w[0], w[1], (uint32_t)(a & 2) * 8);
 }
 
 // Four nibbles (0..15, one per byte) as the signed bytes q − 8 (exact).
@@ -111,7 +115,8 @@ __device__ __forceinline__ uint32_t nib_minus8(uint32_t x) {
     return ((x | 0x80808080u) - 0x08080808u) ^ 0x80808080u;
 }
 
-// d = A·B + 1.5·2^23 as int32 bits over one 16x8x32 tile (A s8, or u8 for Q4_1).
+// d = A·B + 1.5·2^23 as int32 bits over one 16x8x32 tile (A s8, or u8 for Q4_1). A pure function
+// of its operands (no volatile): the compiler may interleave it with other blocks' loads.
 #ifdef STRATA_CUDA_EMU
 template <bool kUnsignedA>
 inline void mma_magic(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -122,13 +127,13 @@ inline void mma_magic(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t
 template <bool kUnsignedA>
 __device__ __forceinline__ void mma_magic(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     if constexpr (kUnsignedA) {
-        asm volatile(
+        asm(
             "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
             "{%10,%10,%10,%10};\n"
             : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(kMagic));
     } else {
-        asm volatile(
+        asm(
             "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
             "{%10,%10,%10,%10};\n"
             : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
@@ -258,9 +263,8 @@ __global__ void __launch_bounds__(kTileThreads, (TileLayout<kDtype, kWM, kMT, kN
                 for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
-#pragma unroll
-            for (int j = 0; j < kIntSliceBlocks; ++j) {
-                if (j >= nbs) break;  // warp-uniform: the slice's blocks, ascending
+            // Block j of the slice for the warp's whole tile (the fold per element: blocks ascending).
+            auto block = [&](const int j) {
                 uint32_t b[kNT][2];
 #pragma unroll
                 for (int np = 0; np < kNT / 2; ++np) {
@@ -312,6 +316,16 @@ __global__ void __launch_bounds__(kTileThreads, (TileLayout<kDtype, kWM, kMT, kN
                         }
                     }
                 }
+            };
+            // Narrow tiles unroll the whole slice (registers to spare: the loads of later blocks start
+            // early; Q8_0's 64-output tile half of it, to stay within 128 registers without spills);
+            // the 128-output tile keeps 128 registers for 2 CTAs per SM.
+            constexpr int kUnroll = kMT > 1 ? kTileUnroll : (W::kNibbles || kNT == 2 ? kIntSliceBlocks : 4);
+            if (nbs == kIntSliceBlocks) {  // warp-uniform; a whole slice, no bounds checks
+#pragma unroll kUnroll
+                for (int j = 0; j < kIntSliceBlocks; ++j) block(j);
+            } else {
+                for (int j = 0; j < nbs; ++j) block(j);
             }
 #pragma unroll
             for (int mt = 0; mt < kMT; ++mt)
@@ -425,13 +439,20 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int sms) {
     if (env && *env && !forced && std::strcmp(env, "auto") != 0)  // a typo must not time the wrong kernel
         fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_MATMUL=") + env +
                                               ": expected auto, tiles, tiles:128, tiles:64, tiles:32 or legacy");
-    if (!forced && n_rows < kTilesMinRows) return -1;
-    // The widest tile that still gives every SM a CTA (wide tiles reuse each fragment more). Where
-    // even 32-output tiles leave most SMs idle (small matrices), the older kernels' smaller CTAs win.
+    if (!forced && n_rows < kTilesMinRows) {
+        // Below 64 rows the tiles won on the H200 (bench/gpu_matmul.py --int-kernels legacy tiles, 8B
+        // shapes) only where the older kernels fall back to dp4a 8-row tiles (their int8 mma tiles
+        // would not fill the GPU: launch_int_matmul's test): from 16 rows, or from 4 rows on matrices
+        // of fewer than 8 outputs per SM, where those dp4a CTAs get 2 outputs each.
+        const int64_t mt8 = (n_out + 63) / 64 * ((n_rows + 7) / 8);
+        const bool dp4a_tiles = n_rows > 1 && mt8 < sms;
+        if (!dp4a_tiles || !(n_rows >= 16 || (n_rows >= 4 && n_out < 8 * (int64_t)sms))) return -1;
+    }
+    // The widest tile that still gives every SM a CTA (wide tiles reuse each fragment more).
     const int64_t n_rt = (n_rows + kTileRows - 1) / kTileRows;
-    for (int c = 0; c < 3; ++c)
+    for (int c = 0; c < 2; ++c)
         if ((n_out + tile_no(c) - 1) / tile_no(c) * n_rt >= sms) return c;
-    return forced || (n_out + tile_no(2) - 1) / tile_no(2) * n_rt * 2 >= sms ? 2 : -1;
+    return 2;
 }
 
 void launch_int_tiles(const IntTilesArgs& a, int choice, int dev, cudaStream_t stream) {
