@@ -50,6 +50,7 @@ class Request:
     num_cached: int = 0                   # prompt tokens mapped from the prefix cache (kv_pool.py)
     kv_pages: list[int] | None = None     # pool pages of the slot's page-table entries 0.., while admitted
     kv_keys: list[bytes] = field(default_factory=list)   # prefix-cache keys of kv_pages[:len(kv_keys)]
+    page_salts: dict[int, bytes | None] = field(default_factory=dict)   # page -> its salt (page_salt.py), memo
     output_ids: list[int] = field(default_factory=list)
     finish_reason: str | None = None
     cancelled: bool = False
