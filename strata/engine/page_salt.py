@@ -13,15 +13,18 @@ So a page that is not plain text gets a salt, a blake2b digest of
   prompt cells as admission writes them into the slot's table, generated
   cells as `strata_positions_decode` gives them (cell + rope_delta on every
   axis; mrope.py);
-- for each image row in it: its offset in the page and the float32 bytes of
-  its embedding row.
+- for each image row in it: its offset in the page and a digest of the
+  float32 bytes of its embedding row (`row_digests`).
 
 The page key chains the salt in after the token ids, and the cached entry
 keeps it beside the ids, compared on every hit. The embedding rows are the
 exact input the decoder reads, so equal salts mean equal inputs whatever the
 image's source (URL, data URL, media file) and without relying on the vision
-encoder giving the same bits on every run; hashing them costs one pass over
-the request's image rows.
+encoder giving the same bits on every run. Hashing them costs one pass over
+the request's image rows; the input pipeline does it in a worker thread
+(VisionInput.row_digests, inputs/images.py), so admission, on the engine's
+event loop, only hashes 16 bytes a row. A VisionInput without digests has
+its rows hashed at admission instead.
 
 A plain text page (no image rows, and positions equal to those of a text
 prompt, cell c at c) has no salt: its key is a text request's key, so a
@@ -43,6 +46,15 @@ def rope_axes(spec) -> tuple[int, ...]:
     if spec.rope_mode in (_ffi.RopeMode.MROPE, _ffi.RopeMode.VISION):
         return tuple(c for c in range(4) if spec.rope_sections[c] > 0)
     return (0,)
+
+
+def row_digests(embeddings: np.ndarray) -> np.ndarray:
+    """[n_rows, 16] uint8: blake2b of each embedding row's float32 bytes (VisionInput.row_digests)."""
+    rows = np.ascontiguousarray(embeddings, dtype="<f4")       # [n_rows, hidden]
+    out = np.empty((len(rows), 16), dtype=np.uint8)
+    for i in range(len(rows)):
+        out[i] = np.frombuffer(hashlib.blake2b(rows[i], digest_size=16).digest(), dtype=np.uint8)
+    return out
 
 
 def page_salt(request, index: int, axes: tuple[int, ...]) -> bytes | None:
@@ -83,5 +95,7 @@ def _salt(request, index: int, axes: tuple[int, ...]) -> bytes | None:
     if first < last:
         h.update(b"images")
         h.update((np.asarray(vision.token_rows[first:last], dtype=np.int64) - lo).astype("<i4").tobytes())
-        h.update(np.ascontiguousarray(vision.embeddings[first:last], dtype="<f4").tobytes())
+        digests = vision.row_digests
+        h.update(row_digests(vision.embeddings[first:last]).tobytes() if digests is None else
+                 np.ascontiguousarray(digests[first:last], dtype=np.uint8).tobytes())
     return h.digest()

@@ -32,6 +32,7 @@ class VisionInput:
     embeddings: np.ndarray        # float32 [n_image_tokens, hidden], rows in prompt order
     token_rows: np.ndarray        # int32 [n_image_tokens], prompt indices the rows replace
     grids: tuple[tuple[int, int, int], ...] = ()   # each image's patch grid (t, h, w), in prompt order
+    row_digests: np.ndarray | None = None   # uint8 [n_image_tokens, 16]: page_salt.row_digests(embeddings), or None
 
 
 @dataclass(eq=False)

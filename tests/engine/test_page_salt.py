@@ -10,7 +10,7 @@ import numpy as np
 from strata import _ffi
 from strata.config import PAGE_CELLS as P
 from strata.engine.kv_pool import KvPool
-from strata.engine.page_salt import page_salt, page_salts, rope_axes
+from strata.engine.page_salt import page_salt, page_salts, rope_axes, row_digests
 from strata.engine.request import Request, VisionInput
 from strata.engine.sampling import SamplingParams
 from strata.vision.mrope import mrope_positions
@@ -84,6 +84,14 @@ def test_what_changes_a_salt():
     assert page_salt(request(ids, mrope, one_row), 1, AXES) != base                  # one ulp of one value
     wide = image_prompt(P + 10, grid=(1, 4, 16))                                     # same pad count, other grid
     assert wide[0] == ids and page_salt(request(ids, wide[1], vision), 1, AXES) != base
+
+
+def test_precomputed_row_digests_give_the_same_salts():
+    """The input pipeline hashes the rows off the event loop (VisionInput.row_digests); admission then
+    hashes the digests, and must get the salts it would get from the rows."""
+    ids, mrope, vision = image_prompt(P + 10, seed=3)
+    digested = dataclasses.replace(vision, row_digests=row_digests(vision.embeddings))
+    assert page_salts(request(ids, mrope, vision), 3, AXES) == page_salts(request(ids, mrope, digested), 3, AXES)
 
 
 def test_pool_keys_image_pages_by_their_rows():

@@ -38,6 +38,7 @@ import pytest
 from strata.config import PAGE_CELLS
 from strata.engine import kv_pool, slot_files
 from strata.engine.host_cache import HostPage
+from strata.engine.page_salt import row_digests
 from strata.engine.request import Request, VisionInput
 from strata.engine.sampling import SamplingParams
 from strata.inputs import EngineInput
@@ -82,7 +83,8 @@ async def conversation_input(engine, ids: list[int], images: list) -> EngineInpu
     mrope = mrope_positions(ids, grids, image_pad_id=spec.image_pad_id, vision_start_id=spec.vision_start_id,
                             spatial_merge_size=spec.merge_size)
     rows = np.flatnonzero(np.asarray(ids) == spec.image_pad_id).astype(np.int32)
-    vision = VisionInput(np.concatenate([v.embeddings for v in encoded]), rows, tuple(grids))
+    embeddings = np.concatenate([v.embeddings for v in encoded])
+    vision = VisionInput(embeddings, rows, tuple(grids), row_digests(embeddings))     # as inputs/images.py does
     return EngineInput(ids, mrope.positions, mrope.rope_delta, vision)
 
 
