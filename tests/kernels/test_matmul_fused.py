@@ -5,9 +5,9 @@ row tiles with few blocks to round: one launch) or in a separate pre-pass (longe
 tensor-core kernels: two launches); docs/cuda_backend.md, "integer matmul". Here each row alone
 must equal the same row inside batches that take the other route. On an H200: at k = 16384 one
 row is rounded inside the dot kernel and 3, 8 or 12 rows by the pre-pass; at k = 4096 up to 4
-rows inside, 5 to 16 rows by the pre-pass before the same dot kernel, 300 rows by the pre-pass
-before the tensor-core kernel. Every prologue, bias and accumulate, misaligned x rows, a zero row
-and a large value. On the CPU (one arithmetic for every batch) the same checks hold trivially.
+rows inside, 5 to 9 rows by the pre-pass before the same dot kernel, 16 and 300 rows by the
+pre-pass before the tile kernel (cuda_int_mma_tiles.cu). Every prologue, bias and accumulate,
+misaligned x rows, a zero row and a large value. On the CPU (one arithmetic for every batch) the same checks hold trivially.
 """
 
 import numpy as np
@@ -65,8 +65,8 @@ def test_small_k_rows_alone_equal_the_tensor_core_batch(ctx, rng, prologue):
 
 def test_one_launch_for_few_rows(ctx, rng, backend):
     """A recorded integer matmul runs one kernel for 1 and 8 rows of 576 values (the dot kernel
-    rounds its own rows) and, on CUDA, two for 300 rows (the pre-pass, then the tensor-core
-    kernel) and for 8 rows of 16384 values (the pre-pass, then the dot kernel)."""
+    rounds its own rows) and, on CUDA, two for 300 rows (the pre-pass, then the tile kernel) and
+    for 8 rows of 16384 values (the pre-pass, then the dot kernel)."""
     n_out = 1100
     cuda = backend.startswith("cuda")
     raw, _ = make_weights(rng, S.DType.Q4_0, n_out, 16384)

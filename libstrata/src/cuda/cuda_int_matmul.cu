@@ -34,6 +34,7 @@
 
 #include "cuda_int_blocks.cuh"
 #include "cuda_int_mma.cuh"
+#include "cuda_int_tiles.cuh"
 #include "core/dtype.h"
 #include "cuda_kernels.cuh"
 #include "cuda_mma.cuh"
@@ -718,6 +719,10 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         fail(STRATA_ERR_INTERNAL, "cuda matmul: integer path shape out of range");
     const int64_t x_stride = a.x_row_stride > 0 ? a.x_row_stride : (a.prologue == STRATA_PROLOGUE_SILU_MUL ? 2 * k : k);
 
+    // Many rows: the large-tile kernel (cuda_int_mma_tiles.cu) after the pre-pass, the same bits as
+    // the kernels below.
+    const int tiles = int_tiles_choice(a.n_rows, a.n_out, lim.sms);
+
     IntParams p{};
     p.n_rows = a.n_rows;
     p.k = k;
@@ -757,7 +762,7 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     // shared memory; 1 KB per CTA is the runtime's); the same bits either way.
     bool fused = false;
     const int64_t rounds = (std::min<int64_t>(kr, a.n_rows) * nb + 63) / 64;
-    if (kind <= 1 && rounds <= kIntFuseRounds) {
+    if (tiles < 0 && kind <= 1 && rounds <= kIntFuseRounds) {
         IntParams f = p;
         dot_fuse(f, kr);
         const int64_t fs = dot_fused_smem(f), us = dot_smem(p, kr);
@@ -797,6 +802,12 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         default: int_prepass_kernel<STRATA_PROLOGUE_NONE><<<pgrid, kPreThreads, 0, stream>>>(pp); break;
         }
         check_launch("matmul (integer activation pre-pass)");
+        if (tiles >= 0) {
+            launch_int_tiles(IntTilesArgs{pp.xq, pp.meta, pp.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
+                                          a.bias, a.y, a.accumulate, a.prologue, a.eps},
+                             tiles, dev, stream);
+            return;
+        }
         p.xq = pp.xq;
         p.meta = pp.meta;
         p.ssq = pp.ssq;
