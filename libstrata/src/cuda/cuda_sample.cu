@@ -26,19 +26,29 @@
 //          holds the first i with running(i) > u · total.
 // T <= 0 (or NaN) is greedy: the argmax; so is a row whose largest logit is −inf.
 //
-// Speed without changing a bit: each w_i is computed ONCE per row into a
-// device scratch row (−1 for a token top-k drops), with the kept-mass sum of
-// each thread in the same pass; the top-p passes and the draw then read it
-// instead of recomputing expf per pass, and the top-p passes after the second
-// read only the weights still in range. Every float sum keeps its operands and
-// order (thread t: elements t, t+256, … ascending; the draw's chunks), loads are
-// batched ahead of the adds that use them, the radix select's digit search is a
-// parallel integer scan (exact), warps without a counted digit skip the match,
-// and the draw's prefix reads the chunk sums in batches: the tokens are those
-// of the one-pass-per-quantity form this file had before (test_sample.cpp
-// checks both against the same references).
+// Speed without changing a bit: the row lives in shared memory. The first pass
+// (argmax and the count of non-NaN logits, 16-byte loads eight in flight)
+// copies the logits into the block's dynamic shared memory, up to `cap` ids
+// (227 KB a block on sm_90: 49,664 ids, a whole 49k vocabulary); ids beyond it
+// stay in global memory (logits, then a global weight row), read the same way
+// as before. Every later pass (the radix select, the weight pass, which turns
+// each shared logit into its weight w_i in place, −1 for a token top-k drops,
+// the top-p passes, the draw) reads shared memory instead of making a
+// latency-bound trip to global memory per element. The assignment of elements
+// to threads and every float sum's operands and order are exactly those of the
+// previous kernel (libstrata/cuda_emu/sample_v1.h, which test_sample.cpp runs
+// beside this one): thread t sums elements t, t+256, … ascending; the top-p
+// passes after the second read only the weights still in range (a list in
+// global scratch, written in order by the second pass); the draw's chunk sums
+// add each thread's contiguous chunk in ascending id order, the lanes of a warp
+// starting one step apart when the chunk length is even, so that they read 32
+// different shared-memory banks (a skew in time, not in order). The radix
+// select's digit search is a parallel integer scan (exact) and warps without a
+// counted digit skip the match.
 #include <climits>
+#include <mutex>
 
+#include "cuda_async.cuh"
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
 #include "cuda_scratch.cuh"
@@ -69,16 +79,22 @@ struct ReduceSharedT {
 using ReduceShared = ReduceSharedT<kWarps>;
 constexpr int kArgmaxThreads = 1024;  // argmax alone: a wide block keeps more loads in flight per row
 
-struct SampleShared {
+// The head of a sample block's dynamic shared memory; the shared row follows it.
+// The phases that use the union's members are separated by barriers.
+struct alignas(16) SampleShared {
     ReduceShared red;
     union {
         float bsum[kBuckets][kThreads];  // top-p: per-thread bucket sums (column per thread: no bank conflicts)
-        float chunk[kThreads];           // draw: chunk sums
+        struct {
+            float chunk[kThreads];        // draw: chunk sums
+            float prefix[kThreads + 1];   // draw: their exclusive prefix
+        } d;
+        struct {
+            int hist[kRadix];
+            int scan[kRadix];  // radix select: counts at digits >= d
+        } r;
     } u;
-    float prefix[kThreads + 1];
     float btot[kBuckets];
-    int hist[kRadix];
-    int scan[kRadix];  // radix select: counts at digits >= d
     uint32_t lo, hi, digit;
     int kk;
     float above;
@@ -127,23 +143,27 @@ __device__ __forceinline__ void consider(Best& b, int& ok, float l, int64_t i) {
 
 // The row's argmax over non-NaN logits (i == INT32_MAX when all are NaN), and
 // how many logits are not NaN. A selection under a total order, so the visiting
-// order (16-byte loads, 4 in flight, when the row allows) cannot change it.
-template <int W>
-__device__ __forceinline__ Best row_argmax(const float* lg, int64_t n, ReduceSharedT<W>& sm, int* n_ok) {
+// order (16-byte loads, L in flight, when the row allows) cannot change it.
+// With kStore, it also copies logits [0, cap) to keep (cap a multiple of 4).
+template <int W, int L, bool kStore>
+__device__ __forceinline__ Best row_argmax(const float* lg, int64_t n, ReduceSharedT<W>& sm, int* n_ok,
+                                           float* keep = nullptr, int64_t cap = 0) {
     constexpr int T = 32 * W;
     Best b{__int_as_float(0xff800000), INT32_MAX};
     int ok = 0;
     int64_t i = threadIdx.x;
     if (reinterpret_cast<uintptr_t>(lg) % 16 == 0) {
-        const int64_t n4 = n / 4;
+        const int64_t n4 = n / 4, c4 = cap / 4;
         const float4* v = reinterpret_cast<const float4*>(lg);
+        float4* k4 = reinterpret_cast<float4*>(keep);
         int64_t q = threadIdx.x;
-        for (; q + 3 * T < n4; q += 4 * T) {
-            float4 x[4];
+        for (; q + (L - 1) * T < n4; q += L * T) {
+            float4 x[L];
 #pragma unroll
-            for (int u = 0; u < 4; ++u) x[u] = v[q + u * T];
+            for (int u = 0; u < L; ++u) x[u] = v[q + u * T];
 #pragma unroll
-            for (int u = 0; u < 4; ++u) {
+            for (int u = 0; u < L; ++u) {
+                if (kStore && q + u * T < c4) k4[q + u * T] = x[u];
                 const int64_t e = 4 * (q + u * T);
                 consider(b, ok, x[u].x, e);
                 consider(b, ok, x[u].y, e + 1);
@@ -153,6 +173,7 @@ __device__ __forceinline__ Best row_argmax(const float* lg, int64_t n, ReduceSha
         }
         for (; q < n4; q += T) {
             const float4 x = v[q];
+            if (kStore && q < c4) k4[q] = x;
             consider(b, ok, x.x, 4 * q);
             consider(b, ok, x.y, 4 * q + 1);
             consider(b, ok, x.z, 4 * q + 2);
@@ -160,10 +181,23 @@ __device__ __forceinline__ Best row_argmax(const float* lg, int64_t n, ReduceSha
         }
         i = 4 * n4 + threadIdx.x;
     }
-    for (; i < n; i += T) consider(b, ok, lg[i], i);
+    for (; i < n; i += T) {
+        const float l = lg[i];
+        if (kStore && i < cap) keep[i] = l;
+        consider(b, ok, l, i);
+    }
     if (n_ok) *n_ok = block_count(ok, sm);
-    return block_argmax(b, sm);
+    return block_argmax(b, sm);  // its barriers also publish the copy
 }
+
+// A row of n floats, ids [0, cap) in shared memory and the rest in global
+// memory (indexed by id), so that a pass reads each id from where it lives.
+struct Row {
+    float* s;
+    const float* g;
+    int64_t cap;
+    __device__ __forceinline__ float operator[](int64_t i) const { return i < cap ? s[i] : g[i]; }
+};
 
 // Order-preserving key of a non-NaN float (−0 and +0 share a key).
 __device__ __forceinline__ uint32_t order_key(float f) {
@@ -176,11 +210,11 @@ __device__ __forceinline__ float key_value(uint32_t k) {
 }
 
 // The k-th largest non-NaN logit (1 <= k <= number of non-NaN logits).
-__device__ __forceinline__ float kth_largest(const float* lg, int64_t n, int k, SampleShared& sm) {
+__device__ __forceinline__ float kth_largest(const Row lg, int64_t n, int k, SampleShared& sm) {
     uint32_t prefix = 0, mask = 0;
     int kk = k;
     for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int d = threadIdx.x; d < kRadix; d += kThreads) sm.hist[d] = 0;
+        for (int d = threadIdx.x; d < kRadix; d += kThreads) sm.u.r.hist[d] = 0;
         __syncthreads();
         // Lanes of a warp with the same digit add once (logits of one row share
         // their leading digits: per-lane atomics would serialize 32-way).
@@ -204,25 +238,25 @@ __device__ __forceinline__ float kth_largest(const float* lg, int64_t n, int k, 
                 if (__ballot_sync(kFullMask, digit != 0xffffffffu) == 0u) continue;  // warp-uniform
                 const unsigned peers = __match_any_sync(kFullMask, digit);
                 if (digit != 0xffffffffu && (threadIdx.x & 31) == __ffs(peers) - 1)
-                    atomicAdd(&sm.hist[digit], __popc(peers));
+                    atomicAdd(&sm.u.r.hist[digit], __popc(peers));
             }
         }
         __syncthreads();
         // The digit: the largest d >= 1 whose count of keys at digits >= d reaches kk, else 0
         // (the counts at digits >= d by an inclusive suffix scan: integers, exact).
-        for (int d = threadIdx.x; d < kRadix; d += kThreads) sm.scan[d] = sm.hist[d];
+        for (int d = threadIdx.x; d < kRadix; d += kThreads) sm.u.r.scan[d] = sm.u.r.hist[d];
         __syncthreads();
         for (int off = 1; off < kRadix; off <<= 1) {
             int v[kRadix / kThreads > 0 ? kRadix / kThreads : 1];
             int j = 0;
-            for (int d = threadIdx.x; d < kRadix; d += kThreads, ++j) v[j] = d + off < kRadix ? sm.scan[d + off] : 0;
+            for (int d = threadIdx.x; d < kRadix; d += kThreads, ++j) v[j] = d + off < kRadix ? sm.u.r.scan[d + off] : 0;
             __syncthreads();
             j = 0;
-            for (int d = threadIdx.x; d < kRadix; d += kThreads, ++j) sm.scan[d] += v[j];
+            for (int d = threadIdx.x; d < kRadix; d += kThreads, ++j) sm.u.r.scan[d] += v[j];
             __syncthreads();
         }
         for (int d = threadIdx.x; d < kRadix; d += kThreads) {
-            const int at_or_above = sm.scan[d], above = d + 1 < kRadix ? sm.scan[d + 1] : 0;
+            const int at_or_above = sm.u.r.scan[d], above = d + 1 < kRadix ? sm.u.r.scan[d + 1] : 0;
             if ((d == 0 || at_or_above >= kk) && above < kk) {  // exactly one d qualifies
                 sm.digit = (uint32_t)d;
                 sm.kk = kk - above;
@@ -250,11 +284,12 @@ struct RowRule {
 
 constexpr int kBatch = 8;  // loads in flight per thread in the weight passes
 
-// ws[i] = w_i for tokens top-k keeps, −1 for the others (thread t writes, and
-// later reads in the top-p passes, exactly its elements t, t+256, …). Returns
-// the kept mass when `total` (block-uniform): thread t's sum over its elements
-// in ascending order, then block_sum.
-__device__ __forceinline__ float weights_pass(const float* lg, int64_t n, const RowRule& rule, float* ws, bool total,
+// w_i for tokens top-k keeps, −1 for the others, written over the shared logit
+// (ids below lg.cap) or to ws[i] (thread t reads, writes, and later reads in
+// the top-p passes, exactly its elements t, t+256, …). Returns the kept mass
+// when `total` (block-uniform): thread t's sum over its elements in ascending
+// order, then block_sum.
+__device__ __forceinline__ float weights_pass(const Row lg, int64_t n, const RowRule& rule, float* ws, bool total,
                                               SampleShared& sm) {
     float s = 0.0f;
     for (int64_t base = threadIdx.x; base < n; base += kBatch * kThreads) {
@@ -270,7 +305,10 @@ __device__ __forceinline__ float weights_pass(const float* lg, int64_t n, const 
             if (i < n) {
                 const bool kept = rule.kept_k(lv[u]);
                 const float w = kept ? rule.weight(lv[u]) : -1.0f;
-                ws[i] = w;
+                if (i < lg.cap)
+                    lg.s[i] = w;
+                else
+                    ws[i] = w;
                 if (kept) s = __fadd_rn(s, w);
             }
         }
@@ -285,7 +323,7 @@ __device__ __forceinline__ float weights_pass(const float* lg, int64_t n, const 
 // in-range weights, in its order, to cw (thread t's j-th at cw[j·256 + t]); the
 // later passes (ranges inside pass 1's) read only that list: the same weights
 // in the same order, so the same sums.
-__device__ __forceinline__ float top_p_threshold(const float* ws, float* cw, int64_t n, float target,
+__device__ __forceinline__ float top_p_threshold(const Row ws, float* cw, int64_t n, float target,
                                                  SampleShared& sm) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     uint32_t lo = 0, hi = 0x3f800000u;  // weights lie in [0, 1]
@@ -381,48 +419,62 @@ __device__ __forceinline__ float random_uniform(uint64_t seed, int64_t position)
 
 // The first kept id whose running weight sum exceeds u · total (see the file comment).
 // ws: the row's weights (−1: dropped by top-k); w_min >= 0, so −1 is never counted.
-__device__ __forceinline__ int32_t draw(const float* ws, int64_t n, float w_min, float u, SampleShared& sm) {
+__device__ __forceinline__ int32_t draw(const Row ws, int64_t n, float w_min, float u, SampleShared& sm) {
     const int tid = threadIdx.x;
     const int64_t chunk = (n + kThreads - 1) / kThreads;
     const int64_t first = (int64_t)tid * chunk, last = min(first + chunk, n);
+    const int64_t len = last > first ? last - first : 0;
+    // Lane l reads its chunk's j-th id at step j + skew·l: with an even chunk
+    // length (skew 1) or an odd one (skew 0) the 32 lanes of a step then read
+    // 32 different banks. Each thread still adds its chunk in ascending order.
+    const int64_t skew = chunk % 2 == 0 ? 1 : 0, lag = skew * (tid & 31);
     float s = 0.0f;
-    for (int64_t base = first; base < last; base += kBatch) {
+    for (int64_t step = 0; step < chunk + 31 * skew; step += kBatch) {
         float wv[kBatch];
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j) wv[j] = base + j < last ? ws[base + j] : -1.0f;
+        for (int j = 0; j < kBatch; ++j) {
+            const int64_t k = step + j - lag;
+            wv[j] = k >= 0 && k < len ? ws[first + k] : -1.0f;
+        }
 #pragma unroll
         for (int j = 0; j < kBatch; ++j)
             if (wv[j] >= w_min) s = __fadd_rn(s, wv[j]);
     }
-    sm.u.chunk[tid] = s;
+    sm.u.d.chunk[tid] = s;
     if (tid == 0) sm.result = -1;
     __syncthreads();
     if (tid == 0) {  // the same sequential prefix, chunk sums read 16 at a time
         float p = 0.0f;
-        sm.prefix[0] = 0.0f;
+        sm.u.d.prefix[0] = 0.0f;
         for (int t0 = 0; t0 < kThreads; t0 += 16) {
             float c[16];
 #pragma unroll
-            for (int j = 0; j < 16; ++j) c[j] = sm.u.chunk[t0 + j];
+            for (int j = 0; j < 16; ++j) c[j] = sm.u.d.chunk[t0 + j];
 #pragma unroll
             for (int j = 0; j < 16; ++j) {
                 p = __fadd_rn(p, c[j]);
-                sm.prefix[t0 + j + 1] = p;
+                sm.u.d.prefix[t0 + j + 1] = p;
             }
         }
     }
     __syncthreads();
-    const float target = __fmul_rn(u, sm.prefix[kThreads]);
-    const float base = sm.prefix[tid];
-    if (base <= target && target < sm.prefix[tid + 1]) {
+    const float target = __fmul_rn(u, sm.u.d.prefix[kThreads]);
+    const float base = sm.u.d.prefix[tid];
+    if (base <= target && target < sm.u.d.prefix[tid + 1]) {
         float r = 0.0f;
-        for (int64_t i = first; i < last; ++i) {
-            const float w = ws[i];
-            if (!(w >= w_min)) continue;
-            r = __fadd_rn(r, w);
-            if (__fadd_rn(base, r) > target) {
-                sm.result = (int32_t)i;
-                break;
+        bool found = false;
+        for (int64_t i0 = first; i0 < last && !found; i0 += kBatch) {
+            float wv[kBatch];
+#pragma unroll
+            for (int j = 0; j < kBatch; ++j) wv[j] = i0 + j < last ? ws[i0 + j] : -1.0f;
+            for (int j = 0; j < kBatch; ++j) {
+                if (!(wv[j] >= w_min)) continue;  // also the padding past `last`
+                r = __fadd_rn(r, wv[j]);
+                if (__fadd_rn(base, r) > target) {
+                    sm.result = (int32_t)(i0 + j);
+                    found = true;
+                    break;
+                }
             }
         }
     }
@@ -435,7 +487,7 @@ __device__ __forceinline__ int32_t draw(const float* ws, int64_t n, float w_min,
 __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const ArgmaxArgs a) {
     __shared__ ReduceSharedT<kArgmaxThreads / 32> sm;
     for (int64_t r = blockIdx.x; r < a.n_rows; r += gridDim.x) {
-        const Best b = row_argmax(a.logits + r * a.n_vocab, a.n_vocab, sm, nullptr);
+        const Best b = row_argmax<kArgmaxThreads / 32, 4, false>(a.logits + r * a.n_vocab, a.n_vocab, sm, nullptr);
         if (threadIdx.x == 0) a.out_ids[r] = b.i == INT32_MAX ? 0 : b.i;
     }
 }
@@ -446,15 +498,20 @@ __host__ __device__ __forceinline__ int64_t sample_scratch_floats(int64_t n) {
 }
 
 // ws_all: kSampleBlocks (at most) scratch areas of sample_scratch_floats(n_vocab), one per CTA.
-__global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a, float* ws_all) {
-    __shared__ SampleShared sm;
+// Dynamic shared memory: SampleShared, then the shared row of `cap` floats
+// (cap a multiple of 256; ids >= cap use the global weight row).
+__global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a, float* ws_all, int64_t cap) {
+    SampleShared& sm = *dynamic_smem<SampleShared>();
+    float* srow = reinterpret_cast<float*>(&sm + 1);
     float* ws = ws_all + (int64_t)blockIdx.x * sample_scratch_floats(a.n_vocab);  // then the top-p list
     float* cw = ws + a.n_vocab;
     for (int64_t r = blockIdx.x; r < a.n_rows; r += gridDim.x) {
-        const float* lg = a.logits + r * a.n_vocab;
+        const float* lg_row = a.logits + r * a.n_vocab;
         const strata_sampling_params prm = a.params[r];
         int n_ok = 0;
-        const Best best = row_argmax(lg, a.n_vocab, sm.red, &n_ok);
+        const Best best = row_argmax<kWarps, 8, true>(lg_row, a.n_vocab, sm.red, &n_ok, srow, cap);
+        const Row lg{srow, lg_row, cap};  // the logits, then (after weights_pass) the weights:
+        const Row wr{srow, ws, cap};      // the same shared ids, another global row
         int32_t token = best.i == INT32_MAX ? 0 : best.i;
 
         // Greedy for T <= 0 (or NaN) and for rows without a finite-or-+inf maximum.
@@ -471,12 +528,12 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a, fl
             float w_min = 0.0f;
             if (top_p) {
                 const float target = __fmul_rn(fmaxf(prm.top_p, 0.0f), total);
-                w_min = top_p_threshold(ws, cw, a.n_vocab, target, sm);
+                w_min = top_p_threshold(wr, cw, a.n_vocab, target, sm);
             }
             if (prm.min_p > 0.0f) w_min = fmaxf(w_min, fminf(prm.min_p, 1.0f));
 
             __syncthreads();  // the draw reads other threads' weights
-            const int32_t drawn = draw(ws, a.n_vocab, w_min, random_uniform(prm.seed, prm.position), sm);
+            const int32_t drawn = draw(wr, a.n_vocab, w_min, random_uniform(prm.seed, prm.position), sm);
             if (drawn >= 0) token = drawn;
         }
         if (threadIdx.x == 0) a.out_ids[r] = token;
@@ -490,6 +547,35 @@ constexpr int64_t kSampleBlocks = 128;  // sample CTAs at most (each keeps one w
 
 }  // namespace
 
+// ------------------------------------------------------------------ host (not in the emulator)
+
+namespace {
+
+// The largest dynamic shared memory a sample block may use on the current
+// device; the first call per device raises the kernel's limit to it. A
+// function attribute, not stream work: relaxed capture mode around it (as in
+// cuda_attention.cu) keeps a first call during graph recording harmless.
+int64_t sample_smem_limit() {
+    constexpr int kMaxDevices = 64;
+    static std::mutex mu;
+    static int limit[kMaxDevices] = {};
+    int dev = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    std::lock_guard<std::mutex> lock(mu);
+    if (dev >= 0 && dev < kMaxDevices && limit[dev] > 0) return limit[dev];
+    int optin = 0;
+    check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "cudaDeviceGetAttribute");
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    const cudaError_t err = cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    check(err, "cudaFuncSetAttribute (sample shared memory)");
+    if (dev >= 0 && dev < kMaxDevices) limit[dev] = optin;
+    return optin;
+}
+
+}  // namespace
+
 void launch_argmax(const ArgmaxArgs& a, cudaStream_t stream) {
     if (a.n_rows <= 0 || a.n_vocab <= 0) return;
     argmax_kernel<<<row_grid(a.n_rows), kArgmaxThreads, 0, stream>>>(a);
@@ -500,7 +586,13 @@ void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
     if (a.n_rows <= 0 || a.n_vocab <= 0) return;
     const int64_t blocks = a.n_rows < kSampleBlocks ? a.n_rows : kSampleBlocks;
     float* ws = static_cast<float*>(scratch.get((size_t)(blocks * sample_scratch_floats(a.n_vocab)) * sizeof(float)));
-    sample_kernel<<<(unsigned)blocks, kThreads, 0, stream>>>(a, ws);
+    // The shared row: the whole vocabulary when it fits (49,664 ids on sm_90), else its head.
+    const int64_t head = (int64_t)sizeof(SampleShared);
+    int64_t cap = (sample_smem_limit() - head) / (int64_t)sizeof(float) / kThreads * kThreads;
+    const int64_t whole = (a.n_vocab + kThreads - 1) / kThreads * kThreads;
+    cap = cap < 0 ? 0 : (cap < whole ? cap : whole);
+    const size_t smem = (size_t)(head + cap * (int64_t)sizeof(float));
+    sample_kernel<<<(unsigned)blocks, kThreads, smem, stream>>>(a, ws, cap);
     check_launch("sample");
 }
 
