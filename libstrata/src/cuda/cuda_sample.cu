@@ -564,10 +564,10 @@ int64_t sample_smem_limit() {
     std::lock_guard<std::mutex> lock(mu);
     if (dev >= 0 && dev < kMaxDevices && limit[dev] > 0) return limit[dev];
     int optin = 0;
-    check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "cudaDeviceGetAttribute");
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    const cudaError_t err = cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+    cudaError_t err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err == cudaSuccess) err = cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
     check(err, "cudaFuncSetAttribute (sample shared memory)");
     if (dev >= 0 && dev < kMaxDevices) limit[dev] = optin;
