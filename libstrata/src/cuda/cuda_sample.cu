@@ -10,9 +10,10 @@
 //
 // sample (strata.h semantics), with m = max logit and T > 0:
 //   w_i = 1 if l_i == m else exp((l_i − m) / T)          (NaN logits: never kept)
-//   top-k: keep l_i >= the k-th largest logit, found by an exact radix select
-//          over order-preserving integer keys (ties kept; warp-aggregated
-//          integer histogram counts);
+//   top-k: keep l_i >= the k-th largest logit (ties kept), found exactly:
+//          over a short candidate list when a bound allows (top_k_threshold),
+//          else by a radix select over order-preserving integer keys
+//          (warp-aggregated integer histogram counts);
 //   top-p: the smallest weight threshold w* whose kept mass S(w*) reaches
 //          top_p · (kept total): a 32-way bucket search over the bits of w,
 //          6 passes, per-thread bucket sums in shared memory combined in a
@@ -61,6 +62,8 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kBuckets = 32;  // top-p search: buckets per pass (5 bits)
 constexpr int kRadix = 256;   // top-k select: 8-bit digits
+constexpr int kBatch = 8;         // loads in flight per thread in the passes over the row
+constexpr int kCandidates = 4096;  // top-k: the most ids at or above the bound kept in shared memory
 
 struct Best {
     float v;
@@ -91,9 +94,13 @@ struct alignas(16) SampleShared {
         } d;
         struct {
             int hist[kRadix];
-            int scan[kRadix];  // radix select: counts at digits >= d
+            int scan[kRadix];         // radix select: counts at digits >= d
+            float tmax[kThreads];     // each thread's largest logit in the first pass (−inf: none)
+            float cand[kCandidates];  // top-k: the logits at or above the bound
         } r;
     } u;
+    float bound;
+    int n_cand;
     float btot[kBuckets];
     uint32_t lo, hi, digit;
     int kk;
@@ -144,10 +151,11 @@ __device__ __forceinline__ void consider(Best& b, int& ok, float l, int64_t i) {
 // The row's argmax over non-NaN logits (i == INT32_MAX when all are NaN), and
 // how many logits are not NaN. A selection under a total order, so the visiting
 // order (16-byte loads, L in flight, when the row allows) cannot change it.
-// With kStore, it also copies logits [0, cap) to keep (cap a multiple of 4).
+// With kStore, it also copies logits [0, cap) to keep (cap a multiple of 4) and
+// writes each thread's largest non-NaN logit (−inf if none) to tmax[thread].
 template <int W, int L, bool kStore>
 __device__ __forceinline__ Best row_argmax(const float* lg, int64_t n, ReduceSharedT<W>& sm, int* n_ok,
-                                           float* keep = nullptr, int64_t cap = 0) {
+                                           float* keep = nullptr, int64_t cap = 0, float* tmax = nullptr) {
     constexpr int T = 32 * W;
     Best b{__int_as_float(0xff800000), INT32_MAX};
     int ok = 0;
@@ -186,8 +194,9 @@ __device__ __forceinline__ Best row_argmax(const float* lg, int64_t n, ReduceSha
         if (kStore && i < cap) keep[i] = l;
         consider(b, ok, l, i);
     }
+    if (kStore) tmax[threadIdx.x] = b.v;
     if (n_ok) *n_ok = block_count(ok, sm);
-    return block_argmax(b, sm);  // its barriers also publish the copy
+    return block_argmax(b, sm);  // its barriers also publish the copy and tmax
 }
 
 // A row of n floats, ids [0, cap) in shared memory and the rest in global
@@ -209,8 +218,9 @@ __device__ __forceinline__ float key_value(uint32_t k) {
     return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
-// The k-th largest non-NaN logit (1 <= k <= number of non-NaN logits).
-__device__ __forceinline__ float kth_largest(const Row lg, int64_t n, int k, SampleShared& sm) {
+// The k-th largest non-NaN logit of lg[0, n) (1 <= k <= number of non-NaN logits).
+template <class Src>
+__device__ __forceinline__ float kth_largest(const Src lg, int64_t n, int k, SampleShared& sm) {
     uint32_t prefix = 0, mask = 0;
     int kk = k;
     for (int shift = 24; shift >= 0; shift -= 8) {
@@ -270,6 +280,80 @@ __device__ __forceinline__ float kth_largest(const Row lg, int64_t n, int k, Sam
     return key_value(prefix);
 }
 
+// A list of logits in shared memory, as a source for kth_largest.
+struct List {
+    const float* p;
+    __device__ __forceinline__ float operator[](int64_t i) const { return p[i]; }
+};
+
+// The k-th largest non-NaN logit of the row, exactly as kth_largest over the
+// whole row, found over few ids when it can be. Bound: the k-th largest of the
+// 256 per-thread maxima of the first pass (k <= 256). At least k logits are
+// >= it (each of those k threads holds one), so the k-th largest logit is
+// >= the bound and every logit the top k holds is among those >= it: the
+// k-th largest of that candidate list is the row's. One pass over the row
+// copies the candidates into shared memory (warp-aggregated slots; their order
+// does not matter to a selection); up to 256 of them are ranked in one step,
+// more by the radix select over the list; if there are more than kCandidates,
+// or k > 256, the radix select runs over the whole row instead.
+__device__ __forceinline__ float top_k_threshold(const Row lg, int64_t n, int k, SampleShared& sm) {
+    const int tid = threadIdx.x, lane = tid & 31;
+    if (k > kThreads) return kth_largest(lg, n, k, sm);
+    const float v = sm.u.r.tmax[tid];
+    int gt = 0, ge = 0;
+    for (int t = 0; t < kThreads; ++t) {
+        const float o = sm.u.r.tmax[t];
+        gt += o > v;
+        ge += o >= v;
+    }
+    if (tid == 0) sm.n_cand = 0;
+    if (gt < k && k <= ge) sm.bound = v;  // the writers' values compare equal (−0 and +0 at most): same list
+    __syncthreads();
+    const float bound = sm.bound;
+    for (int64_t base = 0; base < n; base += kBatch * kThreads) {
+        float lv[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+            const int64_t i = base + u * kThreads + tid;
+            lv[u] = i < n ? lg[i] : __int_as_float(0x7fc00000);  // NaN: never a candidate
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+            const bool is = lv[u] >= bound;
+            const unsigned mask = __ballot_sync(kFullMask, is);  // warp-uniform
+            if (mask == 0u) continue;
+            const int leader = __ffs(mask) - 1;
+            int first = lane == leader ? atomicAdd(&sm.n_cand, __popc(mask)) : 0;
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) first += __shfl_xor_sync(kFullMask, first, off);  // to every lane
+            const int at = first + __popc(mask & ((1u << lane) - 1u));
+            if (is && at < kCandidates) sm.u.r.cand[at] = lv[u];
+        }
+    }
+    __syncthreads();
+    const int n_cand = sm.n_cand;
+    if (n_cand > kCandidates) return kth_largest(lg, n, k, sm);  // block-uniform
+    if (n_cand > kThreads) return kth_largest(List{sm.u.r.cand}, n_cand, k, sm);
+    // Few candidates: thread t ranks candidate t among them (the value with fewer
+    // than k above it and at least k at or above it; a zero as +0, the key the
+    // radix select returns for ±0).
+    __syncthreads();  // every thread has read sm.bound and sm.n_cand
+    if (tid < n_cand) {
+        const float c = sm.u.r.cand[tid];
+        int above = 0, at_or_above = 0;
+        for (int j = 0; j < n_cand; ++j) {
+            const float o = sm.u.r.cand[j];
+            above += o > c;
+            at_or_above += o >= c;
+        }
+        if (above < k && k <= at_or_above) sm.bound = c == 0.0f ? 0.0f : c;  // the writers' values are equal
+    }
+    __syncthreads();
+    const float kth = sm.bound;
+    __syncthreads();  // sm.bound is rewritten by the next row
+    return kth;
+}
+
 struct RowRule {
     float m, T;
     bool use_k;
@@ -281,8 +365,6 @@ struct RowRule {
         return w == w ? fminf(w, 1.0f) : 0.0f;  // NaN only from inf/inf
     }
 };
-
-constexpr int kBatch = 8;  // loads in flight per thread in the weight passes
 
 // w_i for tokens top-k keeps, −1 for the others, written over the shared logit
 // (ids below lg.cap) or to ws[i] (thread t reads, writes, and later reads in
@@ -509,7 +591,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a, fl
         const float* lg_row = a.logits + r * a.n_vocab;
         const strata_sampling_params prm = a.params[r];
         int n_ok = 0;
-        const Best best = row_argmax<kWarps, 8, true>(lg_row, a.n_vocab, sm.red, &n_ok, srow, cap);
+        const Best best = row_argmax<kWarps, 8, true>(lg_row, a.n_vocab, sm.red, &n_ok, srow, cap, sm.u.r.tmax);
         const Row lg{srow, lg_row, cap};  // the logits, then (after weights_pass) the weights:
         const Row wr{srow, ws, cap};      // the same shared ids, another global row
         int32_t token = best.i == INT32_MAX ? 0 : best.i;
@@ -521,7 +603,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a, fl
             rule.m = best.v;
             rule.T = prm.temperature;
             rule.use_k = prm.top_k > 0 && prm.top_k < n_ok;
-            rule.thr_l = rule.use_k ? kth_largest(lg, a.n_vocab, prm.top_k, sm) : 0.0f;
+            rule.thr_l = rule.use_k ? top_k_threshold(lg, a.n_vocab, prm.top_k, sm) : 0.0f;
 
             const bool top_p = prm.top_p < 1.0f;
             const float total = weights_pass(lg, a.n_vocab, rule, ws, top_p, sm);
