@@ -2,6 +2,7 @@
 
     strata bench --url http://127.0.0.1:8080 --clients 64 --max-tokens 128
     python bench/serve_load.py --url http://127.0.0.1:8081 --clients 64 --json
+    strata bench --clients 8 --turns 6 --cache-prompt off     # multi-turn chats, prompt cache off
 
 Prints a table (or `--json`); exits 1 when a request failed, and with
 `--require-equal` 3 when a stream differed from its solo rerun.
@@ -49,6 +50,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "generates --max-tokens)")
     parser.add_argument("--no-token-ids", action="store_true",
                         help="don't ask for return_token_ids; compare streams by text")
+    parser.add_argument("--turns", type=int, default=1,
+                        help="turns per conversation: turn t sends the conversation so far (the server's "
+                             "earlier replies) plus a follow-up question; a table per turn shows TTFT and "
+                             "cached prompt tokens (default: 1, single requests)")
+    parser.add_argument("--cache-prompt", choices=("on", "off"), default=None,
+                        help="send \"cache_prompt\": true/false on every request (Strata and llama-server "
+                             "read it); default: not sent, the server's default applies")
     parser.add_argument("--no-solo", action="store_true", help="skip rerunning each request alone")
     parser.add_argument("--require-equal", action="store_true",
                         help="exit 3 when any stream differs from its solo rerun")
@@ -63,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         model = args.model or asyncio.run(discover_model(target))
         workload = Workload(model=model, num_requests=args.requests or args.clients, prompt_tokens=prompt_tokens,
                             max_tokens=args.max_tokens, sampling=args.sampling, seed=args.seed,
-                            ignore_eos=not args.no_ignore_eos, token_ids=not args.no_token_ids)
+                            ignore_eos=not args.no_ignore_eos, token_ids=not args.no_token_ids, turns=args.turns,
+                            cache_prompt=None if args.cache_prompt is None else args.cache_prompt == "on")
         load = asyncio.run(run_load(target, workload, args.clients, args.stagger_ms / 1000, not args.no_solo))
     except (ValueError, RuntimeError, OSError, httpx.HTTPError) as exc:
         print(f"error: {args.url}: {exc}", file=sys.stderr)

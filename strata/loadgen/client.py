@@ -3,7 +3,10 @@
 The result keeps what the comparison and the statistics need: the text, the
 generated token ids when the server returns them (Strata's
 `return_token_ids`), the number of generated tokens, the time to the first
-token and the gaps between chunks that carried tokens.
+token, the gaps between chunks that carried tokens, and the prompt tokens
+the server reports and how many of them came from its prompt cache (OpenAI's
+`usage.prompt_tokens_details.cached_tokens`, or llama-server's
+`timings.cache_n`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import httpx
 @dataclass
 class StreamResult:
     index: int
+    turn: int = 0                           # the turn of a conversation (0: the first request)
     start: float = 0.0                      # perf_counter at send
     end: float = 0.0                        # perf_counter at [DONE] or error
     text: str = ""
@@ -27,6 +31,8 @@ class StreamResult:
     gaps: list[float] = field(default_factory=list)   # seconds between token-bearing chunks
     finish_reason: str | None = None
     error: str | None = None
+    prompt_tokens: int | None = None        # usage.prompt_tokens when sent
+    cached_tokens: int | None = None        # prompt tokens served from the server's cache, when reported
 
     @property
     def ok(self) -> bool:
@@ -39,9 +45,9 @@ class StreamResult:
         return self.text == other.text
 
 
-async def stream_chat(http: httpx.AsyncClient, url: str, body: dict, index: int) -> StreamResult:
+async def stream_chat(http: httpx.AsyncClient, url: str, body: dict, index: int, turn: int = 0) -> StreamResult:
     """POSTs `body` to `url` and reads the SSE stream to its end; errors are recorded, never raised."""
-    result = StreamResult(index=index, start=time.perf_counter())
+    result = StreamResult(index=index, turn=turn, start=time.perf_counter())
     counted = 0
     usage_tokens = None
     last = None
@@ -65,6 +71,10 @@ async def stream_chat(http: httpx.AsyncClient, url: str, body: dict, index: int)
                     break
                 if chunk.get("usage"):
                     usage_tokens = chunk["usage"].get("completion_tokens", usage_tokens)
+                    _read_prompt_usage(chunk["usage"], result)
+                if isinstance(chunk.get("timings"), dict) and result.cached_tokens is None:
+                    cache_n = chunk["timings"].get("cache_n")          # llama-server
+                    result.cached_tokens = cache_n if isinstance(cache_n, int) else None
                 new_tokens = _read_choice(chunk, result)
                 if new_tokens:
                     now = time.perf_counter()
@@ -100,6 +110,15 @@ def _read_choice(chunk: dict, result: StreamResult) -> int:
         return len(ids)
     # Servers without ids send one token per chunk (llama-server, vLLM); an empty delta carries none.
     return 1 if text else 0
+
+
+def _read_prompt_usage(usage: dict, result: StreamResult) -> None:
+    prompt = usage.get("prompt_tokens")
+    if isinstance(prompt, int):
+        result.prompt_tokens = prompt
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+    if isinstance(cached, int):
+        result.cached_tokens = cached
 
 
 def _error_message(response: httpx.Response) -> str:

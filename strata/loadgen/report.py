@@ -2,7 +2,9 @@
 
 `summarize` gives a JSON-ready dict (also the `--json` output); `format_table`
 prints it for people. Percentiles are nearest-rank over every request (TTFT)
-or every gap between token-bearing chunks (ITL).
+or every gap between token-bearing chunks (ITL). Each turn of a conversation
+is one stream; conversations also get a row per turn (TTFT, prompt tokens
+and how many the server took from its prompt cache).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ def summarize(run: LoadRun) -> dict:
         "clients": run.num_clients,
         "stagger_ms": round(run.stagger_s * 1000, 3),
         "max_tokens": run.workload.max_tokens,
+        "turns": run.workload.turns,
+        "cache_prompt": run.workload.cache_prompt,
         "prompt_tokens": list(run.workload.prompt_tokens),
         "sampling": run.workload.sampling,
         "ok": len(ok),
@@ -42,23 +46,42 @@ def summarize(run: LoadRun) -> dict:
         "ttft_p99_ms": _ms(percentile(ttfts, 99)),
         "itl_p50_ms": _ms(percentile(gaps, 50)),
         "itl_p99_ms": _ms(percentile(gaps, 99)),
-        "first_errors": [f"request {r.index}: {r.error}" for r in run.concurrent if not r.ok][:5],
+        "first_errors": [f"request {r.index}{_turn(r)}: {r.error}" for r in run.concurrent if not r.ok][:5],
     }
+    if run.workload.turns > 1:
+        summary["per_turn"] = [_turn_row(t, [r for r in ok if r.turn == t]) for t in range(run.workload.turns)]
     summary.update(_solo_comparison(run))
     return summary
+
+
+def _turn(result) -> str:
+    return f" turn {result.turn + 1}" if result.turn else ""
+
+
+def _turn_row(turn: int, results: list) -> dict:
+    reported = [r for r in results if r.cached_tokens is not None]
+    return {
+        "turn": turn + 1,
+        "streams": len(results),
+        "ttft_p50_ms": _ms(percentile([r.ttft for r in results if r.ttft is not None], 50)),
+        "prompt_tokens": sum(r.prompt_tokens or 0 for r in results),
+        "cached_tokens": sum(r.cached_tokens for r in reported) if reported else None,
+    }
 
 
 def _solo_comparison(run: LoadRun) -> dict:
     if run.solo is None:
         return {"solo_checked": False}
-    solo = {r.index: r for r in run.solo}
-    pairs = [(r, solo[r.index]) for r in run.concurrent if r.ok and solo.get(r.index) and solo[r.index].ok]
+    solo = {(r.index, r.turn): r for r in run.solo}
+    pairs = [(r, solo[r.index, r.turn]) for r in run.concurrent
+             if r.ok and solo.get((r.index, r.turn)) and solo[r.index, r.turn].ok]
     by_ids = bool(pairs) and all(a.token_ids is not None and b.token_ids is not None for a, b in pairs)
-    differ = sorted(a.index for a, b in pairs if not a.same_output(b))
+    differing = [a for a, b in pairs if not a.same_output(b)]
+    differ = sorted({a.index for a in differing})       # requests (conversations) with a differing stream
     return {
         "solo_checked": True,
         "compared": len(pairs),
-        "equal_solo": len(pairs) - len(differ),
+        "equal_solo": len(pairs) - len(differing),
         "compared_by": "token ids" if by_ids else "text",
         "differ": differ,
         "solo_errors": sum(1 for r in run.solo if not r.ok),
@@ -75,6 +98,8 @@ def format_table(summary: dict, title: str = "") -> str:
         ("clients, stagger", f"{summary['clients']}, {summary['stagger_ms']} ms"),
         ("prompt tokens (approx.)", ", ".join(map(str, summary["prompt_tokens"]))),
         ("max tokens, sampling", f"{summary['max_tokens']}, {summary['sampling']}"),
+        *([("turns, cache_prompt", f"{summary['turns']}, {_cache(summary['cache_prompt'])}")]
+          if summary["turns"] > 1 or summary["cache_prompt"] is not None else []),
         ("generated tokens", str(summary["generated_tokens"])),
         ("wall time", f"{summary['wall_s']:.2f} s"),
         ("aggregate tokens/s", _fmt(summary["tokens_per_s"])),
@@ -93,7 +118,17 @@ def format_table(summary: dict, title: str = "") -> str:
     width = max(len(name) for name, _ in rows)
     lines = [title] if title else []
     lines += [f"{name.ljust(width)}  {value}" for name, value in rows]
+    if summary.get("per_turn"):
+        lines += ["", "| turn | streams | TTFT p50 (ms) | prompt tokens | cached tokens |",
+                  "| ---: | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {t['turn']} | {t['streams']} | {_fmt(t['ttft_p50_ms'])} | {t['prompt_tokens']:,} | "
+                  f"{'-' if t['cached_tokens'] is None else format(t['cached_tokens'], ',')} |"
+                  for t in summary["per_turn"]]
     return "\n".join(lines)
+
+
+def _cache(value) -> str:
+    return "not sent" if value is None else ("true" if value else "false")
 
 
 def _fmt(value) -> str:

@@ -4,7 +4,9 @@ The concurrent phase is what a server sees in production; the solo phase
 runs the same bodies one at a time, and each concurrent stream is compared
 with its solo rerun. On Strata every pair is equal (a request's tokens never
 depend on who else is served); on a server that batches without that
-guarantee, some are not.
+guarantee, some are not. A conversation (Workload.turns > 1) runs its turns
+in order, each sending the replies it got before; its solo rerun replays the
+conversation alone with its own replies, and turn t is compared with turn t.
 """
 
 from __future__ import annotations
@@ -67,29 +69,42 @@ async def run_load(target: Target, workload: Workload, num_clients: int, stagger
     if num_clients < 1:
         raise ValueError("the number of clients must be at least 1")
     url = target.v1 + "/chat/completions"
-    results: list[StreamResult | None] = [None] * workload.num_requests
+    results: list[list[StreamResult] | None] = [None] * workload.num_requests
     next_index = iter(range(workload.num_requests))
 
     async def client(client_id: int, http: httpx.AsyncClient) -> None:
         await asyncio.sleep(client_id * stagger_s)      # staggered arrivals: admissions land mid-prefill/decode
         for index in next_index:                          # shared iterator: each index taken by one client
-            results[index] = await stream_chat(http, url, workload.body(index), index)
+            results[index] = await run_conversation(http, url, workload, index)
 
     async with target.client(num_clients) as http:
         start = time.perf_counter()
         await asyncio.gather(*(client(c, http) for c in range(min(num_clients, workload.num_requests))))
         wall_s = time.perf_counter() - start
-    run = LoadRun(workload, num_clients, stagger_s, [r for r in results if r is not None], wall_s)
+    run = LoadRun(workload, num_clients, stagger_s, [r for turns in results if turns for r in turns], wall_s)
     if solo_check:
         run.solo = await run_solo(target, workload)
     return run
 
 
+async def run_conversation(http: httpx.AsyncClient, url: str, workload: Workload, index: int) -> list[StreamResult]:
+    """Request `index`'s turns in order (one for a plain request); stops at the first failed turn."""
+    results: list[StreamResult] = []
+    replies: tuple[str, ...] = ()
+    for turn in range(workload.turns):
+        result = await stream_chat(http, url, workload.body(index, replies), index, turn)
+        results.append(result)
+        if not result.ok:
+            break
+        replies += (result.text,)
+    return results
+
+
 async def run_solo(target: Target, workload: Workload) -> list[StreamResult]:
-    """Each request alone, one after another."""
+    """Each request (each conversation) alone, one after another."""
     url = target.v1 + "/chat/completions"
     async with target.client(1) as http:
-        return [await stream_chat(http, url, workload.body(i), i) for i in range(workload.num_requests)]
+        return [r for i in range(workload.num_requests) for r in await run_conversation(http, url, workload, i)]
 
 
 def run_load_sync(target: Target, workload: Workload, num_clients: int, stagger_s: float = 0.0,

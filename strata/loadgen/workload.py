@@ -4,6 +4,12 @@ Everything is derived from the request's index and the run's seed, so two
 runs (or two servers) get exactly the same bodies. Prompt lengths are given
 in approximate tokens (English words from a fixed list, ~1.3 tokens each);
 the server's tokenizer decides the exact count.
+
+With `turns` > 1 each request is a conversation: turn t sends the whole
+conversation so far (the replies the server gave in earlier turns) plus a
+follow-up question, the way a chat client does, so a server's prompt cache
+can serve the earlier turns. `cache_prompt` (None: not sent) is the field
+Strata and llama-server both read to turn that cache on or off per request.
 """
 
 from __future__ import annotations
@@ -32,6 +38,15 @@ SHORT_QUESTIONS = (
     "Write a haiku about rain.",
 )
 
+FOLLOW_UPS = (
+    "Tell me more about that.",
+    "Can you give an example?",
+    "Summarize your answer in one sentence.",
+    "What is a common mistake here?",
+    "Why does that matter?",
+    "Explain it to a child.",
+)
+
 SAMPLING_MODES = ("mix", "greedy", "seeded")
 
 
@@ -47,6 +62,8 @@ class Workload:
     seed: int = 1234
     ignore_eos: bool = True        # every request generates max_tokens (fair throughput across servers)
     token_ids: bool = True         # ask for Strata's return_token_ids (other servers ignore it)
+    turns: int = 1                 # turns per conversation (1: single requests)
+    cache_prompt: bool | None = None   # sent as "cache_prompt" when set
 
     def __post_init__(self):
         if self.num_requests < 1:
@@ -55,13 +72,23 @@ class Workload:
             raise ValueError("prompt lengths must be positive token counts")
         if self.max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
+        if self.turns < 1:
+            raise ValueError("turns must be at least 1")
         if self.sampling not in SAMPLING_MODES:
             raise ValueError(f"sampling must be one of {', '.join(SAMPLING_MODES)}, got {self.sampling!r}")
 
-    def body(self, index: int) -> dict:
+    def body(self, index: int, replies: tuple[str, ...] = ()) -> dict:
+        """Request `index`'s body; with `replies` (the server's answers to its earlier turns), the body
+        of turn len(replies): the conversation so far plus the next follow-up question."""
+        if len(replies) >= self.turns:
+            raise ValueError(f"request {index} has {self.turns} turn(s), asked for turn {len(replies) + 1}")
+        messages = [{"role": "user", "content": self.prompt(index)}]
+        for turn, reply in enumerate(replies, start=1):
+            messages.append({"role": "assistant", "content": reply})
+            messages.append({"role": "user", "content": FOLLOW_UPS[(index + turn) % len(FOLLOW_UPS)]})
         body = {
             "model": self.model,
-            "messages": [{"role": "user", "content": self.prompt(index)}],
+            "messages": messages,
             "max_tokens": self.max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -71,6 +98,8 @@ class Workload:
             body["ignore_eos"] = True
         if self.token_ids:
             body["return_token_ids"] = True
+        if self.cache_prompt is not None:
+            body["cache_prompt"] = self.cache_prompt
         return body
 
     def prompt(self, index: int) -> str:

@@ -4,7 +4,9 @@ It streams text-only chunks (no token ids, like llama-server) and answers
 greedy requests the same way whatever else runs, but makes a seeded request's
 answer depend on how many requests are in flight — a server without Strata's
 guarantee. The first `gather` requests wait for each other, so the concurrent
-phase is truly concurrent whatever the machine's speed.
+phase is truly concurrent whatever the machine's speed. It keeps every body it
+received, and its usage chunk reports 10 prompt tokens per message, all but
+the last message's as cached unless the request sent "cache_prompt": false.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ class FakeServer:
         self.barrier = threading.Barrier(gather, timeout=30)
         self.gathered = 0
         self.gather = gather
+        self.bodies: list[dict] = []
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -69,13 +72,19 @@ class FakeServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 if body.get("model") != "fake-model":
                     return self._json(404, {"error": {"message": "no such model"}})
+                with fake.lock:
+                    fake.bodies.append(body)
                 words = fake._answer(body)
+                messages = len(body["messages"])
+                cached = 0 if body.get("cache_prompt") is False else 10 * (messages - 1)
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
                 for word in words:
                     self._event({"choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}]})
                 self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+                self._event({"choices": [], "usage": {"completion_tokens": len(words), "prompt_tokens": 10 * messages,
+                                                      "prompt_tokens_details": {"cached_tokens": cached}}})
                 self.wfile.write(b"data: [DONE]\n\n")
 
             def _event(self, payload: dict) -> None:

@@ -33,8 +33,20 @@ def test_workload_is_deterministic_and_mixed():
     assert Workload(model="m", num_requests=2, seed=99).body(1) != Workload(model="m", num_requests=2).body(1)
 
 
+def test_conversation_bodies_carry_the_replies():
+    w = Workload(model="m", num_requests=2, prompt_tokens=(4,), turns=3, cache_prompt=False)
+    first, third = w.body(1), w.body(1, ("one", "two"))
+    assert first["cache_prompt"] is False and "cache_prompt" not in Workload(model="m", num_requests=1).body(0)
+    assert [m["role"] for m in third["messages"]] == ["user", "assistant", "user", "assistant", "user"]
+    assert third["messages"][0] == first["messages"][0]
+    assert [third["messages"][1]["content"], third["messages"][3]["content"]] == ["one", "two"]
+    assert {k: v for k, v in third.items() if k != "messages"} == {k: v for k, v in first.items() if k != "messages"}
+    with pytest.raises(ValueError, match="3 turn"):
+        w.body(0, ("a", "b", "c"))
+
+
 @pytest.mark.parametrize("bad", [dict(num_requests=0), dict(prompt_tokens=()), dict(max_tokens=0),
-                                 dict(sampling="beam")])
+                                 dict(sampling="beam"), dict(turns=0)])
 def test_workload_refuses_bad_settings(bad):
     with pytest.raises(ValueError):
         Workload(**{"model": "m", "num_requests": 1, **bad})
@@ -83,3 +95,31 @@ def test_bench_unreachable_server_is_a_clear_error(capsys):
     status = cli.main(["--url", "http://127.0.0.1:9", "--clients", "1"])
     assert status == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_bench_conversations_report_turns_and_cached_tokens(capsys):
+    with FakeServer(gather=2) as fake:
+        status = cli.main(["--url", fake.url, "--clients", "2", "--turns", "3", "--stagger-ms", "0",
+                           "--cache-prompt", "on", "--json"])
+        bodies = list(fake.bodies)
+    summary = json.loads(capsys.readouterr().out)
+    assert status == 0
+    assert (summary["ok"], summary["turns"], summary["cache_prompt"]) == (6, 3, True)
+    assert [(t["turn"], t["streams"], t["prompt_tokens"], t["cached_tokens"]) for t in summary["per_turn"]] == [
+        (1, 2, 20, 0), (2, 2, 60, 40), (3, 2, 100, 80)]
+    # Turn 3 of each conversation carries the replies of its own turns 1 and 2.
+    third = [b for b in bodies if len(b["messages"]) == 5]
+    assert len(third) == 4 and all(b["messages"][1]["content"].startswith("alpha beta gamma") for b in third)
+    assert all(b["cache_prompt"] is True for b in bodies)
+    assert summary["compared"] == 6
+    assert summary["differ"] == [1]              # the seeded conversation saw a batch of 2 in its first turn
+    assert 3 <= summary["equal_solo"] <= 5
+
+
+def test_bench_conversation_table(capsys):
+    with FakeServer(gather=1) as fake:
+        status = cli.main(["--url", fake.url, "--clients", "1", "--turns", "2", "--cache-prompt", "off"])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "turns, cache_prompt      2, false" in out
+    assert "| 2 | 1 |" in out and out.rstrip().endswith("| 30 | 0 |")

@@ -40,3 +40,18 @@ def test_bench_table_and_api_key(key_server):
     refused = subprocess.run(command[:-3], capture_output=True, text=True, timeout=600)
     assert refused.returncode == 2
     assert "401" in refused.stderr and "API key" in refused.stderr
+
+
+def test_bench_conversations_hit_the_prefix_cache(server):
+    """Two-turn chats: turn 2 is served partly from the prefix cache and still equals its solo replay."""
+    command = [sys.executable, "-m", "strata.cli", "bench", "--url", server.url, "--clients", "4",
+               "--prompt-tokens", "60,200", "--max-tokens", "8", "--stagger-ms", "30", "--turns", "2", "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["ok"], summary["errors"], summary["solo_errors"]) == (8, 0, 0)
+    assert summary["compared_by"] == "token ids"
+    assert (summary["compared"], summary["equal_solo"], summary["differ"]) == (8, 8, [])
+    first, second = summary["per_turn"]
+    assert second["prompt_tokens"] > first["prompt_tokens"]
+    assert second["cached_tokens"] > 0
