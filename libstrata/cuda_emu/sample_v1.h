@@ -2,8 +2,9 @@
 // (libstrata/src/cuda/cuda_sample.cu at commit 6a7a64e: one 256-thread block
 // per row reading the logits and a global weight row pass by pass), kept for
 // the emulator only: test_sample.cpp checks that the current kernel draws the
-// very same token as this one on every row (bit-identical draws, docs/cuda_backend.md).
-// Not built into the library.
+// very same token as this one on every row, with the same intermediate values
+// (bit-identical draws, docs/cuda_backend.md); only the SAMPLE_TRACE hooks
+// were added. Not built into the library.
 #pragma once
 #include <climits>
 
@@ -381,6 +382,8 @@ __device__ __forceinline__ int32_t draw(const float* ws, int64_t n, float w_min,
     }
     __syncthreads();
     const float target = __fmul_rn(u, sm.prefix[kThreads]);
+    SAMPLE_TRACE(3, sm.prefix[kThreads]);
+    SAMPLE_TRACE(4, target);
     const float base = sm.prefix[tid];
     if (base <= target && target < sm.prefix[tid + 1]) {
         float r = 0.0f;
@@ -421,6 +424,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a, fl
     for (int64_t r = blockIdx.x; r < a.n_rows; r += gridDim.x) {
         const float* lg = a.logits + r * a.n_vocab;
         const strata_sampling_params prm = a.params[r];
+        SAMPLE_TRACE_ROW(r);
         int n_ok = 0;
         const Best best = row_argmax(lg, a.n_vocab, sm.red, &n_ok);
         int32_t token = best.i == INT32_MAX ? 0 : best.i;
@@ -433,15 +437,18 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a, fl
             rule.T = prm.temperature;
             rule.use_k = prm.top_k > 0 && prm.top_k < n_ok;
             rule.thr_l = rule.use_k ? kth_largest(lg, a.n_vocab, prm.top_k, sm) : 0.0f;
+            SAMPLE_TRACE(0, rule.thr_l);
 
             const bool top_p = prm.top_p < 1.0f;
             const float total = weights_pass(lg, a.n_vocab, rule, ws, top_p, sm);
+            SAMPLE_TRACE(1, total);
             float w_min = 0.0f;
             if (top_p) {
                 const float target = __fmul_rn(fmaxf(prm.top_p, 0.0f), total);
                 w_min = top_p_threshold(ws, cw, a.n_vocab, target, sm);
             }
             if (prm.min_p > 0.0f) w_min = fmaxf(w_min, fminf(prm.min_p, 1.0f));
+            SAMPLE_TRACE(2, w_min);
 
             __syncthreads();  // the draw reads other threads' weights
             const int32_t drawn = draw(ws, a.n_vocab, w_min, random_uniform(prm.seed, prm.position), sm);

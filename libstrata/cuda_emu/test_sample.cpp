@@ -9,6 +9,15 @@
 // device splitmix64 must equal rng.h's.
 #define STRATA_CUDA_EMU 1
 #include "emu.h"
+// Both kernels report each sampled row's intermediate values (thread 0):
+// 0 the top-k threshold, 1 the kept total, 2 the weight floor w_min,
+// 3 the draw's total, 4 u * total. Rows that never reach a slot keep NaN.
+constexpr int kTrace = 5;
+static float* g_trace = nullptr;  // [rows][kTrace] of the running launch
+inline thread_local int64_t g_trace_row = 0;
+#define SAMPLE_TRACE_ROW(row) (g_trace_row = (row))
+#define SAMPLE_TRACE(slot, value) \
+    do { if (threadIdx.x == 0 && g_trace) g_trace[g_trace_row * kTrace + (slot)] = (value); } while (0)
 #include "cuda_sample.cu"
 #include "sample_v1.h"
 #include "core/rng.h"
@@ -42,10 +51,15 @@ static int ref_sample(const float* l, int64_t n, const strata_sampling_params& p
     return -1;
 }
 
-// The current kernel with a shared row of `cap` ids, on `grid` blocks.
+// The current kernel with a shared row of `cap` ids, on `grid` blocks; trace:
+// the rows' intermediate values.
 static std::vector<int32_t> run_sample(const float* logits, int n_rows, int64_t n, const strata_sampling_params* prm,
-                                       int64_t cap, unsigned grid) {
+                                       int64_t cap, unsigned grid, std::vector<float>* trace = nullptr) {
     std::vector<int32_t> out(n_rows, -7);
+    std::vector<float> own;
+    if (!trace) trace = &own;
+    trace->assign((size_t)n_rows * kTrace, NAN);
+    g_trace = trace->data();
     SampleArgs a{logits, n_rows, n, prm, out.data()};
     std::vector<float> ws(grid * T_cuda_sample::sample_scratch_floats(n), NAN);  // scratch, one area per block
     const size_t smem = sizeof(T_cuda_sample::SampleShared) + (size_t)cap * sizeof(float);
@@ -53,8 +67,11 @@ static std::vector<int32_t> run_sample(const float* logits, int n_rows, int64_t 
     return out;
 }
 // The previous kernel (sample_v1.h), on 4 blocks.
-static std::vector<int32_t> run_v1(const float* logits, int n_rows, int64_t n, const strata_sampling_params* prm) {
+static std::vector<int32_t> run_v1(const float* logits, int n_rows, int64_t n, const strata_sampling_params* prm,
+                                   std::vector<float>* trace) {
     std::vector<int32_t> out(n_rows, -7);
+    trace->assign((size_t)n_rows * kTrace, NAN);
+    g_trace = trace->data();
     SampleArgs a{logits, n_rows, n, prm, out.data()};
     std::vector<float> ws(4 * sample_v1::sample_scratch_floats(n), NAN);
     run_grid(4, 1, 256, [&] { sample_v1::sample_kernel(a, ws.data()); });
@@ -104,7 +121,7 @@ int main(int argc, char** argv) {
     std::mt19937_64 rng(7);
     // device splitmix == rng.h
     for (int i = 0; i < 1000; ++i) { uint64_t s = rng(); int64_t pos = (int64_t)(rng() % 100000) - 10; if (T_cuda_sample::random_uniform(s, pos) != strata::random_uniform(s, pos)) { printf("uniform mismatch\n"); return 1; } }
-    int total = 0, mism = 0, v1_rows = 0, v1_mism = 0, adv_ref_miss = 0;
+    int total = 0, mism = 0, v1_rows = 0, v1_mism = 0, adv_ref_miss = 0, order_rows = 0, order_differs = 0;
     for (int64_t n : vocabs) {
         // rows [0, n_rand): random logits and settings; [n_rand, n_rows): adversarial_row cases
         const int n_rand = n > 5000 ? 6 : 24, n_adv = 26, n_rows = n_rand + n_adv;
@@ -127,7 +144,8 @@ int main(int argc, char** argv) {
         for (int r = n_rand; r < n_rows; ++r) adversarial_row(r - n_rand, n, rng, &logits[r * n], prm[r]);
         const int64_t whole = (n + 255) / 256 * 256;
         // 5 blocks: each takes rows blockIdx.x, +5, ... and reuses its shared row
-        const std::vector<int32_t> out = run_sample(logits.data(), n_rows, n, prm.data(), whole, 5);
+        std::vector<float> trace;
+        const std::vector<int32_t> out = run_sample(logits.data(), n_rows, n, prm.data(), whole, 5, &trace);
         std::vector<int32_t> outa(n_rows, -7);
         ArgmaxArgs aa{logits.data(), n_rows, n, outa.data()};
         run_grid(4, 1, 1024, [&] { T_cuda_sample::argmax_kernel(aa); });
@@ -147,17 +165,42 @@ int main(int argc, char** argv) {
             if (one[0] != out[r]) { ++mism; printf("batch invariance broken n=%ld row %d\n", (long)n, r); }
         }
         // every row against the previous kernel, with the shared row whole, partial (256 ids; half the row) and empty
-        const std::vector<int32_t> v1 = run_v1(logits.data(), n_rows, n, prm.data());
+        std::vector<float> v1_trace;
+        const std::vector<int32_t> v1 = run_v1(logits.data(), n_rows, n, prm.data(), &v1_trace);
         std::vector<int64_t> caps = {whole};
         if (n <= 5000) caps.push_back(0);
         if (n > 256 && n <= 5000) caps.push_back(256);
         if (n > 4096) caps.push_back(n / 2 / 256 * 256);  // (the emulator is slow at 49k: head and tail in one run)
         for (int64_t cap : caps) {
-            const std::vector<int32_t> got = cap == whole ? out : run_sample(logits.data(), n_rows, n, prm.data(), cap, 3);
+            std::vector<float> tr;
+            const std::vector<int32_t> got = cap == whole ? out : run_sample(logits.data(), n_rows, n, prm.data(), cap, 3, &tr);
+            if (cap == whole) tr = trace;
             for (int r = 0; r < n_rows; ++r) {
                 ++v1_rows;
                 if (got[r] != v1[r]) { ++v1_mism; printf("n=%ld cap=%ld row %d: %d, previous kernel %d\n", (long)n, (long)cap, r, got[r], v1[r]); }
+                if (std::memcmp(&tr[r * kTrace], &v1_trace[r * kTrace], kTrace * sizeof(float)) != 0) {
+                    ++v1_mism;
+                    printf("n=%ld cap=%ld row %d: intermediate values differ from the previous kernel's:", (long)n, (long)cap, r);
+                    for (int j = 0; j < kTrace; ++j) printf(" %.9g/%.9g", tr[r * kTrace + j], v1_trace[r * kTrace + j]);
+                    printf("\n");
+                }
             }
+        }
+        // The value check has teeth: a kept total summed in plain ascending id order
+        // (another order of the same weights) differs in its bits on some rows.
+        for (int r = 0; r < n_rows && n >= 1000; ++r) {  // (short rows may sum alike in both orders)
+            const auto& p = prm[r];
+            const float* l = &logits[r * n];
+            const float m = l[ref_argmax(l, n)];
+            if (!(p.temperature > 0) || !(p.top_p < 1) || p.top_k > 0 || !(m > -INFINITY) || m == INFINITY) continue;
+            float seq = 0;
+            for (int64_t i = 0; i < n; ++i) {
+                if (l[i] != l[i]) continue;
+                float w = l[i] == m ? 1.f : std::min(1.f, expf(__fdiv_rn(__fsub_rn(l[i], m), p.temperature)));
+                seq = __fadd_rn(seq, w != w ? 0.f : w);
+            }
+            ++order_rows;
+            order_differs += std::memcmp(&seq, &trace[r * kTrace + 1], sizeof(float)) != 0;
         }
         printf("n=%ld done\n", (long)n); fflush(stdout);
     }
@@ -171,6 +214,10 @@ int main(int argc, char** argv) {
         printf("draws agreeing with the sequential reference: %d / %d\n", agree, R);
     }
     printf("sample: %d rows, %d mismatches; %d adversarial rows off the float64 reference; "
-           "%d draws against the previous kernel, %d different\n", total, mism, adv_ref_miss, v1_rows, v1_mism);
-    return mism != 0 || v1_mism != 0;
+           "%d draws (tokens and intermediate values) against the previous kernel, %d different; "
+           "negative control: kept totals in plain id order differing from the kernel's on %d of %d top-p rows\n",
+           total, mism, adv_ref_miss, v1_rows, v1_mism, order_differs, order_rows);
+    const bool blunt = order_rows >= 4 && order_differs == 0;  // the sum order would then be untested
+    if (blunt) printf("negative control failed: no top-p row tells the sum orders apart\n");
+    return mism != 0 || v1_mism != 0 || blunt;
 }

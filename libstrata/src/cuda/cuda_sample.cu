@@ -54,6 +54,13 @@
 #include "cuda_kernels.cuh"
 #include "cuda_scratch.cuh"
 
+// Hooks for the host emulator, which records each row's intermediate values
+// (libstrata/cuda_emu/test_sample.cpp); nothing on the device.
+#ifndef SAMPLE_TRACE
+#define SAMPLE_TRACE(slot, value)
+#define SAMPLE_TRACE_ROW(row)
+#endif
+
 namespace strata {
 namespace cuda {
 namespace {
@@ -541,6 +548,8 @@ __device__ __forceinline__ int32_t draw(const Row ws, int64_t n, float w_min, fl
     }
     __syncthreads();
     const float target = __fmul_rn(u, sm.u.d.prefix[kThreads]);
+    SAMPLE_TRACE(3, sm.u.d.prefix[kThreads]);
+    SAMPLE_TRACE(4, target);
     const float base = sm.u.d.prefix[tid];
     if (base <= target && target < sm.u.d.prefix[tid + 1]) {
         float r = 0.0f;
@@ -590,6 +599,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a, fl
     for (int64_t r = blockIdx.x; r < a.n_rows; r += gridDim.x) {
         const float* lg_row = a.logits + r * a.n_vocab;
         const strata_sampling_params prm = a.params[r];
+        SAMPLE_TRACE_ROW(r);
         int n_ok = 0;
         const Best best = row_argmax<kWarps, 8, true>(lg_row, a.n_vocab, sm.red, &n_ok, srow, cap, sm.u.r.tmax);
         const Row lg{srow, lg_row, cap};  // the logits, then (after weights_pass) the weights:
@@ -604,15 +614,18 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a, fl
             rule.T = prm.temperature;
             rule.use_k = prm.top_k > 0 && prm.top_k < n_ok;
             rule.thr_l = rule.use_k ? top_k_threshold(lg, a.n_vocab, prm.top_k, sm) : 0.0f;
+            SAMPLE_TRACE(0, rule.thr_l);
 
             const bool top_p = prm.top_p < 1.0f;
             const float total = weights_pass(lg, a.n_vocab, rule, ws, top_p, sm);
+            SAMPLE_TRACE(1, total);
             float w_min = 0.0f;
             if (top_p) {
                 const float target = __fmul_rn(fmaxf(prm.top_p, 0.0f), total);
                 w_min = top_p_threshold(wr, cw, a.n_vocab, target, sm);
             }
             if (prm.min_p > 0.0f) w_min = fmaxf(w_min, fminf(prm.min_p, 1.0f));
+            SAMPLE_TRACE(2, w_min);
 
             __syncthreads();  // the draw reads other threads' weights
             const int32_t drawn = draw(wr, a.n_vocab, w_min, random_uniform(prm.seed, prm.position), sm);
