@@ -12,11 +12,15 @@ depend on the values.
     python bench/gpu_matmul.py                       # everything (a few minutes)
     python bench/gpu_matmul.py --models 8b --dtypes Q4_0 --rows 1 64 512
     python bench/gpu_matmul.py --prologue RMSNORM    # the fused strata_matmul_ex prologue
+    python bench/gpu_matmul.py --models 8b --dtypes Q4_0 Q8_0 --rows 64 512 --int-kernels legacy tiles
+                                                     # the integer path's kernels side by side
+                                                     # (STRATA_INT_MATMUL per line; see strata/env.py)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -93,6 +97,9 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=12)
     ap.add_argument("--replays", type=int, default=20)
     ap.add_argument("--rotate-mb", type=int, default=200)
+    ap.add_argument("--int-kernels", nargs="*", default=["auto"],
+                    choices=["auto", "legacy", "tiles", "tiles:128", "tiles:64", "tiles:32"],
+                    help="STRATA_INT_MATMUL values to time in turn (Q4_0/Q8_0 only; default: auto)")
     args = ap.parse_args(argv)
 
     ctx = S.Context(args.device)
@@ -101,7 +108,7 @@ def main(argv=None) -> int:
     pool = np.random.default_rng(0).integers(0, 256, 256 << 20, dtype=np.uint8)  # random weight bytes
     print(f"# {info.name}, {S.build_info()}, prologue {prologue.name}, "
           f"{args.calls} calls/graph x {args.replays} replays, weights rotated over >= {args.rotate_mb} MB")
-    print(f"{'dtype':6} {'model':5} {'shape':8} {'n_out x k':>12} {'rows':>5} {'us':>9} {'GB/s':>8} "
+    print(f"{'dtype':6} {'model':5} {'shape':8} {'n_out x k':>12} {'rows':>5} {'kernel':>9} {'us':>9} {'GB/s':>8} "
           f"{'%roof':>6} {'TFLOP/s':>8}")
     for dtype_name in args.dtypes:
         dtype = S.DType[dtype_name]
@@ -109,12 +116,16 @@ def main(argv=None) -> int:
             if model not in args.models:
                 continue
             weights, w_bytes = upload_weights(ctx, pool, dtype, n_out, k, args.rotate_mb << 20)
+            kernels = args.int_kernels if dtype_name in ("Q4_0", "Q8_0") else ["auto"]
             for n_rows in args.rows:
-                us = time_rows(ctx, weights, dtype, n_out, k, n_rows, prologue, args.calls, args.replays)
-                gbs = w_bytes / us / 1e3
-                tflops = 2.0 * n_rows * n_out * k / us / 1e6
-                print(f"{dtype_name:6} {model:5} {name:8} {f'{n_out}x{k}':>12} {n_rows:5d} {us:9.2f} {gbs:8.0f} "
-                      f"{100 * gbs / ROOFLINE_GBS:5.0f}% {tflops:8.1f}", flush=True)
+                for kernel in kernels:
+                    # libstrata reads STRATA_INT_MATMUL at each matmul call (graph capture included)
+                    os.environ["STRATA_INT_MATMUL"] = kernel
+                    us = time_rows(ctx, weights, dtype, n_out, k, n_rows, prologue, args.calls, args.replays)
+                    gbs = w_bytes / us / 1e3
+                    tflops = 2.0 * n_rows * n_out * k / us / 1e6
+                    print(f"{dtype_name:6} {model:5} {name:8} {f'{n_out}x{k}':>12} {n_rows:5d} {kernel:>9} "
+                          f"{us:9.2f} {gbs:8.0f} {100 * gbs / ROOFLINE_GBS:5.0f}% {tflops:8.1f}", flush=True)
             for b in weights:
                 b.close()
     ctx.close()

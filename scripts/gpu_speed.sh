@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The side-by-side speed run of bench/RESULTS.md (Strata and llama.cpp on the same GGUFs, one warm
-# H200 machine), in two back-to-back device calls (/tmp survives while the machine is warm):
+# H200 machine), in back-to-back device calls (/tmp survives while the machine is warm):
 #
 #   bash scripts/gpu_speed.sh prepare WHEELS_DIR LLAMA_DIR TOKENIZER_GGUF
 #       starts llama.cpp's build (LLAMA_DIR from ../shared/gpu/llamacpp.sh pack) and the synthesized
 #       models (strata synth, SmolLM2's tokenizer copied from TOKENIZER_GGUF) in the background;
 #       installs the wheels, builds libstrata, runs the gpu-marked kernel tests and the matmul table.
 #   bash scripts/gpu_speed.sh bench
-#       llama-bench and llama-batched-bench, bench/gpu_decode.py, and bench/serve_load.py (64 clients) and
-#       bench/prefix_cache.py (multi-turn chats, cache on/off) against `strata serve` and llama-server on
-#       the 8B Q4_0, once the build and the models exist.
+#       llama-bench and llama-batched-bench, bench/gpu_decode.py and bench/gpu_profile.py, once the build
+#       and the models exist.
+#   bash scripts/gpu_speed.sh serve
+#       bench/serve_load.py (64 clients) and bench/prefix_cache.py (multi-turn chats, cache on/off)
+#       against `strata serve` and llama-server on the 8B Q4_0.
 #
 # Logs go under $OUT; a short summary prints last. See docs/gpu.md.
 set -uo pipefail
@@ -58,6 +60,10 @@ bench)
     | grep -v "^loading" | tee -a "$OUT/gpu_decode.log"
   python3 bench/gpu_profile.py --model "$SYN/synth-8b-Q4_0.gguf" --rows 1 2>&1 | grep -v "^loading" > "$OUT/gpu_profile.log"
   python3 bench/gpu_profile.py --model "$SYN/synth-8b-Q4_0.gguf" --rows 64 2>&1 | grep -v "^loading" >> "$OUT/gpu_profile.log"
+  ;;
+serve)
+  export LD_LIBRARY_PATH=$LL
+  [ -f build/libstrata.so ] || export STRATA_LIB=/tmp/strata-build/libstrata.so
   if [ -f bench/serve_load.py ]; then
     M8=$SYN/synth-8b-Q4_0.gguf
     python3 -m strata.cli serve --model "$M8" --device cuda:0 --port 18091 --batch 64 --ctx 2048 --log-level warning \

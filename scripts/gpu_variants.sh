@@ -5,7 +5,8 @@
 # matmul shapes with every library. Logs under $OUT.
 #   bash scripts/gpu_variants.sh "NAME:-DKNOB=V -DKNOB=V" ... [-- gpu_matmul.py args]
 # A variant "NAME:@path/to/cuda_mma_matmul.cu -D..." compiles that file instead (e.g. an older
-# version, to check that a change keeps every bit).
+# version, to check that a change keeps every bit), or another kernel file with its own knobs:
+# "t3:@libstrata/src/cuda/cuda_int_mma_tiles.cu -DSTRATA_INT_TILES_STAGES=3" replaces that file's object.
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1
@@ -15,10 +16,10 @@ bench_args=("$@"); [ ${#bench_args[@]} -gt 0 ] || bench_args=(--models 8b 135m -
 make -j"$(nproc)" lib > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 flags=$(make -s -p lib 2>/dev/null | sed -n 's/^NVCCFLAGS := //p' | head -1)
 ldlibs=$(make -s -p lib 2>/dev/null | sed -n 's/^LDLIBS := //p' | head -1)
-objs=$(ls build/obj/*/*.o | grep -v cuda_mma_matmul)
 for v in "${variants[@]}"; do
   name=${v%%:*}; defs=${v#*:}; d=build/var_$name; mkdir -p "$d"; cp build/strata.h "$d/"
   src=libstrata/src/cuda/cuda_mma_matmul.cu; case "$defs" in @*) src=${defs%% *}; src=${src#@}; defs=${defs#"@$src"};; esac
+  objs=$(ls build/obj/*/*.o | grep -v "/$(basename "$src")\.o$")  # the default build minus the rebuilt file
   ( nvcc $flags -Ilibstrata/include -Ilibstrata/src $defs -c "$src" -o "$d/mma.o" \
       && g++ -shared -Wl,--version-script=libstrata/strata.map -o "$d/libstrata.so" $objs "$d/mma.o" $ldlibs \
       && echo "built $name" ) > "$d/build.log" 2>&1 &

@@ -16,13 +16,14 @@ import time
 import anyio
 
 from .. import _ffi
-from ..config import EngineConfig, backend_of, default_device
+from ..config import PAGE_CELLS, EngineConfig, backend_of, default_device
 from ..grammar.compiler import GrammarCompiler, GrammarError
 from .logit_rules import LogitRules
 from .drafting.factory import make_speculator
 from .drafting.speculator import draft_state
 from .host_cache import HostCache
 from .kv_pool import KvPool
+from .page_salt import rope_axes
 from .sizing import fit_pool
 from .metrics import EngineMetrics
 from .output import Event, OutputProcessor
@@ -50,7 +51,8 @@ class Engine:
         cache = config.prefix_cache and config.draft != "mtp"
         host = HostCache(ctx, self.runner.slots, int(config.host_cache * (1 << 30))) \
             if cache and config.host_cache > 0 else None      # evicted cached pages spill there
-        self.pool = KvPool(self.runner.slots.n_pages, config.ctx, extra, cache=cache, host=host)
+        self.pool = KvPool(self.runner.slots.n_pages, config.ctx, extra, cache=cache, host=host,
+                           axes=rope_axes(model.spec))
         self.scheduler = Scheduler(config.batch, config.chunk, config.max_queue, self.pool)
         self.step_observers: list = []          # callables(plan, result); tests watch interleaving with them
         self._outputs: dict[Request, tuple] = {}
@@ -59,6 +61,7 @@ class Engine:
         self._running = False
         self._check_images = model.submission_check(config.ctx)   # None for a text-only model
         self.last_tokens: dict[int, list[int]] = {}   # slot -> the computed tokens of its last request (slot files)
+        self.last_salts: dict[int, list] = {}         # slot -> the salts of those tokens' full pages (page_salt.py)
         self.grammars = GrammarCompiler(self.tokenizer, model.spec.vocab)
 
     @classmethod
@@ -292,7 +295,9 @@ class Engine:
 
     def _finish(self, request: Request, reason: str, event: Event | None = None) -> None:
         if request.slot is not None and reason != "error":
-            self.last_tokens[request.slot] = (request.prompt_ids + request.output_ids)[:request.num_computed]
+            done = (request.prompt_ids + request.output_ids)[:request.num_computed]
+            self.last_tokens[request.slot] = done
+            self.last_salts[request.slot] = self.pool.salts(request, len(done) // PAGE_CELLS)
         self.scheduler.finish(request, reason)
         self.metrics.count_outcome(reason)
         self.metrics.e2e.observe(time.monotonic() - request.arrival_time)

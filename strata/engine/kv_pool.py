@@ -10,15 +10,16 @@ the slot's page table (libstrata's paged pool, docs/kv_pool.md). The policy:
   submission (`check_fits`).
 - A cached page is a full page of 64 tokens whose K/V its request computed,
   keyed by a hash chain over the token ids of every page up to it (so a key
-  names the whole prefix). The ids are kept beside the key and compared on
-  a hit, so a hash collision can never map the wrong K/V.
+  names the whole prefix) and, for a page that is not plain text, its salt:
+  a digest of its positions and image embedding rows (page_salt.py). The ids
+  and the salt are kept beside the key and compared on a hit, so a hash
+  collision can never map the wrong K/V.
 - A hit maps only pages wholly below the prompt's last token: that token is
   always computed again (its logits give the first sampled token), and no
   request ever writes a page it shares.
 - Pages no running request holds stay cached until the pool needs them;
-  the least recently used go first. Requests with images (their token ids do
-  not say what the image was) and those with caching off neither use nor
-  fill the cache.
+  the least recently used go first. Requests with caching off neither use
+  nor fill the cache.
 - With a host tier (`host`, host_cache.py) an evicted cached page is copied
   to host memory first; a hit may continue into pages held there, which
   admission copies back into fresh device pages (exact: the same bytes).
@@ -35,6 +36,7 @@ import hashlib
 from dataclasses import dataclass
 
 from ..config import PAGE_CELLS
+from .page_salt import page_salt
 from .sampling import InvalidRequest
 
 
@@ -43,17 +45,24 @@ class _Cached:
     page: int
     tokens: tuple[int, ...]     # the page's PAGE_CELLS token ids
     refs: int = 0               # running requests that map it
+    salt: bytes | None = None   # what else decides its K/V (page_salt.py); None for plain text
 
 
-def _chain(parent: bytes, tokens) -> bytes:
-    return hashlib.blake2b(parent + b"|" + ",".join(map(str, tokens)).encode(), digest_size=16).digest()
+def _chain(parent: bytes, tokens, salt: bytes | None = None) -> bytes:
+    data = parent + b"|" + ",".join(map(str, tokens)).encode()
+    if salt is not None:        # a plain text page keeps the key it had before salts existed
+        data += b"#" + salt
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 class KvPool:
-    def __init__(self, n_pages: int, ctx: int, extra_cells: int = 0, cache: bool = True, host=None):
+    def __init__(self, n_pages: int, ctx: int, extra_cells: int = 0, cache: bool = True, host=None,
+                 axes: tuple[int, ...] = (0,)):
         """extra_cells: cells a request may write past prompt + max_tokens (speculative drafts);
-        host: a HostCache (host_cache.py) that evicted cached pages spill to, or None."""
+        host: a HostCache (host_cache.py) that evicted cached pages spill to, or None;
+        axes: the position axes the model's rope reads (page_salt.rope_axes)."""
         self.n_pages, self.ctx, self.extra_cells, self.cache_on = n_pages, ctx, extra_cells, cache
+        self.axes = tuple(axes)
         self.host = host if cache else None
         self.free: list[int] = list(range(n_pages - 1, -1, -1))      # a stack: page 0 first
         self.cached: dict[bytes, _Cached] = {}
@@ -86,8 +95,11 @@ class KvPool:
     # ------------------------------------------------------------ admission and release
 
     def _caches(self, request) -> bool:
-        return self.cache_on and request.vision is None and request.positions is None and \
-            getattr(request.params, "cache_prompt", True)
+        return self.cache_on and getattr(request.params, "cache_prompt", True)
+
+    def salt(self, request, index: int) -> bytes | None:
+        """The salt of the request's page `index` (page_salt.py): None for a plain text page."""
+        return page_salt(request, index, self.axes)
 
     def _lookup(self, request) -> list[tuple[bytes, object]]:
         """The cached prefix: (key, _Cached on the device | HostPage in the host tier) per page."""
@@ -96,12 +108,12 @@ class KvPool:
             return hits
         key, ids = b"", request.prompt_ids
         for i in range((request.num_prompt - 1) // PAGE_CELLS):
-            tokens = tuple(ids[i * PAGE_CELLS:(i + 1) * PAGE_CELLS])
-            key = _chain(key, tokens)
+            tokens, salt = tuple(ids[i * PAGE_CELLS:(i + 1) * PAGE_CELLS]), self.salt(request, i)
+            key = _chain(key, tokens, salt)
             entry = self.cached.get(key)
             if entry is None and self.host is not None:
                 entry = self.host.get(key)
-            if entry is None or entry.tokens != tokens:
+            if entry is None or entry.tokens != tokens or entry.salt != salt:
                 break
             hits.append((key, entry))
         return hits
@@ -130,7 +142,7 @@ class KvPool:
                     self.free.append(page)
                     hits = self._cut(hits, i)        # the prefix ends here: the rest is computed
                     break
-                self.cached[key] = _Cached(page, entry.tokens, refs=1)
+                self.cached[key] = _Cached(page, entry.tokens, refs=1, salt=entry.salt)
             pages.append(self.cached[key].page)
         need = self.pages_for(request.num_prompt, request.params.max_tokens) - len(pages)
         for _ in range(need):
@@ -164,11 +176,11 @@ class KvPool:
         keys, ids = request.kv_keys, request.prompt_ids
         key = keys[-1] if keys else b""
         for i in range(len(keys), min(request.num_computed, request.num_prompt) // PAGE_CELLS):
-            tokens = tuple(ids[i * PAGE_CELLS:(i + 1) * PAGE_CELLS])
-            key = _chain(key, tokens)
+            tokens, salt = tuple(ids[i * PAGE_CELLS:(i + 1) * PAGE_CELLS]), self.salt(request, i)
+            key = _chain(key, tokens, salt)
             if key in self.cached:
                 return
-            self.cached[key] = _Cached(request.kv_pages[i], tokens, refs=1)
+            self.cached[key] = _Cached(request.kv_pages[i], tokens, refs=1, salt=salt)
             self._drop_host(key)
             keys.append(key)
 
@@ -176,7 +188,7 @@ class KvPool:
         key, entry = self.idle.popitem(last=False)
         del self.cached[key]
         if spill and self.host is not None:
-            self.host.spill(key, entry.tokens, entry.page)
+            self.host.spill(key, entry.tokens, entry.page, entry.salt)
         return entry.page
 
     def _drop_host(self, key: bytes) -> None:
@@ -200,10 +212,10 @@ class KvPool:
                 self._unref(key, self.cached[key])
                 continue
             if i < n_full:
-                chunk = tuple(tokens[i * PAGE_CELLS:(i + 1) * PAGE_CELLS])
-                key = _chain(key, chunk)
+                chunk, salt = tuple(tokens[i * PAGE_CELLS:(i + 1) * PAGE_CELLS]), self.salt(request, i)
+                key = _chain(key, chunk, salt)
                 if key not in self.cached:
-                    entry = _Cached(page, chunk)
+                    entry = _Cached(page, chunk, salt=salt)
                     self.cached[key] = entry
                     self.idle[key] = entry
                     self._drop_host(key)
@@ -217,29 +229,43 @@ class KvPool:
 
     # ------------------------------------------------------------ slot files (slot_files.py)
 
-    def chain(self, tokens: list[int]) -> list[tuple[bytes, _Cached]]:
-        """The cached entries of the longest prefix of `tokens` in full pages (no last-token cap)."""
-        out: list[tuple[bytes, _Cached]] = []
+    def salts(self, request, n_pages: int) -> list[bytes | None]:
+        return [self.salt(request, i) for i in range(n_pages)]
+
+    def chain(self, tokens: list[int], salts=None, host: bool = False) -> list[tuple[bytes, object]]:
+        """The cached entries of the longest prefix of `tokens` in full pages (no last-token cap); salts[i]
+        is page i's salt (None: plain text pages). With `host`, the prefix may run on into pages held in
+        the host tier (their entries are HostPages)."""
+        out: list[tuple[bytes, object]] = []
         key = b""
         for i in range(len(tokens) // PAGE_CELLS):
-            chunk = tuple(tokens[i * PAGE_CELLS:(i + 1) * PAGE_CELLS])
-            key = _chain(key, chunk)
+            chunk, salt = tuple(tokens[i * PAGE_CELLS:(i + 1) * PAGE_CELLS]), salts[i] if salts else None
+            key = _chain(key, chunk, salt)
             entry = self.cached.get(key)
-            if entry is None or entry.tokens != chunk:
+            if entry is None and host and self.host is not None:
+                entry = self.host.get(key)
+            if entry is None or entry.tokens != chunk or entry.salt != salt:
                 break
             out.append((key, entry))
         return out
 
     def hold(self, entries) -> None:
-        """Keeps cached entries from eviction (a save reads them) until `unhold`."""
+        """Keeps entries of `chain` from eviction (a save reads them) until `unhold`; a host-tier page
+        may still leave its tier meanwhile, but its buffer is not reused before the unhold."""
         for key, entry in entries:
+            if not isinstance(entry, _Cached):
+                self.host.hold(entry)
+                continue
             if entry.refs == 0:
                 del self.idle[key]
             entry.refs += 1
 
     def unhold(self, entries) -> None:
         for key, entry in entries:
-            self._unref(key, entry)
+            if isinstance(entry, _Cached):
+                self._unref(key, entry)
+            else:
+                self.host.unhold(entry)
 
     def take(self, n: int) -> list[int] | None:
         """n pages out of the pool's hands (free first, then the least recently used cached), or None."""
@@ -250,20 +276,21 @@ class KvPool:
     def give_back(self, pages: list[int]) -> None:
         self.free.extend(pages)
 
-    def insert(self, tokens: list[int], pages: list[int], first: int = 0) -> int:
-        """Puts pages holding the K/V of full pages first, first + 1, ... of `tokens` into the cache; a page
-        whose prefix is cached already is freed. Returns how many pages joined the cache."""
+    def insert(self, tokens: list[int], pages: list[int], first: int = 0, salts=None) -> int:
+        """Puts pages holding the K/V of full pages first, first + 1, ... of `tokens` (page i salted with
+        salts[i], none when salts is None) into the cache; a page whose prefix is cached already is freed.
+        Returns how many pages joined the cache."""
         key, added = b"", 0
         for i in range(first + len(pages)):
-            chunk = tuple(tokens[i * PAGE_CELLS:(i + 1) * PAGE_CELLS])
-            key = _chain(key, chunk)
+            chunk, salt = tuple(tokens[i * PAGE_CELLS:(i + 1) * PAGE_CELLS]), salts[i] if salts else None
+            key = _chain(key, chunk, salt)
             if i < first:
                 continue
             page = pages[i - first]
             if key in self.cached:
                 self.free.append(page)
                 continue
-            entry = _Cached(page, chunk)
+            entry = _Cached(page, chunk, salt=salt)
             self.cached[key] = entry
             self.idle[key] = entry
             self._drop_host(key)

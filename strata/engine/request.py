@@ -32,6 +32,7 @@ class VisionInput:
     embeddings: np.ndarray        # float32 [n_image_tokens, hidden], rows in prompt order
     token_rows: np.ndarray        # int32 [n_image_tokens], prompt indices the rows replace
     grids: tuple[tuple[int, int, int], ...] = ()   # each image's patch grid (t, h, w), in prompt order
+    row_digests: np.ndarray | None = None   # uint8 [n_image_tokens, 16]: page_salt.row_digests(embeddings), or None
 
 
 @dataclass(eq=False)
@@ -50,6 +51,7 @@ class Request:
     num_cached: int = 0                   # prompt tokens mapped from the prefix cache (kv_pool.py)
     kv_pages: list[int] | None = None     # pool pages of the slot's page-table entries 0.., while admitted
     kv_keys: list[bytes] = field(default_factory=list)   # prefix-cache keys of kv_pages[:len(kv_keys)]
+    page_salts: dict[int, bytes | None] = field(default_factory=dict)   # page -> its salt (page_salt.py), memo
     output_ids: list[int] = field(default_factory=list)
     finish_reason: str | None = None
     cancelled: bool = False

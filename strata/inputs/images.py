@@ -4,7 +4,7 @@
   image_url --media (MediaLimits)--> PIL image --preprocess--> patch rows, grid
             --vision encoder, on the device between engine steps--> embeddings
   each image's pad repeated n_merged_tokens times; ids + grids --mrope--> positions, rope_delta
-  the whole record --> EngineInput
+  the whole record --> EngineInput, with a digest of each embedding row for the prefix cache's keys
 
 Cheap checks run before the encoder: the placeholder count and the prompt
 length (the engine's own check on the expanded ids). The record itself is
@@ -14,14 +14,17 @@ engine), whoever built it. Every refusal comes before anything touches a slot.
 
 from __future__ import annotations
 
+import dataclasses
 from functools import partial
 
+import anyio
 import numpy as np
 
 from strata.vision.errors import VisionError
 from strata.vision.media import MediaLimits, load_processed_images
 from strata.vision.mrope import mrope_positions
 from strata.vision.preprocess import PreprocessedImage, preprocess_image
+from strata.engine.page_salt import row_digests
 from strata.vision.records import ImageEmbedding, VisionRecord
 
 from .engine_input import EngineInput, from_record
@@ -38,7 +41,10 @@ async def image_input(engine, ids: list[int], urls: list[str], limits: MediaLimi
     ids = expand_image_pads(ids, [p.n_merged_tokens for p in processed], encoder.spec.image_pad_id)
     engine.check_prompt(ids)
     embeddings = [await engine.run_on_device(encoder.encode, p.pixels, p.grid_thw) for p in processed]
-    return from_record(build_record(ids, processed, embeddings, encoder.spec), encoder.spec.image_pad_id)
+    inputs = from_record(build_record(ids, processed, embeddings, encoder.spec), encoder.spec.image_pad_id)
+    # Hashed here, off the event loop and off the device, so admission hashes 16 bytes a row (page_salt.py).
+    digests = await (run_cpu or anyio.to_thread.run_sync)(row_digests, inputs.vision.embeddings)
+    return dataclasses.replace(inputs, vision=dataclasses.replace(inputs.vision, row_digests=digests))
 
 
 def expand_image_pads(ids: list[int], counts: list[int], image_pad_id: int) -> list[int]:

@@ -123,6 +123,26 @@ def test_recomputed_page_leaves_the_host_tier_and_clear_empties_both(slots):
     assert not host.pages and not pool.idle
 
 
+def test_a_held_page_keeps_its_buffer_until_unheld(slots):
+    """A slot-file save holds the host pages it reads (KvPool.hold): one dropped at the limit meanwhile
+    keeps its bytes, its buffer is not handed to the next spill, and it is reused after the unhold."""
+    pool, host = tier(slots, pages=1.5, n_pages=6)     # room for 1 host page
+    first, second = list(range(1, P + 1)), list(range(1000, 1000 + P))
+    run(pool, slots, first, n_out=1)
+    run(pool, slots, range(5000, 5000 + 5 * P), max_tokens=P)    # first's page spills
+    held = pool.chain(first, host=True)
+    assert [type(e).__name__ for _, e in held] == ["HostPage"]
+    pool.hold(held)
+    entry = held[0][1]
+    run(pool, slots, second, n_out=1)
+    run(pool, slots, range(6000, 6000 + 5 * P), max_tokens=P)    # second's page spills: first's is dropped
+    assert host.num_dropped >= 1 and held[0][0] not in host.pages and entry.gone
+    assert all(e.buffer is not entry.buffer for e in host.pages.values())
+    assert (entry.buffer.array == 1).all()              # still the bytes `fill` wrote for first's page 0
+    pool.unhold(held)
+    assert not entry.gone and entry.buffer in host._spare
+
+
 def test_zero_capacity_spills_nothing(slots):
     pool, host = tier(slots, pages=0.5)
     assert host.capacity == 0

@@ -81,7 +81,7 @@ def test_generated_turn_is_cached_for_the_next_turn():
 def test_tokens_are_compared_not_only_hashed(monkeypatch):
     from strata.engine import kv_pool
 
-    monkeypatch.setattr(kv_pool, "_chain", lambda parent, tokens: b"same key for every page")
+    monkeypatch.setattr(kv_pool, "_chain", lambda parent, tokens, salt=None: b"same key for every page")
     pool = KvPool(n_pages=8, ctx=8 * P)
     a = req(range(2 * P))
     pool.admit(a)

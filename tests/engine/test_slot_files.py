@@ -57,7 +57,7 @@ async def test_save_restore_follow_up_is_exact(make_engine, loaded, tmp_path):
     assert wrong.request.num_cached == n_cached and wrong.token_ids != want, "swapped pages went unnoticed"
 
 
-async def test_refusals(make_engine, loaded, tmp_path):
+async def test_refusals(make_engine, loaded, tmp_path, device):
     _, model = loaded
     engine = make_engine(batch=2, chunk=64)
     for name in ("", "../x", "a/b", ".hidden", "a..b", "x" * 129, "name with space"):
@@ -99,6 +99,24 @@ async def test_refusals(make_engine, loaded, tmp_path):
     free = engine.pool.num_free
     restored = await slot_files.restore(engine, 0, good)               # already cached: nothing rewritten
     assert restored["n_restored"] == len(header["tokens"]) and engine.pool.num_free == free
+
+    header = json.loads(blob[len(slot_files.MAGIC) + 8:len(slot_files.MAGIC) + 8 + n])     # as saved
+    pages = blob[len(slot_files.MAGIC) + 8 + n:]
+    assert header["salts"] == [None] * (len(header["tokens"]) // PAGE_CELLS)       # text pages: unsalted
+    assert header["backend"] == ("CPU" if device == "cpu" else "CUDA")
+    for name, magic, changed in (("salts.bin", slot_files.MAGIC, {**header, "salts": ["zz"]}),
+                                 ("backend.bin", slot_files.MAGIC, {**header, "backend": "ELSEWHERE"})):
+        raw = json.dumps(changed).encode()
+        (tmp_path / name).write_bytes(magic + struct.pack("<Q", len(raw)) + raw + pages)
+        with pytest.raises(slot_files.SlotFileError) as e:
+            await slot_files.restore(engine, 0, tmp_path / name)
+        assert e.value.status == 400, name
+    # A file of the previous format (no salts, no backend) is still read.
+    v1 = json.dumps({k: v for k, v in header.items() if k not in ("salts", "backend")}).encode()
+    (tmp_path / "v1.bin").write_bytes(slot_files.MAGIC_V1 + struct.pack("<Q", len(v1)) + v1 + pages)
+    fresh = make_engine(batch=2, chunk=64)
+    assert (await slot_files.restore(fresh, 0, tmp_path / "v1.bin"))["n_restored"] == len(header["tokens"])
+    assert (await solo(fresh, prompt, GREEDY)).request.num_cached > 0
 
 
 def test_llm_save_and_restore(device, tmp_path):

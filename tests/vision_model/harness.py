@@ -69,6 +69,7 @@ class Result:
     error: str | None
     slot: int | None
     admitted_at_step: int | None = None
+    num_cached: int = 0                             # prompt tokens it mapped from the prefix cache
 
 
 async def drive(engine, jobs: list[Job], timeout: float = 300.0, steps: list | None = None) -> dict[str, Result]:
@@ -127,7 +128,8 @@ async def drive(engine, jobs: list[Job], timeout: float = 300.0, steps: list | N
         c, request = completions[job.name], streams[job.name].request
         got = rows.get(request.request_id, [])
         out[job.name] = Result(c.token_ids, np.stack(got) if got else np.zeros((0, vocab), np.float32),
-                               c.finish_reason, c.error, request.slot, admitted.get(request.request_id))
+                               c.finish_reason, c.error, request.slot, admitted.get(request.request_id),
+                               request.num_cached)
     return out
 
 

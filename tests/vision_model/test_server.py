@@ -111,6 +111,31 @@ def test_bad_images_get_400_and_the_server_keeps_serving(vision_server, url, cod
     assert _ask(client, data_url(CAT)) == before
 
 
+def test_a_repeated_image_chat_reports_its_cached_image_pages(vision_server):
+    """The second time, the image's pages come from the prefix cache: usage and /metrics count them, and the
+    answer is the same. The text before the picture is unique to this test, so the first time is a miss."""
+    prometheus = pytest.importorskip("prometheus_client.parser")
+
+    def cached_total() -> float:
+        text = httpx.get(f"{vision_server}/metrics", timeout=10).text
+        return sum(s.value for f in prometheus.text_string_to_metric_families(text) for s in f.samples
+                   if s.name == "strata_prompt_cached_tokens_total")
+
+    client = openai.OpenAI(base_url=vision_server + "/v1", api_key="unused", max_retries=0)
+    messages = [{"role": "user", "content": [
+        {"type": "text", "text": "A long first sentence that no other test of this module sends, then a picture: "},
+        {"type": "image_url", "image_url": {"url": data_url(CAT)}}, {"type": "text", "text": QUESTION}]}]
+    first = client.chat.completions.create(model="tiny-vl", messages=messages, temperature=0, max_tokens=4)
+    before = cached_total()
+    second = client.chat.completions.create(model="tiny-vl", messages=messages, temperature=0, max_tokens=4)
+    n = first.usage.prompt_tokens
+    cached = 64 * ((n - 1) // 64)          # every full page below the prompt's last token
+    assert n > 128 and first.usage.prompt_tokens_details.cached_tokens == 0
+    assert second.usage.prompt_tokens_details.cached_tokens == cached
+    assert second.choices[0].message.content == first.choices[0].message.content
+    assert cached_total() - before == cached
+
+
 def _params():
     from strata.engine.sampling import SamplingParams
 

@@ -33,6 +33,7 @@
 
 #include "cuda_int_blocks.cuh"
 #include "cuda_int_mma.cuh"
+#include "cuda_int_tiles.cuh"
 #include "core/dtype.h"
 #include "cuda_kernels.cuh"
 #include "cuda_mma.cuh"
@@ -555,6 +556,14 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     default: int_prepass_kernel<STRATA_PROLOGUE_NONE><<<pgrid, kPreThreads, 0, stream>>>(pp); break;
     }
     check_launch("matmul (integer activation pre-pass)");
+    // Many rows: the large-tile kernel (cuda_int_mma_tiles.cu), the same bits as the kernels below.
+    const int tiles = int_tiles_choice(a.n_rows, a.n_out, lim.sms);
+    if (tiles >= 0) {
+        launch_int_tiles(IntTilesArgs{pp.xq, pp.meta, pp.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w, a.bias,
+                                      a.y, a.accumulate, a.prologue, a.eps},
+                         tiles, dev, stream);
+        return;
+    }
 
     IntParams p;
     p.xq = pp.xq;

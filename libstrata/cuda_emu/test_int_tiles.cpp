@@ -1,0 +1,169 @@
+// test_int_tiles.cpp — the many-row integer tile kernel (cuda_int_mma_tiles.cu)
+// under the host emulator. Reuses test_int.cpp's host reference of the
+// canonical integer-matmul arithmetic (its main renamed away) and requires,
+// for Q4_0, Q8_0 and Q4_1, every prologue, bias and accumulate, each of the
+// three tile shapes, 1 to 130 rows, k with full and partial slices, n_out not
+// a multiple of the tile and misaligned weight rows:
+//  - every output bit-identical to the reference and to the older int8
+//    tensor-core kernel (int_mma_kernel, 16-row tiles) on the same inputs;
+//  - within the int8-activation bound of a float64 product;
+//  - no cp.async copy left pending.
+// A negative control (the tile kernel with one block's scale changed) must
+// differ. Usage: test_int_tiles [smoke]
+#define main test_int_main
+#include "test_int.cpp"
+#undef main
+#include "cuda_int_mma_tiles.cu"
+
+namespace TT = strata::cuda::T_cuda_int_mma_tiles;
+
+// The pre-pass (as launch_int_matmul runs it), then the tile kernel of shape `shape`.
+template <int kDt, int kWM, int kMT, int kNT>
+static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k, const uint8_t* w,
+                        int64_t n_out, const float* g, float eps, const float* bias, float* y, bool accumulate) {
+    using L = TT::TileLayout<kDt, kWM, kMT, kNT>;
+    const int64_t nb = k / 32;
+    const int nchunks = (int)((nb + 7) / 8), nbp = (int)((nb + 1) / 2 * 2);
+    std::vector<uint8_t> xq(n_rows * k + 16);
+    std::vector<uint2> meta(n_rows * nbp + 2);
+    std::vector<float> ssq(n_rows * nchunks);
+    int8_t* xq16 = reinterpret_cast<int8_t*>(xq.data() + (16 - reinterpret_cast<uintptr_t>(xq.data()) % 16) % 16);
+    uint2* meta16 = reinterpret_cast<uintptr_t>(meta.data()) % 16 ? meta.data() + 1 : meta.data();
+    I::PreParams pp{x, x_stride, k, (int)nb, nbp, nchunks, pro, g, xq16, meta16, ssq.data()};
+    run_grid((unsigned)n_rows, (unsigned)nchunks, 256, [&] {
+        if (pro == STRATA_PROLOGUE_RMSNORM) I::int_prepass_kernel<STRATA_PROLOGUE_RMSNORM>(pp);
+        else if (pro == STRATA_PROLOGUE_SILU_MUL) I::int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL>(pp);
+        else I::int_prepass_kernel<STRATA_PROLOGUE_NONE>(pp);
+    });
+    TT::TileParams p{};
+    p.xq = xq16; p.meta = meta16; p.ssq = ssq.data();
+    p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = nb * bbytes(kDt);
+    p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
+    p.w = w; p.w_end = w + n_out * p.w_row_bytes;
+    p.bias = bias; p.y = y; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
+    p.n_row_tiles = (int)((n_rows + 63) / 64);
+    p.n_tiles = p.n_row_tiles * (int)((n_out + L::kNO - 1) / L::kNO);
+    CHECK(L::kBytes <= (int)sizeof(g_emu_smem), "smem %d", L::kBytes);
+    memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));
+    static int pending = 0;
+    const unsigned gx = (unsigned)std::max(1, p.n_tiles / 2);  // fewer CTAs than tiles: the tile loop runs
+    run_grid(gx, 1, 256, [p] {
+        TT::int_tiles_kernel<kDt, kWM, kMT, kNT>(p);
+        if (emu_pending_copies() != 0) pending++;
+    });
+    CHECK(pending == 0, "cp.async copies left pending");
+}
+
+template <int kDt>
+static void run_tiles_dt(int shape, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
+                         const uint8_t* w, int64_t n_out, const float* g, float eps, const float* bias, float* y,
+                         bool accumulate) {
+    if (shape == 0) run_tiles_t<kDt, 4, 2, 4>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else if (shape == 1) run_tiles_t<kDt, 4, 1, 4>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else run_tiles_t<kDt, 2, 1, 2>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+}
+
+static void run_tiles(int dt, int shape, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
+                      const uint8_t* w, int64_t n_out, const float* g, float eps, const float* bias, float* y,
+                      bool accumulate) {
+    if (dt == STRATA_Q4_0) run_tiles_dt<STRATA_Q4_0>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else if (dt == STRATA_Q8_0) run_tiles_dt<STRATA_Q8_0>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else run_tiles_dt<STRATA_Q4_1>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+}
+
+static void one_tiles(int dt, int shape, int pro, int64_t k, int64_t n_out, int64_t n_rows, int pad, bool bias_on,
+                      bool acc_on, bool with_old) {
+    const int64_t in_k = pro == STRATA_PROLOGUE_SILU_MUL ? 2 * k : k;
+    const int64_t stride = in_k + (rng() % 3);
+    std::vector<float> x(n_rows * stride + 8), g(k), bias(n_out), y(n_rows * n_out), y0;
+    for (auto& v : x) v = randn();
+    if (n_rows > 2) for (int i = 0; i < 32; ++i) x[stride + i] = 0.0f;  // an all-zero block (dx = 0)
+    for (auto& v : g) v = 1.0f + 0.1f * randn();
+    for (auto& v : bias) v = randn();
+    for (auto& v : y) v = randn();
+    y0 = y;
+    auto w = random_weights(dt, n_out, k, pad);
+    const uint8_t* wp = w.data() + pad;
+    const float eps = 1e-5f;
+    const float* bp = bias_on ? bias.data() : nullptr;
+    run_tiles(dt, shape, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, y.data(), acc_on);
+    int bad_old = 0;
+    if (with_old) {  // the older int8 tensor-core kernel on the same inputs
+        std::vector<float> yo = y0;
+        run_int(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, yo.data(), acc_on, 1000, 2);
+        for (size_t i = 0; i < y.size(); ++i) bad_old += bits(yo[i]) != bits(y[i]);
+    }
+    const int64_t rb = k / 32 * bbytes(dt);
+    int bad = 0, far = 0;
+    for (int64_t r = 0; r < n_rows; ++r) {
+        const float* xr = x.data() + r * stride;
+        Act a = ref_act(pro, xr, g.data(), k);
+        for (int64_t o = 0; o < n_out; ++o) {
+            const float ref = ref_out(dt, pro, a, wp + o * rb, k, eps, bp, o, y0[r * n_out + o], acc_on);
+            if (bits(ref) != bits(y[r * n_out + o])) ++bad;
+            // float64 with the exact x' (no activation rounding): within Σ_b (dx_b/2)·Σ|w| + float32 accumulation
+            double exact = 0, bound = 0, mag = 0;
+            for (int64_t b = 0; b < k / 32; ++b) {
+                int q[32]; float d, m;
+                ref_block(dt, wp + o * rb + b * bbytes(dt), q, d, m);
+                double wabs = 0;
+                for (int i = 0; i < 32; ++i) {
+                    const double wv = (double)d * (q[i] - (dt == STRATA_Q4_0 ? 8 : 0)) + m;
+                    const double xv = prologue(pro, xr, g.data(), k, 32 * b + i);
+                    exact += wv * xv; wabs += std::fabs(wv); mag += std::fabs(wv * xv);
+                }
+                bound += 0.5 * a.dx[b] * wabs * (1 + 1e-6);
+            }
+            double scale = 1;
+            if (pro == STRATA_PROLOGUE_RMSNORM) scale = 1.0 / std::sqrt((double)a.ssq / k + eps);
+            const double got = (double)y[r * n_out + o] - (bias_on ? bias[o] : 0) - (acc_on ? y0[r * n_out + o] : 0);
+            const double tol = (bound + 1e-5 * (mag + 1)) * scale + 1e-5 * (std::fabs(exact * scale) + 1) * (acc_on || bias_on ? 4 : 1);
+            if (std::fabs(got - exact * scale) > tol) ++far;
+        }
+    }
+    CHECK(bad == 0, "tiles shape %d dt %d pro %d k %ld n_out %ld rows %ld pad %d: %d outputs differ from the canonical bits",
+          shape, dt, pro, (long)k, (long)n_out, (long)n_rows, pad, bad);
+    CHECK(bad_old == 0, "tiles shape %d dt %d pro %d k %ld n_out %ld rows %ld: %d outputs differ from int_mma_kernel",
+          shape, dt, pro, (long)k, (long)n_out, (long)n_rows, bad_old);
+    CHECK(far == 0, "tiles dt %d pro %d k %ld rows %ld: %d outputs outside the int8 bound of float64", dt, pro, (long)k,
+          (long)n_rows, far);
+}
+
+int main(int argc, char** argv) {
+    const bool smoke = argc > 1 && std::string(argv[1]) == "smoke";
+    const int dts[3] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1};
+    if (smoke) {
+        for (int shape = 0; shape < 3; ++shape)
+            one_tiles(dts[shape], shape, shape, 576, 77, 70, 2, shape == 1, shape == 2, true);
+    } else {
+        // k: one partial slice; 2 full + 1 partial slice (rows of 324/612/360 bytes: every 16-byte phase);
+        // 3 full slices. n_out: a partial tile of every shape. Rows: 1, 5, 64 (one full row tile), 70, 130.
+        const int64_t ks[3] = {96, 576, 768};
+        const int64_t rows[5] = {1, 5, 64, 70, 130};
+        int cfg = 0;
+        for (int dt : dts)
+            for (int shape = 0; shape < 3; ++shape)
+                for (int pro = 0; pro < 3; ++pro) {
+                    ++cfg;
+                    const int64_t k = ks[(cfg + pro) % 3];
+                    const int64_t n_out = shape == 0 ? 150 : (shape == 1 ? 77 : 45);
+                    const int64_t nr = rows[cfg % 5];
+                    one_tiles(dt, shape, pro, k, n_out, nr, 2 * (cfg % 4), cfg % 3 == 0, cfg % 3 == 1, cfg % 2 == 0);
+                }
+    }
+    // Negative control: the same kernel on weights with one block scale changed must change some output.
+    {
+        const int64_t k = 576, n_out = 40, n_rows = 9;
+        std::vector<float> x(n_rows * k), y1(n_rows * n_out, 0.0f), y2(n_rows * n_out, 0.0f);
+        for (auto& v : x) v = randn();
+        auto w = random_weights(STRATA_Q4_0, n_out, k, 0);
+        run_tiles(STRATA_Q4_0, 2, 0, x.data(), k, n_rows, k, w.data(), n_out, nullptr, 0, nullptr, y1.data(), false);
+        w[18 * 5] ^= 0x10;  // row 0, block 5: scale bits
+        run_tiles(STRATA_Q4_0, 2, 0, x.data(), k, n_rows, k, w.data(), n_out, nullptr, 0, nullptr, y2.data(), false);
+        int differ = 0;
+        for (size_t i = 0; i < y1.size(); ++i) differ += bits(y1[i]) != bits(y2[i]);
+        CHECK(differ > 0, "the negative control (a changed weight scale) changed no bit");
+    }
+    printf("test_int_tiles: %d checks, %d failures\n", checks, fails);
+    return fails ? 1 : 0;
+}

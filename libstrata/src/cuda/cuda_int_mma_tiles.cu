@@ -1,0 +1,489 @@
+// cuda_int_mma_tiles.cu — the many-row integer-exact matmul (prompts, wide
+// decode batches): large int8 tensor-core tiles that compute, per output
+// element, exactly the canonical arithmetic of cuda_int_matmul.cu (per block
+// the exact integer product, int_block_fold's float steps, blocks ascending
+// inside a slice of 8, slice totals added in slice order, the same epilogue).
+//
+// Shape: a CTA of 8 warps owns NO outputs x 64 rows (NO = 128, 64 or 32), a
+// warp kWM-major owns 16·kMT outputs x 8·kNT rows, so each A fragment (16
+// outputs x one 32-value block) feeds kNT mma and each B fragment kMT. K is
+// walked one slice (8 blocks) per pipeline stage, double-buffered with
+// cp.async: the weights' raw bytes keep their 16-byte phase (as in
+// cuda_int_matmul.cu's staging), the int8 activations are read with ldmatrix
+// from rows 17 x 16 bytes apart (no bank conflicts), and each warp copies the
+// dx (and Q4_1's dx·sx) of its rows into a [block][row] table so a lane gets
+// the two it needs with one 8-byte load.
+//
+// Why the bits are the same as the other kernels': the block integer I is
+// exact however it is formed. Q4_0's nibbles enter the mma as q − 8 (s8), so
+// the mma yields I = Σ(q−8)·xq itself instead of Σq·xq − 8·sx — the same
+// integer. The accumulator starts at the bits of 1.5·2^23, so the mma returns
+// the float 12582912 + I (|I| < 2^20) and one exact subtraction gives
+// (float)I without a slow integer conversion. Then every lane runs, per
+// element, fmaf(d·dx, I, acc) (Q4_1: then fmaf(m, dx·sx, acc)) over the blocks
+// of a slice in order, and adds the slice totals in order, in registers.
+// Checked bit for bit against the host reference and the older kernels by
+// libstrata/cuda_emu/test_int_tiles.cpp, and on the device by
+// tests/kernels/test_int_tiles.py.
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "cuda_int_blocks.cuh"
+#include "cuda_int_mma.cuh"
+#include "cuda_int_tiles.cuh"
+#include "core/dtype.h"
+#include "cuda_kernels.cuh"
+#include "cuda_mma.cuh"
+
+namespace strata {
+namespace cuda {
+namespace {
+
+constexpr int kTileThreads = 256, kTileWarps = 8;
+constexpr int kTileRows = 64;   // rows per CTA in every shape
+// Tuning knobs (scripts/gpu_variants.sh rebuilds this file with -D overrides; no knob changes a bit).
+#ifndef STRATA_INT_TILES_STAGES
+#define STRATA_INT_TILES_STAGES 2  // 2 stages keep 2 CTAs per SM for the Q4_0 128-output tile
+#endif
+#ifndef STRATA_INT_TILES_UNROLL
+#define STRATA_INT_TILES_UNROLL 1  // blocks of a full slice the widest tile may overlap (registers vs latency)
+#endif
+// STRATA_INT_TILES_MIN_BLOCKS: CTAs per SM the registers must allow (default: 2 where the shared
+// memory allows 2, i.e. at most 128 registers per thread; else 1).
+#ifndef STRATA_INT_TILES_MIN_ROWS
+#define STRATA_INT_TILES_MIN_ROWS 64
+#endif
+constexpr int kTileUnroll = STRATA_INT_TILES_UNROLL;
+constexpr int kTileStages = STRATA_INT_TILES_STAGES;  // slices in shared memory at once
+static_assert(kTileStages >= 2, "the pipeline needs two stages");
+constexpr uint32_t kMagic = 0x4B400000u;  // 1.5·2^23: the mma's starting accumulator
+constexpr float kMagicF = 12582912.0f;
+
+struct TileParams {
+    const int8_t* xq;
+    const uint2* meta;
+    const float* ssq;
+    int64_t n_rows, k, n_out, w_row_bytes;
+    int nb, nbp, n_slices, n_row_tiles, n_tiles;
+    const uint8_t* w;
+    const uint8_t* w_end;
+    const float* bias;
+    float* y;
+    int accumulate, prologue;
+    float eps;
+};
+
+// The shared-memory layout of one tile shape (all offsets 16-byte aligned).
+template <int kDtype, int kWM, int kMT, int kNT>
+struct TileLayout {
+    static constexpr int kNO = kWM * 16 * kMT;                 // outputs per CTA
+    static constexpr int kRW = 8 * kNT;                        // rows per warp
+    static_assert((kTileWarps / kWM) * kRW == kTileRows, "a shape covers 64 rows");
+    static_assert(kNT % 2 == 0, "B fragments come two n-tiles per ldmatrix");
+    static constexpr int kSB = kIntSliceBlocks * IntW<kDtype>::kBytes;  // slice bytes of a weight row
+    static constexpr int kWP = kSB / 16 + 1;                    // 16-byte pieces of a row's window
+    static constexpr int kWS = 16 * (kWP % 2 ? kWP : kWP + 1);  // odd multiple of 16: 8 rows hit 8 bank groups
+    static constexpr int kXS = 16 * (2 * kIntSliceBlocks + 1);  // an activation row: 256 bytes + 16
+    static constexpr int kMS = 8 * kIntSliceBlocks;             // a meta row: 8 uint2
+    static constexpr int kXOff = kNO * kWS, kMOff = kXOff + kTileRows * kXS;
+    static constexpr int kStage = kMOff + kTileRows * kMS;
+    static constexpr int kDS = kRW + 4;                        // dx table row (per block): 8 blocks x 4 rows per warp store
+    static constexpr int kTables = IntW<kDtype>::kMin ? 2 : 1;  // dx, and Q4_1's dx·sx
+    static constexpr int kDxOff = kTileStages * kStage;
+    static constexpr int kRsOff = kDxOff + kTileWarps * kTables * kIntSliceBlocks * kDS * 4;
+    static constexpr int kBytes = kRsOff + kTileRows * 4;
+#ifdef STRATA_INT_TILES_MIN_BLOCKS
+    static constexpr int kMinBlocks = STRATA_INT_TILES_MIN_BLOCKS;
+#else
+    // 2 where an SM's 228 KB hold two CTAs; Q4_1 (not routed yet) 1: at 128 registers its widest tile spilled.
+    static constexpr int kMinBlocks = !IntW<kDtype>::kMin && 2 * (kBytes + 1024) <= 228 * 1024 ? 2 : 1;
+#endif
+};
+
+// 32 bits from a 2-byte aligned shared-memory address: the two aligned words around it, shifted
+// (no branch, so the compiler can schedule the loads of later blocks early).
+__device__ __forceinline__ uint32_t lds32_any(const uint8_t* q) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(q);
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(a & ~(uintptr_t)3);
+    return __funnelshift_r(w[0], w[1], (uint32_t)(a & 2) * 8);
+}
+
+// Four nibbles (0..15, one per byte) as the signed bytes q − 8 (exact).
+__device__ __forceinline__ uint32_t nib_minus8(uint32_t x) {
+    return ((x | 0x80808080u) - 0x08080808u) ^ 0x80808080u;
+}
+
+// d = A·B + 1.5·2^23 as int32 bits over one 16x8x32 tile (A s8, or u8 for Q4_1). A pure function
+// of its operands (no volatile): the compiler may interleave it with other blocks' loads.
+#ifdef STRATA_CUDA_EMU
+template <bool kUnsignedA>
+inline void mma_magic(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    mma_i8_16832<kUnsignedA>(d, a, b0, b1);
+    for (int e = 0; e < 4; ++e) d[e] = (int)kMagic + d[e];
+}
+#else
+template <bool kUnsignedA>
+__device__ __forceinline__ void mma_magic(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    if constexpr (kUnsignedA) {
+        asm(
+            "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%10,%10,%10,%10};\n"
+            : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(kMagic));
+    } else {
+        asm(
+            "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%10,%10,%10,%10};\n"
+            : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(kMagic));
+    }
+}
+#endif
+
+// Stages slice s of the tile into `slot`: weight rows [o0, o0 + no) (16-byte
+// pieces from the aligned address at or below each row's first byte; nothing
+// at or past w_end is read), the int8 activations and block meta of rows
+// [r0, r0 + nr) (zeros for the tile's rows past nr).
+template <int kDtype, class L>
+__device__ __forceinline__ void stage_slice(const TileParams& p, uint8_t* slot, int s, int64_t o0, int no,
+                                            int64_t r0, int nr) {
+    constexpr int B = IntW<kDtype>::kBytes;
+    const int64_t b0 = (int64_t)s * kIntSliceBlocks;
+    const int nblk = (int)min((int64_t)kIntSliceBlocks, p.nb - b0);
+    const int len = nblk * B;
+    for (int idx = threadIdx.x; idx < L::kNO * L::kWP; idx += kTileThreads) {
+        const int row = idx / L::kWP, pc = idx - row * L::kWP;
+        if (row >= no) break;  // idx grows with row
+        const uint8_t* src = p.w + (o0 + row) * p.w_row_bytes + b0 * B;
+        const uint8_t* a = src - (reinterpret_cast<uintptr_t>(src) & 15);
+        const int np = (int)((src + len - a + 15) >> 4);
+        if (pc < np) {
+            const uint8_t* from = a + 16 * pc;
+            const int64_t left = p.w_end - from;
+            cp_async16z(slot + row * L::kWS + 16 * pc, from, left >= 16 ? 16 : (left > 0 ? (int)left : 0));
+        }
+    }
+    // Per row 16 pieces of xq, then 4 of meta (a compile-time divisor); a partial slice skips the rest.
+    constexpr int kXP = 2 * kIntSliceBlocks, kPer = kXP + kIntSliceBlocks / 2;
+    for (int idx = threadIdx.x; idx < kTileRows * kPer; idx += kTileThreads) {
+        const int r = idx / kPer, pc = idx - r * kPer;
+        const bool live = r < nr;
+        if (pc < kXP) {
+            if (pc < 2 * nblk)
+                cp_async16z(slot + L::kXOff + r * L::kXS + 16 * pc,
+                            live ? p.xq + (r0 + r) * p.k + b0 * 32 + 16 * pc : p.xq, live ? 16 : 0);
+        } else if (pc - kXP < (nblk + 1) / 2) {
+            cp_async16z(slot + L::kMOff + r * L::kMS + 16 * (pc - kXP),
+                        live ? reinterpret_cast<const uint8_t*>(p.meta + (r0 + r) * p.nbp + b0) + 16 * (pc - kXP)
+                             : reinterpret_cast<const uint8_t*>(p.meta),
+                        live ? 16 : 0);
+        }
+    }
+}
+
+template <int kDtype, int kWM, int kMT, int kNT>
+__global__ void __launch_bounds__(kTileThreads, (TileLayout<kDtype, kWM, kMT, kNT>::kMinBlocks))
+    int_tiles_kernel(const TileParams p) {
+    using W = IntW<kDtype>;
+    using L = TileLayout<kDtype, kWM, kMT, kNT>;
+    constexpr bool kUnsignedA = W::kMin;  // Q4_1's nibbles stay 0..15; Q4_0 enters as q − 8, Q8_0 as is
+    uint8_t* smem = mma_smem();
+    const int t = threadIdx.x, warp = t >> 5, lane = t & 31, g = lane >> 2, tq = lane & 3;
+    const int wm = warp % kWM, wn = warp / kWM;
+    float* dxt = reinterpret_cast<float*>(smem + L::kDxOff) + warp * L::kTables * kIntSliceBlocks * L::kDS;
+    float* dst = dxt + kIntSliceBlocks * L::kDS;  // Q4_1 only
+    float* rsq = reinterpret_cast<float*>(smem + L::kRsOff);
+    // This lane's ldmatrix row: matrix m = lane / 8 is (n-tile m / 2, bytes 16·(m % 2)) of a pair.
+    const int x_lane = L::kXOff + (wn * L::kRW + 8 * ((lane >> 3) >> 1) + (lane & 7)) * L::kXS + 16 * ((lane >> 3) & 1);
+
+    for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x) {
+        // Row tiles of one output tile are neighbours: their CTAs share its weights in L2.
+        const int rt = tile % p.n_row_tiles;
+        const int64_t o0 = (int64_t)(tile / p.n_row_tiles) * L::kNO;
+        const int no = (int)min((int64_t)L::kNO, p.n_out - o0);
+        const int64_t r0 = (int64_t)rt * kTileRows;
+        const int nr = (int)min((int64_t)kTileRows, p.n_rows - r0);
+#pragma unroll
+        for (int s = 0; s < kTileStages - 1; ++s) {
+            if (s < p.n_slices) stage_slice<kDtype, L>(p, smem + s * L::kStage, s, o0, no, r0, nr);
+            cp_async_commit_group();
+        }
+        if (p.prologue == STRATA_PROLOGUE_RMSNORM && t < nr) {  // the row's factor, as every kernel computes it
+            const float* sq = p.ssq + (r0 + t) * p.n_slices;
+            float ss = sq[0];
+            for (int c = 1; c < p.n_slices; ++c) ss = __fadd_rn(ss, sq[c]);
+            rsq[t] = __frsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)p.k), p.eps));
+        }
+        float tot[kMT][kNT][4];
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) tot[mt][nt][e] = 0.0f;
+
+        for (int s = 0; s < p.n_slices; ++s) {
+            cp_async_wait_group<kTileStages - 2>();
+            __syncthreads();  // slice s is in; every warp is done with slice s − 1's slot and tables
+            {
+                const int sn = s + kTileStages - 1;
+                if (sn < p.n_slices) stage_slice<kDtype, L>(p, smem + (sn % kTileStages) * L::kStage, sn, o0, no, r0, nr);
+                cp_async_commit_group();
+            }
+            const uint8_t* st = smem + (s % kTileStages) * L::kStage;
+            const int nbs = (int)min((int64_t)kIntSliceBlocks, p.nb - (int64_t)s * kIntSliceBlocks);
+            // This warp's rows' dx (Q4_1: and dx·sx, the fold's exact product) as [block][row].
+            for (int e = lane; e < kIntSliceBlocks * L::kRW; e += 32) {
+                const int j = e % kIntSliceBlocks, rl = e / kIntSliceBlocks;
+                if (j < nbs) {
+                    const uint2 m = *reinterpret_cast<const uint2*>(st + L::kMOff + (wn * L::kRW + rl) * L::kMS + 8 * j);
+                    dxt[j * L::kDS + rl] = __uint_as_float(m.x);
+                    if constexpr (W::kMin) dst[j * L::kDS + rl] = __fmul_rn(__uint_as_float(m.x), (float)(int)m.y);
+                }
+            }
+            __syncwarp();
+            // Where rows g and g+8 of each m-tile sit in the slot: window + the row's 16-byte phase
+            // (recomputed per slice: fewer registers live across the slice loop).
+            int wofs[kMT][2];
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int ol = wm * 16 * kMT + 16 * mt + g + 8 * h;
+                    wofs[mt][h] = ol * L::kWS + (ol < no ? (int)(reinterpret_cast<uintptr_t>(
+                                                                  p.w + (o0 + ol) * p.w_row_bytes) & 15)
+                                                          : 0);
+                }
+            float acc[kMT][kNT][4];
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
+            // Block j of the slice for the warp's whole tile (the fold per element: blocks ascending).
+            auto block = [&](const int j) {
+                uint32_t b[kNT][2];
+#pragma unroll
+                for (int np = 0; np < kNT / 2; ++np) {
+                    uint32_t r[4];
+                    ldsm_x4(r, st + x_lane + np * 16 * L::kXS + 32 * j);
+                    b[2 * np][0] = r[0]; b[2 * np][1] = r[1]; b[2 * np + 1][0] = r[2]; b[2 * np + 1][1] = r[3];
+                }
+                float dx[kNT][2], ds[kNT][2];
+#pragma unroll
+                for (int nt = 0; nt < kNT; ++nt) {
+                    const float2 v = *reinterpret_cast<const float2*>(dxt + j * L::kDS + 8 * nt + 2 * tq);
+                    dx[nt][0] = v.x; dx[nt][1] = v.y;
+                    if constexpr (W::kMin) {
+                        const float2 u = *reinterpret_cast<const float2*>(dst + j * L::kDS + 8 * nt + 2 * tq);
+                        ds[nt][0] = u.x; ds[nt][1] = u.y;
+                    }
+                }
+#pragma unroll
+                for (int mt = 0; mt < kMT; ++mt) {
+                    uint32_t a[4];
+                    float d[2], m[2];
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const uint8_t* blk = st + wofs[mt][h] + j * W::kBytes;
+                        const uint16_t* hp = reinterpret_cast<const uint16_t*>(blk);
+                        d[h] = f16_to_f32(hp[0]);
+                        m[h] = W::kMin ? f16_to_f32(hp[1]) : 0.0f;
+                        if constexpr (W::kNibbles) {
+                            const uint32_t q = lds32_any(blk + W::kQuantOff + 4 * tq);
+                            const uint32_t lo = q & 0x0F0F0F0Fu, hi = (q >> 4) & 0x0F0F0F0Fu;
+                            a[h] = W::kOffset8 ? nib_minus8(lo) : lo;
+                            a[2 + h] = W::kOffset8 ? nib_minus8(hi) : hi;
+                        } else {
+                            a[h] = lds32_any(blk + W::kQuantOff + 4 * tq);
+                            a[2 + h] = lds32_any(blk + W::kQuantOff + 16 + 4 * tq);
+                        }
+                    }
+#pragma unroll
+                    for (int nt = 0; nt < kNT; ++nt) {
+                        int c[4];
+                        mma_magic<kUnsignedA>(c, a, b[nt][0], b[nt][1]);
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            // int_block_fold with I exact: acc = fmaf(d·dx, I, acc) (Q4_1: + fmaf(m, dx·sx)).
+                            const float I = __fsub_rn(__int_as_float(c[e]), kMagicF);
+                            float v = fmaf(__fmul_rn(d[e >> 1], dx[nt][e & 1]), I, acc[mt][nt][e]);
+                            if constexpr (W::kMin) v = fmaf(m[e >> 1], ds[nt][e & 1], v);
+                            acc[mt][nt][e] = v;
+                        }
+                    }
+                }
+            };
+            // Narrow tiles unroll the whole slice (registers to spare: the loads of later blocks start
+            // early; Q8_0's 64-output tile half of it, to stay within 128 registers without spills);
+            // the 128-output tile keeps 128 registers for 2 CTAs per SM.
+            constexpr int kUnroll = kMT > 1 ? kTileUnroll : (W::kNibbles || kNT == 2 ? kIntSliceBlocks : 4);
+            if (nbs == kIntSliceBlocks) {  // warp-uniform; a whole slice, no bounds checks
+#pragma unroll kUnroll
+                for (int j = 0; j < kIntSliceBlocks; ++j) block(j);
+            } else {
+                for (int j = 0; j < nbs; ++j) block(j);
+            }
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        tot[mt][nt][e] = s == 0 ? acc[mt][nt][e] : __fadd_rn(tot[mt][nt][e], acc[mt][nt][e]);
+        }
+        // Epilogue: lane (g, tq) holds outputs g, g+8 of each m-tile x rows 2tq, 2tq+1 of each n-tile.
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int ol = wm * 16 * kMT + 16 * mt + g + 8 * (e >> 1);
+                    const int rl = wn * L::kRW + 8 * nt + 2 * tq + (e & 1);
+                    if (ol < no && rl < nr) {
+                        float v = tot[mt][nt][e];
+                        if (p.prologue == STRATA_PROLOGUE_RMSNORM) v = __fmul_rn(v, rsq[rl]);
+                        if (p.bias) v = __fadd_rn(v, __ldg(p.bias + o0 + ol));
+                        float* yp = p.y + (r0 + rl) * p.n_out + o0 + ol;
+                        *yp = p.accumulate ? __fadd_rn(*yp, v) : v;
+                    }
+                }
+        __syncthreads();  // the next tile restages slot 0 and rewrites rsq
+    }
+}
+
+}  // namespace
+
+namespace {
+
+constexpr int kTilesMaxDevices = 64;
+constexpr int kTilesMinRows = STRATA_INT_TILES_MIN_ROWS;  // below, the older kernels' 8/16-row tiles waste less
+
+// Outputs per CTA of shape c: 128, 64, 32.
+constexpr int tile_no(int c) { return c == 0 ? 128 : (c == 1 ? 64 : 32); }
+
+template <int kDtype, int kShape>
+struct Shape;
+template <int kDtype>
+struct Shape<kDtype, 0> {
+    using L = TileLayout<kDtype, 4, 2, 4>;
+    static constexpr auto kernel = int_tiles_kernel<kDtype, 4, 2, 4>;
+};
+template <int kDtype>
+struct Shape<kDtype, 1> {
+    using L = TileLayout<kDtype, 4, 1, 4>;
+    static constexpr auto kernel = int_tiles_kernel<kDtype, 4, 1, 4>;
+};
+template <int kDtype>
+struct Shape<kDtype, 2> {
+    using L = TileLayout<kDtype, 2, 1, 2>;
+    static constexpr auto kernel = int_tiles_kernel<kDtype, 2, 1, 2>;
+};
+
+template <int kDtype, int kShape>
+void set_smem(cudaError_t& err) {
+    using S = Shape<kDtype, kShape>;
+    static_assert(S::L::kNO == tile_no(kShape), "shape table");
+    if (err == cudaSuccess) err = cudaFuncSetAttribute((const void*)S::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::L::kBytes);
+}
+
+// Once per device: the kernels' dynamic shared memory above 48 KB.
+void tiles_init(int dev) {
+    static std::once_flag once[kTilesMaxDevices];
+    static cudaError_t result[kTilesMaxDevices];
+    std::call_once(once[dev], [dev] {
+        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // a function attribute, not stream work
+        (void)cudaThreadExchangeStreamCaptureMode(&mode);
+        cudaError_t err = cudaSuccess;
+        set_smem<STRATA_Q4_0, 0>(err); set_smem<STRATA_Q4_0, 1>(err); set_smem<STRATA_Q4_0, 2>(err);
+        set_smem<STRATA_Q8_0, 0>(err); set_smem<STRATA_Q8_0, 1>(err); set_smem<STRATA_Q8_0, 2>(err);
+        set_smem<STRATA_Q4_1, 0>(err); set_smem<STRATA_Q4_1, 1>(err); set_smem<STRATA_Q4_1, 2>(err);
+        (void)cudaThreadExchangeStreamCaptureMode(&mode);
+        result[dev] = err;
+    });
+    check(result[dev], "cudaFuncSetAttribute (integer tile matmul)");
+}
+
+template <int kDtype, int kShape>
+void launch_shape(const TileParams& p0, cudaStream_t stream) {
+    using S = Shape<kDtype, kShape>;
+    TileParams p = p0;
+    const int64_t n_rt = (p.n_rows + kTileRows - 1) / kTileRows, n_ot = (p.n_out + S::L::kNO - 1) / S::L::kNO;
+    if (n_rt * n_ot > INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer tile path has too many tiles");
+    p.n_row_tiles = (int)n_rt;
+    p.n_tiles = (int)(n_rt * n_ot);
+    S::kernel<<<(unsigned)p.n_tiles, kTileThreads, S::L::kBytes, stream>>>(p);
+}
+
+template <int kDtype>
+void launch_dtype(const TileParams& p, int choice, cudaStream_t stream) {
+    switch (choice) {
+    case 0: launch_shape<kDtype, 0>(p, stream); break;
+    case 1: launch_shape<kDtype, 1>(p, stream); break;
+    default: launch_shape<kDtype, 2>(p, stream); break;
+    }
+}
+
+}  // namespace
+
+int int_tiles_choice(int64_t n_rows, int64_t n_out, int sms) {
+    const char* env = std::getenv("STRATA_INT_MATMUL");  // read per call: tests switch it within a process
+    if (env && std::strcmp(env, "legacy") == 0) return -1;
+    for (int c = 0; c < 3 && env; ++c)  // tiles:128, tiles:64, tiles:32 — one shape (bench/gpu_matmul.py)
+        if (std::strcmp(env, c == 0 ? "tiles:128" : (c == 1 ? "tiles:64" : "tiles:32")) == 0) return c;
+    const bool forced = env && std::strcmp(env, "tiles") == 0;
+    if (env && *env && !forced && std::strcmp(env, "auto") != 0)  // a typo must not time the wrong kernel
+        fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_MATMUL=") + env +
+                                              ": expected auto, tiles, tiles:128, tiles:64, tiles:32 or legacy");
+    if (!forced && n_rows < kTilesMinRows) {
+        // Below 64 rows the tiles won on the H200 (bench/gpu_matmul.py --int-kernels legacy tiles, 8B
+        // shapes) only where the older kernels fall back to dp4a 8-row tiles (their int8 mma tiles
+        // would not fill the GPU: launch_int_matmul's test): from 16 rows, or from 4 rows on matrices
+        // of fewer than 8 outputs per SM, where those dp4a CTAs get 2 outputs each.
+        const int64_t mt8 = (n_out + 63) / 64 * ((n_rows + 7) / 8);
+        const bool dp4a_tiles = n_rows > 1 && mt8 < sms;
+        if (!dp4a_tiles || !(n_rows >= 16 || (n_rows >= 4 && n_out < 8 * (int64_t)sms))) return -1;
+    }
+    // The widest tile that still gives every SM a CTA (wide tiles reuse each fragment more).
+    const int64_t n_rt = (n_rows + kTileRows - 1) / kTileRows;
+    for (int c = 0; c < 2; ++c)
+        if ((n_out + tile_no(c) - 1) / tile_no(c) * n_rt >= sms) return c;
+    return 2;
+}
+
+void launch_int_tiles(const IntTilesArgs& a, int choice, int dev, cudaStream_t stream) {
+    if (dev < 0 || dev >= kTilesMaxDevices) fail(STRATA_ERR_INTERNAL, "cuda matmul: device index out of range");
+    tiles_init(dev);
+    TileParams p{};
+    p.xq = a.xq;
+    p.meta = a.meta;
+    p.ssq = a.ssq;
+    p.n_rows = a.n_rows;
+    p.k = a.k;
+    p.n_out = a.n_out;
+    p.w_row_bytes = dtype_row_bytes(a.w_dtype, a.k);
+    p.nb = (int)(a.k / 32);
+    p.nbp = a.nbp;
+    p.n_slices = (p.nb + kIntSliceBlocks - 1) / kIntSliceBlocks;
+    p.w = static_cast<const uint8_t*>(a.w);
+    p.w_end = p.w + a.n_out * p.w_row_bytes;
+    p.bias = a.bias;
+    p.y = a.y;
+    p.accumulate = a.accumulate ? 1 : 0;
+    p.prologue = a.prologue;
+    p.eps = a.eps;
+    switch (a.w_dtype) {
+    case STRATA_Q4_0: launch_dtype<STRATA_Q4_0>(p, choice, stream); break;
+    case STRATA_Q8_0: launch_dtype<STRATA_Q8_0>(p, choice, stream); break;
+    case STRATA_Q4_1: launch_dtype<STRATA_Q4_1>(p, choice, stream); break;
+    default: fail(STRATA_ERR_INTERNAL, "cuda matmul: no integer tile path for dtype " + std::to_string(a.w_dtype));
+    }
+    check_launch("matmul (integer tiles)");
+}
+
+}  // namespace cuda
+}  // namespace strata

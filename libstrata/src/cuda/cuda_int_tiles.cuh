@@ -1,0 +1,39 @@
+// cuda_int_tiles.cuh — the entry of the many-row integer tensor-core kernel
+// (cuda_int_mma_tiles.cu): what launch_int_matmul (cuda_int_matmul.cu) hands
+// it after the activation pre-pass, and the choice of whether it runs.
+#pragma once
+
+#include "cuda_common.cuh"
+
+namespace strata {
+namespace cuda {
+
+// One integer matmul after the pre-pass: int8 activations xq [row][k], block
+// meta [row][nbp] ({bits of dx, sx}), RMSNORM ssq chunks [row][n_slices].
+struct IntTilesArgs {
+    const int8_t* xq;
+    const uint2* meta;
+    const float* ssq;
+    int64_t n_rows, k, n_out;
+    int nbp;
+    int32_t w_dtype;  // STRATA_Q4_0, STRATA_Q8_0 or STRATA_Q4_1
+    const void* w;
+    const float* bias;
+    float* y;
+    bool accumulate;
+    int prologue;
+    float eps;
+};
+
+// The tile shape the many-row kernel would use for this matmul (0: 128
+// outputs, 1: 64, 2: 32; always 64 rows), or -1 where the older kernels run.
+// STRATA_INT_MATMUL=tiles forces the tile kernel for every row count
+// (tiles:128, tiles:64, tiles:32 also its shape), =legacy never uses it (the
+// bit-identity tests and bench/gpu_matmul.py compare them); unset or auto:
+// 64 rows and more, and fewer where the older kernels would use dp4a tiles.
+int int_tiles_choice(int64_t n_rows, int64_t n_out, int sms);
+
+void launch_int_tiles(const IntTilesArgs& a, int choice, int dev, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace strata

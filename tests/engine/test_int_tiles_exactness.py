@@ -1,0 +1,113 @@
+"""Strata's promise through the integer matmul's many-row kernel: on Q4_0 and Q8_0 models,
+steps of 64 rows and more (long prompts read in big chunks, prefill beside decode) can run
+CUDA's int8 tile kernel (libstrata/src/cuda/cuda_int_mma_tiles.cu; at `auto` only on matrices
+large enough, so the tiny model's matrices need STRATA_INT_MATMUL=tiles), and every request
+must still get the tokens it gets alone.
+
+Tiny random-weight llama files written by `strata synth --pure` hold every matrix in one type.
+Solo runs read each prompt (150 to 230 tokens) in one chunk; the batched run admits four
+requests at staggered steps and reads prompts in chunks of 96 beside the others' decode rows,
+so the matmuls of a step see different row counts and tile positions. On CUDA the batched run
+is repeated with STRATA_INT_MATMUL=legacy (no tile kernel) and =tiles (the tile kernel at every
+row count, single-row decode included): all three must equal the solo runs bit for bit. The
+streams must differ from each other (a degenerate model would make every check trivial).
+"""
+
+import gc
+
+import pytest
+
+from strata import _ffi
+from strata.config import EngineConfig
+from strata.engine.engine import Engine
+from strata.engine.sampling import SamplingParams
+
+from .harness import Job, run_script, solo
+
+pytestmark = [pytest.mark.exactness]
+
+GREEDY = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+
+
+def seeded(seed: int) -> SamplingParams:
+    return SamplingParams(temperature=0.9, top_k=50, seed=seed, max_tokens=8, ignore_eos=True)
+
+
+def _devices():
+    devices = ["cpu"]
+    if _ffi.cuda_device_count() > 0:
+        devices.append(pytest.param("cuda:0", marks=pytest.mark.gpu))
+    return devices
+
+
+@pytest.fixture(scope="module", params=["Q4_0", "Q8_0"])
+def model_file(request, tmp_path_factory):
+    from strata.synth.shapes import SynthError
+    from strata.synth.tokenizer import find_tokenizer_gguf
+    from strata.synth.writer import write_llama_gguf
+
+    try:
+        find_tokenizer_gguf()
+    except SynthError as exc:
+        pytest.skip(f"no tokenizer GGUF for strata synth: {exc}")
+    path = tmp_path_factory.mktemp("int_tiles") / f"tiny-{request.param}.gguf"
+    return write_llama_gguf(path, "tiny", request.param, seed=5, pure=True).path
+
+
+@pytest.fixture(scope="module", params=_devices())
+def loaded(request, model_file):
+    from strata.models.loader import load_model
+
+    ctx = _ffi.Context(request.param)
+    model = load_model(str(model_file), ctx)
+    yield request.param, ctx, model
+    gc.collect()
+    model.close()
+    ctx.close()
+
+
+@pytest.fixture
+def make_engine(loaded):
+    device, ctx, model = loaded
+    engines = []
+
+    def make(batch, chunk):
+        backend = "cuda" if device.startswith("cuda") else "cpu"
+        config = EngineConfig(model="int-tiles", device=device, batch=batch, chunk=chunk, ctx=512,
+                              graphs=True, max_queue=8).resolve(backend, model.spec.ctx_train)
+        engine = Engine(ctx, model, config)
+        engines.append(engine)
+        return engine
+
+    yield make
+    for engine in engines:
+        engine.runner.close()
+
+
+def long_prompts(tok):
+    texts = ["The quick brown fox jumps over the lazy dog. ", "Once upon a time, in a land far away, ",
+             "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, ", "Hello there! How are you doing today? "]
+    lengths = [230, 150, 200, 170]
+    out = []
+    for text, n in zip(texts, lengths):
+        ids = tok(text * 40)
+        assert len(ids) >= n
+        out.append(ids[:n])
+    return out
+
+
+async def test_many_row_steps_equal_solo_runs(loaded, make_engine, monkeypatch):
+    device, _, model = loaded
+    prompts = long_prompts(model.tokenizer.encode)
+    jobs = [Job(prompts[0], GREEDY, at_step=0, name="A"), Job(prompts[1], seeded(3), at_step=1, name="B"),
+            Job(prompts[2], GREEDY, at_step=3, name="C"), Job(prompts[3], seeded(11), at_step=5, name="D")]
+    expected = [(await solo(make_engine(batch=1, chunk=256), job.prompt, job.params)).token_ids for job in jobs]
+    assert len({tuple(t) for t in expected}) == len(expected), f"streams are degenerate: {expected}"
+    kernels = ["auto", "legacy", "tiles"] if device.startswith("cuda") else ["auto"]
+    for kernel in kernels:
+        monkeypatch.setenv("STRATA_INT_MATMUL", kernel)
+        results, steps = await run_script(make_engine(batch=4, chunk=96), jobs)
+        assert any(s.prefill and s.decode for s in steps), "no step mixed prefill and decode"
+        for job, result, want in zip(jobs, results, expected):
+            assert result.token_ids == want, (
+                f"STRATA_INT_MATMUL={kernel}: request {job.name} ({len(job.prompt)} tokens) diverged from its solo run")

@@ -1,0 +1,126 @@
+"""The CUDA integer matmul's many-row tile kernel (libstrata/src/cuda/cuda_int_mma_tiles.cu)
+against the older integer kernels (dp4a, 8/16-row int8 mma), bit for bit on the device:
+STRATA_INT_MATMUL=tiles (tiles:128/64/32: one tile shape) runs the tile kernel at every row
+count, =legacy never, so each case runs both on the same buffers. Q4_0 and Q8_0 (the types
+routed to the integer path), every prologue, bias and accumulate, 1 to 512 rows, n_out and k
+not multiples of a tile or a slice, misaligned weights; the results also within kernel_refs'
+float64 tolerance. Q4_1 (the kernels implement it; it is not routed) is covered by
+libstrata/cuda_emu/test_int_tiles.cpp.
+"""
+
+import numpy as np
+import pytest
+
+from kernel_refs import make_weights
+from strata import _ffi as S
+from test_matmul_ex import P, PROLOGUES, check, prologue_f64, run_ex, width_of
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [S.DType.Q4_0, S.DType.Q8_0]
+CASES = [  # (n_rows, k, n_out, w_pad): row tiles of 64, output tiles of 128/64/32, slices of 256 values
+    (1, 576, 77, 2),
+    (5, 1056, 131, 0),
+    (63, 1280, 45, 4),
+    (64, 4096, 160, 0),
+    (65, 576, 131, 6),
+    (130, 14336, 40, 2),
+    (512, 1056, 300, 0),
+]
+
+
+def random_blocks(rng, dtype, n_out, k):
+    """Raw Q4_0/Q8_0 rows of random quants with finite f16 scales (large shapes: no float64 copy)."""
+    block = 18 if dtype == S.DType.Q4_0 else 34
+    raw = rng.integers(0, 256, (n_out, k // 32, block), dtype=np.uint8)
+    scales = rng.uniform(0.001, 0.02, (n_out, k // 32)).astype(np.float16)
+    raw[:, :, :2] = scales.view(np.uint8).reshape(n_out, k // 32, 2)
+    return raw.reshape(n_out, -1)
+
+
+@pytest.fixture(scope="module")
+def cuda_ctx():
+    if S.cuda_device_count() == 0:
+        pytest.skip("no CUDA device")
+    context = S.Context("cuda:0")
+    yield context
+    context.close()
+
+
+def both(monkeypatch, run, tiles="tiles"):
+    """run() with the legacy kernels, then with the tile kernel (`tiles`: a STRATA_INT_MATMUL value)."""
+    out = []
+    for kernel in ("legacy", tiles):
+        monkeypatch.setenv("STRATA_INT_MATMUL", kernel)
+        out.append(run())
+    monkeypatch.delenv("STRATA_INT_MATMUL")
+    return out
+
+
+@pytest.mark.exactness
+@pytest.mark.parametrize("shape", ["tiles:128", "tiles:64", "tiles:32"])
+@pytest.mark.parametrize("prologue", PROLOGUES, ids=lambda p: p.name)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_tiles_bit_identical_to_legacy(cuda_ctx, rng, monkeypatch, dtype, prologue, shape):
+    for i, (n_rows, k, n_out, w_pad) in enumerate(CASES):
+        raw, w = make_weights(rng, dtype, n_out, k)
+        width = width_of(prologue, k)
+        x = rng.standard_normal((n_rows, width + 1), dtype=np.float32)  # misaligned rows
+        x[0, :32] = 0.0  # a zero block: dx = 0
+        norm = (1 + 0.1 * rng.standard_normal(k)).astype(np.float32) if prologue == P.RMSNORM else None
+        bias = rng.standard_normal(n_out).astype(np.float32) if i % 2 else None
+        y0 = rng.standard_normal((n_rows, n_out)).astype(np.float32) if i % 3 == 1 else None
+
+        def run():
+            return run_ex(cuda_ctx, x, k, raw, dtype, n_out, prologue, norm, bias, y0, y0 is not None, width + 1, 4,
+                          w_pad)
+
+        legacy, tiles = both(monkeypatch, run, shape)
+        differ = int((legacy.view(np.uint32) != tiles.view(np.uint32)).sum())
+        assert differ == 0, f"{n_rows}x{k}->{n_out}: {differ} outputs differ between the legacy and tile kernels"
+        check(cuda_ctx, tiles, prologue_f64(x, prologue, k, norm), w, dtype, k, bias, y0)
+
+
+@pytest.mark.exactness
+@pytest.mark.parametrize("n_rows", [64, 512])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_tiles_bit_identical_on_llama_8b_shapes(cuda_ctx, rng, monkeypatch, dtype, n_rows):
+    """The benchmark's shapes (every tile shape the launcher picks: 4096, 14336 and 28672 outputs)."""
+    for n_out, k in [(4096, 4096), (1024, 4096), (4096, 14336), (28672, 4096)]:
+        raw = random_blocks(rng, dtype, n_out, k)
+        x = rng.standard_normal((n_rows, k), dtype=np.float32)
+        legacy, tiles = both(monkeypatch, lambda: run_ex(cuda_ctx, x, k, raw, dtype, n_out, P.RMSNORM,
+                                                          np.ones(k, np.float32)))
+        differ = int((legacy.view(np.uint32) != tiles.view(np.uint32)).sum())
+        assert differ == 0, f"{n_rows}x{k}->{n_out}: {differ} outputs differ between the legacy and tile kernels"
+
+
+@pytest.mark.exactness
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_tiles_rows_independent_of_batch(cuda_ctx, rng, monkeypatch, dtype):
+    """Forced to the tile kernel: every row the same alone, in a 64-row tile and in a 700-row batch."""
+    k, n_out = 1280, 131
+    raw, _ = make_weights(rng, dtype, n_out, k)
+    x = rng.standard_normal((700, k), dtype=np.float32)
+    monkeypatch.setenv("STRATA_INT_MATMUL", "tiles")
+    full = run_ex(cuda_ctx, x, k, raw, dtype, n_out)
+    for rows in (np.arange(1), np.arange(64), np.arange(3, 70), rng.permutation(700)[:129]):
+        part = run_ex(cuda_ctx, x[rows], k, raw, dtype, n_out)
+        assert np.array_equal(part.view(np.uint32), full[rows].view(np.uint32)), f"{len(rows)} rows differ"
+
+
+def test_unknown_kernel_name_is_refused(cuda_ctx, rng, monkeypatch):
+    """A typo in STRATA_INT_MATMUL is an error naming the choices, and y is left as it was."""
+    k, n_out = 256, 40
+    raw, _ = make_weights(rng, S.DType.Q4_0, n_out, k)
+    x = rng.standard_normal((70, k), dtype=np.float32)
+    y0 = rng.standard_normal((70, n_out)).astype(np.float32)
+    bx, bw, by = (S.Buffer.from_array(cuda_ctx, a) for a in (x, raw, y0))
+    monkeypatch.setenv("STRATA_INT_MATMUL", "tile")
+    with pytest.raises(S.StrataError, match="expected auto, tiles"):
+        S.matmul(cuda_ctx, bx, 0, 70, k, bw, 0, S.DType.Q4_0, n_out, None, 0, by, 0, False)
+    monkeypatch.delenv("STRATA_INT_MATMUL")
+    cuda_ctx.synchronize()
+    assert np.array_equal(by.to_numpy(np.float32, (70, n_out)).view(np.uint32), y0.view(np.uint32))
+    for b in (bx, bw, by):
+        b.close()
