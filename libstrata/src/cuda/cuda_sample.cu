@@ -10,9 +10,10 @@
 //
 // sample (strata.h semantics), with m = max logit and T > 0:
 //   w_i = 1 if l_i == m else exp((l_i − m) / T)          (NaN logits: never kept)
-//   top-k: keep l_i >= the k-th largest logit, found by an exact radix select
-//          over order-preserving integer keys (ties kept; warp-aggregated
-//          integer histogram counts);
+//   top-k: keep l_i >= the k-th largest logit (ties kept), found exactly:
+//          over a short candidate list when a bound allows (top_k_threshold),
+//          else by a radix select over order-preserving integer keys
+//          (warp-aggregated integer histogram counts);
 //   top-p: the smallest weight threshold w* whose kept mass S(w*) reaches
 //          top_p · (kept total): a 32-way bucket search over the bits of w,
 //          6 passes, per-thread bucket sums in shared memory combined in a
@@ -26,22 +27,39 @@
 //          holds the first i with running(i) > u · total.
 // T <= 0 (or NaN) is greedy: the argmax; so is a row whose largest logit is −inf.
 //
-// Speed without changing a bit: each w_i is computed ONCE per row into a
-// device scratch row (−1 for a token top-k drops), with the kept-mass sum of
-// each thread in the same pass; the top-p passes and the draw then read it
-// instead of recomputing expf per pass, and the top-p passes after the second
-// read only the weights still in range. Every float sum keeps its operands and
-// order (thread t: elements t, t+256, … ascending; the draw's chunks), loads are
-// batched ahead of the adds that use them, the radix select's digit search is a
-// parallel integer scan (exact), warps without a counted digit skip the match,
-// and the draw's prefix reads the chunk sums in batches: the tokens are those
-// of the one-pass-per-quantity form this file had before (test_sample.cpp
-// checks both against the same references).
+// Speed without changing a bit: the row lives in shared memory. The first pass
+// (argmax and the count of non-NaN logits, 16-byte loads eight in flight)
+// copies the logits into the block's dynamic shared memory, up to `cap` ids
+// (227 KB a block on sm_90: 49,664 ids, a whole 49k vocabulary); ids beyond it
+// stay in global memory (logits, then a global weight row), read the same way
+// as before. Every later pass (the radix select, the weight pass, which turns
+// each shared logit into its weight w_i in place, −1 for a token top-k drops,
+// the top-p passes, the draw) reads shared memory instead of making a
+// latency-bound trip to global memory per element. The assignment of elements
+// to threads and every float sum's operands and order are exactly those of the
+// previous kernel (libstrata/cuda_emu/sample_v1.h, which test_sample.cpp runs
+// beside this one): thread t sums elements t, t+256, … ascending; the top-p
+// passes after the second read only the weights still in range (a list in
+// global scratch, written in order by the second pass); the draw's chunk sums
+// add each thread's contiguous chunk in ascending id order, the lanes of a warp
+// starting one step apart when the chunk length is even, so that they read 32
+// different shared-memory banks (a skew in time, not in order). The radix
+// select's digit search is a parallel integer scan (exact) and warps without a
+// counted digit skip the match.
 #include <climits>
+#include <mutex>
 
+#include "cuda_async.cuh"
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
 #include "cuda_scratch.cuh"
+
+// Hooks for the host emulator, which records each row's intermediate values
+// (libstrata/cuda_emu/test_sample.cpp); nothing on the device.
+#ifndef SAMPLE_TRACE
+#define SAMPLE_TRACE(slot, value)
+#define SAMPLE_TRACE_ROW(row)
+#endif
 
 namespace strata {
 namespace cuda {
@@ -51,6 +69,8 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kBuckets = 32;  // top-p search: buckets per pass (5 bits)
 constexpr int kRadix = 256;   // top-k select: 8-bit digits
+constexpr int kBatch = 8;         // loads in flight per thread in the passes over the row
+constexpr int kCandidates = 4096;  // top-k: the most ids at or above the bound kept in shared memory
 
 struct Best {
     float v;
@@ -69,16 +89,26 @@ struct ReduceSharedT {
 using ReduceShared = ReduceSharedT<kWarps>;
 constexpr int kArgmaxThreads = 1024;  // argmax alone: a wide block keeps more loads in flight per row
 
-struct SampleShared {
+// The head of a sample block's dynamic shared memory; the shared row follows it.
+// The phases that use the union's members are separated by barriers.
+struct alignas(16) SampleShared {
     ReduceShared red;
     union {
         float bsum[kBuckets][kThreads];  // top-p: per-thread bucket sums (column per thread: no bank conflicts)
-        float chunk[kThreads];           // draw: chunk sums
+        struct {
+            float chunk[kThreads];        // draw: chunk sums
+            float prefix[kThreads + 1];   // draw: their exclusive prefix
+        } d;
+        struct {
+            int hist[kRadix];
+            int scan[kRadix];         // radix select: counts at digits >= d
+            float tmax[kThreads];     // each thread's largest logit in the first pass (−inf: none)
+            float cand[kCandidates];  // top-k: the logits at or above the bound
+        } r;
     } u;
-    float prefix[kThreads + 1];
+    float bound;
+    int n_cand;
     float btot[kBuckets];
-    int hist[kRadix];
-    int scan[kRadix];  // radix select: counts at digits >= d
     uint32_t lo, hi, digit;
     int kk;
     float above;
@@ -127,23 +157,28 @@ __device__ __forceinline__ void consider(Best& b, int& ok, float l, int64_t i) {
 
 // The row's argmax over non-NaN logits (i == INT32_MAX when all are NaN), and
 // how many logits are not NaN. A selection under a total order, so the visiting
-// order (16-byte loads, 4 in flight, when the row allows) cannot change it.
-template <int W>
-__device__ __forceinline__ Best row_argmax(const float* lg, int64_t n, ReduceSharedT<W>& sm, int* n_ok) {
+// order (16-byte loads, L in flight, when the row allows) cannot change it.
+// With kStore, it also copies logits [0, cap) to keep (cap a multiple of 4) and
+// writes each thread's largest non-NaN logit (−inf if none) to tmax[thread].
+template <int W, int L, bool kStore>
+__device__ __forceinline__ Best row_argmax(const float* lg, int64_t n, ReduceSharedT<W>& sm, int* n_ok,
+                                           float* keep = nullptr, int64_t cap = 0, float* tmax = nullptr) {
     constexpr int T = 32 * W;
     Best b{__int_as_float(0xff800000), INT32_MAX};
     int ok = 0;
     int64_t i = threadIdx.x;
     if (reinterpret_cast<uintptr_t>(lg) % 16 == 0) {
-        const int64_t n4 = n / 4;
+        const int64_t n4 = n / 4, c4 = cap / 4;
         const float4* v = reinterpret_cast<const float4*>(lg);
+        float4* k4 = reinterpret_cast<float4*>(keep);
         int64_t q = threadIdx.x;
-        for (; q + 3 * T < n4; q += 4 * T) {
-            float4 x[4];
+        for (; q + (L - 1) * T < n4; q += L * T) {
+            float4 x[L];
 #pragma unroll
-            for (int u = 0; u < 4; ++u) x[u] = v[q + u * T];
+            for (int u = 0; u < L; ++u) x[u] = v[q + u * T];
 #pragma unroll
-            for (int u = 0; u < 4; ++u) {
+            for (int u = 0; u < L; ++u) {
+                if (kStore && q + u * T < c4) k4[q + u * T] = x[u];
                 const int64_t e = 4 * (q + u * T);
                 consider(b, ok, x[u].x, e);
                 consider(b, ok, x[u].y, e + 1);
@@ -153,6 +188,7 @@ __device__ __forceinline__ Best row_argmax(const float* lg, int64_t n, ReduceSha
         }
         for (; q < n4; q += T) {
             const float4 x = v[q];
+            if (kStore && q < c4) k4[q] = x;
             consider(b, ok, x.x, 4 * q);
             consider(b, ok, x.y, 4 * q + 1);
             consider(b, ok, x.z, 4 * q + 2);
@@ -160,10 +196,24 @@ __device__ __forceinline__ Best row_argmax(const float* lg, int64_t n, ReduceSha
         }
         i = 4 * n4 + threadIdx.x;
     }
-    for (; i < n; i += T) consider(b, ok, lg[i], i);
+    for (; i < n; i += T) {
+        const float l = lg[i];
+        if (kStore && i < cap) keep[i] = l;
+        consider(b, ok, l, i);
+    }
+    if (kStore) tmax[threadIdx.x] = b.v;
     if (n_ok) *n_ok = block_count(ok, sm);
-    return block_argmax(b, sm);
+    return block_argmax(b, sm);  // its barriers also publish the copy and tmax
 }
+
+// A row of n floats, ids [0, cap) in shared memory and the rest in global
+// memory (indexed by id), so that a pass reads each id from where it lives.
+struct Row {
+    float* s;
+    const float* g;
+    int64_t cap;
+    __device__ __forceinline__ float operator[](int64_t i) const { return i < cap ? s[i] : g[i]; }
+};
 
 // Order-preserving key of a non-NaN float (−0 and +0 share a key).
 __device__ __forceinline__ uint32_t order_key(float f) {
@@ -175,12 +225,13 @@ __device__ __forceinline__ float key_value(uint32_t k) {
     return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
-// The k-th largest non-NaN logit (1 <= k <= number of non-NaN logits).
-__device__ __forceinline__ float kth_largest(const float* lg, int64_t n, int k, SampleShared& sm) {
+// The k-th largest non-NaN logit of lg[0, n) (1 <= k <= number of non-NaN logits).
+template <class Src>
+__device__ __forceinline__ float kth_largest(const Src lg, int64_t n, int k, SampleShared& sm) {
     uint32_t prefix = 0, mask = 0;
     int kk = k;
     for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int d = threadIdx.x; d < kRadix; d += kThreads) sm.hist[d] = 0;
+        for (int d = threadIdx.x; d < kRadix; d += kThreads) sm.u.r.hist[d] = 0;
         __syncthreads();
         // Lanes of a warp with the same digit add once (logits of one row share
         // their leading digits: per-lane atomics would serialize 32-way).
@@ -204,25 +255,25 @@ __device__ __forceinline__ float kth_largest(const float* lg, int64_t n, int k, 
                 if (__ballot_sync(kFullMask, digit != 0xffffffffu) == 0u) continue;  // warp-uniform
                 const unsigned peers = __match_any_sync(kFullMask, digit);
                 if (digit != 0xffffffffu && (threadIdx.x & 31) == __ffs(peers) - 1)
-                    atomicAdd(&sm.hist[digit], __popc(peers));
+                    atomicAdd(&sm.u.r.hist[digit], __popc(peers));
             }
         }
         __syncthreads();
         // The digit: the largest d >= 1 whose count of keys at digits >= d reaches kk, else 0
         // (the counts at digits >= d by an inclusive suffix scan: integers, exact).
-        for (int d = threadIdx.x; d < kRadix; d += kThreads) sm.scan[d] = sm.hist[d];
+        for (int d = threadIdx.x; d < kRadix; d += kThreads) sm.u.r.scan[d] = sm.u.r.hist[d];
         __syncthreads();
         for (int off = 1; off < kRadix; off <<= 1) {
             int v[kRadix / kThreads > 0 ? kRadix / kThreads : 1];
             int j = 0;
-            for (int d = threadIdx.x; d < kRadix; d += kThreads, ++j) v[j] = d + off < kRadix ? sm.scan[d + off] : 0;
+            for (int d = threadIdx.x; d < kRadix; d += kThreads, ++j) v[j] = d + off < kRadix ? sm.u.r.scan[d + off] : 0;
             __syncthreads();
             j = 0;
-            for (int d = threadIdx.x; d < kRadix; d += kThreads, ++j) sm.scan[d] += v[j];
+            for (int d = threadIdx.x; d < kRadix; d += kThreads, ++j) sm.u.r.scan[d] += v[j];
             __syncthreads();
         }
         for (int d = threadIdx.x; d < kRadix; d += kThreads) {
-            const int at_or_above = sm.scan[d], above = d + 1 < kRadix ? sm.scan[d + 1] : 0;
+            const int at_or_above = sm.u.r.scan[d], above = d + 1 < kRadix ? sm.u.r.scan[d + 1] : 0;
             if ((d == 0 || at_or_above >= kk) && above < kk) {  // exactly one d qualifies
                 sm.digit = (uint32_t)d;
                 sm.kk = kk - above;
@@ -234,6 +285,80 @@ __device__ __forceinline__ float kth_largest(const float* lg, int64_t n, int k, 
         kk = sm.kk;
     }
     return key_value(prefix);
+}
+
+// A list of logits in shared memory, as a source for kth_largest.
+struct List {
+    const float* p;
+    __device__ __forceinline__ float operator[](int64_t i) const { return p[i]; }
+};
+
+// The k-th largest non-NaN logit of the row, exactly as kth_largest over the
+// whole row, found over few ids when it can be. Bound: the k-th largest of the
+// 256 per-thread maxima of the first pass (k <= 256). At least k logits are
+// >= it (each of those k threads holds one), so the k-th largest logit is
+// >= the bound and every logit the top k holds is among those >= it: the
+// k-th largest of that candidate list is the row's. One pass over the row
+// copies the candidates into shared memory (warp-aggregated slots; their order
+// does not matter to a selection); up to 256 of them are ranked in one step,
+// more by the radix select over the list; if there are more than kCandidates,
+// or k > 256, the radix select runs over the whole row instead.
+__device__ __forceinline__ float top_k_threshold(const Row lg, int64_t n, int k, SampleShared& sm) {
+    const int tid = threadIdx.x, lane = tid & 31;
+    if (k > kThreads) return kth_largest(lg, n, k, sm);
+    const float v = sm.u.r.tmax[tid];
+    int gt = 0, ge = 0;
+    for (int t = 0; t < kThreads; ++t) {
+        const float o = sm.u.r.tmax[t];
+        gt += o > v;
+        ge += o >= v;
+    }
+    if (tid == 0) sm.n_cand = 0;
+    if (gt < k && k <= ge) sm.bound = v;  // the writers' values compare equal (−0 and +0 at most): same list
+    __syncthreads();
+    const float bound = sm.bound;
+    for (int64_t base = 0; base < n; base += kBatch * kThreads) {
+        float lv[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+            const int64_t i = base + u * kThreads + tid;
+            lv[u] = i < n ? lg[i] : __int_as_float(0x7fc00000);  // NaN: never a candidate
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+            const bool is = lv[u] >= bound;
+            const unsigned mask = __ballot_sync(kFullMask, is);  // warp-uniform
+            if (mask == 0u) continue;
+            const int leader = __ffs(mask) - 1;
+            int first = lane == leader ? atomicAdd(&sm.n_cand, __popc(mask)) : 0;
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) first += __shfl_xor_sync(kFullMask, first, off);  // to every lane
+            const int at = first + __popc(mask & ((1u << lane) - 1u));
+            if (is && at < kCandidates) sm.u.r.cand[at] = lv[u];
+        }
+    }
+    __syncthreads();
+    const int n_cand = sm.n_cand;
+    if (n_cand > kCandidates) return kth_largest(lg, n, k, sm);  // block-uniform
+    if (n_cand > kThreads) return kth_largest(List{sm.u.r.cand}, n_cand, k, sm);
+    // Few candidates: thread t ranks candidate t among them (the value with fewer
+    // than k above it and at least k at or above it; a zero as +0, the key the
+    // radix select returns for ±0).
+    __syncthreads();  // every thread has read sm.bound and sm.n_cand
+    if (tid < n_cand) {
+        const float c = sm.u.r.cand[tid];
+        int above = 0, at_or_above = 0;
+        for (int j = 0; j < n_cand; ++j) {
+            const float o = sm.u.r.cand[j];
+            above += o > c;
+            at_or_above += o >= c;
+        }
+        if (above < k && k <= at_or_above) sm.bound = c == 0.0f ? 0.0f : c;  // the writers' values are equal
+    }
+    __syncthreads();
+    const float kth = sm.bound;
+    __syncthreads();  // sm.bound is rewritten by the next row
+    return kth;
 }
 
 struct RowRule {
@@ -248,13 +373,12 @@ struct RowRule {
     }
 };
 
-constexpr int kBatch = 8;  // loads in flight per thread in the weight passes
-
-// ws[i] = w_i for tokens top-k keeps, −1 for the others (thread t writes, and
-// later reads in the top-p passes, exactly its elements t, t+256, …). Returns
-// the kept mass when `total` (block-uniform): thread t's sum over its elements
-// in ascending order, then block_sum.
-__device__ __forceinline__ float weights_pass(const float* lg, int64_t n, const RowRule& rule, float* ws, bool total,
+// w_i for tokens top-k keeps, −1 for the others, written over the shared logit
+// (ids below lg.cap) or to ws[i] (thread t reads, writes, and later reads in
+// the top-p passes, exactly its elements t, t+256, …). Returns the kept mass
+// when `total` (block-uniform): thread t's sum over its elements in ascending
+// order, then block_sum.
+__device__ __forceinline__ float weights_pass(const Row lg, int64_t n, const RowRule& rule, float* ws, bool total,
                                               SampleShared& sm) {
     float s = 0.0f;
     for (int64_t base = threadIdx.x; base < n; base += kBatch * kThreads) {
@@ -270,7 +394,10 @@ __device__ __forceinline__ float weights_pass(const float* lg, int64_t n, const 
             if (i < n) {
                 const bool kept = rule.kept_k(lv[u]);
                 const float w = kept ? rule.weight(lv[u]) : -1.0f;
-                ws[i] = w;
+                if (i < lg.cap)
+                    lg.s[i] = w;
+                else
+                    ws[i] = w;
                 if (kept) s = __fadd_rn(s, w);
             }
         }
@@ -285,7 +412,7 @@ __device__ __forceinline__ float weights_pass(const float* lg, int64_t n, const 
 // in-range weights, in its order, to cw (thread t's j-th at cw[j·256 + t]); the
 // later passes (ranges inside pass 1's) read only that list: the same weights
 // in the same order, so the same sums.
-__device__ __forceinline__ float top_p_threshold(const float* ws, float* cw, int64_t n, float target,
+__device__ __forceinline__ float top_p_threshold(const Row ws, float* cw, int64_t n, float target,
                                                  SampleShared& sm) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     uint32_t lo = 0, hi = 0x3f800000u;  // weights lie in [0, 1]
@@ -381,48 +508,64 @@ __device__ __forceinline__ float random_uniform(uint64_t seed, int64_t position)
 
 // The first kept id whose running weight sum exceeds u · total (see the file comment).
 // ws: the row's weights (−1: dropped by top-k); w_min >= 0, so −1 is never counted.
-__device__ __forceinline__ int32_t draw(const float* ws, int64_t n, float w_min, float u, SampleShared& sm) {
+__device__ __forceinline__ int32_t draw(const Row ws, int64_t n, float w_min, float u, SampleShared& sm) {
     const int tid = threadIdx.x;
     const int64_t chunk = (n + kThreads - 1) / kThreads;
     const int64_t first = (int64_t)tid * chunk, last = min(first + chunk, n);
+    const int64_t len = last > first ? last - first : 0;
+    // Lane l reads its chunk's j-th id at step j + skew·l: with an even chunk
+    // length (skew 1) or an odd one (skew 0) the 32 lanes of a step then read
+    // 32 different banks. Each thread still adds its chunk in ascending order.
+    const int64_t skew = chunk % 2 == 0 ? 1 : 0, lag = skew * (tid & 31);
     float s = 0.0f;
-    for (int64_t base = first; base < last; base += kBatch) {
+    for (int64_t step = 0; step < chunk + 31 * skew; step += kBatch) {
         float wv[kBatch];
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j) wv[j] = base + j < last ? ws[base + j] : -1.0f;
+        for (int j = 0; j < kBatch; ++j) {
+            const int64_t k = step + j - lag;
+            wv[j] = k >= 0 && k < len ? ws[first + k] : -1.0f;
+        }
 #pragma unroll
         for (int j = 0; j < kBatch; ++j)
             if (wv[j] >= w_min) s = __fadd_rn(s, wv[j]);
     }
-    sm.u.chunk[tid] = s;
+    sm.u.d.chunk[tid] = s;
     if (tid == 0) sm.result = -1;
     __syncthreads();
     if (tid == 0) {  // the same sequential prefix, chunk sums read 16 at a time
         float p = 0.0f;
-        sm.prefix[0] = 0.0f;
+        sm.u.d.prefix[0] = 0.0f;
         for (int t0 = 0; t0 < kThreads; t0 += 16) {
             float c[16];
 #pragma unroll
-            for (int j = 0; j < 16; ++j) c[j] = sm.u.chunk[t0 + j];
+            for (int j = 0; j < 16; ++j) c[j] = sm.u.d.chunk[t0 + j];
 #pragma unroll
             for (int j = 0; j < 16; ++j) {
                 p = __fadd_rn(p, c[j]);
-                sm.prefix[t0 + j + 1] = p;
+                sm.u.d.prefix[t0 + j + 1] = p;
             }
         }
     }
     __syncthreads();
-    const float target = __fmul_rn(u, sm.prefix[kThreads]);
-    const float base = sm.prefix[tid];
-    if (base <= target && target < sm.prefix[tid + 1]) {
+    const float target = __fmul_rn(u, sm.u.d.prefix[kThreads]);
+    SAMPLE_TRACE(3, sm.u.d.prefix[kThreads]);
+    SAMPLE_TRACE(4, target);
+    const float base = sm.u.d.prefix[tid];
+    if (base <= target && target < sm.u.d.prefix[tid + 1]) {
         float r = 0.0f;
-        for (int64_t i = first; i < last; ++i) {
-            const float w = ws[i];
-            if (!(w >= w_min)) continue;
-            r = __fadd_rn(r, w);
-            if (__fadd_rn(base, r) > target) {
-                sm.result = (int32_t)i;
-                break;
+        bool found = false;
+        for (int64_t i0 = first; i0 < last && !found; i0 += kBatch) {
+            float wv[kBatch];
+#pragma unroll
+            for (int j = 0; j < kBatch; ++j) wv[j] = i0 + j < last ? ws[i0 + j] : -1.0f;
+            for (int j = 0; j < kBatch; ++j) {
+                if (!(wv[j] >= w_min)) continue;  // also the padding past `last`
+                r = __fadd_rn(r, wv[j]);
+                if (__fadd_rn(base, r) > target) {
+                    sm.result = (int32_t)(i0 + j);
+                    found = true;
+                    break;
+                }
             }
         }
     }
@@ -435,7 +578,7 @@ __device__ __forceinline__ int32_t draw(const float* ws, int64_t n, float w_min,
 __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const ArgmaxArgs a) {
     __shared__ ReduceSharedT<kArgmaxThreads / 32> sm;
     for (int64_t r = blockIdx.x; r < a.n_rows; r += gridDim.x) {
-        const Best b = row_argmax(a.logits + r * a.n_vocab, a.n_vocab, sm, nullptr);
+        const Best b = row_argmax<kArgmaxThreads / 32, 4, false>(a.logits + r * a.n_vocab, a.n_vocab, sm, nullptr);
         if (threadIdx.x == 0) a.out_ids[r] = b.i == INT32_MAX ? 0 : b.i;
     }
 }
@@ -446,15 +589,21 @@ __host__ __device__ __forceinline__ int64_t sample_scratch_floats(int64_t n) {
 }
 
 // ws_all: kSampleBlocks (at most) scratch areas of sample_scratch_floats(n_vocab), one per CTA.
-__global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a, float* ws_all) {
-    __shared__ SampleShared sm;
+// Dynamic shared memory: SampleShared, then the shared row of `cap` floats
+// (cap a multiple of 256; ids >= cap use the global weight row).
+__global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a, float* ws_all, int64_t cap) {
+    SampleShared& sm = *dynamic_smem<SampleShared>();
+    float* srow = reinterpret_cast<float*>(&sm + 1);
     float* ws = ws_all + (int64_t)blockIdx.x * sample_scratch_floats(a.n_vocab);  // then the top-p list
     float* cw = ws + a.n_vocab;
     for (int64_t r = blockIdx.x; r < a.n_rows; r += gridDim.x) {
-        const float* lg = a.logits + r * a.n_vocab;
+        const float* lg_row = a.logits + r * a.n_vocab;
         const strata_sampling_params prm = a.params[r];
+        SAMPLE_TRACE_ROW(r);
         int n_ok = 0;
-        const Best best = row_argmax(lg, a.n_vocab, sm.red, &n_ok);
+        const Best best = row_argmax<kWarps, 8, true>(lg_row, a.n_vocab, sm.red, &n_ok, srow, cap, sm.u.r.tmax);
+        const Row lg{srow, lg_row, cap};  // the logits, then (after weights_pass) the weights:
+        const Row wr{srow, ws, cap};      // the same shared ids, another global row
         int32_t token = best.i == INT32_MAX ? 0 : best.i;
 
         // Greedy for T <= 0 (or NaN) and for rows without a finite-or-+inf maximum.
@@ -464,19 +613,22 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a, fl
             rule.m = best.v;
             rule.T = prm.temperature;
             rule.use_k = prm.top_k > 0 && prm.top_k < n_ok;
-            rule.thr_l = rule.use_k ? kth_largest(lg, a.n_vocab, prm.top_k, sm) : 0.0f;
+            rule.thr_l = rule.use_k ? top_k_threshold(lg, a.n_vocab, prm.top_k, sm) : 0.0f;
+            SAMPLE_TRACE(0, rule.thr_l);
 
             const bool top_p = prm.top_p < 1.0f;
             const float total = weights_pass(lg, a.n_vocab, rule, ws, top_p, sm);
+            SAMPLE_TRACE(1, total);
             float w_min = 0.0f;
             if (top_p) {
                 const float target = __fmul_rn(fmaxf(prm.top_p, 0.0f), total);
-                w_min = top_p_threshold(ws, cw, a.n_vocab, target, sm);
+                w_min = top_p_threshold(wr, cw, a.n_vocab, target, sm);
             }
             if (prm.min_p > 0.0f) w_min = fmaxf(w_min, fminf(prm.min_p, 1.0f));
+            SAMPLE_TRACE(2, w_min);
 
             __syncthreads();  // the draw reads other threads' weights
-            const int32_t drawn = draw(ws, a.n_vocab, w_min, random_uniform(prm.seed, prm.position), sm);
+            const int32_t drawn = draw(wr, a.n_vocab, w_min, random_uniform(prm.seed, prm.position), sm);
             if (drawn >= 0) token = drawn;
         }
         if (threadIdx.x == 0) a.out_ids[r] = token;
@@ -490,6 +642,35 @@ constexpr int64_t kSampleBlocks = 128;  // sample CTAs at most (each keeps one w
 
 }  // namespace
 
+// ------------------------------------------------------------------ host (not in the emulator)
+
+namespace {
+
+// The largest dynamic shared memory a sample block may use on the current
+// device; the first call per device raises the kernel's limit to it. A
+// function attribute, not stream work: relaxed capture mode around it (as in
+// cuda_attention.cu) keeps a first call during graph recording harmless.
+int64_t sample_smem_limit() {
+    constexpr int kMaxDevices = 64;
+    static std::mutex mu;
+    static int limit[kMaxDevices] = {};
+    int dev = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    std::lock_guard<std::mutex> lock(mu);
+    if (dev >= 0 && dev < kMaxDevices && limit[dev] > 0) return limit[dev];
+    int optin = 0;
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    cudaError_t err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err == cudaSuccess) err = cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    check(err, "cudaFuncSetAttribute (sample shared memory)");
+    if (dev >= 0 && dev < kMaxDevices) limit[dev] = optin;
+    return optin;
+}
+
+}  // namespace
+
 void launch_argmax(const ArgmaxArgs& a, cudaStream_t stream) {
     if (a.n_rows <= 0 || a.n_vocab <= 0) return;
     argmax_kernel<<<row_grid(a.n_rows), kArgmaxThreads, 0, stream>>>(a);
@@ -500,7 +681,13 @@ void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
     if (a.n_rows <= 0 || a.n_vocab <= 0) return;
     const int64_t blocks = a.n_rows < kSampleBlocks ? a.n_rows : kSampleBlocks;
     float* ws = static_cast<float*>(scratch.get((size_t)(blocks * sample_scratch_floats(a.n_vocab)) * sizeof(float)));
-    sample_kernel<<<(unsigned)blocks, kThreads, 0, stream>>>(a, ws);
+    // The shared row: the whole vocabulary when it fits (49,664 ids on sm_90), else its head.
+    const int64_t head = (int64_t)sizeof(SampleShared);
+    int64_t cap = (sample_smem_limit() - head) / (int64_t)sizeof(float) / kThreads * kThreads;
+    const int64_t whole = (a.n_vocab + kThreads - 1) / kThreads * kThreads;
+    cap = cap < 0 ? 0 : (cap < whole ? cap : whole);
+    const size_t smem = (size_t)(head + cap * (int64_t)sizeof(float));
+    sample_kernel<<<(unsigned)blocks, kThreads, smem, stream>>>(a, ws, cap);
     check_launch("sample");
 }
 
