@@ -56,4 +56,5 @@ declare("STRATA_NUM_THREADS", "CPU backend worker threads (default: one per core
 declare("STRATA_MEDIA_DIR", "directory whose files clients may send as images (file:// or relative paths); unset: local files refused")
 declare("STRATA_ALLOW_REMOTE_MEDIA", "1 lets clients send http(s) image URLs for the server to fetch (default: 0, refused)", "0")
 declare("STRATA_ALLOW_PRIVATE_MEDIA", "1 lets those fetches reach loopback, private, link-local and other non-public addresses (default: 0, refused)", "0")
+declare("STRATA_INT_FUSE_ROUNDS", "CUDA integer matmul (Q4_0/Q8_0, 1-8 row tiles): the dot kernel rounds its own rows, with no pre-pass launch, when that takes a CTA at most this many rounds (rows x k / 2048); 0 (default) never: slower on the H200 at 8B shapes. Same bits either way; for benchmarks and tests, read by libstrata at each call", "0")
 declare("STRATA_INT_MATMUL", "CUDA integer matmul kernel (Q4_0/Q8_0): auto, tiles (the many-row tile kernel at every row count; tiles:128, tiles:64 or tiles:32 also pick its shape) or legacy (never it); for bit-identity tests and benchmarks, read by libstrata at each call", "auto")

@@ -21,6 +21,12 @@ pytestmark = pytest.mark.exactness
 P = S.MatmulPrologue
 
 
+@pytest.fixture(autouse=True)
+def fuse_rounds(monkeypatch):
+    """The fused route is off by default (STRATA_INT_FUSE_ROUNDS, read by libstrata at each call)."""
+    monkeypatch.setenv("STRATA_INT_FUSE_ROUNDS", "8")
+
+
 @pytest.mark.parametrize("prologue", PROLOGUES, ids=lambda p: p.name)
 @pytest.mark.parametrize("dtype", [S.DType.Q4_0, S.DType.Q8_0], ids=lambda d: d.name)
 def test_rows_alone_equal_rows_in_batches_of_either_route(ctx, rng, dtype, prologue):

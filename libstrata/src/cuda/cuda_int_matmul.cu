@@ -30,6 +30,7 @@
 // for bit by libstrata/cuda_emu/test_int.cpp and tests/kernels/).
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 
 #include "cuda_int_blocks.cuh"
@@ -49,13 +50,13 @@ constexpr int kPreChunkBlocks = 8;  // blocks per pre-pass CTA (one per warp): a
 constexpr int kDotThreads = 256;
 constexpr int kDotRows = 8;          // rows per tile (one accumulator each per thread)
 // The dot kernels quantize their own rows (no pre-pass launch) when that takes a CTA of 256
-// threads at most this many rounds of 64 blocks of 32 values (rows x k / 2048): each CTA repeats
-// the work, so long rows are better quantized once. A tuning knob: -DSTRATA_INT_FUSE_ROUNDS=0
-// builds the two-launch path everywhere (scripts/gpu_variants.sh compares the two).
-#ifndef STRATA_INT_FUSE_ROUNDS
-#define STRATA_INT_FUSE_ROUNDS 8
-#endif
-constexpr int kIntFuseRounds = STRATA_INT_FUSE_ROUNDS;
+// threads at most STRATA_INT_FUSE_ROUNDS rounds of 64 blocks of 32 values (rows x k / 2048; an
+// environment variable read at each call, strata/env.py): each CTA repeats the work. Default 0,
+// never: on the H200 the fused 1-row kernel was slower than the two launches at 8B shapes.
+inline int int_fuse_rounds() {
+    const char* env = std::getenv("STRATA_INT_FUSE_ROUNDS");
+    return env && *env ? std::atoi(env) : 0;
+}
 
 struct PreParams {
     const float* x;
@@ -758,11 +759,11 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     p.n_row_tiles = (int)n_rt;
     p.n_tiles = (int)(n_rt * n_ot);
     // The dot kernels quantize their rows themselves (one launch, no pre-pass) when that is short
-    // (kIntFuseRounds) and the rows fit in shared memory without costing the SM its second CTA (by
+    // (STRATA_INT_FUSE_ROUNDS) and the rows fit in shared memory without costing the SM its second CTA (by
     // shared memory; 1 KB per CTA is the runtime's); the same bits either way.
     bool fused = false;
     const int64_t rounds = (std::min<int64_t>(kr, a.n_rows) * nb + 63) / 64;
-    if (tiles < 0 && kind <= 1 && rounds <= kIntFuseRounds) {
+    if (tiles < 0 && kind <= 1 && rounds <= int_fuse_rounds()) {
         IntParams f = p;
         dot_fuse(f, kr);
         const int64_t fs = dot_fused_smem(f), us = dot_smem(p, kr);
