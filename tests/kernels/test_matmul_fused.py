@@ -70,9 +70,10 @@ def test_small_k_rows_alone_equal_the_tensor_core_batch(ctx, rng, prologue):
 
 
 def test_one_launch_for_few_rows(ctx, rng, backend):
-    """A recorded integer matmul runs one kernel for 1 and 8 rows of 576 values (the dot kernel
-    rounds its own rows) and, on CUDA, two for 300 rows (the pre-pass, then the tile kernel) and
-    for 8 rows of 16384 values (the pre-pass, then the dot kernel)."""
+    """A recorded integer matmul runs one kernel for 1 row of 576 values and 8 rows of 2048 (the dot
+    kernel rounds its own rows) and, on CUDA, two for 8 and 300 rows of 576 (the pre-pass, then the
+    tile kernel, which takes short k from 2 rows on) and for 8 rows of 16384 values (the pre-pass,
+    then the dot kernel)."""
     n_out = 1100
     cuda = backend.startswith("cuda")
     raw, _ = make_weights(rng, S.DType.Q4_0, n_out, 16384)
@@ -80,7 +81,8 @@ def test_one_launch_for_few_rows(ctx, rng, backend):
     x = S.Buffer.from_array(ctx, rng.standard_normal((300, 16384), dtype=np.float32))
     y = S.Buffer(ctx, 300 * n_out * 4)
     params = S.matmul_params(P.NONE, False, EPS, None, 0, None, 0, 0)
-    for rows, k, want in ((1, 576, 1), (8, 576, 1), (300, 576, 2 if cuda else 1), (8, 16384, 2 if cuda else 1)):
+    for rows, k, want in ((1, 576, 1), (8, 2048, 1), (8, 576, 2 if cuda else 1), (300, 576, 2 if cuda else 1),
+                          (8, 16384, 2 if cuda else 1)):
         ctx.graph_begin()
         S.matmul_ex(ctx, params, x, 0, rows, k, w, 0, S.DType.Q4_0, n_out, y, 0)  # x rows of k values
         graph = ctx.graph_end()

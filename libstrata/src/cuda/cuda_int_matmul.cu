@@ -722,7 +722,7 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
 
     // Many rows: the large-tile kernel (cuda_int_mma_tiles.cu) after the pre-pass, the same bits as
     // the kernels below.
-    const int tiles = int_tiles_choice(a.n_rows, a.n_out, lim.sms);
+    const int tiles = int_tiles_choice(a.n_rows, a.n_out, k, lim.sms);
 
     IntParams p{};
     p.n_rows = a.n_rows;

@@ -362,6 +362,7 @@ namespace {
 
 constexpr int kTilesMaxDevices = 64;
 constexpr int kTilesMinRows = STRATA_INT_TILES_MIN_ROWS;  // below, the older kernels' 8/16-row tiles waste less
+constexpr int64_t kTilesShortK = 1024;                     // ... except at short k (int_tiles_choice)
 
 // Outputs per CTA of shape c: 128, 64, 32.
 constexpr int tile_no(int c) { return c == 0 ? 128 : (c == 1 ? 64 : 32); }
@@ -430,7 +431,7 @@ void launch_dtype(const TileParams& p, int choice, cudaStream_t stream) {
 
 }  // namespace
 
-int int_tiles_choice(int64_t n_rows, int64_t n_out, int sms) {
+int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     const char* env = std::getenv("STRATA_INT_MATMUL");  // read per call: tests switch it within a process
     if (env && std::strcmp(env, "legacy") == 0) return -1;
     for (int c = 0; c < 3 && env; ++c)  // tiles:128, tiles:64, tiles:32 — one shape (bench/gpu_matmul.py)
@@ -446,7 +447,10 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int sms) {
         // of fewer than 8 outputs per SM, where those dp4a CTAs get 2 outputs each.
         const int64_t mt8 = (n_out + 63) / 64 * ((n_rows + 7) / 8);
         const bool dp4a_tiles = n_rows > 1 && mt8 < sms;
-        if (!dp4a_tiles || !(n_rows >= 16 || (n_rows >= 4 && n_out < 8 * (int64_t)sms))) return -1;
+        // Short k (at most 4 slices, e.g. the 135M shapes): the tiles took ~9 µs at 4 and 8 rows where the
+        // dp4a 8-row tiles took 24-40 µs from 2 rows on (bench/RESULTS.md, 2026-12-01 night).
+        const bool short_k = n_rows > 1 && k <= kTilesShortK;
+        if (!short_k && (!dp4a_tiles || !(n_rows >= 16 || (n_rows >= 4 && n_out < 8 * (int64_t)sms)))) return -1;
     }
     // The widest tile that still gives every SM a CTA (wide tiles reuse each fragment more).
     const int64_t n_rt = (n_rows + kTileRows - 1) / kTileRows;

@@ -30,8 +30,9 @@ struct IntTilesArgs {
 // STRATA_INT_MATMUL=tiles forces the tile kernel for every row count
 // (tiles:128, tiles:64, tiles:32 also its shape), =legacy never uses it (the
 // bit-identity tests and bench/gpu_matmul.py compare them); unset or auto:
-// 64 rows and more, and fewer where the older kernels would use dp4a tiles.
-int int_tiles_choice(int64_t n_rows, int64_t n_out, int sms);
+// 64 rows and more, fewer where the older kernels would use dp4a tiles, and
+// from 2 rows when k is at most 1024.
+int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms);
 
 void launch_int_tiles(const IntTilesArgs& a, int choice, int dev, cudaStream_t stream);
 
