@@ -13,16 +13,12 @@ row count, single-row decode included): all three must equal the solo runs bit f
 streams must differ from each other (a degenerate model would make every check trivial).
 """
 
-import gc
-
 import pytest
 
-from strata import _ffi
-from strata.config import EngineConfig
-from strata.engine.engine import Engine
 from strata.engine.sampling import SamplingParams
 
 from .harness import Job, run_script, solo
+from .synth_models import devices, engine_factory, loaded_model, tiny_gguf
 
 pytestmark = [pytest.mark.exactness]
 
@@ -33,55 +29,19 @@ def seeded(seed: int) -> SamplingParams:
     return SamplingParams(temperature=0.9, top_k=50, seed=seed, max_tokens=8, ignore_eos=True)
 
 
-def _devices():
-    devices = ["cpu"]
-    if _ffi.cuda_device_count() > 0:
-        devices.append(pytest.param("cuda:0", marks=pytest.mark.gpu))
-    return devices
-
-
 @pytest.fixture(scope="module", params=["Q4_0", "Q8_0"])
 def model_file(request, tmp_path_factory):
-    from strata.synth.shapes import SynthError
-    from strata.synth.tokenizer import find_tokenizer_gguf
-    from strata.synth.writer import write_llama_gguf
-
-    try:
-        find_tokenizer_gguf()
-    except SynthError as exc:
-        pytest.skip(f"no tokenizer GGUF for strata synth: {exc}")
-    path = tmp_path_factory.mktemp("int_tiles") / f"tiny-{request.param}.gguf"
-    return write_llama_gguf(path, "tiny", request.param, seed=5, pure=True).path
+    return tiny_gguf(tmp_path_factory, request.param, seed=5, folder="int_tiles")
 
 
-@pytest.fixture(scope="module", params=_devices())
+@pytest.fixture(scope="module", params=devices())
 def loaded(request, model_file):
-    from strata.models.loader import load_model
-
-    ctx = _ffi.Context(request.param)
-    model = load_model(str(model_file), ctx)
-    yield request.param, ctx, model
-    gc.collect()
-    model.close()
-    ctx.close()
+    yield from loaded_model(request.param, model_file)
 
 
 @pytest.fixture
 def make_engine(loaded):
-    device, ctx, model = loaded
-    engines = []
-
-    def make(batch, chunk):
-        backend = "cuda" if device.startswith("cuda") else "cpu"
-        config = EngineConfig(model="int-tiles", device=device, batch=batch, chunk=chunk, ctx=512,
-                              graphs=True, max_queue=8).resolve(backend, model.spec.ctx_train)
-        engine = Engine(ctx, model, config)
-        engines.append(engine)
-        return engine
-
-    yield make
-    for engine in engines:
-        engine.runner.close()
+    yield from engine_factory(loaded, "int-tiles", 512)
 
 
 def long_prompts(tok):

@@ -9,16 +9,12 @@ stream must equal its solo run bit for bit. The streams must also differ from ea
 a model whose decoders produced zeros or constants would make every stream trivially "equal".
 """
 
-import gc
-
 import pytest
 
-from strata import _ffi
-from strata.config import EngineConfig
-from strata.engine.engine import Engine
 from strata.engine.sampling import SamplingParams
 
 from .harness import Job, run_script, solo
+from .synth_models import devices, engine_factory, loaded_model, tiny_gguf
 
 pytestmark = [pytest.mark.exactness]
 
@@ -29,55 +25,19 @@ def seeded(seed: int) -> SamplingParams:
     return SamplingParams(temperature=0.9, top_k=50, seed=seed, max_tokens=10, ignore_eos=True)
 
 
-def _devices():
-    devices = ["cpu"]
-    if _ffi.cuda_device_count() > 0:
-        devices.append(pytest.param("cuda:0", marks=pytest.mark.gpu))
-    return devices
-
-
 @pytest.fixture(scope="module", params=["Q2_K", "Q3_K_M", "IQ3_S"])
 def low_bit_file(request, tmp_path_factory):
-    from strata.synth.shapes import SynthError
-    from strata.synth.tokenizer import find_tokenizer_gguf
-    from strata.synth.writer import write_llama_gguf
-
-    try:
-        find_tokenizer_gguf()
-    except SynthError as exc:
-        pytest.skip(f"no tokenizer GGUF for strata synth: {exc}")
-    path = tmp_path_factory.mktemp("low_bit") / f"tiny-{request.param}.gguf"
-    return write_llama_gguf(path, "tiny", request.param, seed=7, pure=True).path
+    return tiny_gguf(tmp_path_factory, request.param, seed=7, folder="low_bit")
 
 
-@pytest.fixture(scope="module", params=_devices())
+@pytest.fixture(scope="module", params=devices())
 def loaded(request, low_bit_file):
-    from strata.models.loader import load_model
-
-    ctx = _ffi.Context(request.param)
-    model = load_model(str(low_bit_file), ctx)
-    yield request.param, ctx, model
-    gc.collect()
-    model.close()
-    ctx.close()
+    yield from loaded_model(request.param, low_bit_file)
 
 
 @pytest.fixture
 def make_engine(loaded):
-    device, ctx, model = loaded
-    engines = []
-
-    def make(batch, chunk):
-        backend = "cuda" if device.startswith("cuda") else "cpu"
-        config = EngineConfig(model="low-bit", device=device, batch=batch, chunk=chunk, ctx=256,
-                              graphs=True, max_queue=8).resolve(backend, model.spec.ctx_train)
-        engine = Engine(ctx, model, config)
-        engines.append(engine)
-        return engine
-
-    yield make
-    for engine in engines:
-        engine.runner.close()
+    yield from engine_factory(loaded, "low-bit", 256)
 
 
 async def test_staggered_streams_equal_their_solo_runs(loaded, make_engine):
