@@ -15,12 +15,22 @@ depend on the values.
     python bench/gpu_matmul.py --models 8b --dtypes Q4_0 Q8_0 --rows 64 512 --int-kernels legacy tiles
                                                      # the integer path's kernels side by side
                                                      # (STRATA_INT_MATMUL per line; see strata/env.py)
+    python bench/gpu_matmul.py --models 8b --dtypes Q4_0 --rows 16 64 128 512 \
+        --int-kernels legacy tiles:v1 tiles:v2 tiles:v3 tiles:v4  # the tile kernel's routings (A/B in one run)
+    python bench/gpu_matmul.py --models 8b --dtypes Q4_0 --rows 64 512 --int-kernels configs
+                                                     # every tile configuration (tiles:NOxROWSdD) forced
+
+--int-kernels takes STRATA_INT_MATMUL values: auto, legacy, tiles, tiles:v1/v2/v3/v4 (routings),
+tiles:128/64/32 (a 64-row shape at 2 stages), tiles:NOxROWSdD (NO 128/64/32 x 64 rows or 128 x 128,
+pipeline depth D 0/1/2: libstrata/src/cuda/cuda_int_mma_tiles.cu), and `routings` / `configs` as
+shorthands for all routings / all configurations.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -43,6 +53,24 @@ SHAPES = [
     ("135m", "gate_up", 3072, 576), ("135m", "down", 576, 1536),
 ]
 DTYPES = ["Q4_0", "Q8_0", "F16", "BF16", "Q4_1", "Q4_K", "Q6_K"]
+
+
+ROUTINGS = ["legacy", "tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4"]
+CONFIGS = [f"tiles:{no}x64d{d}" for d in (0, 1, 2) for no in (128, 64, 32)] + ["tiles:128x128d0", "tiles:128x128d2"]
+_INT_KERNEL = re.compile(r"auto|legacy|tiles(:v[1234]|:(128|64|32)|:(128|64|32)x64d[012]|:128x128d[012])?")
+
+
+def int_kernel_values(names):
+    """--int-kernels: STRATA_INT_MATMUL values in order, `routings` and `configs` expanded."""
+    out = []
+    for name in names:
+        expanded = ROUTINGS if name == "routings" else CONFIGS if name == "configs" else [name]
+        for value in expanded:
+            if not _INT_KERNEL.fullmatch(value):
+                raise SystemExit(f"--int-kernels: {value!r} is not a STRATA_INT_MATMUL value (see --help)")
+            if value not in out:
+                out.append(value)
+    return out
 
 
 def row_bytes(dtype, k):
@@ -98,9 +126,10 @@ def main(argv=None) -> int:
     ap.add_argument("--replays", type=int, default=20)
     ap.add_argument("--rotate-mb", type=int, default=200)
     ap.add_argument("--int-kernels", nargs="*", default=["auto"],
-                    choices=["auto", "legacy", "tiles", "tiles:128", "tiles:64", "tiles:32"],
-                    help="STRATA_INT_MATMUL values to time in turn (Q4_0/Q8_0 only; default: auto)")
+                    help="STRATA_INT_MATMUL values to time in turn, or routings / configs (Q4_0/Q8_0 only; "
+                         "default: auto)")
     args = ap.parse_args(argv)
+    int_kernels = int_kernel_values(args.int_kernels)
 
     ctx = S.Context(args.device)
     info = ctx.info()
@@ -108,7 +137,7 @@ def main(argv=None) -> int:
     pool = np.random.default_rng(0).integers(0, 256, 256 << 20, dtype=np.uint8)  # random weight bytes
     print(f"# {info.name}, {S.build_info()}, prologue {prologue.name}, "
           f"{args.calls} calls/graph x {args.replays} replays, weights rotated over >= {args.rotate_mb} MB")
-    print(f"{'dtype':6} {'model':5} {'shape':8} {'n_out x k':>12} {'rows':>5} {'kernel':>9} {'us':>9} {'GB/s':>8} "
+    print(f"{'dtype':6} {'model':5} {'shape':8} {'n_out x k':>12} {'rows':>5} {'kernel':>15} {'us':>9} {'GB/s':>8} "
           f"{'%roof':>6} {'TFLOP/s':>8}")
     for dtype_name in args.dtypes:
         dtype = S.DType[dtype_name]
@@ -116,7 +145,7 @@ def main(argv=None) -> int:
             if model not in args.models:
                 continue
             weights, w_bytes = upload_weights(ctx, pool, dtype, n_out, k, args.rotate_mb << 20)
-            kernels = args.int_kernels if dtype_name in ("Q4_0", "Q8_0") else ["auto"]
+            kernels = int_kernels if dtype_name in ("Q4_0", "Q8_0") else ["auto"]
             for n_rows in args.rows:
                 for kernel in kernels:
                     # libstrata reads STRATA_INT_MATMUL at each matmul call (graph capture included)
@@ -124,7 +153,7 @@ def main(argv=None) -> int:
                     us = time_rows(ctx, weights, dtype, n_out, k, n_rows, prologue, args.calls, args.replays)
                     gbs = w_bytes / us / 1e3
                     tflops = 2.0 * n_rows * n_out * k / us / 1e6
-                    print(f"{dtype_name:6} {model:5} {name:8} {f'{n_out}x{k}':>12} {n_rows:5d} {kernel:>9} "
+                    print(f"{dtype_name:6} {model:5} {name:8} {f'{n_out}x{k}':>12} {n_rows:5d} {kernel:>15} "
                           f"{us:9.2f} {gbs:8.0f} {100 * gbs / ROOFLINE_GBS:5.0f}% {tflops:8.1f}", flush=True)
             for b in weights:
                 b.close()

@@ -2,14 +2,16 @@
 // under the host emulator. Reuses test_int.cpp's host reference of the
 // canonical integer-matmul arithmetic (its main renamed away) and requires,
 // for Q4_0, Q8_0 and Q4_1, every prologue, bias and accumulate, each of the
-// three tile shapes, 1 to 130 rows, k with full and partial slices, n_out not
-// a multiple of the tile and misaligned weight rows:
+// tile configurations (128/64/32 outputs x 64 rows, 128 x 128 on 16 warps; the
+// pipeline depths 0, 1, 2: 2 to 6 slices in flight), 1 to 200 rows, k with
+// full and partial slices and more slices than stages, n_out not a multiple of
+// the tile and misaligned weight rows:
 //  - every output bit-identical to the reference and to the older int8
 //    tensor-core kernel (int_mma_kernel, 16-row tiles) on the same inputs;
 //  - within the int8-activation bound of a float64 product;
 //  - no cp.async copy left pending.
 // A negative control (the tile kernel with one block's scale changed) must
-// differ. Usage: test_int_tiles [smoke]
+// differ. Usage: test_int_tiles [smoke|v1|deep] (default: v1 and deep)
 #define main test_int_main
 #include "test_int.cpp"
 #undef main
@@ -17,11 +19,11 @@
 
 namespace TT = strata::cuda::T_cuda_int_mma_tiles;
 
-// The pre-pass (as launch_int_matmul runs it), then the tile kernel of shape `shape`.
-template <int kDt, int kWM, int kMT, int kNT>
+// The pre-pass (as launch_int_matmul runs it), then the tile kernel of one configuration.
+template <int kDt, int kWM, int kMT, int kNT, int kWarps, int kDepth>
 static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k, const uint8_t* w,
                         int64_t n_out, const float* g, float eps, const float* bias, float* y, bool accumulate) {
-    using L = TT::TileLayout<kDt, kWM, kMT, kNT>;
+    using L = TT::TileLayout<kDt, kWM, kMT, kNT, kWarps, kDepth>;
     const int64_t nb = k / 32;
     const int nchunks = (int)((nb + 7) / 8), nbp = (int)((nb + 1) / 2 * 2);
     std::vector<uint8_t> xq(n_rows * k + 16);
@@ -41,26 +43,39 @@ static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_row
     p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
     p.w = w; p.w_end = w + n_out * p.w_row_bytes;
     p.bias = bias; p.y = y; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
-    p.n_row_tiles = (int)((n_rows + 63) / 64);
+    p.n_row_tiles = (int)((n_rows + L::kRows - 1) / L::kRows);
     p.n_tiles = p.n_row_tiles * (int)((n_out + L::kNO - 1) / L::kNO);
     CHECK(L::kBytes <= (int)sizeof(g_emu_smem), "smem %d", L::kBytes);
     memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));
     static int pending = 0;
     const unsigned gx = (unsigned)std::max(1, p.n_tiles / 2);  // fewer CTAs than tiles: the tile loop runs
-    run_grid(gx, 1, 256, [p] {
-        TT::int_tiles_kernel<kDt, kWM, kMT, kNT>(p);
+    run_grid(gx, 1, L::kThreads, [p] {
+        TT::int_tiles_kernel<kDt, kWM, kMT, kNT, kWarps, kDepth>(p);
         if (emu_pending_copies() != 0) pending++;
     });
     CHECK(pending == 0, "cp.async copies left pending");
 }
 
+// `shape` = a launch choice of cuda_int_mma_tiles.cu: shape + 4·depth (shapes 0 = 128 x 64, 1 = 64 x 64,
+// 2 = 32 x 64, 3 = 128 x 128 on 16 warps, whose depth 1 is its depth 0).
+template <int kDt, int kDepth>
+static void run_tiles_depth(int shape, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
+                            const uint8_t* w, int64_t n_out, const float* g, float eps, const float* bias, float* y,
+                            bool accumulate) {
+    if (shape == 0) run_tiles_t<kDt, 4, 2, 4, 8, kDepth>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else if (shape == 1) run_tiles_t<kDt, 4, 1, 4, 8, kDepth>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else if (shape == 2) run_tiles_t<kDt, 2, 1, 2, 8, kDepth>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else run_tiles_t<kDt, 4, 2, 4, 16, kDepth == 1 ? 0 : kDepth>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+}
+
 template <int kDt>
-static void run_tiles_dt(int shape, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
+static void run_tiles_dt(int choice, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
                          const uint8_t* w, int64_t n_out, const float* g, float eps, const float* bias, float* y,
                          bool accumulate) {
-    if (shape == 0) run_tiles_t<kDt, 4, 2, 4>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
-    else if (shape == 1) run_tiles_t<kDt, 4, 1, 4>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
-    else run_tiles_t<kDt, 2, 1, 2>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    const int shape = choice % 4, depth = choice / 4;
+    if (depth == 0) run_tiles_depth<kDt, 0>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else if (depth == 1) run_tiles_depth<kDt, 1>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else run_tiles_depth<kDt, 2>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
 }
 
 static void run_tiles(int dt, int shape, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
@@ -130,12 +145,15 @@ static void one_tiles(int dt, int shape, int pro, int64_t k, int64_t n_out, int6
 }
 
 int main(int argc, char** argv) {
-    const bool smoke = argc > 1 && std::string(argv[1]) == "smoke";
+    const std::string what = argc > 1 ? argv[1] : "";
+    const bool smoke = what == "smoke";
     const int dts[3] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1};
     if (smoke) {
         for (int shape = 0; shape < 3; ++shape)
             one_tiles(dts[shape], shape, shape, 576, 77, 70, 2, shape == 1, shape == 2, true);
-    } else {
+    }
+    if (what == "" || what == "v1") {
+        // Depth 0, 64-row shapes (the kernel as first shipped).
         // k: one partial slice; 2 full + 1 partial slice (rows of 324/612/360 bytes: every 16-byte phase);
         // 3 full slices. n_out: a partial tile of every shape. Rows: 1, 5, 64 (one full row tile), 70, 130.
         const int64_t ks[3] = {96, 576, 768};
@@ -150,6 +168,29 @@ int main(int argc, char** argv) {
                     const int64_t nr = rows[cfg % 5];
                     one_tiles(dt, shape, pro, k, n_out, nr, 2 * (cfg % 4), cfg % 3 == 0, cfg % 3 == 1, cfg % 2 == 0);
                 }
+    }
+    if (what == "" || what == "deep") {
+        // The deeper pipelines (depth 1: 3-4 stages; depth 2: up to 6) and the 128-row tile: every
+        // configuration for Q4_0, those the routings pick for Q8_0, two for Q4_1 (the layout and the
+        // pipeline are dtype-independent code). k of 2080 (8 full slices + one of 1 block: more slices
+        // than stages, the slots wrap around) or 800 (fewer slices than stages); one or two tiles
+        // (the emulator's cost is per tile and slice).
+        struct Deep { int dt, choice; };
+        const Deep deep[] = {
+            {STRATA_Q4_0, 0 + 4}, {STRATA_Q4_0, 1 + 4}, {STRATA_Q4_0, 2 + 4}, {STRATA_Q4_0, 0 + 8},
+            {STRATA_Q4_0, 1 + 8}, {STRATA_Q4_0, 2 + 8}, {STRATA_Q4_0, 3}, {STRATA_Q4_0, 3 + 8},
+            {STRATA_Q8_0, 2 + 4}, {STRATA_Q8_0, 1 + 8}, {STRATA_Q8_0, 0 + 8}, {STRATA_Q8_0, 3 + 8},
+            {STRATA_Q4_1, 2 + 8}, {STRATA_Q4_1, 3}};
+        const int n_deep = (int)(sizeof(deep) / sizeof(deep[0]));
+        for (int i = 0; i < n_deep; ++i) {
+            const int c = deep[i].choice, shape = c % 4, pro = i % 3;
+            const int64_t k = i % 4 == 3 ? 800 : 2080;
+            const int64_t n_out = shape == 1 ? 61 : (shape == 2 ? 45 : 123);             // one partial tile
+            const int64_t nr = shape == 3 ? (i % 2 ? 131 : 37) : (i % 2 ? 70 : 9);        // 1 or 2 row tiles
+            fprintf(stderr, "deep %d/%d: dt %d choice %d pro %d k %ld n_out %ld rows %ld\n", i + 1, n_deep, deep[i].dt, c,
+                    pro, (long)k, (long)n_out, (long)nr);
+            one_tiles(deep[i].dt, c, pro, k, n_out, nr, 2 * (i % 4), i % 3 == 0, i % 3 == 1, i == 2 || i == 7);
+        }
     }
     // Negative control: the same kernel on weights with one block scale changed must change some output.
     {

@@ -1,7 +1,8 @@
 """The CUDA integer matmul's many-row tile kernel (libstrata/src/cuda/cuda_int_mma_tiles.cu)
 against the older integer kernels (dp4a, 8/16-row int8 mma), bit for bit on the device:
-STRATA_INT_MATMUL=tiles (tiles:128/64/32: one tile shape) runs the tile kernel at every row
-count, =legacy never, so each case runs both on the same buffers. Q4_0 and Q8_0 (the types
+STRATA_INT_MATMUL=tiles (tiles:v1/v2/v3: one routing; tiles:NOxROWSdD: one configuration of
+tile shape and pipeline depth) runs the tile kernel at every row count, =legacy never, so each
+case runs both on the same buffers. Q4_0 and Q8_0 (the types
 routed to the integer path), every prologue, bias and accumulate, 1 to 512 rows, n_out and k
 not multiples of a tile or a slice, misaligned weights; the results also within kernel_refs'
 float64 tolerance. Q4_1 (the kernels implement it; it is not routed) is covered by
@@ -57,8 +58,14 @@ def both(monkeypatch, run, tiles="tiles"):
     return out
 
 
+# Every configuration the kernel file instantiates (cuda_int_mma_tiles.cu: 64-row shapes at depths 0-2,
+# the 128-row shape at depths 0 and 2) and the three routings.
+CONFIGS = ["tiles:128", "tiles:64", "tiles:32"] + [f"tiles:{no}x64d{d}" for d in (1, 2) for no in (128, 64, 32)] + [
+    "tiles:128x128d0", "tiles:128x128d2", "tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4"]
+
+
 @pytest.mark.exactness
-@pytest.mark.parametrize("shape", ["tiles:128", "tiles:64", "tiles:32"])
+@pytest.mark.parametrize("shape", CONFIGS)
 @pytest.mark.parametrize("prologue", PROLOGUES, ids=lambda p: p.name)
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_tiles_bit_identical_to_legacy(cuda_ctx, rng, monkeypatch, dtype, prologue, shape):
@@ -82,41 +89,45 @@ def test_tiles_bit_identical_to_legacy(cuda_ctx, rng, monkeypatch, dtype, prolog
 
 
 @pytest.mark.exactness
+@pytest.mark.parametrize("routing", ["tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4"])
 @pytest.mark.parametrize("n_rows", [64, 512])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
-def test_tiles_bit_identical_on_llama_8b_shapes(cuda_ctx, rng, monkeypatch, dtype, n_rows):
-    """The benchmark's shapes (every tile shape the launcher picks: 4096, 14336 and 28672 outputs)."""
-    for n_out, k in [(4096, 4096), (1024, 4096), (4096, 14336), (28672, 4096)]:
+def test_tiles_bit_identical_on_llama_8b_shapes(cuda_ctx, rng, monkeypatch, dtype, n_rows, routing):
+    """The benchmark's shapes (every shape and depth the routings pick: 1024 to 28672 outputs)."""
+    for n_out, k in [(4096, 4096), (1024, 4096), (6144, 4096), (4096, 14336), (28672, 4096)]:
         raw = random_blocks(rng, dtype, n_out, k)
         x = rng.standard_normal((n_rows, k), dtype=np.float32)
         legacy, tiles = both(monkeypatch, lambda: run_ex(cuda_ctx, x, k, raw, dtype, n_out, P.RMSNORM,
-                                                          np.ones(k, np.float32)))
+                                                          np.ones(k, np.float32)), routing)
         differ = int((legacy.view(np.uint32) != tiles.view(np.uint32)).sum())
         assert differ == 0, f"{n_rows}x{k}->{n_out}: {differ} outputs differ between the legacy and tile kernels"
 
 
 @pytest.mark.exactness
+@pytest.mark.parametrize("routing", ["tiles:v2", "tiles:v3"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
-def test_tiles_rows_independent_of_batch(cuda_ctx, rng, monkeypatch, dtype):
-    """Forced to the tile kernel: every row the same alone, in a 64-row tile and in a 700-row batch."""
+def test_tiles_rows_independent_of_batch(cuda_ctx, rng, monkeypatch, dtype, routing):
+    """Forced to the tile kernel: every row the same alone, in a 64-row tile and in a 700-row batch
+    (whose routing picks another shape or depth than the smaller batches')."""
     k, n_out = 1280, 131
     raw, _ = make_weights(rng, dtype, n_out, k)
     x = rng.standard_normal((700, k), dtype=np.float32)
-    monkeypatch.setenv("STRATA_INT_MATMUL", "tiles")
+    monkeypatch.setenv("STRATA_INT_MATMUL", routing)
     full = run_ex(cuda_ctx, x, k, raw, dtype, n_out)
     for rows in (np.arange(1), np.arange(64), np.arange(3, 70), rng.permutation(700)[:129]):
         part = run_ex(cuda_ctx, x[rows], k, raw, dtype, n_out)
         assert np.array_equal(part.view(np.uint32), full[rows].view(np.uint32)), f"{len(rows)} rows differ"
 
 
-def test_unknown_kernel_name_is_refused(cuda_ctx, rng, monkeypatch):
+@pytest.mark.parametrize("name", ["tile", "tiles:96", "tiles:v5", "tiles:64x128d0", "tiles:32x64d3", "tiles:32x64d2x"])
+def test_unknown_kernel_name_is_refused(cuda_ctx, rng, monkeypatch, name):
     """A typo in STRATA_INT_MATMUL is an error naming the choices, and y is left as it was."""
     k, n_out = 256, 40
     raw, _ = make_weights(rng, S.DType.Q4_0, n_out, k)
     x = rng.standard_normal((70, k), dtype=np.float32)
     y0 = rng.standard_normal((70, n_out)).astype(np.float32)
     bx, bw, by = (S.Buffer.from_array(cuda_ctx, a) for a in (x, raw, y0))
-    monkeypatch.setenv("STRATA_INT_MATMUL", "tile")
+    monkeypatch.setenv("STRATA_INT_MATMUL", name)
     with pytest.raises(S.StrataError, match="expected auto, tiles"):
         S.matmul(cuda_ctx, bx, 0, 70, k, bw, 0, S.DType.Q4_0, n_out, None, 0, by, 0, False)
     monkeypatch.delenv("STRATA_INT_MATMUL")

@@ -4,15 +4,20 @@
 // the exact integer product, int_block_fold's float steps, blocks ascending
 // inside a slice of 8, slice totals added in slice order, the same epilogue).
 //
-// Shape: a CTA of 8 warps owns NO outputs x 64 rows (NO = 128, 64 or 32), a
-// warp kWM-major owns 16·kMT outputs x 8·kNT rows, so each A fragment (16
-// outputs x one 32-value block) feeds kNT mma and each B fragment kMT. K is
-// walked one slice (8 blocks) per pipeline stage, double-buffered with
-// cp.async: the weights' raw bytes keep their 16-byte phase (as in
-// cuda_int_matmul.cu's staging), the int8 activations are read with ldmatrix
-// from rows 17 x 16 bytes apart (no bank conflicts), and each warp copies the
-// dx (and Q4_1's dx·sx) of its rows into a [block][row] table so a lane gets
-// the two it needs with one 8-byte load.
+// Shape: a CTA of W warps owns NO outputs x R rows (8 warps x 64 rows with NO
+// = 128, 64 or 32; 16 warps x 128 rows with NO = 128), a warp kWM-major owns
+// 16·kMT outputs x 8·kNT rows, so each A fragment (16 outputs x one 32-value
+// block) feeds kNT mma and each B fragment kMT. K is walked one slice (8
+// blocks) per pipeline stage with cp.async, kStages slices in shared memory
+// at once (a depth code picks it per launch: 2; the most that keep 2 CTAs per
+// SM; the most that fit one CTA per SM — launches with at most one CTA per SM
+// are latency-bound with one slice in flight, so they keep several): the
+// weights' raw bytes keep their 16-byte phase (as in cuda_int_matmul.cu's
+// staging), the int8 activations are read with ldmatrix from rows 17 x 16
+// bytes apart (no bank conflicts), and each warp copies the dx (and Q4_1's
+// dx·sx) of its rows into a [block][row] table so a lane gets the two it needs
+// with one 8-byte load. None of the shape, row-tile or depth choices changes
+// a bit: each lane runs the same per-element sequence below.
 //
 // Why the bits are the same as the other kernels': the block integer I is
 // exact however it is formed. Q4_0's nibbles enter the mma as q − 8 (s8), so
@@ -25,6 +30,7 @@
 // Checked bit for bit against the host reference and the older kernels by
 // libstrata/cuda_emu/test_int_tiles.cpp, and on the device by
 // tests/kernels/test_int_tiles.py.
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -41,23 +47,24 @@ namespace strata {
 namespace cuda {
 namespace {
 
-constexpr int kTileThreads = 256, kTileWarps = 8;
-constexpr int kTileRows = 64;   // rows per CTA in every shape
 // Tuning knobs (scripts/gpu_variants.sh rebuilds this file with -D overrides; no knob changes a bit).
 #ifndef STRATA_INT_TILES_STAGES
-#define STRATA_INT_TILES_STAGES 2  // 2 stages keep 2 CTAs per SM for the Q4_0 128-output tile
+#define STRATA_INT_TILES_STAGES 2  // depth 0's stages: 2 keep 2 CTAs per SM for the Q4_0 128-output tile
+#endif
+#ifndef STRATA_INT_TILES_MAX_STAGES
+#define STRATA_INT_TILES_MAX_STAGES 6  // deeper pipelines (depth 1 and 2) stop here
 #endif
 #ifndef STRATA_INT_TILES_UNROLL
 #define STRATA_INT_TILES_UNROLL 1  // blocks of a full slice the widest tile may overlap (registers vs latency)
 #endif
-// STRATA_INT_TILES_MIN_BLOCKS: CTAs per SM the registers must allow (default: 2 where the shared
-// memory allows 2, i.e. at most 128 registers per thread; else 1).
+// STRATA_INT_TILES_MIN_BLOCKS: CTAs per SM the registers must allow at depth 0 and 1 (default: 2
+// where the shared memory allows 2, i.e. at most 128 registers per thread; else 1; depth 2: 1).
 #ifndef STRATA_INT_TILES_MIN_ROWS
 #define STRATA_INT_TILES_MIN_ROWS 64
 #endif
 constexpr int kTileUnroll = STRATA_INT_TILES_UNROLL;
-constexpr int kTileStages = STRATA_INT_TILES_STAGES;  // slices in shared memory at once
-static_assert(kTileStages >= 2, "the pipeline needs two stages");
+static_assert(STRATA_INT_TILES_STAGES >= 2 && STRATA_INT_TILES_MAX_STAGES >= 2, "the pipeline needs two stages");
+constexpr int kSmemSM = 228 * 1024, kSmemCTA = 227 * 1024, kSmemRuntime = 1024;  // sm_90: per SM, per CTA, the runtime's per CTA
 constexpr uint32_t kMagic = 0x4B400000u;  // 1.5·2^23: the mma's starting accumulator
 constexpr float kMagicF = 12582912.0f;
 
@@ -75,30 +82,45 @@ struct TileParams {
     float eps;
 };
 
-// The shared-memory layout of one tile shape (all offsets 16-byte aligned).
-template <int kDtype, int kWM, int kMT, int kNT>
+// The shared-memory layout of one tile shape and pipeline depth (all offsets 16-byte aligned).
+// kDepth 0: STRATA_INT_TILES_STAGES stages; 1: the most (up to STRATA_INT_TILES_MAX_STAGES) that
+// keep 2 CTAs per SM; 2: the most that fit one CTA per SM (registers then allow one CTA too).
+template <int kDtype, int kWM, int kMT, int kNT, int kWarps = 8, int kDepth = 0>
 struct TileLayout {
+    static constexpr int kThreads = 32 * kWarps;
     static constexpr int kNO = kWM * 16 * kMT;                 // outputs per CTA
     static constexpr int kRW = 8 * kNT;                        // rows per warp
-    static_assert((kTileWarps / kWM) * kRW == kTileRows, "a shape covers 64 rows");
+    static constexpr int kRows = (kWarps / kWM) * kRW;         // rows per CTA
+    static_assert(kWarps % kWM == 0 && kThreads >= kRows, "warps cover the rows; a thread per row's factor");
     static_assert(kNT % 2 == 0, "B fragments come two n-tiles per ldmatrix");
     static constexpr int kSB = kIntSliceBlocks * IntW<kDtype>::kBytes;  // slice bytes of a weight row
     static constexpr int kWP = kSB / 16 + 1;                    // 16-byte pieces of a row's window
     static constexpr int kWS = 16 * (kWP % 2 ? kWP : kWP + 1);  // odd multiple of 16: 8 rows hit 8 bank groups
     static constexpr int kXS = 16 * (2 * kIntSliceBlocks + 1);  // an activation row: 256 bytes + 16
     static constexpr int kMS = 8 * kIntSliceBlocks;             // a meta row: 8 uint2
-    static constexpr int kXOff = kNO * kWS, kMOff = kXOff + kTileRows * kXS;
-    static constexpr int kStage = kMOff + kTileRows * kMS;
+    static constexpr int kXOff = kNO * kWS, kMOff = kXOff + kRows * kXS;
+    static constexpr int kStage = kMOff + kRows * kMS;
     static constexpr int kDS = kRW + 4;                        // dx table row (per block): 8 blocks x 4 rows per warp store
     static constexpr int kTables = IntW<kDtype>::kMin ? 2 : 1;  // dx, and Q4_1's dx·sx
-    static constexpr int kDxOff = kTileStages * kStage;
-    static constexpr int kRsOff = kDxOff + kTileWarps * kTables * kIntSliceBlocks * kDS * 4;
-    static constexpr int kBytes = kRsOff + kTileRows * 4;
+    static constexpr int kFixed = kWarps * kTables * kIntSliceBlocks * kDS * 4 + kRows * 4;  // tables, row factors
+    static constexpr int stages_within(int budget) {
+        int n = 2;
+        while (n < STRATA_INT_TILES_MAX_STAGES && kFixed + (n + 1) * kStage <= budget) ++n;
+        return n;
+    }
+    static constexpr int kStages = kDepth == 0 ? STRATA_INT_TILES_STAGES
+                                 : stages_within(kDepth == 1 ? kSmemSM / 2 - kSmemRuntime : kSmemCTA);
+    static_assert(kStages >= 2, "the pipeline needs two stages");
+    static constexpr int kDxOff = kStages * kStage;
+    static constexpr int kRsOff = kDxOff + kWarps * kTables * kIntSliceBlocks * kDS * 4;
+    static constexpr int kBytes = kRsOff + kRows * 4;
+    static_assert(kBytes <= kSmemCTA, "a tile's shared memory");
 #ifdef STRATA_INT_TILES_MIN_BLOCKS
-    static constexpr int kMinBlocks = STRATA_INT_TILES_MIN_BLOCKS;
+    static constexpr int kMinBlocks = kDepth == 2 || kWarps > 8 ? 1 : STRATA_INT_TILES_MIN_BLOCKS;
 #else
     // 2 where an SM's 228 KB hold two CTAs; Q4_1 (not routed yet) 1: at 128 registers its widest tile spilled.
-    static constexpr int kMinBlocks = !IntW<kDtype>::kMin && 2 * (kBytes + 1024) <= 228 * 1024 ? 2 : 1;
+    static constexpr int kMinBlocks =
+        kDepth != 2 && kWarps == 8 && !IntW<kDtype>::kMin && 2 * (kBytes + kSmemRuntime) <= kSmemSM ? 2 : 1;
 #endif
 };
 
@@ -153,7 +175,7 @@ __device__ __forceinline__ void stage_slice(const TileParams& p, uint8_t* slot, 
     const int64_t b0 = (int64_t)s * kIntSliceBlocks;
     const int nblk = (int)min((int64_t)kIntSliceBlocks, p.nb - b0);
     const int len = nblk * B;
-    for (int idx = threadIdx.x; idx < L::kNO * L::kWP; idx += kTileThreads) {
+    for (int idx = threadIdx.x; idx < L::kNO * L::kWP; idx += L::kThreads) {
         const int row = idx / L::kWP, pc = idx - row * L::kWP;
         if (row >= no) break;  // idx grows with row
         const uint8_t* src = p.w + (o0 + row) * p.w_row_bytes + b0 * B;
@@ -167,7 +189,7 @@ __device__ __forceinline__ void stage_slice(const TileParams& p, uint8_t* slot, 
     }
     // Per row 16 pieces of xq, then 4 of meta (a compile-time divisor); a partial slice skips the rest.
     constexpr int kXP = 2 * kIntSliceBlocks, kPer = kXP + kIntSliceBlocks / 2;
-    for (int idx = threadIdx.x; idx < kTileRows * kPer; idx += kTileThreads) {
+    for (int idx = threadIdx.x; idx < L::kRows * kPer; idx += L::kThreads) {
         const int r = idx / kPer, pc = idx - r * kPer;
         const bool live = r < nr;
         if (pc < kXP) {
@@ -183,11 +205,12 @@ __device__ __forceinline__ void stage_slice(const TileParams& p, uint8_t* slot, 
     }
 }
 
-template <int kDtype, int kWM, int kMT, int kNT>
-__global__ void __launch_bounds__(kTileThreads, (TileLayout<kDtype, kWM, kMT, kNT>::kMinBlocks))
+template <int kDtype, int kWM, int kMT, int kNT, int kWarps = 8, int kDepth = 0>
+__global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth>::kMinBlocks))
     int_tiles_kernel(const TileParams p) {
     using W = IntW<kDtype>;
-    using L = TileLayout<kDtype, kWM, kMT, kNT>;
+    using L = TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth>;
+    constexpr int kStages = L::kStages;
     constexpr bool kUnsignedA = W::kMin;  // Q4_1's nibbles stay 0..15; Q4_0 enters as q − 8, Q8_0 as is
     uint8_t* smem = mma_smem();
     const int t = threadIdx.x, warp = t >> 5, lane = t & 31, g = lane >> 2, tq = lane & 3;
@@ -203,10 +226,10 @@ __global__ void __launch_bounds__(kTileThreads, (TileLayout<kDtype, kWM, kMT, kN
         const int rt = tile % p.n_row_tiles;
         const int64_t o0 = (int64_t)(tile / p.n_row_tiles) * L::kNO;
         const int no = (int)min((int64_t)L::kNO, p.n_out - o0);
-        const int64_t r0 = (int64_t)rt * kTileRows;
-        const int nr = (int)min((int64_t)kTileRows, p.n_rows - r0);
+        const int64_t r0 = (int64_t)rt * L::kRows;
+        const int nr = (int)min((int64_t)L::kRows, p.n_rows - r0);
 #pragma unroll
-        for (int s = 0; s < kTileStages - 1; ++s) {
+        for (int s = 0; s < kStages - 1; ++s) {
             if (s < p.n_slices) stage_slice<kDtype, L>(p, smem + s * L::kStage, s, o0, no, r0, nr);
             cp_async_commit_group();
         }
@@ -224,15 +247,20 @@ __global__ void __launch_bounds__(kTileThreads, (TileLayout<kDtype, kWM, kMT, kN
 #pragma unroll
                 for (int e = 0; e < 4; ++e) tot[mt][nt][e] = 0.0f;
 
+        // Slice s sits in slot s % kStages (counted, not divided: kStages need not be a power of 2); slice
+        // s + kStages − 1 is staged into the slot before it, slice s − 1's.
+        int slot = 0;
         for (int s = 0; s < p.n_slices; ++s) {
-            cp_async_wait_group<kTileStages - 2>();
+            cp_async_wait_group<kStages - 2>();
             __syncthreads();  // slice s is in; every warp is done with slice s − 1's slot and tables
             {
-                const int sn = s + kTileStages - 1;
-                if (sn < p.n_slices) stage_slice<kDtype, L>(p, smem + (sn % kTileStages) * L::kStage, sn, o0, no, r0, nr);
+                const int sn = s + kStages - 1;
+                const int fill = slot == 0 ? kStages - 1 : slot - 1;
+                if (sn < p.n_slices) stage_slice<kDtype, L>(p, smem + fill * L::kStage, sn, o0, no, r0, nr);
                 cp_async_commit_group();
             }
-            const uint8_t* st = smem + (s % kTileStages) * L::kStage;
+            const uint8_t* st = smem + slot * L::kStage;
+            slot = slot == kStages - 1 ? 0 : slot + 1;
             const int nbs = (int)min((int64_t)kIntSliceBlocks, p.nb - (int64_t)s * kIntSliceBlocks);
             // This warp's rows' dx (Q4_1: and dx·sx, the fold's exact product) as [block][row].
             for (int e = lane; e < kIntSliceBlocks * L::kRW; e += 32) {
@@ -319,8 +347,10 @@ __global__ void __launch_bounds__(kTileThreads, (TileLayout<kDtype, kWM, kMT, kN
             };
             // Narrow tiles unroll the whole slice (registers to spare: the loads of later blocks start
             // early; Q8_0's 64-output tile half of it, to stay within 128 registers without spills);
-            // the 128-output tile keeps 128 registers for 2 CTAs per SM.
-            constexpr int kUnroll = kMT > 1 ? kTileUnroll : (W::kNibbles || kNT == 2 ? kIntSliceBlocks : 4);
+            // the 128-output tile keeps 128 registers for 2 CTAs per SM. At depth 2 (one CTA of 8 warps per
+            // SM, up to 255 registers) the 128-output tile overlaps 2 blocks and Q8_0's 64-output tile all 8.
+            constexpr int kUnroll = kMT > 1 ? (kDepth == 2 && kWarps == 8 ? 2 : kTileUnroll)
+                                            : (W::kNibbles || kNT == 2 || kDepth == 2 ? kIntSliceBlocks : 4);
             if (nbs == kIntSliceBlocks) {  // warp-uniform; a whole slice, no bounds checks
 #pragma unroll kUnroll
                 for (int j = 0; j < kIntSliceBlocks; ++j) block(j);
@@ -364,32 +394,29 @@ constexpr int kTilesMaxDevices = 64;
 constexpr int kTilesMinRows = STRATA_INT_TILES_MIN_ROWS;  // below, the older kernels' 8/16-row tiles waste less
 constexpr int64_t kTilesShortK = 1024;                     // ... except at short k (int_tiles_choice)
 
-// Outputs per CTA of shape c: 128, 64, 32.
-constexpr int tile_no(int c) { return c == 0 ? 128 : (c == 1 ? 64 : 32); }
+// A launch choice: shape + 4·depth. Shapes: 0 = 128 outputs x 64 rows, 1 = 64 x 64, 2 = 32 x 64 (8 warps),
+// 3 = 128 x 128 (16 warps; its depth 1 is depth 0: one CTA per SM in any case).
+constexpr int kShapes = 4, kChoices = 3 * kShapes;
+constexpr int shape_no(int c) { return c == 1 ? 64 : (c == 2 ? 32 : 128); }
+constexpr int shape_rows(int c) { return c == 3 ? 128 : 64; }
 
-template <int kDtype, int kShape>
-struct Shape;
-template <int kDtype>
-struct Shape<kDtype, 0> {
-    using L = TileLayout<kDtype, 4, 2, 4>;
-    static constexpr auto kernel = int_tiles_kernel<kDtype, 4, 2, 4>;
-};
-template <int kDtype>
-struct Shape<kDtype, 1> {
-    using L = TileLayout<kDtype, 4, 1, 4>;
-    static constexpr auto kernel = int_tiles_kernel<kDtype, 4, 1, 4>;
-};
-template <int kDtype>
-struct Shape<kDtype, 2> {
-    using L = TileLayout<kDtype, 2, 1, 2>;
-    static constexpr auto kernel = int_tiles_kernel<kDtype, 2, 1, 2>;
+template <int kDtype, int kChoice>
+struct Config {
+    static constexpr int kShape = kChoice % kShapes, kDepth = kShape == 3 && kChoice / kShapes == 1 ? 0 : kChoice / kShapes;
+    static constexpr int kWM = kShape == 2 ? 2 : 4, kMT = kShape == 0 || kShape == 3 ? 2 : 1, kNT = kShape == 2 ? 2 : 4;
+    static constexpr int kWarps = kShape == 3 ? 16 : 8;
+    using L = TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth>;
+    static constexpr auto kernel = int_tiles_kernel<kDtype, kWM, kMT, kNT, kWarps, kDepth>;
+    static_assert(L::kNO == shape_no(kShape) && L::kRows == shape_rows(kShape), "shape table");
 };
 
-template <int kDtype, int kShape>
+template <int kDtype, int kC = 0>
 void set_smem(cudaError_t& err) {
-    using S = Shape<kDtype, kShape>;
-    static_assert(S::L::kNO == tile_no(kShape), "shape table");
-    if (err == cudaSuccess) err = cudaFuncSetAttribute((const void*)S::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::L::kBytes);
+    if constexpr (kC < kChoices) {
+        using C = Config<kDtype, kC>;
+        if (err == cudaSuccess) err = cudaFuncSetAttribute((const void*)C::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::L::kBytes);
+        set_smem<kDtype, kC + 1>(err);
+    }
 }
 
 // Once per device: the kernels' dynamic shared memory above 48 KB.
@@ -400,33 +427,87 @@ void tiles_init(int dev) {
         cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // a function attribute, not stream work
         (void)cudaThreadExchangeStreamCaptureMode(&mode);
         cudaError_t err = cudaSuccess;
-        set_smem<STRATA_Q4_0, 0>(err); set_smem<STRATA_Q4_0, 1>(err); set_smem<STRATA_Q4_0, 2>(err);
-        set_smem<STRATA_Q8_0, 0>(err); set_smem<STRATA_Q8_0, 1>(err); set_smem<STRATA_Q8_0, 2>(err);
-        set_smem<STRATA_Q4_1, 0>(err); set_smem<STRATA_Q4_1, 1>(err); set_smem<STRATA_Q4_1, 2>(err);
+        set_smem<STRATA_Q4_0>(err);
+        set_smem<STRATA_Q8_0>(err);
+        set_smem<STRATA_Q4_1>(err);
         (void)cudaThreadExchangeStreamCaptureMode(&mode);
         result[dev] = err;
     });
     check(result[dev], "cudaFuncSetAttribute (integer tile matmul)");
 }
 
-template <int kDtype, int kShape>
-void launch_shape(const TileParams& p0, cudaStream_t stream) {
-    using S = Shape<kDtype, kShape>;
-    TileParams p = p0;
-    const int64_t n_rt = (p.n_rows + kTileRows - 1) / kTileRows, n_ot = (p.n_out + S::L::kNO - 1) / S::L::kNO;
-    if (n_rt * n_ot > INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer tile path has too many tiles");
-    p.n_row_tiles = (int)n_rt;
-    p.n_tiles = (int)(n_rt * n_ot);
-    S::kernel<<<(unsigned)p.n_tiles, kTileThreads, S::L::kBytes, stream>>>(p);
+template <int kDtype, int kC = 0>
+void launch_choice(const TileParams& p0, int choice, cudaStream_t stream) {
+    if constexpr (kC < kChoices) {
+        if (choice != kC) return launch_choice<kDtype, kC + 1>(p0, choice, stream);
+        using C = Config<kDtype, kC>;
+        TileParams p = p0;
+        const int64_t n_rt = (p.n_rows + C::L::kRows - 1) / C::L::kRows, n_ot = (p.n_out + C::L::kNO - 1) / C::L::kNO;
+        if (n_rt * n_ot > INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer tile path has too many tiles");
+        p.n_row_tiles = (int)n_rt;
+        p.n_tiles = (int)(n_rt * n_ot);
+        C::kernel<<<(unsigned)p.n_tiles, C::L::kThreads, C::L::kBytes, stream>>>(p);
+    } else {
+        fail(STRATA_ERR_INTERNAL, "cuda matmul: integer tile choice out of range");
+    }
 }
 
-template <int kDtype>
-void launch_dtype(const TileParams& p, int choice, cudaStream_t stream) {
-    switch (choice) {
-    case 0: launch_shape<kDtype, 0>(p, stream); break;
-    case 1: launch_shape<kDtype, 1>(p, stream); break;
-    default: launch_shape<kDtype, 2>(p, stream); break;
+int64_t tiles_of(int shape, int64_t n_rows, int64_t n_out) {
+    return (n_out + shape_no(shape) - 1) / shape_no(shape) * ((n_rows + shape_rows(shape) - 1) / shape_rows(shape));
+}
+
+// The routings (a STRATA_INT_MATMUL value each; which one never changes a bit):
+//  v1: the widest 64-row tile that still gives every SM a CTA (wide tiles reuse each fragment more),
+//      2 stages — the kernel as first shipped;
+//  v2: v1's shape; launches of at most one CTA per SM (q/o, k/v, down at 64 rows: 32-128 CTAs, each
+//      walking all of k with one slice in flight) take the deepest pipeline that fits (depth 2), those
+//      of at most two per SM the deepest that keeps two (depth 1), the rest v1's 2 stages; k of at
+//      most 3 slices (the 135M shapes) at most depth 1 (3-4 stages hold all of it);
+//  v3: 128-row tiles of 16 warps (half the weight traffic per row of v1's 64-row tiles, 3 stages at
+//      one CTA per SM) where they give nearly every SM a CTA; else v2;
+//  v4: v2 with the last wave counted: where the 128-output tiles fill the GPU, the 64-row shape whose
+//      tiles best fill whole waves of two CTAs per SM, weighed by a guess of each shape's speed per
+//      output (128: 1, 64: 0.96, 32: 0.85 — per mma a 32 x 32 warp tile issues ~18 instructions,
+//      16 x 32 ~19); e.g. qkv (6144 outputs) at 512 rows: 384 tiles of 128 fill 2 waves of 264 to
+//      73 %, 768 tiles of 64 fill 3 to 97 %.
+int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
+    if (v == 3 && n_rows >= 128 && 8 * tiles_of(3, n_rows, n_out) >= 7 * (int64_t)sms) return 3 + kShapes * 2;
+    int c = 2;
+    for (int s = 0; s < 2; ++s)
+        if (tiles_of(s, n_rows, n_out) >= sms) {
+            c = s;
+            break;
+        }
+    if (v == 4 && c == 0) {
+        const double weight[3] = {1.0, 0.96, 0.85};
+        const int64_t slots = 2 * (int64_t)sms;
+        double best = 0;
+        for (int s = 0; s < 3; ++s) {
+            const int64_t t = tiles_of(s, n_rows, n_out);
+            const double score = weight[s] * (double)t / (double)(((t + slots - 1) / slots) * slots);
+            if (score > best + 1e-9) {
+                best = score;
+                c = s;
+            }
+        }
     }
+    if (v == 1) return c;
+    const int64_t per_sm = (tiles_of(c, n_rows, n_out) + sms - 1) / sms;
+    const int depth = per_sm <= 1 ? 2 : (per_sm == 2 ? 1 : 0);
+    return c + kShapes * (depth == 2 && k <= 3 * 32 * kIntSliceBlocks ? 1 : depth);
+}
+
+// A forced tile configuration "tiles:NOxROWSdD" (or "tiles:NO": 64 rows, depth 0), or -1.
+int parse_forced(const char* env) {
+    int no = 0, rows = 64, depth = 0, n = 0;
+    const size_t len = std::strlen(env);
+    if (!(std::sscanf(env, "tiles:%d%n", &no, &n) == 1 && (size_t)n == len) &&
+        !(std::sscanf(env, "tiles:%dx%dd%d%n", &no, &rows, &depth, &n) == 3 && (size_t)n == len))
+        return -1;
+    if (depth < 0 || depth > 2) return -1;
+    for (int c = 0; c < kShapes; ++c)
+        if (shape_no(c) == no && shape_rows(c) == rows) return c + kShapes * depth;
+    return -1;
 }
 
 }  // namespace
@@ -434,12 +515,23 @@ void launch_dtype(const TileParams& p, int choice, cudaStream_t stream) {
 int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     const char* env = std::getenv("STRATA_INT_MATMUL");  // read per call: tests switch it within a process
     if (env && std::strcmp(env, "legacy") == 0) return -1;
-    for (int c = 0; c < 3 && env; ++c)  // tiles:128, tiles:64, tiles:32 — one shape (bench/gpu_matmul.py)
-        if (std::strcmp(env, c == 0 ? "tiles:128" : (c == 1 ? "tiles:64" : "tiles:32")) == 0) return c;
-    const bool forced = env && std::strcmp(env, "tiles") == 0;
-    if (env && *env && !forced && std::strcmp(env, "auto") != 0)  // a typo must not time the wrong kernel
-        fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_MATMUL=") + env +
-                                              ": expected auto, tiles, tiles:128, tiles:64, tiles:32 or legacy");
+    int routing = 2;  // the default
+    bool forced = false;
+    if (env && *env && std::strcmp(env, "auto") != 0) {
+        forced = true;
+        if (std::strcmp(env, "tiles:v1") == 0) routing = 1;
+        else if (std::strcmp(env, "tiles:v3") == 0) routing = 3;
+        else if (std::strcmp(env, "tiles:v4") == 0) routing = 4;
+        else if (std::strcmp(env, "tiles") != 0 && std::strcmp(env, "tiles:v2") != 0) {
+            const int c = parse_forced(env);  // one configuration (bench/gpu_matmul.py, tests)
+            if (c >= 0) return c;
+            // a typo must not time the wrong kernel
+            fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_MATMUL=") + env +
+                                                  ": expected auto, tiles, tiles:v1, tiles:v2, tiles:v3, tiles:v4, tiles:NO "
+                                                  "(128, 64 or 32), tiles:NOxROWSdDEPTH (e.g. tiles:32x64d2, "
+                                                  "tiles:128x128d2) or legacy");
+        }
+    }
     if (!forced && n_rows < kTilesMinRows) {
         // Below 64 rows the tiles won on the H200 (bench/gpu_matmul.py --int-kernels legacy tiles, 8B
         // shapes) only where the older kernels fall back to dp4a 8-row tiles (their int8 mma tiles
@@ -452,11 +544,7 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
         const bool short_k = n_rows > 1 && k <= kTilesShortK;
         if (!short_k && (!dp4a_tiles || !(n_rows >= 16 || (n_rows >= 4 && n_out < 8 * (int64_t)sms)))) return -1;
     }
-    // The widest tile that still gives every SM a CTA (wide tiles reuse each fragment more).
-    const int64_t n_rt = (n_rows + kTileRows - 1) / kTileRows;
-    for (int c = 0; c < 2; ++c)
-        if ((n_out + tile_no(c) - 1) / tile_no(c) * n_rt >= sms) return c;
-    return 2;
+    return route(routing, n_rows, n_out, k, sms);
 }
 
 void launch_int_tiles(const IntTilesArgs& a, int choice, int dev, cudaStream_t stream) {
@@ -481,9 +569,9 @@ void launch_int_tiles(const IntTilesArgs& a, int choice, int dev, cudaStream_t s
     p.prologue = a.prologue;
     p.eps = a.eps;
     switch (a.w_dtype) {
-    case STRATA_Q4_0: launch_dtype<STRATA_Q4_0>(p, choice, stream); break;
-    case STRATA_Q8_0: launch_dtype<STRATA_Q8_0>(p, choice, stream); break;
-    case STRATA_Q4_1: launch_dtype<STRATA_Q4_1>(p, choice, stream); break;
+    case STRATA_Q4_0: launch_choice<STRATA_Q4_0>(p, choice, stream); break;
+    case STRATA_Q8_0: launch_choice<STRATA_Q8_0>(p, choice, stream); break;
+    case STRATA_Q4_1: launch_choice<STRATA_Q4_1>(p, choice, stream); break;
     default: fail(STRATA_ERR_INTERNAL, "cuda matmul: no integer tile path for dtype " + std::to_string(a.w_dtype));
     }
     check_launch("matmul (integer tiles)");
