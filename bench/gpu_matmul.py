@@ -20,9 +20,9 @@ depend on the values.
     python bench/gpu_matmul.py --models 8b --dtypes Q4_0 --rows 64 512 --int-kernels configs
                                                      # every tile configuration (tiles:NOxROWSdD) forced
 
---int-kernels takes STRATA_INT_MATMUL values: auto, legacy, tiles, tiles:v1/v2/v3/v4 (routings),
+--int-kernels takes STRATA_INT_MATMUL values: auto, auto:v1..v4, legacy, tiles, tiles:v1/v2/v3/v4 (routings),
 tiles:128/64/32 (a 64-row shape at 2 stages), tiles:NOxROWSdD (NO 128/64/32 x 64 rows or 128 x 128,
-pipeline depth D 0/1/2: libstrata/src/cuda/cuda_int_mma_tiles.cu), and `routings` / `configs` as
+depth code D 0-3: libstrata/src/cuda/cuda_int_mma_tiles.cu), and `routings` / `configs` as
 shorthands for all routings / all configurations.
 """
 
@@ -56,8 +56,9 @@ DTYPES = ["Q4_0", "Q8_0", "F16", "BF16", "Q4_1", "Q4_K", "Q6_K"]
 
 
 ROUTINGS = ["legacy", "tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4"]
-CONFIGS = [f"tiles:{no}x64d{d}" for d in (0, 1, 2) for no in (128, 64, 32)] + ["tiles:128x128d0", "tiles:128x128d2"]
-_INT_KERNEL = re.compile(r"auto|legacy|tiles(:v[1234]|:(128|64|32)|:(128|64|32)x64d[012]|:128x128d[012])?")
+CONFIGS = [f"tiles:{no}x64d{d}" for d in (0, 3, 1, 2) for no in (128, 64, 32)] + [
+    "tiles:128x128d0", "tiles:128x128d3", "tiles:128x128d2"]
+_INT_KERNEL = re.compile(r"auto(:v[1234])?|legacy|tiles(:v[1234]|:(128|64|32)|:(128|64|32)x64d[0123]|:128x128d[0123])?")
 
 
 def int_kernel_values(names):

@@ -3,7 +3,8 @@
 // canonical integer-matmul arithmetic (its main renamed away) and requires,
 // for Q4_0, Q8_0 and Q4_1, every prologue, bias and accumulate, each of the
 // tile configurations (128/64/32 outputs x 64 rows, 128 x 128 on 16 warps; the
-// pipeline depths 0, 1, 2: 2 to 6 slices in flight), 1 to 200 rows, k with
+// depth codes 0-3: 2 to 6 slices in flight, Q4_0's offset in the mma
+// accumulator from 1 on), 1 to 200 rows, k with
 // full and partial slices and more slices than stages, n_out not a multiple of
 // the tile and misaligned weight rows:
 //  - every output bit-identical to the reference and to the older int8
@@ -57,7 +58,7 @@ static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_row
 }
 
 // `shape` = a launch choice of cuda_int_mma_tiles.cu: shape + 4·depth (shapes 0 = 128 x 64, 1 = 64 x 64,
-// 2 = 32 x 64, 3 = 128 x 128 on 16 warps, whose depth 1 is its depth 0).
+// 2 = 32 x 64, 3 = 128 x 128 on 16 warps, whose depth 1 is its depth 3).
 template <int kDt, int kDepth>
 static void run_tiles_depth(int shape, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
                             const uint8_t* w, int64_t n_out, const float* g, float eps, const float* bias, float* y,
@@ -65,7 +66,7 @@ static void run_tiles_depth(int shape, int pro, const float* x, int64_t x_stride
     if (shape == 0) run_tiles_t<kDt, 4, 2, 4, 8, kDepth>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     else if (shape == 1) run_tiles_t<kDt, 4, 1, 4, 8, kDepth>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     else if (shape == 2) run_tiles_t<kDt, 2, 1, 2, 8, kDepth>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
-    else run_tiles_t<kDt, 4, 2, 4, 16, kDepth == 1 ? 0 : kDepth>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else run_tiles_t<kDt, 4, 2, 4, 16, kDepth == 1 ? 3 : kDepth>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
 }
 
 template <int kDt>
@@ -74,6 +75,7 @@ static void run_tiles_dt(int choice, int pro, const float* x, int64_t x_stride, 
                          bool accumulate) {
     const int shape = choice % 4, depth = choice / 4;
     if (depth == 0) run_tiles_depth<kDt, 0>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else if (depth == 3) run_tiles_depth<kDt, 3>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     else if (depth == 1) run_tiles_depth<kDt, 1>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     else run_tiles_depth<kDt, 2>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
 }
@@ -170,9 +172,10 @@ int main(int argc, char** argv) {
                 }
     }
     if (what == "" || what == "deep") {
-        // The deeper pipelines (depth 1: 3-4 stages; depth 2: up to 6) and the 128-row tile: every
+        // The deeper pipelines (depth 1: 3-4 stages; depth 2: up to 6), depth 3 (2 stages) — all three with
+        // Q4_0's −8·sx in the mma accumulator — and the 128-row tile: every
         // configuration for Q4_0, those the routings pick for Q8_0, two for Q4_1 (the layout and the
-        // pipeline are dtype-independent code). k of 2080 (8 full slices + one of 1 block: more slices
+        // pipeline are dtype-independent code). k of 1568 (6 full slices + one of 1 block: more slices
         // than stages, the slots wrap around) or 800 (fewer slices than stages); one or two tiles
         // (the emulator's cost is per tile and slice).
         struct Deep { int dt, choice; };
@@ -180,11 +183,11 @@ int main(int argc, char** argv) {
             {STRATA_Q4_0, 0 + 4}, {STRATA_Q4_0, 1 + 4}, {STRATA_Q4_0, 2 + 4}, {STRATA_Q4_0, 0 + 8},
             {STRATA_Q4_0, 1 + 8}, {STRATA_Q4_0, 2 + 8}, {STRATA_Q4_0, 3}, {STRATA_Q4_0, 3 + 8},
             {STRATA_Q8_0, 2 + 4}, {STRATA_Q8_0, 1 + 8}, {STRATA_Q8_0, 0 + 8}, {STRATA_Q8_0, 3 + 8},
-            {STRATA_Q4_1, 2 + 8}, {STRATA_Q4_1, 3}};
+            {STRATA_Q4_1, 2 + 8}, {STRATA_Q4_1, 3}, {STRATA_Q4_0, 2 + 12}, {STRATA_Q4_0, 0 + 12}, {STRATA_Q4_0, 3 + 12}};
         const int n_deep = (int)(sizeof(deep) / sizeof(deep[0]));
         for (int i = 0; i < n_deep; ++i) {
             const int c = deep[i].choice, shape = c % 4, pro = i % 3;
-            const int64_t k = i % 4 == 3 ? 800 : 2080;
+            const int64_t k = i % 4 == 3 ? 800 : 1568;
             const int64_t n_out = shape == 1 ? 61 : (shape == 2 ? 45 : 123);             // one partial tile
             const int64_t nr = shape == 3 ? (i % 2 ? 131 : 37) : (i % 2 ? 70 : 9);        // 1 or 2 row tiles
             fprintf(stderr, "deep %d/%d: dt %d choice %d pro %d k %ld n_out %ld rows %ld\n", i + 1, n_deep, deep[i].dt, c,

@@ -58,10 +58,10 @@ def both(monkeypatch, run, tiles="tiles"):
     return out
 
 
-# Every configuration the kernel file instantiates (cuda_int_mma_tiles.cu: 64-row shapes at depths 0-2,
-# the 128-row shape at depths 0 and 2) and the three routings.
-CONFIGS = ["tiles:128", "tiles:64", "tiles:32"] + [f"tiles:{no}x64d{d}" for d in (1, 2) for no in (128, 64, 32)] + [
-    "tiles:128x128d0", "tiles:128x128d2", "tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4"]
+# Every configuration the kernel file instantiates (cuda_int_mma_tiles.cu: each shape at depth codes 0-3;
+# the 128-row shape's 1 is its 3) and the four routings.
+CONFIGS = ["tiles:128", "tiles:64", "tiles:32"] + [f"tiles:{no}x64d{d}" for d in (3, 1, 2) for no in (128, 64, 32)] + [
+    "tiles:128x128d0", "tiles:128x128d3", "tiles:128x128d2", "tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4"]
 
 
 @pytest.mark.exactness
@@ -126,7 +126,8 @@ def test_tiles_rows_independent_of_batch(cuda_ctx, rng, monkeypatch, dtype, rout
         assert np.array_equal(part.view(np.uint32), full[rows].view(np.uint32)), f"{len(rows)} rows differ"
 
 
-@pytest.mark.parametrize("name", ["tile", "tiles:96", "tiles:v5", "tiles:64x128d0", "tiles:32x64d3", "tiles:32x64d2x"])
+@pytest.mark.parametrize("name", ["tile", "tiles:96", "tiles:v5", "tiles:64x128d0", "tiles:32x64d4", "tiles:32x64d2x",
+                                  "auto:v5", "auto:v"])
 def test_unknown_kernel_name_is_refused(cuda_ctx, rng, monkeypatch, name):
     """A typo in STRATA_INT_MATMUL is an error naming the choices, and y is left as it was."""
     k, n_out = 256, 40

@@ -17,7 +17,8 @@
 // bytes apart (no bank conflicts), and each warp copies the dx (and Q4_1's
 // dx·sx) of its rows into a [block][row] table so a lane gets the two it needs
 // with one 8-byte load. None of the shape, row-tile or depth choices changes
-// a bit: each lane runs the same per-element sequence below.
+// a bit: each lane runs the same per-element sequence below (from depth 1 on,
+// Q4_0's I is formed with its −8·sx in the mma accumulator: TileLayout).
 //
 // Why the bits are the same as the other kernels': the block integer I is
 // exact however it is formed. Q4_0's nibbles enter the mma as q − 8 (s8), so
@@ -82,9 +83,11 @@ struct TileParams {
     float eps;
 };
 
-// The shared-memory layout of one tile shape and pipeline depth (all offsets 16-byte aligned).
-// kDepth 0: STRATA_INT_TILES_STAGES stages; 1: the most (up to STRATA_INT_TILES_MAX_STAGES) that
-// keep 2 CTAs per SM; 2: the most that fit one CTA per SM (registers then allow one CTA too).
+// The shared-memory layout of one tile shape and depth code (all offsets 16-byte aligned).
+// kDepth 0: STRATA_INT_TILES_STAGES stages, the inner loop as first shipped; 3: as many stages, Q4_0's
+// −8·sx in the mma's accumulator (kOffsetInC below); 1: the most stages (up to
+// STRATA_INT_TILES_MAX_STAGES) that keep 2 CTAs per SM; 2: the most that fit one CTA per SM (registers
+// then allow one CTA too); 1 and 2 also with kOffsetInC.
 template <int kDtype, int kWM, int kMT, int kNT, int kWarps = 8, int kDepth = 0>
 struct TileLayout {
     static constexpr int kThreads = 32 * kWarps;
@@ -101,14 +104,18 @@ struct TileLayout {
     static constexpr int kXOff = kNO * kWS, kMOff = kXOff + kRows * kXS;
     static constexpr int kStage = kMOff + kRows * kMS;
     static constexpr int kDS = kRW + 4;                        // dx table row (per block): 8 blocks x 4 rows per warp store
-    static constexpr int kTables = IntW<kDtype>::kMin ? 2 : 1;  // dx, and Q4_1's dx·sx
+    // Q4_0 from depth 1 on: the nibbles enter the mma unsigned (0..15, no q − 8 per word) and the
+    // accumulator starts at the bits of 1.5·2^23 − 8·sx of the element's activation row, so the mma
+    // still returns 12582912 + I with I = Σq·xq − 8·sx (exact integers: the same I).
+    static constexpr bool kOffsetInC = kDepth != 0 && IntW<kDtype>::kOffset8;
+    static constexpr int kTables = IntW<kDtype>::kMin || kOffsetInC ? 2 : 1;  // dx; Q4_1's dx·sx or the accumulators
     static constexpr int kFixed = kWarps * kTables * kIntSliceBlocks * kDS * 4 + kRows * 4;  // tables, row factors
     static constexpr int stages_within(int budget) {
         int n = 2;
         while (n < STRATA_INT_TILES_MAX_STAGES && kFixed + (n + 1) * kStage <= budget) ++n;
         return n;
     }
-    static constexpr int kStages = kDepth == 0 ? STRATA_INT_TILES_STAGES
+    static constexpr int kStages = kDepth == 0 || kDepth == 3 ? STRATA_INT_TILES_STAGES
                                  : stages_within(kDepth == 1 ? kSmemSM / 2 - kSmemRuntime : kSmemCTA);
     static_assert(kStages >= 2, "the pipeline needs two stages");
     static constexpr int kDxOff = kStages * kStage;
@@ -139,13 +146,25 @@ __device__ __forceinline__ uint32_t nib_minus8(uint32_t x) {
 
 // d = A·B + 1.5·2^23 as int32 bits over one 16x8x32 tile (A s8, or u8 for Q4_1). A pure function
 // of its operands (no volatile): the compiler may interleave it with other blocks' loads.
+// mma_offset: the same with the starting accumulator c0 for columns 2t and c1 for 2t + 1 (A u8).
 #ifdef STRATA_CUDA_EMU
 template <bool kUnsignedA>
 inline void mma_magic(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     mma_i8_16832<kUnsignedA>(d, a, b0, b1);
     for (int e = 0; e < 4; ++e) d[e] = (int)kMagic + d[e];
 }
+inline void mma_offset(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, uint32_t c0, uint32_t c1) {
+    mma_i8_16832<true>(d, a, b0, b1);
+    for (int e = 0; e < 4; ++e) d[e] = (int)((e & 1 ? c1 : c0) + (uint32_t)d[e]);
+}
 #else
+__device__ __forceinline__ void mma_offset(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, uint32_t c0,
+                                           uint32_t c1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%11,%10,%11};\n"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c0), "r"(c1));
+}
 template <bool kUnsignedA>
 __device__ __forceinline__ void mma_magic(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     if constexpr (kUnsignedA) {
@@ -211,7 +230,9 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
     using W = IntW<kDtype>;
     using L = TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth>;
     constexpr int kStages = L::kStages;
-    constexpr bool kUnsignedA = W::kMin;  // Q4_1's nibbles stay 0..15; Q4_0 enters as q − 8, Q8_0 as is
+    constexpr bool kOffC = L::kOffsetInC;
+    // Q4_1's nibbles stay 0..15; Q4_0 enters as q − 8 (or 0..15 with the offset in the accumulator), Q8_0 as is
+    constexpr bool kUnsignedA = W::kMin || kOffC;
     uint8_t* smem = mma_smem();
     const int t = threadIdx.x, warp = t >> 5, lane = t & 31, g = lane >> 2, tq = lane & 3;
     const int wm = warp % kWM, wn = warp / kWM;
@@ -267,7 +288,11 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
                 const int j = e % kIntSliceBlocks, rl = e / kIntSliceBlocks;
                 if (j < nbs) {
                     const uint2 m = *reinterpret_cast<const uint2*>(st + L::kMOff + (wn * L::kRW + rl) * L::kMS + 8 * j);
-                    dxt[j * L::kDS + rl] = __uint_as_float(m.x);
+                    if constexpr (kOffC) {  // {dx, bits of 1.5·2^23 − 8·sx} (modulo 2^32: the same bits as in int)
+                        reinterpret_cast<uint2*>(dxt)[j * L::kDS + rl] = make_uint2(m.x, kMagic - 8u * m.y);
+                    } else {
+                        dxt[j * L::kDS + rl] = __uint_as_float(m.x);
+                    }
                     if constexpr (W::kMin) dst[j * L::kDS + rl] = __fmul_rn(__uint_as_float(m.x), (float)(int)m.y);
                 }
             }
@@ -301,10 +326,17 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
                     b[2 * np][0] = r[0]; b[2 * np][1] = r[1]; b[2 * np + 1][0] = r[2]; b[2 * np + 1][1] = r[3];
                 }
                 float dx[kNT][2], ds[kNT][2];
+                uint32_t cz[kNT][2];  // kOffC: the starting accumulators of columns 2tq, 2tq + 1
 #pragma unroll
                 for (int nt = 0; nt < kNT; ++nt) {
-                    const float2 v = *reinterpret_cast<const float2*>(dxt + j * L::kDS + 8 * nt + 2 * tq);
-                    dx[nt][0] = v.x; dx[nt][1] = v.y;
+                    if constexpr (kOffC) {
+                        const uint4 v = *reinterpret_cast<const uint4*>(dxt + 2 * (j * L::kDS + 8 * nt + 2 * tq));
+                        dx[nt][0] = __uint_as_float(v.x); cz[nt][0] = v.y;
+                        dx[nt][1] = __uint_as_float(v.z); cz[nt][1] = v.w;
+                    } else {
+                        const float2 v = *reinterpret_cast<const float2*>(dxt + j * L::kDS + 8 * nt + 2 * tq);
+                        dx[nt][0] = v.x; dx[nt][1] = v.y;
+                    }
                     if constexpr (W::kMin) {
                         const float2 u = *reinterpret_cast<const float2*>(dst + j * L::kDS + 8 * nt + 2 * tq);
                         ds[nt][0] = u.x; ds[nt][1] = u.y;
@@ -323,8 +355,8 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
                         if constexpr (W::kNibbles) {
                             const uint32_t q = lds32_any(blk + W::kQuantOff + 4 * tq);
                             const uint32_t lo = q & 0x0F0F0F0Fu, hi = (q >> 4) & 0x0F0F0F0Fu;
-                            a[h] = W::kOffset8 ? nib_minus8(lo) : lo;
-                            a[2 + h] = W::kOffset8 ? nib_minus8(hi) : hi;
+                            a[h] = W::kOffset8 && !kOffC ? nib_minus8(lo) : lo;
+                            a[2 + h] = W::kOffset8 && !kOffC ? nib_minus8(hi) : hi;
                         } else {
                             a[h] = lds32_any(blk + W::kQuantOff + 4 * tq);
                             a[2 + h] = lds32_any(blk + W::kQuantOff + 16 + 4 * tq);
@@ -333,7 +365,8 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
 #pragma unroll
                     for (int nt = 0; nt < kNT; ++nt) {
                         int c[4];
-                        mma_magic<kUnsignedA>(c, a, b[nt][0], b[nt][1]);
+                        if constexpr (kOffC) mma_offset(c, a, b[nt][0], b[nt][1], cz[nt][0], cz[nt][1]);
+                        else mma_magic<kUnsignedA>(c, a, b[nt][0], b[nt][1]);
 #pragma unroll
                         for (int e = 0; e < 4; ++e) {
                             // int_block_fold with I exact: acc = fmaf(d·dx, I, acc) (Q4_1: + fmaf(m, dx·sx)).
@@ -348,9 +381,13 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
             // Narrow tiles unroll the whole slice (registers to spare: the loads of later blocks start
             // early; Q8_0's 64-output tile half of it, to stay within 128 registers without spills);
             // the 128-output tile keeps 128 registers for 2 CTAs per SM. At depth 2 (one CTA of 8 warps per
-            // SM, up to 255 registers) the 128-output tile overlaps 2 blocks and Q8_0's 64-output tile all 8.
+            // SM, up to 255 registers) the 128-output tile overlaps 2 blocks and Q8_0's 64-output tile all 8;
+            // with Q4_0's offset in the accumulator (two more words per n-tile and block) the narrow tiles
+            // at 128 registers overlap 4 (8 spilled 20-24 bytes).
             constexpr int kUnroll = kMT > 1 ? (kDepth == 2 && kWarps == 8 ? 2 : kTileUnroll)
-                                            : (W::kNibbles || kNT == 2 || kDepth == 2 ? kIntSliceBlocks : 4);
+                                  : kDepth == 2 ? kIntSliceBlocks
+                                  : kOffC && L::kMinBlocks > 1 ? 4
+                                  : (W::kNibbles || kNT == 2 ? kIntSliceBlocks : 4);
             if (nbs == kIntSliceBlocks) {  // warp-uniform; a whole slice, no bounds checks
 #pragma unroll kUnroll
                 for (int j = 0; j < kIntSliceBlocks; ++j) block(j);
@@ -395,14 +432,14 @@ constexpr int kTilesMinRows = STRATA_INT_TILES_MIN_ROWS;  // below, the older ke
 constexpr int64_t kTilesShortK = 1024;                     // ... except at short k (int_tiles_choice)
 
 // A launch choice: shape + 4·depth. Shapes: 0 = 128 outputs x 64 rows, 1 = 64 x 64, 2 = 32 x 64 (8 warps),
-// 3 = 128 x 128 (16 warps; its depth 1 is depth 0: one CTA per SM in any case).
-constexpr int kShapes = 4, kChoices = 3 * kShapes;
+// 3 = 128 x 128 (16 warps; its depth 1 is depth 3: one CTA per SM in any case).
+constexpr int kShapes = 4, kChoices = 4 * kShapes;
 constexpr int shape_no(int c) { return c == 1 ? 64 : (c == 2 ? 32 : 128); }
 constexpr int shape_rows(int c) { return c == 3 ? 128 : 64; }
 
 template <int kDtype, int kChoice>
 struct Config {
-    static constexpr int kShape = kChoice % kShapes, kDepth = kShape == 3 && kChoice / kShapes == 1 ? 0 : kChoice / kShapes;
+    static constexpr int kShape = kChoice % kShapes, kDepth = kShape == 3 && kChoice / kShapes == 1 ? 3 : kChoice / kShapes;
     static constexpr int kWM = kShape == 2 ? 2 : 4, kMT = kShape == 0 || kShape == 3 ? 2 : 1, kNT = kShape == 2 ? 2 : 4;
     static constexpr int kWarps = kShape == 3 ? 16 : 8;
     using L = TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth>;
@@ -461,8 +498,9 @@ int64_t tiles_of(int shape, int64_t n_rows, int64_t n_out) {
 //      2 stages — the kernel as first shipped;
 //  v2: v1's shape; launches of at most one CTA per SM (q/o, k/v, down at 64 rows: 32-128 CTAs, each
 //      walking all of k with one slice in flight) take the deepest pipeline that fits (depth 2), those
-//      of at most two per SM the deepest that keeps two (depth 1), the rest v1's 2 stages; k of at
-//      most 3 slices (the 135M shapes) at most depth 1 (3-4 stages hold all of it);
+//      of at most two per SM the deepest that keeps two (depth 1), the rest v1's 2 stages (depth 3:
+//      with Q4_0's offset in the accumulator, as depths 1 and 2); k of at most 3 slices (the 135M
+//      shapes) at most depth 1 (3-4 stages hold all of it);
 //  v3: 128-row tiles of 16 warps (half the weight traffic per row of v1's 64-row tiles, 3 stages at
 //      one CTA per SM) where they give nearly every SM a CTA; else v2;
 //  v4: v2 with the last wave counted: where the 128-output tiles fill the GPU, the 64-row shape whose
@@ -493,7 +531,7 @@ int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     }
     if (v == 1) return c;
     const int64_t per_sm = (tiles_of(c, n_rows, n_out) + sms - 1) / sms;
-    const int depth = per_sm <= 1 ? 2 : (per_sm == 2 ? 1 : 0);
+    const int depth = per_sm <= 1 ? 2 : (per_sm == 2 ? 1 : 3);
     return c + kShapes * (depth == 2 && k <= 3 * 32 * kIntSliceBlocks ? 1 : depth);
 }
 
@@ -504,7 +542,7 @@ int parse_forced(const char* env) {
     if (!(std::sscanf(env, "tiles:%d%n", &no, &n) == 1 && (size_t)n == len) &&
         !(std::sscanf(env, "tiles:%dx%dd%d%n", &no, &rows, &depth, &n) == 3 && (size_t)n == len))
         return -1;
-    if (depth < 0 || depth > 2) return -1;
+    if (depth < 0 || depth > 3) return -1;
     for (int c = 0; c < kShapes; ++c)
         if (shape_no(c) == no && shape_rows(c) == rows) return c + kShapes * depth;
     return -1;
@@ -517,7 +555,9 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     if (env && std::strcmp(env, "legacy") == 0) return -1;
     int routing = 2;  // the default
     bool forced = false;
-    if (env && *env && std::strcmp(env, "auto") != 0) {
+    if (env && std::strncmp(env, "auto:v", 6) == 0 && env[6] >= '1' && env[6] <= '4' && env[7] == 0) {
+        routing = env[6] - '0';  // auto's row thresholds, one routing (whole-model A/B: scripts/gpu_ab.sh)
+    } else if (env && *env && std::strcmp(env, "auto") != 0) {
         forced = true;
         if (std::strcmp(env, "tiles:v1") == 0) routing = 1;
         else if (std::strcmp(env, "tiles:v3") == 0) routing = 3;
@@ -527,7 +567,7 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
             if (c >= 0) return c;
             // a typo must not time the wrong kernel
             fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_MATMUL=") + env +
-                                                  ": expected auto, tiles, tiles:v1, tiles:v2, tiles:v3, tiles:v4, tiles:NO "
+                                                  ": expected auto, tiles, auto:v1 ... auto:v4, tiles:v1 ... tiles:v4, tiles:NO "
                                                   "(128, 64 or 32), tiles:NOxROWSdDEPTH (e.g. tiles:32x64d2, "
                                                   "tiles:128x128d2) or legacy");
         }

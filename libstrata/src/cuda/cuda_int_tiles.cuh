@@ -29,7 +29,8 @@ struct IntTilesArgs {
 // 4·depth, cuda_int_mma_tiles.cu), or -1 where the older kernels run.
 // STRATA_INT_MATMUL (read per call): unset or auto: routing v2 from 64 rows,
 // fewer where the older kernels would use dp4a tiles, and from 2 rows when k
-// is at most 1024; tiles, tiles:v1 ... tiles:v4: that routing
+// is at most 1024; auto:v1 ... auto:v4: the same with that routing; tiles,
+// tiles:v1 ... tiles:v4: that routing
 // (tiles: v2) at every row count; tiles:128, tiles:64, tiles:32 and
 // tiles:NOxROWSdD one configuration; legacy never the tile kernel. No choice
 // changes a bit (the bit-identity tests and bench/gpu_matmul.py compare them).
