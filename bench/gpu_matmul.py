@@ -16,14 +16,15 @@ depend on the values.
                                                      # the integer path's kernels side by side
                                                      # (STRATA_INT_MATMUL per line; see strata/env.py)
     python bench/gpu_matmul.py --models 8b --dtypes Q4_0 --rows 16 64 128 512 \
-        --int-kernels legacy tiles:v1 tiles:v2 tiles:v3 tiles:v4  # the tile kernel's routings (A/B in one run)
+        --int-kernels routings                       # the tile kernel's routings v1-v6 and legacy (A/B in one run)
     python bench/gpu_matmul.py --models 8b --dtypes Q4_0 --rows 64 512 --int-kernels configs
                                                      # every tile configuration (tiles:NOxROWSdD) forced
 
---int-kernels takes STRATA_INT_MATMUL values: auto, auto:v1..v4, legacy, tiles, tiles:v1/v2/v3/v4 (routings),
-tiles:128/64/32 (a 64-row shape at 2 stages), tiles:NOxROWSdD (NO 128/64/32 x 64 rows or 128 x 128,
-depth code D 0-3: libstrata/src/cuda/cuda_int_mma_tiles.cu), and `routings` / `configs` as
-shorthands for all routings / all configurations.
+--int-kernels takes STRATA_INT_MATMUL values: auto, auto:v1..v6, legacy, tiles, tiles:v1..v6 (routings),
+tiles:128/64/32 (a 64-row shape at 2 stages), tiles:NOxROWSdD[o] (NO 128/64/32 x 64 rows or 128 x 128,
+pipeline depth D 0-2, o: Q4_0's offset in the mma accumulator, at D 0 and 2;
+libstrata/src/cuda/cuda_int_mma_tiles.cu), and `routings` / `configs` as shorthands for all routings /
+all configurations.
 """
 
 from __future__ import annotations
@@ -55,10 +56,10 @@ SHAPES = [
 DTYPES = ["Q4_0", "Q8_0", "F16", "BF16", "Q4_1", "Q4_K", "Q6_K"]
 
 
-ROUTINGS = ["legacy", "tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4"]
-CONFIGS = [f"tiles:{no}x64d{d}" for d in (0, 3, 1, 2) for no in (128, 64, 32)] + [
-    "tiles:128x128d0", "tiles:128x128d3", "tiles:128x128d2"]
-_INT_KERNEL = re.compile(r"auto(:v[1234])?|legacy|tiles(:v[1234]|:(128|64|32)|:(128|64|32)x64d[0123]|:128x128d[0123])?")
+ROUTINGS = ["legacy", "tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4", "tiles:v5", "tiles:v6"]
+CONFIGS = [f"tiles:{no}x{rows}d{d}{o}" for o in ("", "o") for d in (0, 1, 2) for no, rows in
+           ((128, 64), (64, 64), (32, 64), (128, 128)) if d != 1 or not (o or rows == 128)]
+_INT_KERNEL = re.compile(r"auto(:v[1-6])?|legacy|tiles(:v[1-6]|:(128|64|32)|:((128|64|32)x64|128x128)(d[012]|d[02]o))?")
 
 
 def int_kernel_values(names):

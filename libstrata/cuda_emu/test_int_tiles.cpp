@@ -3,8 +3,8 @@
 // canonical integer-matmul arithmetic (its main renamed away) and requires,
 // for Q4_0, Q8_0 and Q4_1, every prologue, bias and accumulate, each of the
 // tile configurations (128/64/32 outputs x 64 rows, 128 x 128 on 16 warps; the
-// depth codes 0-3: 2 to 6 slices in flight, Q4_0's offset in the mma
-// accumulator from 1 on), 1 to 200 rows, k with
+// pipeline depths 0-2: 2 to 6 slices in flight; Q4_0's offset in the mma
+// accumulator), 1 to 131 rows, k with
 // full and partial slices and more slices than stages, n_out not a multiple of
 // the tile and misaligned weight rows:
 //  - every output bit-identical to the reference and to the older int8
@@ -12,7 +12,7 @@
 //  - within the int8-activation bound of a float64 product;
 //  - no cp.async copy left pending.
 // A negative control (the tile kernel with one block's scale changed) must
-// differ. Usage: test_int_tiles [smoke|v1|deep] (default: v1 and deep)
+// differ. Usage: test_int_tiles [smoke|v1|deep [FROM TO]] (default: v1 and deep)
 #define main test_int_main
 #include "test_int.cpp"
 #undef main
@@ -21,10 +21,10 @@
 namespace TT = strata::cuda::T_cuda_int_mma_tiles;
 
 // The pre-pass (as launch_int_matmul runs it), then the tile kernel of one configuration.
-template <int kDt, int kWM, int kMT, int kNT, int kWarps, int kDepth>
+template <int kDt, int kWM, int kMT, int kNT, int kWarps, int kDepth, bool kOffC>
 static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k, const uint8_t* w,
                         int64_t n_out, const float* g, float eps, const float* bias, float* y, bool accumulate) {
-    using L = TT::TileLayout<kDt, kWM, kMT, kNT, kWarps, kDepth>;
+    using L = TT::TileLayout<kDt, kWM, kMT, kNT, kWarps, kDepth, kOffC>;
     const int64_t nb = k / 32;
     const int nchunks = (int)((nb + 7) / 8), nbp = (int)((nb + 1) / 2 * 2);
     std::vector<uint8_t> xq(n_rows * k + 16);
@@ -51,33 +51,39 @@ static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_row
     static int pending = 0;
     const unsigned gx = (unsigned)std::max(1, p.n_tiles / 2);  // fewer CTAs than tiles: the tile loop runs
     run_grid(gx, 1, L::kThreads, [p] {
-        TT::int_tiles_kernel<kDt, kWM, kMT, kNT, kWarps, kDepth>(p);
+        TT::int_tiles_kernel<kDt, kWM, kMT, kNT, kWarps, kDepth, kOffC>(p);
         if (emu_pending_copies() != 0) pending++;
     });
     CHECK(pending == 0, "cp.async copies left pending");
 }
 
-// `shape` = a launch choice of cuda_int_mma_tiles.cu: shape + 4·depth (shapes 0 = 128 x 64, 1 = 64 x 64,
-// 2 = 32 x 64, 3 = 128 x 128 on 16 warps, whose depth 1 is its depth 3).
-template <int kDt, int kDepth>
+// `choice` = a launch choice of cuda_int_mma_tiles.cu: shape + 4·depth (0-11), or 12 + shape + 4·(depth == 2)
+// with Q4_0's offset in the mma accumulator (12-19). Shapes 0 = 128 x 64, 1 = 64 x 64, 2 = 32 x 64,
+// 3 = 128 x 128 on 16 warps (whose depth 1 is its depth 0).
+template <int kDt, int kDepth, bool kOffC>
 static void run_tiles_depth(int shape, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
                             const uint8_t* w, int64_t n_out, const float* g, float eps, const float* bias, float* y,
                             bool accumulate) {
-    if (shape == 0) run_tiles_t<kDt, 4, 2, 4, 8, kDepth>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
-    else if (shape == 1) run_tiles_t<kDt, 4, 1, 4, 8, kDepth>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
-    else if (shape == 2) run_tiles_t<kDt, 2, 1, 2, 8, kDepth>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
-    else run_tiles_t<kDt, 4, 2, 4, 16, kDepth == 1 ? 3 : kDepth>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    if (shape == 0) run_tiles_t<kDt, 4, 2, 4, 8, kDepth, kOffC>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else if (shape == 1) run_tiles_t<kDt, 4, 1, 4, 8, kDepth, kOffC>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else if (shape == 2) run_tiles_t<kDt, 2, 1, 2, 8, kDepth, kOffC>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else run_tiles_t<kDt, 4, 2, 4, 16, kDepth == 1 ? 0 : kDepth, kOffC>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
 }
 
 template <int kDt>
 static void run_tiles_dt(int choice, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
                          const uint8_t* w, int64_t n_out, const float* g, float eps, const float* bias, float* y,
                          bool accumulate) {
-    const int shape = choice % 4, depth = choice / 4;
-    if (depth == 0) run_tiles_depth<kDt, 0>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
-    else if (depth == 3) run_tiles_depth<kDt, 3>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
-    else if (depth == 1) run_tiles_depth<kDt, 1>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
-    else run_tiles_depth<kDt, 2>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    const int shape = choice % 4;
+    if (choice >= 12) {
+        if ((choice - 12) / 4 == 0) run_tiles_depth<kDt, 0, true>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+        else run_tiles_depth<kDt, 2, true>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+        return;
+    }
+    const int depth = choice / 4;
+    if (depth == 0) run_tiles_depth<kDt, 0, false>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else if (depth == 1) run_tiles_depth<kDt, 1, false>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else run_tiles_depth<kDt, 2, false>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
 }
 
 static void run_tiles(int dt, int shape, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
@@ -147,6 +153,7 @@ static void one_tiles(int dt, int shape, int pro, int64_t k, int64_t n_out, int6
 }
 
 int main(int argc, char** argv) {
+    setvbuf(stdout, nullptr, _IOLBF, 0);  // FAIL lines as they happen
     const std::string what = argc > 1 ? argv[1] : "";
     const bool smoke = what == "smoke";
     const int dts[3] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1};
@@ -172,24 +179,24 @@ int main(int argc, char** argv) {
                 }
     }
     if (what == "" || what == "deep") {
-        // The deeper pipelines (depth 1: 3-4 stages; depth 2: up to 6), depth 3 (2 stages) — all three with
-        // Q4_0's −8·sx in the mma accumulator — and the 128-row tile: every
-        // configuration for Q4_0, those the routings pick for Q8_0, two for Q4_1 (the layout and the
-        // pipeline are dtype-independent code). k of 1568 (6 full slices + one of 1 block: more slices
+        // The deeper pipelines (depth 1: 3-4 stages; depth 2: up to 6), Q4_0's −8·sx in the mma
+        // accumulator (depths 0 and 2) and the 128-row tile: the configurations the routings pick, Q4_0
+        // first, then Q8_0 and Q4_1 (the layout and the pipeline are dtype-independent code). k of 1568 (6 full slices + one of 1 block: more slices
         // than stages, the slots wrap around) or 800 (fewer slices than stages); one or two tiles
         // (the emulator's cost is per tile and slice).
         struct Deep { int dt, choice; };
-        const Deep deep[] = {
-            {STRATA_Q4_0, 0 + 4}, {STRATA_Q4_0, 1 + 4}, {STRATA_Q4_0, 2 + 4}, {STRATA_Q4_0, 0 + 8},
-            {STRATA_Q4_0, 1 + 8}, {STRATA_Q4_0, 2 + 8}, {STRATA_Q4_0, 3}, {STRATA_Q4_0, 3 + 8},
-            {STRATA_Q8_0, 2 + 4}, {STRATA_Q8_0, 1 + 8}, {STRATA_Q8_0, 0 + 8}, {STRATA_Q8_0, 3 + 8},
-            {STRATA_Q4_1, 2 + 8}, {STRATA_Q4_1, 3}, {STRATA_Q4_0, 2 + 12}, {STRATA_Q4_0, 0 + 12}, {STRATA_Q4_0, 3 + 12}};
+        const Deep deep[] = {  // in the order of what the routings use most (the default first)
+            {STRATA_Q4_0, 3 + 8}, {STRATA_Q4_0, 2 + 8}, {STRATA_Q4_0, 12 + 3 + 4}, {STRATA_Q4_0, 12 + 2},
+            {STRATA_Q8_0, 3 + 8}, {STRATA_Q4_0, 0}, {STRATA_Q4_0, 1 + 4}, {STRATA_Q8_0, 2 + 8},
+            {STRATA_Q4_0, 12 + 0}, {STRATA_Q4_1, 2 + 8}, {STRATA_Q4_0, 0 + 8}, {STRATA_Q4_0, 12 + 1 + 4},
+            {STRATA_Q4_0, 3}, {STRATA_Q4_0, 2 + 4}, {STRATA_Q8_0, 1 + 8}, {STRATA_Q4_1, 3}};
         const int n_deep = (int)(sizeof(deep) / sizeof(deep[0]));
-        for (int i = 0; i < n_deep; ++i) {
+        const int from = argc > 2 ? atoi(argv[2]) : 0, to = argc > 3 ? std::min(atoi(argv[3]), n_deep) : n_deep;
+        for (int i = from; i < to; ++i) {
             const int c = deep[i].choice, shape = c % 4, pro = i % 3;
             const int64_t k = i % 4 == 3 ? 800 : 1568;
             const int64_t n_out = shape == 1 ? 61 : (shape == 2 ? 45 : 123);             // one partial tile
-            const int64_t nr = shape == 3 ? (i % 2 ? 131 : 37) : (i % 2 ? 70 : 9);        // 1 or 2 row tiles
+            const int64_t nr = shape == 3 ? (i == 0 ? 131 : 70) : (i % 2 ? 70 : 9);        // 1 or 2 row tiles
             fprintf(stderr, "deep %d/%d: dt %d choice %d pro %d k %ld n_out %ld rows %ld\n", i + 1, n_deep, deep[i].dt, c,
                     pro, (long)k, (long)n_out, (long)nr);
             one_tiles(deep[i].dt, c, pro, k, n_out, nr, 2 * (i % 4), i % 3 == 0, i % 3 == 1, i == 2 || i == 7);

@@ -17,8 +17,8 @@
 // bytes apart (no bank conflicts), and each warp copies the dx (and Q4_1's
 // dx·sx) of its rows into a [block][row] table so a lane gets the two it needs
 // with one 8-byte load. None of the shape, row-tile or depth choices changes
-// a bit: each lane runs the same per-element sequence below (from depth 1 on,
-// Q4_0's I is formed with its −8·sx in the mma accumulator: TileLayout).
+// a bit: each lane runs the same per-element sequence below (the kOffsetC
+// variants form Q4_0's I with its −8·sx in the mma accumulator: TileLayout).
 //
 // Why the bits are the same as the other kernels': the block integer I is
 // exact however it is formed. Q4_0's nibbles enter the mma as q − 8 (s8), so
@@ -83,12 +83,11 @@ struct TileParams {
     float eps;
 };
 
-// The shared-memory layout of one tile shape and depth code (all offsets 16-byte aligned).
-// kDepth 0: STRATA_INT_TILES_STAGES stages, the inner loop as first shipped; 3: as many stages, Q4_0's
-// −8·sx in the mma's accumulator (kOffsetInC below); 1: the most stages (up to
-// STRATA_INT_TILES_MAX_STAGES) that keep 2 CTAs per SM; 2: the most that fit one CTA per SM (registers
-// then allow one CTA too); 1 and 2 also with kOffsetInC.
-template <int kDtype, int kWM, int kMT, int kNT, int kWarps = 8, int kDepth = 0>
+// The shared-memory layout of one tile shape, pipeline depth and inner loop (all offsets 16-byte
+// aligned). kDepth 0: STRATA_INT_TILES_STAGES stages; 1: the most (up to STRATA_INT_TILES_MAX_STAGES)
+// that keep 2 CTAs per SM; 2: the most that fit one CTA per SM (registers then allow one CTA too).
+// kOffsetC: Q4_0's −8·sx in the mma's accumulator (kOffsetInC below).
+template <int kDtype, int kWM, int kMT, int kNT, int kWarps = 8, int kDepth = 0, bool kOffsetC = false>
 struct TileLayout {
     static constexpr int kThreads = 32 * kWarps;
     static constexpr int kNO = kWM * 16 * kMT;                 // outputs per CTA
@@ -104,10 +103,10 @@ struct TileLayout {
     static constexpr int kXOff = kNO * kWS, kMOff = kXOff + kRows * kXS;
     static constexpr int kStage = kMOff + kRows * kMS;
     static constexpr int kDS = kRW + 4;                        // dx table row (per block): 8 blocks x 4 rows per warp store
-    // Q4_0 from depth 1 on: the nibbles enter the mma unsigned (0..15, no q − 8 per word) and the
+    // Q4_0 with kOffsetC: the nibbles enter the mma unsigned (0..15, no q − 8 per word) and the
     // accumulator starts at the bits of 1.5·2^23 − 8·sx of the element's activation row, so the mma
     // still returns 12582912 + I with I = Σq·xq − 8·sx (exact integers: the same I).
-    static constexpr bool kOffsetInC = kDepth != 0 && IntW<kDtype>::kOffset8;
+    static constexpr bool kOffsetInC = kOffsetC && IntW<kDtype>::kOffset8;
     static constexpr int kTables = IntW<kDtype>::kMin || kOffsetInC ? 2 : 1;  // dx; Q4_1's dx·sx or the accumulators
     static constexpr int kFixed = kWarps * kTables * kIntSliceBlocks * kDS * 4 + kRows * 4;  // tables, row factors
     static constexpr int stages_within(int budget) {
@@ -115,7 +114,7 @@ struct TileLayout {
         while (n < STRATA_INT_TILES_MAX_STAGES && kFixed + (n + 1) * kStage <= budget) ++n;
         return n;
     }
-    static constexpr int kStages = kDepth == 0 || kDepth == 3 ? STRATA_INT_TILES_STAGES
+    static constexpr int kStages = kDepth == 0 ? STRATA_INT_TILES_STAGES
                                  : stages_within(kDepth == 1 ? kSmemSM / 2 - kSmemRuntime : kSmemCTA);
     static_assert(kStages >= 2, "the pipeline needs two stages");
     static constexpr int kDxOff = kStages * kStage;
@@ -224,11 +223,11 @@ __device__ __forceinline__ void stage_slice(const TileParams& p, uint8_t* slot, 
     }
 }
 
-template <int kDtype, int kWM, int kMT, int kNT, int kWarps = 8, int kDepth = 0>
-__global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth>::kMinBlocks))
+template <int kDtype, int kWM, int kMT, int kNT, int kWarps = 8, int kDepth = 0, bool kOffsetC = false>
+__global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth, kOffsetC>::kMinBlocks))
     int_tiles_kernel(const TileParams p) {
     using W = IntW<kDtype>;
-    using L = TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth>;
+    using L = TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth, kOffsetC>;
     constexpr int kStages = L::kStages;
     constexpr bool kOffC = L::kOffsetInC;
     // Q4_1's nibbles stay 0..15; Q4_0 enters as q − 8 (or 0..15 with the offset in the accumulator), Q8_0 as is
@@ -431,19 +430,26 @@ constexpr int kTilesMaxDevices = 64;
 constexpr int kTilesMinRows = STRATA_INT_TILES_MIN_ROWS;  // below, the older kernels' 8/16-row tiles waste less
 constexpr int64_t kTilesShortK = 1024;                     // ... except at short k (int_tiles_choice)
 
-// A launch choice: shape + 4·depth. Shapes: 0 = 128 outputs x 64 rows, 1 = 64 x 64, 2 = 32 x 64 (8 warps),
-// 3 = 128 x 128 (16 warps; its depth 1 is depth 3: one CTA per SM in any case).
-constexpr int kShapes = 4, kChoices = 4 * kShapes;
+// A launch choice: shape + 4·depth (0-11), or 12 + shape + 4·(depth == 2) with Q4_0's offset in the
+// accumulator (12-19). Shapes: 0 = 128 outputs x 64 rows, 1 = 64 x 64, 2 = 32 x 64 (8 warps),
+// 3 = 128 x 128 (16 warps; its depth 1 is depth 0: one CTA per SM in any case).
+constexpr int kShapes = 4, kPlain = 3 * kShapes, kChoices = kPlain + 2 * kShapes;
 constexpr int shape_no(int c) { return c == 1 ? 64 : (c == 2 ? 32 : 128); }
 constexpr int shape_rows(int c) { return c == 3 ? 128 : 64; }
+constexpr int choice_of(int shape, int depth, bool offset_c) {
+    return offset_c ? kPlain + shape + kShapes * (depth == 2 ? 1 : 0) : shape + kShapes * depth;
+}
 
 template <int kDtype, int kChoice>
 struct Config {
-    static constexpr int kShape = kChoice % kShapes, kDepth = kShape == 3 && kChoice / kShapes == 1 ? 3 : kChoice / kShapes;
+    static constexpr bool kOffsetC = kChoice >= kPlain;
+    static constexpr int kShape = kChoice % kShapes;
+    static constexpr int kCode = kOffsetC ? 2 * ((kChoice - kPlain) / kShapes) : kChoice / kShapes;
+    static constexpr int kDepth = kShape == 3 && kCode == 1 ? 0 : kCode;
     static constexpr int kWM = kShape == 2 ? 2 : 4, kMT = kShape == 0 || kShape == 3 ? 2 : 1, kNT = kShape == 2 ? 2 : 4;
     static constexpr int kWarps = kShape == 3 ? 16 : 8;
-    using L = TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth>;
-    static constexpr auto kernel = int_tiles_kernel<kDtype, kWM, kMT, kNT, kWarps, kDepth>;
+    using L = TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth, kOffsetC>;
+    static constexpr auto kernel = int_tiles_kernel<kDtype, kWM, kMT, kNT, kWarps, kDepth, kOffsetC>;
     static_assert(L::kNO == shape_no(kShape) && L::kRows == shape_rows(kShape), "shape table");
 };
 
@@ -493,23 +499,33 @@ int64_t tiles_of(int shape, int64_t n_rows, int64_t n_out) {
     return (n_out + shape_no(shape) - 1) / shape_no(shape) * ((n_rows + shape_rows(shape) - 1) / shape_rows(shape));
 }
 
-// The routings (a STRATA_INT_MATMUL value each; which one never changes a bit):
+// The routings (a STRATA_INT_MATMUL value each; which one never changes a bit). H200, 8B Q4_0,
+// bench/gpu_matmul.py --int-kernels legacy tiles:v1 ... tiles:v4 (commit b0b19dc, µs at 64 / 512 rows):
+// v1 q/o 43.2 / 149, k/v 42.6 / 67.8, qkv 60.9 / 227, gate_up 143 / 953, down 145 / 515, lm_head 221
+// / 1,628; v2's depth 2 took 4 % off q/o, k/v and down at 64 rows, its depth 1 added 7 % to qkv at 64
+// and k/v at 512; v3's 128-row tiles took 5-9 % off q/o, gate_up, down and lm_head at 512 and added
+// 16 % to qkv (192 tiles: 1.45 waves); every variant ran at 115-133 int8 TFLOP/s.
 //  v1: the widest 64-row tile that still gives every SM a CTA (wide tiles reuse each fragment more),
 //      2 stages — the kernel as first shipped;
-//  v2: v1's shape; launches of at most one CTA per SM (q/o, k/v, down at 64 rows: 32-128 CTAs, each
-//      walking all of k with one slice in flight) take the deepest pipeline that fits (depth 2), those
-//      of at most two per SM the deepest that keeps two (depth 1), the rest v1's 2 stages (depth 3:
-//      with Q4_0's offset in the accumulator, as depths 1 and 2); k of at most 3 slices (the 135M
-//      shapes) at most depth 1 (3-4 stages hold all of it);
+//  v2: v1's shape; launches of at most one CTA per SM take the deepest pipeline that fits (depth 2),
+//      those of at most two per SM the deepest that keeps two (depth 1), the rest v1's 2 stages; k of
+//      at most 3 slices (the 135M shapes) at most depth 1 (3-4 stages hold all of it);
 //  v3: 128-row tiles of 16 warps (half the weight traffic per row of v1's 64-row tiles, 3 stages at
 //      one CTA per SM) where they give nearly every SM a CTA; else v2;
 //  v4: v2 with the last wave counted: where the 128-output tiles fill the GPU, the 64-row shape whose
 //      tiles best fill whole waves of two CTAs per SM, weighed by a guess of each shape's speed per
-//      output (128: 1, 64: 0.96, 32: 0.85 — per mma a 32 x 32 warp tile issues ~18 instructions,
-//      16 x 32 ~19); e.g. qkv (6144 outputs) at 512 rows: 384 tiles of 128 fill 2 waves of 264 to
-//      73 %, 768 tiles of 64 fill 3 to 97 %.
+//      output (128: 1, 64: 0.96, 32: 0.85);
+//  v5 (the default): the measured best — 128-row tiles at depth 2 where they fill whole waves of one
+//      CTA per SM to 90 % (q/o, gate_up, down, lm_head at 512 rows), else v1's shape at depth 2 where
+//      the launch has at most one CTA per SM (depth 1 at k of at most 3 slices) and depth 0 otherwise;
+//  v6: v5 with Q4_0's −8·sx in the mma accumulator (TileLayout::kOffsetInC; not yet timed).
 int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
-    if (v == 3 && n_rows >= 128 && 8 * tiles_of(3, n_rows, n_out) >= 7 * (int64_t)sms) return 3 + kShapes * 2;
+    const bool short_k = k <= 3 * 32 * kIntSliceBlocks;
+    if (v >= 5 && n_rows >= 128) {
+        const int64_t t = tiles_of(3, n_rows, n_out), waves = (t + sms - 1) / sms;
+        if (10 * t >= 9 * waves * (int64_t)sms) return choice_of(3, 2, v == 6);
+    }
+    if (v == 3 && n_rows >= 128 && 8 * tiles_of(3, n_rows, n_out) >= 7 * (int64_t)sms) return choice_of(3, 2, false);
     int c = 2;
     for (int s = 0; s < 2; ++s)
         if (tiles_of(s, n_rows, n_out) >= sms) {
@@ -531,20 +547,28 @@ int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     }
     if (v == 1) return c;
     const int64_t per_sm = (tiles_of(c, n_rows, n_out) + sms - 1) / sms;
-    const int depth = per_sm <= 1 ? 2 : (per_sm == 2 ? 1 : 3);
-    return c + kShapes * (depth == 2 && k <= 3 * 32 * kIntSliceBlocks ? 1 : depth);
+    if (v >= 5) {
+        if (per_sm > 1 || short_k) return choice_of(c, 0, v == 6);  // the offset variants exist at depth 0 and 2
+        return choice_of(c, 2, v == 6);
+    }
+    const int depth = per_sm <= 1 ? 2 : (per_sm == 2 ? 1 : 0);
+    return choice_of(c, depth == 2 && short_k ? 1 : depth, false);
 }
 
-// A forced tile configuration "tiles:NOxROWSdD" (or "tiles:NO": 64 rows, depth 0), or -1.
+// A forced tile configuration "tiles:NOxROWSdD" (D 0, 1, 2), "tiles:NOxROWSdDo" (D 0 or 2, with Q4_0's
+// offset in the accumulator) or "tiles:NO" (64 rows, depth 0); else -1.
 int parse_forced(const char* env) {
     int no = 0, rows = 64, depth = 0, n = 0;
     const size_t len = std::strlen(env);
-    if (!(std::sscanf(env, "tiles:%d%n", &no, &n) == 1 && (size_t)n == len) &&
-        !(std::sscanf(env, "tiles:%dx%dd%d%n", &no, &rows, &depth, &n) == 3 && (size_t)n == len))
-        return -1;
-    if (depth < 0 || depth > 3) return -1;
+    bool offset_c = false;
+    if (!(std::sscanf(env, "tiles:%d%n", &no, &n) == 1 && (size_t)n == len)) {
+        if (std::sscanf(env, "tiles:%dx%dd%d%n", &no, &rows, &depth, &n) != 3) return -1;
+        if ((size_t)n + 1 == len && env[n] == 'o') offset_c = true;
+        else if ((size_t)n != len) return -1;
+    }
+    if (depth < 0 || depth > 2 || (offset_c && depth == 1)) return -1;
     for (int c = 0; c < kShapes; ++c)
-        if (shape_no(c) == no && shape_rows(c) == rows) return c + kShapes * depth;
+        if (shape_no(c) == no && shape_rows(c) == rows) return choice_of(c, depth, offset_c);
     return -1;
 }
 
@@ -553,23 +577,25 @@ int parse_forced(const char* env) {
 int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     const char* env = std::getenv("STRATA_INT_MATMUL");  // read per call: tests switch it within a process
     if (env && std::strcmp(env, "legacy") == 0) return -1;
-    int routing = 2;  // the default
+    int routing = 5;  // the default
     bool forced = false;
-    if (env && std::strncmp(env, "auto:v", 6) == 0 && env[6] >= '1' && env[6] <= '4' && env[7] == 0) {
+    if (env && std::strncmp(env, "auto:v", 6) == 0 && env[6] >= '1' && env[6] <= '6' && env[7] == 0) {
         routing = env[6] - '0';  // auto's row thresholds, one routing (whole-model A/B: scripts/gpu_ab.sh)
     } else if (env && *env && std::strcmp(env, "auto") != 0) {
         forced = true;
         if (std::strcmp(env, "tiles:v1") == 0) routing = 1;
         else if (std::strcmp(env, "tiles:v3") == 0) routing = 3;
+        else if (std::strcmp(env, "tiles:v2") == 0) routing = 2;
         else if (std::strcmp(env, "tiles:v4") == 0) routing = 4;
-        else if (std::strcmp(env, "tiles") != 0 && std::strcmp(env, "tiles:v2") != 0) {
+        else if (std::strcmp(env, "tiles:v6") == 0) routing = 6;
+        else if (std::strcmp(env, "tiles") != 0 && std::strcmp(env, "tiles:v5") != 0) {
             const int c = parse_forced(env);  // one configuration (bench/gpu_matmul.py, tests)
             if (c >= 0) return c;
             // a typo must not time the wrong kernel
             fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_MATMUL=") + env +
-                                                  ": expected auto, tiles, auto:v1 ... auto:v4, tiles:v1 ... tiles:v4, tiles:NO "
-                                                  "(128, 64 or 32), tiles:NOxROWSdDEPTH (e.g. tiles:32x64d2, "
-                                                  "tiles:128x128d2) or legacy");
+                                                  ": expected auto, tiles, auto:v1 ... auto:v6, tiles:v1 ... tiles:v6, tiles:NO "
+                                                  "(128, 64 or 32), tiles:NOxROWSdDEPTH[o] (e.g. tiles:32x64d2, "
+                                                  "tiles:128x128d2o) or legacy");
         }
     }
     if (!forced && n_rows < kTilesMinRows) {
