@@ -40,6 +40,7 @@
 #include "cuda_kernels.cuh"
 #include "cuda_mma.cuh"
 #include "cuda_scratch.cuh"
+#include "cuda_pdl.cuh"
 
 namespace strata {
 namespace cuda {
@@ -119,6 +120,8 @@ __device__ __forceinline__ const float* int_act_aux(const float* xr, const float
 
 template <int kPro>
 __global__ void __launch_bounds__(kPreThreads) int_prepass_kernel(const PreParams p) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     const int64_t row = blockIdx.x;
     const int c = blockIdx.y;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -336,6 +339,8 @@ __device__ __forceinline__ void fused_quant(const IntParams& p, uint8_t* act, in
 // part's weights are in flight, once per row tile it meets.
 template <int kDtype, int kR, bool kFused>
 __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     constexpr int SB = kIntSliceBlocks * IntW<kDtype>::kBytes;  // a multiple of 16
     static_assert(SB % 16 == 0, "a slice must span whole 16-byte windows");
     uint8_t* smem = mma_smem();
@@ -439,6 +444,8 @@ __device__ __forceinline__ uint32_t ld32_2(const uint8_t* q) {
 // block by block with int_block_fold, exactly as a dp4a thread does.
 template <int kDtype, int kNT>
 __global__ void __launch_bounds__(kMmaThreads) int_mma_kernel(const IntParams p) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     using W = IntW<kDtype>;
     constexpr int kR = 8 * kNT;
     constexpr int SB = kIntSliceBlocks * W::kBytes;
@@ -795,12 +802,12 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         const dim3 pgrid((unsigned)a.n_rows, (unsigned)nchunks);
         switch (a.prologue) {
         case STRATA_PROLOGUE_RMSNORM:
-            int_prepass_kernel<STRATA_PROLOGUE_RMSNORM><<<pgrid, kPreThreads, 0, stream>>>(pp);
+            launch_k(int_prepass_kernel<STRATA_PROLOGUE_RMSNORM>, pgrid, kPreThreads, 0, stream, pp);
             break;
         case STRATA_PROLOGUE_SILU_MUL:
-            int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL><<<pgrid, kPreThreads, 0, stream>>>(pp);
+            launch_k(int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL>, pgrid, kPreThreads, 0, stream, pp);
             break;
-        default: int_prepass_kernel<STRATA_PROLOGUE_NONE><<<pgrid, kPreThreads, 0, stream>>>(pp); break;
+        default: launch_k(int_prepass_kernel<STRATA_PROLOGUE_NONE>, pgrid, kPreThreads, 0, stream, pp); break;
         }
         check_launch("matmul (integer activation pre-pass)");
         if (tiles >= 0) {
@@ -822,18 +829,18 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         if (!fn) fail(STRATA_ERR_INTERNAL, "cuda matmul: no integer path for dtype " + std::to_string(a.w_dtype));
         int64_t grid = p.n_tiles;
         if (fused) grid = dot_fused_grid(p, (int64_t)resident_ctas(fn, th, smem) * lim.sms);
-        fn<<<(unsigned)grid, th, smem, stream>>>(p);
+        launch_k(fn, (unsigned)grid, th, smem, stream, p);
         check_launch(fused ? "matmul (integer, fused activations)" : "matmul (integer)");
         return;
     }
     const unsigned grid = (unsigned)p.n_tiles;
     switch (a.w_dtype * 4 + kind) {
-    case STRATA_Q4_0 * 4 + 2: int_mma_kernel<STRATA_Q4_0, 1><<<grid, th, smem, stream>>>(p); break;
-    case STRATA_Q4_0 * 4 + 3: int_mma_kernel<STRATA_Q4_0, 2><<<grid, th, smem, stream>>>(p); break;
-    case STRATA_Q8_0 * 4 + 2: int_mma_kernel<STRATA_Q8_0, 1><<<grid, th, smem, stream>>>(p); break;
-    case STRATA_Q8_0 * 4 + 3: int_mma_kernel<STRATA_Q8_0, 2><<<grid, th, smem, stream>>>(p); break;
-    case STRATA_Q4_1 * 4 + 2: int_mma_kernel<STRATA_Q4_1, 1><<<grid, th, smem, stream>>>(p); break;
-    case STRATA_Q4_1 * 4 + 3: int_mma_kernel<STRATA_Q4_1, 2><<<grid, th, smem, stream>>>(p); break;
+    case STRATA_Q4_0 * 4 + 2: launch_k(int_mma_kernel<STRATA_Q4_0, 1>, grid, th, smem, stream, p); break;
+    case STRATA_Q4_0 * 4 + 3: launch_k(int_mma_kernel<STRATA_Q4_0, 2>, grid, th, smem, stream, p); break;
+    case STRATA_Q8_0 * 4 + 2: launch_k(int_mma_kernel<STRATA_Q8_0, 1>, grid, th, smem, stream, p); break;
+    case STRATA_Q8_0 * 4 + 3: launch_k(int_mma_kernel<STRATA_Q8_0, 2>, grid, th, smem, stream, p); break;
+    case STRATA_Q4_1 * 4 + 2: launch_k(int_mma_kernel<STRATA_Q4_1, 1>, grid, th, smem, stream, p); break;
+    case STRATA_Q4_1 * 4 + 3: launch_k(int_mma_kernel<STRATA_Q4_1, 2>, grid, th, smem, stream, p); break;
     default: fail(STRATA_ERR_INTERNAL, "cuda matmul: no integer path for dtype " + std::to_string(a.w_dtype));
     }
     check_launch("matmul (integer)");
