@@ -13,9 +13,12 @@
 // The rule every __global__ kernel in libstrata/src/cuda follows (checked by
 // tests/kernels/test_pdl_coverage.py): its first statement is pdl_wait(), and
 // pdl_launch_dependents() follows it. Nothing before the wait reads memory an
-// earlier kernel writes or writes memory an earlier kernel may read. (A kernel
-// may, before the wait, only touch what no kernel ever writes, such as the
-// model's weights.)
+// earlier kernel writes or writes memory an earlier kernel may read. The one
+// exception: calls to functions named early_* may precede the wait; they may
+// read only what no kernel ever writes (a matmul's weights: uploaded by copies,
+// never by kernels) and write only the CTA's own shared memory. The integer
+// matmul kernels use it to start streaming their first weights while the
+// previous kernel drains (cuda_int_matmul.cu, early_weights).
 //
 // Why waiting on the one previous kernel is enough (transitivity). The launch
 // attribute makes kernel N+1 depend programmatically on kernel N only; its
@@ -27,7 +30,11 @@
 // memory as without PDL. Non-kernel work (memcpy, memset, event records, graph
 // launches) is never launched programmatically: it waits for the whole
 // previous kernel as always, which by the same induction includes everything
-// before it.
+// before it. The same argument bounds what early_* work can overlap: N+1's
+// blocks are scheduled only after every block of N has passed its own wait,
+// i.e. after N-1 (and so everything before it) has completed; only kernel N
+// itself can still be running. So early reads race only with N's writes, and
+// N never writes weights.
 //
 // Why triggering early cannot starve anything. pdl_launch_dependents() lets
 // the next kernel's blocks be scheduled only once every block of this grid
