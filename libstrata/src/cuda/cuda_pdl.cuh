@@ -40,7 +40,7 @@
 // the next kernel's blocks be scheduled only once every block of this grid
 // has called it or exited, i.e. once every block of this grid is already
 // resident on an SM: the early dependents can take only the room this grid no
-// longer needs, and they hold it spinning in their own wait, which returns
+// longer needs, and they hold it while they sit in their own wait, which returns
 // once this grid has completed. A grid that never triggers behaves as if it
 // triggered at its end (plain stream order).
 //
