@@ -43,6 +43,7 @@
 #include "core/dtype.h"
 #include "cuda_kernels.cuh"
 #include "cuda_mma.cuh"
+#include "cuda_pdl.cuh"
 
 namespace strata {
 namespace cuda {
@@ -226,6 +227,8 @@ __device__ __forceinline__ void stage_slice(const TileParams& p, uint8_t* slot, 
 template <int kDtype, int kWM, int kMT, int kNT, int kWarps = 8, int kDepth = 0, bool kOffsetC = false>
 __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth, kOffsetC>::kMinBlocks))
     int_tiles_kernel(const TileParams p) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     using W = IntW<kDtype>;
     using L = TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth, kOffsetC>;
     constexpr int kStages = L::kStages;
@@ -489,7 +492,7 @@ void launch_choice(const TileParams& p0, int choice, cudaStream_t stream) {
         if (n_rt * n_ot > INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer tile path has too many tiles");
         p.n_row_tiles = (int)n_rt;
         p.n_tiles = (int)(n_rt * n_ot);
-        C::kernel<<<(unsigned)p.n_tiles, C::L::kThreads, C::L::kBytes, stream>>>(p);
+        launch_k(C::kernel, (unsigned)p.n_tiles, C::L::kThreads, C::L::kBytes, stream, p);
     } else {
         fail(STRATA_ERR_INTERNAL, "cuda matmul: integer tile choice out of range");
     }
