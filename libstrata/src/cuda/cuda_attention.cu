@@ -525,8 +525,9 @@ int sm_count() {
 
 }  // namespace
 
-void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
+void launch_attention(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch) {
     if (a.n_rows <= 0 || a.n_heads <= 0) return;
+    if (launch_attention_decode(a, stream, scratch)) return;  // decode-sized calls: same bits, leaner
     const SlotsView& s = a.slots;
     const int hd = s.head_dim;
     // Up to 256: a wider head's staged K/V tiles (4 warps x 2 x 32 rows) no longer fit in shared memory.
