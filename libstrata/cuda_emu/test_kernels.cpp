@@ -315,14 +315,13 @@ static void test_attention() {
             const bool ran = run_decode(a, S, reverse);
             return ran ? o : std::vector<float>();
         };
-        for (int S : {1, 2, 3, 8}) for (bool reverse : {false, true}) {
-            if (S == 1 && reverse) continue;
+        for (auto [S, reverse] : {std::pair{1, false}, std::pair{2, true}, std::pair{3, false}, std::pair{8, true}}) {
             const std::vector<float> od = decode(rows.data(), q.data(), n_rows, S, reverse);
             if (od.empty()) break;  // head_dim not covered: the legacy kernel serves it
             CHECK(memcmp(od.data(), out.data(), out.size() * 4) == 0, "decode attention hd=%d S=%d reverse=%d", hd, S, (int)reverse);
             ++decode_plans;
         }
-        for (int64_t r0 : {0, 4, 9, 13}) {
+        for (int64_t r0 : {4, 13}) {
             const std::vector<float> o1 = decode(rows.data() + 2 * r0, q.data() + r0 * qstride, 1, 2, true);
             if (o1.empty()) break;
             CHECK(memcmp(o1.data(), &out[r0 * n_heads * hd], o1.size() * 4) == 0, "decode attention single row hd=%d r=%ld", hd, (long)r0);
