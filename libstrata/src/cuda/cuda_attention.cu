@@ -25,6 +25,10 @@
 // tile order and the fold are unchanged, a function of the row's index alone. Nothing depends on n_rows,
 // the other rows, the slot, or on how the work below is spread over the GPU.
 //
+// Decode-sized calls (fewer than 256 rows, head_dim 64 or 128) run the leaner kernel of
+// cuda_attention_decode.cu, which follows this arithmetic expression for expression (unless
+// STRATA_ATTENTION=legacy); everything else runs the kernel below.
+//
 // Execution (free to change without changing a bit of the results): a block
 // of 4 warps (warp w = worker w) handles up to R rows x Gc query heads of one
 // KV head ("vectors", NQ at most). Each warp stages its tiles' K and V rows in

@@ -16,7 +16,7 @@
 //     page looked up once per tile), and in the PV step lane l reads dims
 //     HD/32·l .. HD/32·l + HD/32 − 1 of each V row (one 4- or 8-byte load), so
 //     shared memory holds only the queries, the probabilities and the worker
-//     states (13-41 KB) and many blocks fit on an SM;
+//     states (11-41 KB) and several blocks fit on an SM;
 //   - a cell past the row's index may be loaded (it lies in the tile's page)
 //     but its score is replaced by −inf and its V row is never multiplied in,
 //     exactly as in the legacy kernel, so NaN there cannot leak in;
@@ -257,6 +257,38 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
                 }
             }
 
+            // V rows c0 .. c0 + 7 at the lane's dims; the first eight are requested before the softmax.
+            float vf[8][DPL];
+            auto load_v = [&](int c0, float (&dst)[8][DPL]) {
+#pragma unroll
+                for (int i2 = 0; i2 < 8; ++i2) {
+                    const int c = c0 + i2;
+                    if (INT8) {
+                        const int8_t* vp = s.kv8 + vb + (size_t)c * HD + DPL * lane;
+                        const float vscale = __ldg(s.kv_scale + vb / HD + c);
+                        const uint32_t word = DPL == 4 ? __ldg(reinterpret_cast<const unsigned int*>(vp))
+                                                       : (uint32_t)__ldg(reinterpret_cast<const unsigned short*>(vp));
+#pragma unroll
+                        for (int j = 0; j < DPL; ++j) dst[i2][j] = dec_i8(word, j, vscale);
+                    } else {
+                        const __half* vp = kvh16 + vb + (size_t)c * HD + DPL * lane;
+                        if constexpr (DPL == 4) {
+                            const uint2 raw = __ldg(reinterpret_cast<const uint2*>(vp));
+                            const float2 x0 = dec_half2(raw.x), x1 = dec_half2(raw.y);
+                            dst[i2][0] = x0.x;
+                            dst[i2][1] = x0.y;
+                            dst[i2][2] = x1.x;
+                            dst[i2][3] = x1.y;
+                        } else {
+                            const float2 x0 = dec_half2(__ldg(reinterpret_cast<const unsigned int*>(vp)));
+                            dst[i2][0] = x0.x;
+                            dst[i2][1] = x0.y;
+                        }
+                    }
+                }
+            };
+            load_v(0, vf);
+
             // Online softmax per vector (the legacy expressions); on[v]: the vector takes this tile's cells.
             bool on[NQ];
             const bool seen = lane < count && cell0 + lane >= first;  // causal and in the window
@@ -280,36 +312,10 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
             }
             __syncwarp();
 
-            // PV: cells in ascending order, eight V rows loaded ahead (rows past `count` lie in the
-            // tile's page and are loaded but never used).
+            // PV: cells in ascending order (the legacy order), eight V rows loaded ahead (rows past
+            // `count` lie in the tile's page and are loaded but never used).
             for (int c0 = 0; c0 < count; c0 += 8) {
-                float vf[8][DPL];
-#pragma unroll
-                for (int i2 = 0; i2 < 8; ++i2) {
-                    const int c = c0 + i2;
-                    if (INT8) {
-                        const int8_t* vp = s.kv8 + vb + (size_t)c * HD + DPL * lane;
-                        const float vscale = __ldg(s.kv_scale + vb / HD + c);
-                        const uint32_t word = DPL == 4 ? __ldg(reinterpret_cast<const unsigned int*>(vp))
-                                                       : (uint32_t)__ldg(reinterpret_cast<const unsigned short*>(vp));
-#pragma unroll
-                        for (int j = 0; j < DPL; ++j) vf[i2][j] = dec_i8(word, j, vscale);
-                    } else {
-                        const __half* vp = kvh16 + vb + (size_t)c * HD + DPL * lane;
-                        if constexpr (DPL == 4) {
-                            const uint2 raw = __ldg(reinterpret_cast<const uint2*>(vp));
-                            const float2 x0 = dec_half2(raw.x), x1 = dec_half2(raw.y);
-                            vf[i2][0] = x0.x;
-                            vf[i2][1] = x0.y;
-                            vf[i2][2] = x1.x;
-                            vf[i2][3] = x1.y;
-                        } else {
-                            const float2 x0 = dec_half2(__ldg(reinterpret_cast<const unsigned int*>(vp)));
-                            vf[i2][0] = x0.x;
-                            vf[i2][1] = x0.y;
-                        }
-                    }
-                }
+                if (c0 > 0) load_v(c0, vf);
 #pragma unroll
                 for (int i2 = 0; i2 < 8; ++i2) {
                     const int c = c0 + i2;
