@@ -44,6 +44,7 @@
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
 #include "cuda_scratch.cuh"
+#include "cuda_pdl.cuh"
 
 namespace strata {
 namespace cuda {
@@ -95,6 +96,8 @@ __device__ __forceinline__ float dec_i8(uint32_t word, int byte, float scale) {
 // HD: head_dim (64 or 128); NQ: query vectors per block; INT8: int8 pool (STRATA_KV_INT8).
 template <int HD, int NQ, bool INT8>
 __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_kernel(const DecodePlan P) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     constexpr int DPL = HD / 32;            // PV: dims per lane (lane l owns DPL·l .. DPL·l + DPL − 1)
     constexpr int kWs = NQ * (2 + HD);      // one worker state: m[NQ], l[NQ], acc[NQ][HD]
     constexpr int kElems = NQ * HD / kThreads;  // row-state elements per thread in the fold (2..8)
@@ -411,8 +414,8 @@ int decode_sm_count() {
 
 template <int HD, int NQ>
 void launch_variant(const DecodePlan& P, bool int8, unsigned grid, cudaStream_t stream) {
-    if (int8) attention_decode_kernel<HD, NQ, true><<<grid, kThreads, 0, stream>>>(P);
-    else attention_decode_kernel<HD, NQ, false><<<grid, kThreads, 0, stream>>>(P);
+    if (int8) launch_k(attention_decode_kernel<HD, NQ, true>, grid, kThreads, 0, stream, P);
+    else launch_k(attention_decode_kernel<HD, NQ, false>, grid, kThreads, 0, stream, P);
 }
 
 }  // namespace
