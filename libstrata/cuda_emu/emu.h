@@ -127,6 +127,8 @@ inline unsigned __ballot_sync(unsigned, int pred) {
 inline int __ffs(unsigned x) { return x ? __builtin_ctz(x) + 1 : 0; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+template <class T> inline T __ldcg(const T* p) { return *p; }
 // Runs kernel() for every block of a gx x gy grid, `cluster` consecutive blocks
 // (along x) at a time and concurrently, each with `block` threads and
 // `smem_bytes` of dynamic shared memory (filled with 0xFF bytes: NaN floats).

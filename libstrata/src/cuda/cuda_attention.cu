@@ -25,6 +25,10 @@
 // tile order and the fold are unchanged, a function of the row's index alone. Nothing depends on n_rows,
 // the other rows, the slot, or on how the work below is spread over the GPU.
 //
+// Decode-sized calls (fewer than 256 rows, head_dim 64 or 128) run the leaner kernel of
+// cuda_attention_decode.cu, which follows this arithmetic expression for expression (unless
+// STRATA_ATTENTION=legacy); everything else runs the kernel below.
+//
 // Execution (free to change without changing a bit of the results): a block
 // of 4 warps (warp w = worker w) handles up to R rows x Gc query heads of one
 // KV head ("vectors", NQ at most). Each warp stages its tiles' K and V rows in
@@ -528,8 +532,9 @@ int sm_count() {
 
 }  // namespace
 
-void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
+void launch_attention(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch) {
     if (a.n_rows <= 0 || a.n_heads <= 0) return;
+    if (launch_attention_decode(a, stream, scratch)) return;  // decode-sized calls: same bits, leaner
     const SlotsView& s = a.slots;
     const int hd = s.head_dim;
     // Up to 256: a wider head's staged K/V tiles (4 warps x 2 x 32 rows) no longer fit in shared memory.

@@ -203,7 +203,7 @@ public:
     void rope(const RopeArgs& a) override { use_device(); cuda::launch_rope(a, stream_); }
     void kv_store(const KvStoreArgs& a) override { use_device(); cuda::launch_kv_store(a, stream_); }
     void rope_kv_store(const RopeKvStoreArgs& a) override { use_device(); cuda::launch_rope_kv_store(a, stream_); }
-    void attention(const AttentionArgs& a) override { use_device(); cuda::launch_attention(a, stream_); }
+    void attention(const AttentionArgs& a) override { use_device(); cuda::launch_attention(a, stream_, attn_scratch_); }
     void attention_dense(const DenseAttentionArgs& a) override {
         use_device();
         cuda::launch_attention_dense(a, stream_);
@@ -345,6 +345,7 @@ private:
     uint64_t markers_ = 0;
     cudaEvent_t events_[kMarkerRing] = {};
     cuda::Scratch scratch_;  // the integer matmul's activation blocks (freed after the stream, last)
+    cuda::Scratch attn_scratch_;  // the decode attention's split states and arrival counters
 };
 
 }  // namespace

@@ -30,7 +30,10 @@ void launch_rope(const RopeArgs& a, cudaStream_t stream);                // cuda
 void launch_positions_decode(const PositionsDecodeArgs& a, cudaStream_t stream);  // cuda_norm_rope.cu
 void launch_kv_store(const KvStoreArgs& a, cudaStream_t stream);         // cuda_kv_store.cu
 void launch_rope_kv_store(const RopeKvStoreArgs& a, cudaStream_t stream);  // cuda_kv_store.cu
-void launch_attention(const AttentionArgs& a, cudaStream_t stream);      // cuda_attention.cu
+void launch_attention(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch);  // cuda_attention.cu
+// The lean decode kernel (cuda_attention_decode.cu): false when it does not cover the call (or
+// STRATA_ATTENTION=legacy is set); launch_attention then runs the general kernel, same bits.
+bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch);
 void launch_attention_dense(const DenseAttentionArgs& a, cudaStream_t stream);  // cuda_attention_dense.cu
 void launch_silu_mul(const SiluMulArgs& a, cudaStream_t stream);         // cuda_elementwise.cu
 void launch_gelu(const UnaryArgs& a, cudaStream_t stream);               // cuda_elementwise.cu

@@ -50,12 +50,31 @@ public:
         check(err, "cudaMalloc (matmul scratch)");
         bufs_.push_back(p);
         cap_ = want;
+        zero_pending_ = true;
+        return p;
+    }
+
+    // get(bytes), whose first `zero_bytes` bytes are zero when the work enqueued next on `stream`
+    // runs, for callers that leave them zero after each call (the decode attention's arrival
+    // counters, cuda_attention_decode.cu; always the same zero_bytes). A new buffer is zeroed by
+    // an enqueued memset on every call until one of them runs outside graph capture: a graph
+    // recorded in between carries its own memset node, so graphs and plain calls may then run in
+    // any order.
+    void* get_zeroed(size_t bytes, size_t zero_bytes, cudaStream_t stream) {
+        void* p = get(bytes);
+        if (zero_pending_) {
+            check(cudaMemsetAsync(p, 0, zero_bytes, stream), "cudaMemsetAsync (scratch counters)");
+            cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+            check(cudaStreamIsCapturing(stream, &st), "cudaStreamIsCapturing");
+            if (st == cudaStreamCaptureStatusNone) zero_pending_ = false;
+        }
         return p;
     }
 
 private:
     std::vector<void*> bufs_;
     size_t cap_ = 0;
+    bool zero_pending_ = false;  // get_zeroed: the newest buffer's zero region may not be zero yet
 };
 #endif
 

@@ -1,0 +1,474 @@
+// cuda_attention_decode.cu — the lean causal attention kernel for decode-sized
+// launches (fewer than 256 rows, head_dim 64 or 128, F16 or int8 KV pages):
+// the same bits as cuda_attention.cu's kernel, far fewer instructions.
+//
+// The arithmetic of one query vector is the canonical one that
+// cuda_attention.cu's header comment defines (tiles of 32 cells, chunks of 8
+// tiles, worker w of chunk k taking tiles 8k+w then 8k+w+4 with an online
+// softmax, the (chunk, worker) fold, out = acc / l); every expression below that
+// touches a value is that file's expression, in that order, with the same
+// explicit roundings (__fmul_rn, __fadd_rn, fmaf, expf, warp_sum, warp_max).
+// What changes is only how the work is spread:
+//   - one block of 4 warps serves ONE row and the query heads of one KV head
+//     (up to NQ of them); warp w is worker w. There is no pass / shared-row
+//     machinery, head_dim is a compile-time constant and nothing is staged:
+//     lane c reads its cell's K row straight from the page (16-byte loads, the
+//     page looked up once per tile), and in the PV step lane l reads dims
+//     HD/32·l .. HD/32·l + HD/32 − 1 of each V row (one 4- or 8-byte load), so
+//     shared memory holds only the queries, the probabilities and the worker
+//     states (11-41 KB) and several blocks fit on an SM;
+//   - a cell past the row's index may be loaded (it lies in the tile's page)
+//     but its score is replaced by −inf and its V row is never multiplied in,
+//     exactly as in the legacy kernel, so NaN there cannot leak in;
+//   - long rows with few (row, KV head) items are split over S blocks without a
+//     cluster: block s of an item computes chunks s, s + S, ..., writes each
+//     chunk's 4 worker states to global scratch (P.states), and the last block
+//     of the item to arrive (an atomic counter per item, reset to 0 by that
+//     block so the next call and every graph replay find it zero) folds all of
+//     them in the canonical (chunk, worker) order. Blocks with no chunk of
+//     their row only arrive. The plan is fixed at capture from n_ctx; the
+//     row's real length decides at run time which blocks work;
+//   - with S = 1 the block folds each chunk's states in shared memory right
+//     after the chunk (double-buffered, one barrier per chunk).
+// The fold of one element is a left fold over the worker states in order; it
+// is not associative, which is why the split stores raw worker states instead
+// of per-block partial folds.
+//
+// STRATA_ATTENTION=legacy (read on every call) routes every call to
+// cuda_attention.cu's kernel, so both paths can be compared in one process.
+#include <cuda_fp16.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "cuda_common.cuh"
+#include "cuda_kernels.cuh"
+#include "cuda_scratch.cuh"
+#include "cuda_pdl.cuh"
+
+namespace strata {
+namespace cuda {
+
+// The launch plan of one decode attention call (decided on the host, see launch_attention_decode).
+struct DecodePlan {
+    AttentionArgs a;
+    int32_t group;          // G: query heads per KV head
+    int32_t heads_per_cta;  // query heads of one KV head handled by a block (<= NQ)
+    int32_t n_hgroups;      // ceil(G / heads_per_cta)
+    int32_t split;          // S: blocks per (row, KV head, head group) item
+    int32_t max_chunks;     // chunks of the longest possible row: ceil(n_ctx / 256)
+    float* states;          // S > 1: [item][max_chunks][worker][NQ (2 + HD)] raw worker states
+    int32_t* arrivals;      // S > 1: [item] blocks of the item done (zero between calls)
+};
+
+namespace {
+
+// The canonical geometry (cuda_attention.cu's header comment).
+constexpr int kTile = 32;
+constexpr int kChunkTiles = 8;
+constexpr int kWorkers = 4;
+constexpr int kThreads = 32 * kWorkers;
+constexpr float kNegInf = -__builtin_huge_valf();
+
+// First element of the cache row of `cell` of (slot, layer, K|V, kv head): SlotsView::kv_index,
+// as cuda_attention.cu's kv_row computes it (an unmapped page reads the null page).
+__device__ __forceinline__ size_t dec_kv_row(const SlotsView& s, int32_t slot, int32_t layer, int which,
+                                             int32_t head, int32_t cell) {
+    int32_t page = s.pages[(size_t)slot * s.slot_pages + cell / kPageCells];
+    if (page < 0 || page >= s.n_pages) page = s.n_pages;
+    const size_t plane = (size_t)s.n_kv_heads * kPageCells * s.head_dim;
+    return (size_t)page * ((size_t)s.n_layers * 2 * plane) + ((size_t)layer * 2 + which) * plane +
+           ((size_t)head * kPageCells + cell % kPageCells) * s.head_dim;
+}
+static_assert(kPageCells % kTile == 0, "a key tile must not straddle two KV pages");
+
+__device__ __forceinline__ float2 dec_half2(uint32_t bits) {
+    __half2 h;
+    memcpy(&h, &bits, 4);
+    return __half22float2(h);
+}
+
+// Element i of a K or V row as the legacy kernel reads it: the F16 value, or float(q) * scale.
+__device__ __forceinline__ float dec_i8(uint32_t word, int byte, float scale) {
+    return __fmul_rn((float)(int8_t)((word >> (8 * byte)) & 0xffu), scale);
+}
+
+// HD: head_dim (64 or 128); NQ: query vectors per block; INT8: int8 pool (STRATA_KV_INT8).
+template <int HD, int NQ, bool INT8>
+__global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_kernel(const DecodePlan P) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
+    constexpr int DPL = HD / 32;            // PV: dims per lane (lane l owns DPL·l .. DPL·l + DPL − 1)
+    constexpr int kWs = NQ * (2 + HD);      // one worker state: m[NQ], l[NQ], acc[NQ][HD]
+    constexpr int kElems = NQ * HD / kThreads;  // row-state elements per thread in the fold (2..8)
+    static_assert(HD == 64 || HD == 128, "head_dim 64 or 128");
+    __shared__ float4 q4[NQ * HD / 4];
+    __shared__ float p_all[kWorkers][NQ][kTile];
+    __shared__ float4 ws4[2 * kWorkers * kWs / 4];  // S = 1: [parity][worker][kWs], float2-aligned parts
+    __shared__ int last_block;
+    const float* q_s = reinterpret_cast<const float*>(q4);
+    auto ws = [&](int parity, int w) { return reinterpret_cast<float*>(ws4) + (parity * kWorkers + w) * kWs; };
+
+    const AttentionArgs& a = P.a;
+    const SlotsView& s = a.slots;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int S = P.split;
+    const int item = (int)(blockIdx.x / (unsigned)S), rank = (int)(blockIdx.x % (unsigned)S);
+    const int hg = item % P.n_hgroups, rest = item / P.n_hgroups;
+    const int kvh = rest % s.n_kv_heads, r = rest / s.n_kv_heads;
+    const int h0 = kvh * P.group + hg * P.heads_per_cta;
+    const int nh = min(P.heads_per_cta, P.group - hg * P.heads_per_cta);
+    const int32_t slot = a.rows[2 * r], ix = a.rows[2 * r + 1];
+    const bool valid = a.layer >= 0 && a.layer < s.n_layers && nh > 0 && slot >= 0 && slot < s.n_slots && ix >= 0 &&
+                       ix < s.n_ctx;
+    const int last = valid ? ix : -1;                                        // the row's last cell
+    const int first = valid && a.window > 0 ? max(0, (int)ix - a.window + 1) : 0;  // its first visible one
+    const int n_tiles = last < 0 ? 0 : last / kTile + 1;
+    const int n_chunks = (n_tiles + kChunkTiles - 1) / kChunkTiles;
+    // Tiles wholly below the window come, in every worker, before any visible cell and add nothing:
+    // skipped, as in the legacy kernel (no bit changes).
+    const int t_first = first / kTile;
+    const int n_rounds = rank < n_chunks ? (n_chunks - rank + S - 1) / S : 0;
+
+    if (n_rounds > 0) {
+        // The block's query vectors (zero past its heads).
+        for (int e = tid; e < NQ * HD; e += kThreads) {
+            const int v = e / HD, d = e - v * HD;
+            reinterpret_cast<float*>(q4)[e] = v < nh ? a.q[(int64_t)r * a.q_row_stride + (int64_t)(h0 + v) * HD + d] : 0.0f;
+        }
+    }
+    __syncthreads();
+
+    // The row-state elements this thread owns: kElems consecutive ones from e0 = kElems·tid, all of
+    // vector ve = e0 / HD (dims de .. de + kElems − 1), so one state's part is one vector load.
+    const int e0 = kElems * tid, ve = e0 / HD, de = e0 - ve * HD;
+    float em[kElems], el[kElems], ea[kElems];
+#pragma unroll
+    for (int k = 0; k < kElems; ++k) {
+        em[k] = kNegInf;
+        el[k] = 0.0f;
+        ea[k] = 0.0f;
+    }
+    // Folds one worker state (its m and l for vector ve, its acc at the owned dims) into the owned
+    // elements: the legacy fold, element by element.
+    auto fold = [&](float mx, float lx, const float (&ax)[kElems]) {
+        if (mx == kNegInf) return;
+#pragma unroll
+        for (int k = 0; k < kElems; ++k) {
+            if (em[k] == kNegInf) {
+                em[k] = mx;
+                el[k] = lx;
+                ea[k] = ax[k];
+            } else {
+                const float mn = fmaxf(em[k], mx);
+                const float al = expf(__fsub_rn(em[k], mn)), be = expf(__fsub_rn(mx, mn));
+                el[k] = fmaf(lx, be, __fmul_rn(el[k], al));
+                ea[k] = fmaf(ax[k], be, __fmul_rn(ea[k], al));
+                em[k] = mn;
+            }
+        }
+    };
+    // The owned part of state x (layout of ws): plain loads from shared memory, or L2 loads (__ldcg:
+    // written by other blocks of this launch) from the global scratch.
+    auto load_state = [&](const float* x, bool global, float& mx, float& lx, float (&ax)[kElems]) {
+        const float* a0 = x + 2 * NQ + ve * HD + de;
+        if (global) {
+            mx = __ldcg(x + ve);
+            lx = __ldcg(x + NQ + ve);
+#pragma unroll
+            for (int k = 0; k < kElems; k += 2) {
+                const float2 t2 = __ldcg(reinterpret_cast<const float2*>(a0 + k));
+                ax[k] = t2.x;
+                ax[k + 1] = t2.y;
+            }
+        } else {
+            mx = x[ve];
+            lx = x[NQ + ve];
+#pragma unroll
+            for (int k = 0; k < kElems; k += 2) {
+                const float2 t2 = *reinterpret_cast<const float2*>(a0 + k);
+                ax[k] = t2.x;
+                ax[k + 1] = t2.y;
+            }
+        }
+    };
+
+    const __half* kvh16 = reinterpret_cast<const __half*>(s.kv);
+    float m[NQ], l[NQ], acc[NQ][DPL];
+    for (int i = 0; i < n_rounds; ++i) {
+        const int chunk = rank + i * S;
+#pragma unroll
+        for (int v = 0; v < NQ; ++v) {
+            m[v] = kNegInf;
+            l[v] = 0.0f;
+#pragma unroll
+            for (int j = 0; j < DPL; ++j) acc[v][j] = 0.0f;
+        }
+        for (int half = 0; half < 2; ++half) {
+            const int t = chunk * kChunkTiles + warp + kWorkers * half;
+            if (t >= n_tiles || t < t_first) continue;
+            const int cell0 = t * kTile;
+            const int count = min(kTile, last + 1 - cell0);  // the row's cells in this tile (>= 1)
+            const size_t kb = dec_kv_row(s, slot, a.layer, 0, kvh, cell0), vb = dec_kv_row(s, slot, a.layer, 1, kvh, cell0);
+
+            // Scores: lane c takes cell c; even and odd dims in two FMA chains, ascending.
+            float se[NQ], so[NQ];
+#pragma unroll
+            for (int v = 0; v < NQ; ++v) se[v] = so[v] = 0.0f;
+            if (INT8) {
+                const int8_t* kp = s.kv8 + kb + (size_t)lane * HD;
+                const float kscale = __ldg(s.kv_scale + kb / HD + lane);
+#pragma unroll
+                for (int d0 = 0; d0 < HD; d0 += 16) {
+                    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(kp + d0));
+                    const uint32_t w4[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+                    for (int i2 = 0; i2 < 8; ++i2) {
+                        const float k0 = dec_i8(w4[i2 >> 1], 2 * (i2 & 1), kscale);
+                        const float k1 = dec_i8(w4[i2 >> 1], 2 * (i2 & 1) + 1, kscale);
+#pragma unroll
+                        for (int v = 0; v < NQ; ++v) {
+                            if (v < nh) {
+                                const float2 qq = *reinterpret_cast<const float2*>(q_s + v * HD + d0 + 2 * i2);
+                                se[v] = fmaf(qq.x, k0, se[v]);
+                                so[v] = fmaf(qq.y, k1, so[v]);
+                            }
+                        }
+                    }
+                }
+            } else {
+                const __half* kp = kvh16 + kb + (size_t)lane * HD;
+#pragma unroll
+                for (int d0 = 0; d0 < HD; d0 += 8) {
+                    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(kp + d0));
+                    const float2 k01 = dec_half2(raw.x), k23 = dec_half2(raw.y);
+                    const float2 k45 = dec_half2(raw.z), k67 = dec_half2(raw.w);
+#pragma unroll
+                    for (int v = 0; v < NQ; ++v) {
+                        if (v < nh) {
+                            const float4 qa = q4[(v * HD + d0) / 4], qb = q4[(v * HD + d0) / 4 + 1];
+                            se[v] = fmaf(qa.x, k01.x, se[v]);
+                            so[v] = fmaf(qa.y, k01.y, so[v]);
+                            se[v] = fmaf(qa.z, k23.x, se[v]);
+                            so[v] = fmaf(qa.w, k23.y, so[v]);
+                            se[v] = fmaf(qb.x, k45.x, se[v]);
+                            so[v] = fmaf(qb.y, k45.y, so[v]);
+                            se[v] = fmaf(qb.z, k67.x, se[v]);
+                            so[v] = fmaf(qb.w, k67.y, so[v]);
+                        }
+                    }
+                }
+            }
+
+            // V rows c0 .. c0 + 7 at the lane's dims; the first eight are requested before the softmax.
+            float vf[8][DPL];
+            auto load_v = [&](int c0, float (&dst)[8][DPL]) {
+#pragma unroll
+                for (int i2 = 0; i2 < 8; ++i2) {
+                    const int c = c0 + i2;
+                    if (INT8) {
+                        const int8_t* vp = s.kv8 + vb + (size_t)c * HD + DPL * lane;
+                        const float vscale = __ldg(s.kv_scale + vb / HD + c);
+                        const uint32_t word = DPL == 4 ? __ldg(reinterpret_cast<const unsigned int*>(vp))
+                                                       : (uint32_t)__ldg(reinterpret_cast<const unsigned short*>(vp));
+#pragma unroll
+                        for (int j = 0; j < DPL; ++j) dst[i2][j] = dec_i8(word, j, vscale);
+                    } else {
+                        const __half* vp = kvh16 + vb + (size_t)c * HD + DPL * lane;
+                        if constexpr (DPL == 4) {
+                            const uint2 raw = __ldg(reinterpret_cast<const uint2*>(vp));
+                            const float2 x0 = dec_half2(raw.x), x1 = dec_half2(raw.y);
+                            dst[i2][0] = x0.x;
+                            dst[i2][1] = x0.y;
+                            dst[i2][2] = x1.x;
+                            dst[i2][3] = x1.y;
+                        } else {
+                            const float2 x0 = dec_half2(__ldg(reinterpret_cast<const unsigned int*>(vp)));
+                            dst[i2][0] = x0.x;
+                            dst[i2][1] = x0.y;
+                        }
+                    }
+                }
+            };
+            load_v(0, vf);
+
+            // Online softmax per vector (the legacy expressions); on[v]: the vector takes this tile's cells.
+            bool on[NQ];
+            const bool seen = lane < count && cell0 + lane >= first;  // causal and in the window
+#pragma unroll
+            for (int v = 0; v < NQ; ++v) {
+                on[v] = false;
+                if (v < nh) {
+                    const float sc = seen ? __fmul_rn(__fadd_rn(se[v], so[v]), a.scale) : kNegInf;
+                    const float m_new = fmaxf(m[v], warp_max(sc));
+                    if (m_new != kNegInf) {  // else every score so far is -inf: nothing to add
+                        on[v] = true;
+                        const float alpha = expf(__fsub_rn(m[v], m_new));
+                        const float p = expf(__fsub_rn(sc, m_new));
+                        l[v] = __fadd_rn(__fmul_rn(l[v], alpha), warp_sum(p));
+#pragma unroll
+                        for (int j = 0; j < DPL; ++j) acc[v][j] = __fmul_rn(acc[v][j], alpha);
+                        m[v] = m_new;
+                        p_all[warp][v][lane] = p;
+                    }
+                }
+            }
+            __syncwarp();
+
+            // PV: cells in ascending order (the legacy order), eight V rows loaded ahead (rows past
+            // `count` lie in the tile's page and are loaded but never used).
+            for (int c0 = 0; c0 < count; c0 += 8) {
+                if (c0 > 0) load_v(c0, vf);
+#pragma unroll
+                for (int i2 = 0; i2 < 8; ++i2) {
+                    const int c = c0 + i2;
+                    if (c < count) {
+#pragma unroll
+                        for (int v = 0; v < NQ; ++v) {
+                            if (on[v]) {
+                                const float p = p_all[warp][v][c];
+#pragma unroll
+                                for (int j = 0; j < DPL; ++j) acc[v][j] = fmaf(p, vf[i2][j], acc[v][j]);
+                            }
+                        }
+                    }
+                }
+            }
+            __syncwarp();  // p_all is rewritten by the next tile
+        }
+
+        // The chunk's worker state: to shared memory (S = 1) or to the item's global scratch.
+        float* mine = S == 1 ? ws(i & 1, warp)
+                             : P.states + (((size_t)item * P.max_chunks + chunk) * kWorkers + warp) * kWs;
+#pragma unroll
+        for (int v = 0; v < NQ; ++v) {
+            if (lane == 0) {
+                mine[v] = m[v];
+                mine[NQ + v] = l[v];
+            }
+#pragma unroll
+            for (int j = 0; j < DPL; ++j) mine[2 * NQ + v * HD + DPL * lane + j] = acc[v][j];
+        }
+        if (S == 1) {
+            __syncthreads();
+#pragma unroll
+            for (int w = 0; w < kWorkers; ++w) {
+                float mx, lx, ax[kElems];
+                load_state(ws(i & 1, w), false, mx, lx, ax);
+                fold(mx, lx, ax);
+            }
+        }
+    }
+
+    if (S > 1) {
+        // Arrive; the item's last block folds every chunk's worker states in order.
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) last_block = atomicAdd(&P.arrivals[item], 1) == S - 1;
+        __syncthreads();
+        if (!last_block) return;
+        __threadfence();
+        // Eight states' loads in flight at a time (the fold itself is a short dependent chain).
+        const float* base = P.states + (size_t)item * P.max_chunks * kWorkers * kWs;
+        const int nx = n_chunks * kWorkers;
+        for (int x0 = 0; x0 < nx; x0 += 8) {
+            float mx[8], lx[8], ax[8][kElems];
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+                if (x0 + j < nx) load_state(base + (size_t)(x0 + j) * kWs, true, mx[j], lx[j], ax[j]);
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+                if (x0 + j < nx) fold(mx[j], lx[j], ax[j]);
+        }
+        if (tid == 0) P.arrivals[item] = 0;  // every block of the item has arrived: ready for the next call
+    }
+
+    if (ve < nh) {
+        float* o = a.out + (int64_t)r * ((int64_t)a.n_heads * HD) + (int64_t)(h0 + ve) * HD + de;
+#pragma unroll
+        for (int k = 0; k < kElems; ++k) o[k] = el[k] > 0.0f ? __fdiv_rn(ea[k], el[k]) : 0.0f;
+    }
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ host
+
+bool attention_legacy_selected() {
+    const char* v = std::getenv("STRATA_ATTENTION");
+    return v != nullptr && std::strcmp(v, "legacy") == 0;
+}
+
+namespace {
+
+constexpr int kMaxSplit = 16;
+constexpr size_t kMaxStateBytes = (size_t)128 << 20;  // beyond it a call runs unsplit (still exact)
+constexpr size_t kCounterBytes = (size_t)64 << 10;     // arrival counters: up to 16384 split items
+
+int decode_sm_count() {
+    int dev = 0, n = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+    return n > 0 ? n : 1;
+}
+
+template <int HD, int NQ>
+void launch_variant(const DecodePlan& P, bool int8, unsigned grid, cudaStream_t stream) {
+    if (int8) launch_k(attention_decode_kernel<HD, NQ, true>, grid, kThreads, 0, stream, P);
+    else launch_k(attention_decode_kernel<HD, NQ, false>, grid, kThreads, 0, stream, P);
+}
+
+}  // namespace
+
+bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch) {
+    const SlotsView& s = a.slots;
+    const int hd = s.head_dim;
+    if (attention_legacy_selected()) return false;
+    if (hd != 64 && hd != 128) return false;  // other widths (Gemma's 256, odd ones): the legacy kernel
+    if (a.n_rows >= 256) return false;        // prompt-sized launches: the legacy kernel shares staged tiles
+    const bool int8 = s.kv_dtype == STRATA_KV_INT8;
+    const void* base = int8 ? static_cast<const void*>(s.kv8) : static_cast<const void*>(s.kv);
+    if (base == nullptr || reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
+    if (int8 && (s.kv_scale == nullptr || reinterpret_cast<uintptr_t>(s.kv_scale) % 4 != 0)) return false;
+    if (s.n_kv_heads <= 0 || a.n_heads % s.n_kv_heads != 0) return false;  // the legacy launcher reports it
+
+    DecodePlan P{};
+    P.a = a;
+    P.group = a.n_heads / s.n_kv_heads;
+    const int nq = P.group <= 4 ? 4 : 8;
+    P.heads_per_cta = P.group < nq ? P.group : nq;
+    P.n_hgroups = (P.group + P.heads_per_cta - 1) / P.heads_per_cta;
+    P.max_chunks = (int32_t)(((int64_t)s.n_ctx + kTile * kChunkTiles - 1) / (kTile * kChunkTiles));
+    const int64_t items = a.n_rows * s.n_kv_heads * P.n_hgroups;
+
+    // Split long rows of few items over up to 16 blocks (a few blocks per SM in all).
+    const int64_t target = 4 * (int64_t)decode_sm_count();
+    const size_t ws_floats = (size_t)nq * (2 + hd);
+    const size_t state_bytes = (size_t)items * P.max_chunks * kWorkers * ws_floats * sizeof(float);
+    int split = 1;
+    if (state_bytes <= kMaxStateBytes && items <= (int64_t)(kCounterBytes / sizeof(int32_t)))
+        while (split < kMaxSplit && items * split * 2 <= target && split * 2 <= P.max_chunks) split *= 2;
+    P.split = split;
+    if (items * split > (int64_t)INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda attention: too many rows for one launch");
+    if (split > 1) {
+        // A fixed counter region at the buffer's start (states never overlap it, whatever the call).
+        unsigned char* buf = static_cast<unsigned char*>(
+            scratch.get_zeroed(kCounterBytes + state_bytes, kCounterBytes, stream));
+        P.arrivals = reinterpret_cast<int32_t*>(buf);
+        P.states = reinterpret_cast<float*>(buf + kCounterBytes);
+    }
+
+    const unsigned grid = (unsigned)(items * split);
+    if (hd == 64) {
+        if (nq == 4) launch_variant<64, 4>(P, int8, grid, stream);
+        else launch_variant<64, 8>(P, int8, grid, stream);
+    } else {
+        if (nq == 4) launch_variant<128, 4>(P, int8, grid, stream);
+        else launch_variant<128, 8>(P, int8, grid, stream);
+    }
+    check_launch("attention (decode)");
+    return true;
+}
+
+}  // namespace cuda
+}  // namespace strata
