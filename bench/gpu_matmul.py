@@ -15,6 +15,8 @@ depend on the values.
     python bench/gpu_matmul.py --models 8b --dtypes Q4_0 Q8_0 --rows 64 512 --int-kernels legacy tiles
                                                      # the integer path's kernels side by side
                                                      # (STRATA_INT_MATMUL per line; see strata/env.py)
+    python bench/gpu_matmul.py --models 8b 1b --dtypes Q4_0 Q8_0 --rows 1 2 4 8 16 32 64 --int-kernels norows auto rows
+                                                     # the few-row kernel (auto: 2-32 rows) against the routing before it
 """
 
 from __future__ import annotations
@@ -98,7 +100,8 @@ def main(argv=None) -> int:
     ap.add_argument("--replays", type=int, default=20)
     ap.add_argument("--rotate-mb", type=int, default=200)
     ap.add_argument("--int-kernels", nargs="*", default=["auto"],
-                    choices=["auto", "legacy", "tiles", "tiles:128", "tiles:64", "tiles:32"],
+                    choices=["auto", "legacy", "norows", "tiles", "tiles:128", "tiles:64", "tiles:32", "rows",
+                             "rows:16", "rows:32", "rows:64"],
                     help="STRATA_INT_MATMUL values to time in turn (Q4_0/Q8_0 only; default: auto)")
     args = ap.parse_args(argv)
 

@@ -437,9 +437,14 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     for (int c = 0; c < 3 && env; ++c)  // tiles:128, tiles:64, tiles:32 — one shape (bench/gpu_matmul.py)
         if (std::strcmp(env, c == 0 ? "tiles:128" : (c == 1 ? "tiles:64" : "tiles:32")) == 0) return c;
     const bool forced = env && std::strcmp(env, "tiles") == 0;
-    if (env && *env && !forced && std::strcmp(env, "auto") != 0)  // a typo must not time the wrong kernel
-        fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_MATMUL=") + env +
-                                              ": expected auto, tiles, tiles:128, tiles:64, tiles:32 or legacy");
+    // rows, rows:16/32/64: the few-row kernel (cuda_int_rows.cu) at every row count; norows: auto without it.
+    const bool rows = env && (std::strcmp(env, "rows") == 0 || std::strcmp(env, "rows:16") == 0 ||
+                              std::strcmp(env, "rows:32") == 0 || std::strcmp(env, "rows:64") == 0);
+    if (rows) return -1;
+    if (env && *env && !forced && std::strcmp(env, "auto") != 0 && std::strcmp(env, "norows") != 0)
+        fail(STRATA_ERR_INVALID_ARGUMENT,  // a typo must not time the wrong kernel
+             std::string("STRATA_INT_MATMUL=") + env +
+                 ": expected auto, tiles, tiles:128, tiles:64, tiles:32, rows, rows:16, rows:32, rows:64, norows or legacy");
     if (!forced && n_rows < kTilesMinRows) {
         // Below 64 rows the tiles won on the H200 (bench/gpu_matmul.py --int-kernels legacy tiles, 8B
         // shapes) only where the older kernels fall back to dp4a 8-row tiles (their int8 mma tiles
