@@ -152,10 +152,10 @@ int main(int argc, char** argv) {
         one_rows(STRATA_Q4_1, 2, 96, 66, 33, 4, false, false, 32, 4, big, true);
     } else {
         // Every dtype x prologue x output-group width, with k of one partial slice, 2 full + 1 partial
-        // slices (rows of 324/612/360 bytes: every 16-byte phase), 5 full + 1 partial slices and 20
-        // slices (several parts even at the widest); budgets that force parts of 1-2 slices; n_out a
-        // partial CTA of every width; rows cycling through 1..64.
-        const int64_t ks[4] = {96, 576, 32 * 8 * 5 + 64, 32 * 8 * 20};
+        // slices (rows of 324/612/360 bytes: every 16-byte phase), 5 full + 1 partial slices and 10
+        // slices (several parts, but one at 16-output CTAs with the whole budget); budgets that force
+        // parts of 1-2 slices; n_out a partial CTA of every width; rows cycling through 2..45.
+        const int64_t ks[4] = {96, 576, 32 * 8 * 5 + 64, 32 * 8 * 10};
         const int64_t rows[12] = {2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 31, 45};
         int cfg = 0;
         for (int dt : dts)

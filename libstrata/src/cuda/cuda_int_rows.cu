@@ -131,13 +131,13 @@ __device__ __forceinline__ void rows_stage(const RowsParams& p, uint8_t* slot, i
     const int64_t b0 = (int64_t)part * p.ps * kIntSliceBlocks;
     const int nblk = (int)min((int64_t)p.ps * kIntSliceBlocks, p.nb - b0);
     const int len = nblk * B;
-    const int npm = (len + 15) / 16 + 1;  // pieces per weight row, at most
-    for (int idx = threadIdx.x; idx < no * npm; idx += kRowsThreads) {
-        const int row = idx / npm, pc = idx - row * npm;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    // A warp per row (no division per piece: the pieces of a part are many, the rows few).
+    for (int row = warp; row < no; row += kRowsWarps) {
         const uint8_t* s = p.w + (o0 + row) * p.w_row_bytes + b0 * B;
         const uint8_t* a = s - (reinterpret_cast<uintptr_t>(s) & 15);
         const int np = (int)((s + len - a + 15) >> 4);
-        if (pc < np) {
+        for (int pc = lane; pc < np; pc += 32) {
             const uint8_t* src = a + 16 * pc;
             const int64_t left = p.w_end - src;
             cp_async16z(slot + row * p.wstride + 16 * pc, src, left >= 16 ? 16 : (left > 0 ? (int)left : 0));
@@ -146,13 +146,13 @@ __device__ __forceinline__ void rows_stage(const RowsParams& p, uint8_t* slot, i
     uint8_t* xs = slot + 16 * p.mg * p.wstride;
     uint8_t* ms = xs + kR * p.xstride;
     const int xp = 2 * nblk, mp = (nblk + 1) / 2;  // 16-byte pieces per row
-    for (int idx = threadIdx.x; idx < nr * (xp + mp); idx += kRowsThreads) {
-        const int r = idx / (xp + mp), pc = idx - r * (xp + mp);
-        if (pc < xp)
-            cp_async16z(xs + r * p.xstride + 16 * pc, p.xq + (r0 + r) * p.k + b0 * 32 + 16 * pc, 16);
-        else
-            cp_async16z(ms + r * p.mstride + 16 * (pc - xp),
-                        reinterpret_cast<const uint8_t*>(p.meta + (r0 + r) * p.nbp + b0) + 16 * (pc - xp), 16);
+    for (int r = warp; r < nr; r += kRowsWarps) {
+        const int8_t* xg = p.xq + (r0 + r) * p.k + b0 * 32;
+        const uint8_t* mg = reinterpret_cast<const uint8_t*>(p.meta + (r0 + r) * p.nbp + b0);
+        for (int pc = lane; pc < xp + mp; pc += 32) {
+            if (pc < xp) cp_async16z(xs + r * p.xstride + 16 * pc, xg + 16 * pc, 16);
+            else cp_async16z(ms + r * p.mstride + 16 * (pc - xp), mg + 16 * (pc - xp), 16);
+        }
     }
 }
 
@@ -335,7 +335,7 @@ inline int64_t rows_layout(RowsParams& p, int kr, int mg, int block_bytes, int64
         p.ps = ps;
         p.wstride = ws;
         p.xstride = ps * kIntSliceBlocks * 32 + 16;       // rows 4 banks apart: the 8 rows of an n-tile, 8 bank groups
-        p.mstride = ps * kIntSliceBlocks * 8;
+        p.mstride = ps * kIntSliceBlocks * 8 + 16;        // +16: the 4 row pairs a warp reads, 4 bank groups
         p.stage_bytes = 16 * mg * ws + kr * (p.xstride + p.mstride);
         p.part_off = kRowsStages * p.stage_bytes;
         p.rsq_off = p.part_off + ps * 16 * mg * kr * (int)sizeof(float);
