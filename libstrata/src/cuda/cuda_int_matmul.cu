@@ -727,7 +727,7 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     // A few rows (decode of 2 to ~32 sequences): the few-row tensor-core kernel (cuda_int_rows.cu) after
     // the pre-pass, the same bits again; where it applies it comes before the tiles (unless the one-launch
     // dot kernel below applies: an explicit STRATA_INT_FUSE_ROUNDS).
-    const int rows_kr = int_rows_choice(a.n_rows, a.n_out, k);
+    const int rows_kr = int_rows_choice(a.n_rows, a.n_out, k, a.w_dtype);
     if (rows_kr > 0) tiles = -1;
 
     IntParams p{};

@@ -455,10 +455,12 @@ void launch_rows_dtype(const RowsParams& p, int kr, int smem, cudaStream_t strea
 
 }  // namespace
 
-int int_rows_choice(int64_t n_rows, int64_t n_out, int64_t k) {
+int int_rows_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype) {
     (void)n_out;
     const RowsMode m = rows_mode();
     if (m.never) return 0;
+    // The block formats this kernel implements (types added to the integer path later take the others).
+    if (w_dtype != STRATA_Q4_0 && w_dtype != STRATA_Q8_0 && w_dtype != STRATA_Q4_1) return 0;
     if (m.forced) return rows_for(n_rows);
     // auto: 2 to 32 rows (bench/RESULTS.md: the older kernels cost 2-5x the one-row time there at
     // 8B shapes), except at short k, where the tile kernel is already near its one-row time.
