@@ -12,7 +12,7 @@
 //  - no cp.async copy left pending.
 // Also: rows_pick's choices at 8B shapes on 132 SMs (every SM busy), and a
 // negative control (one block's scale changed must change some output).
-// Usage: test_int_rows [smoke]
+// Usage: test_int_rows [smoke | sweep] (sweep: only the rows 1..64 part)
 #define main test_int_main
 #include "test_int.cpp"
 #undef main
@@ -144,6 +144,7 @@ static int kr_for(int64_t rows) { return rows <= 8 ? 8 : (rows <= 16 ? 16 : 32);
 int main(int argc, char** argv) {
     setvbuf(stdout, nullptr, _IOLBF, 0);
     const bool smoke = argc > 1 && std::string(argv[1]) == "smoke";
+    const bool sweep = argc > 1 && std::string(argv[1]) == "sweep";  // only rows 1..64
     const int dts[3] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1};
     const int64_t big = 227 * 1024;  // the H200's per-CTA opt-in shared memory
     if (smoke) {
@@ -158,7 +159,7 @@ int main(int argc, char** argv) {
         const int64_t ks[4] = {96, 576, 32 * 8 * 5 + 64, 32 * 8 * 10};
         const int64_t rows[12] = {2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 31, 45};
         int cfg = 0;
-        for (int dt : dts)
+        for (int dt : sweep ? std::vector<int>{} : std::vector<int>(dts, dts + 3))
             for (int pro = 0; pro < 3; ++pro)
                 for (int mg = 1; mg <= 4; mg *= 2) {
                     ++cfg;
