@@ -14,8 +14,8 @@
 // (64 CTAs for a 4096-output matrix: half the SMs) and the 64-row tile kernel
 // computes 64 rows whatever the count.
 //
-// Shape: a CTA of 8 warps owns NO = 16·mg outputs (mg = 1, 2 or 4, the
-// widest that keeps every SM busy: rows_pick) x kR = 8·kNT rows, and walks k
+// Shape: a CTA of 8 warps owns NO = 16·mg outputs (mg = 1, 2 or 4: the least
+// work on the busiest SM, rows_pick) x kR = 8·kNT rows, and walks k
 // in parts of PS slices with kRowsStages parts in flight (cp.async; weights
 // keep their 16-byte phase as in cuda_int_matmul.cu's staging; activations
 // and block meta only for the live rows). A warp unit is (16 outputs, one
@@ -26,13 +26,15 @@
 // partials go through shared memory and are added in slice order by one
 // thread per element (in registers across the parts).
 //
-// Bytes per CTA and part (Q4_0, NO = 32, PS = 8, 4 live rows): 37 KB of
-// weights from DRAM, 10 KB of activations + meta from L2; 3 parts of
-// shared memory keep ~74 KB in flight per SM (an SM needs ~32 GB/s of the
-// 4.27 TB/s; Little's law at ~1 µs latency: ~32 KB). Per block and warp:
-// 2 scale loads, 2 (Q8_0: 4) quant words, kNT x (2 activation words or half
-// an ldmatrix, 1 mma, 4 folds): the integer work is one mma per 16 outputs x
-// 8 rows x 32 values instead of 8 dp4a per output and row.
+// Bytes per CTA and part (Q4_0, NO = 32, PS = 8, 4 live rows: down and q/o,
+// one CTA per SM): 37 KB of weights from DRAM, 10 KB of activations + meta
+// from L2; 3 parts of shared memory keep two in flight, ~74 KB per SM (an
+// SM's share of 4.27 TB/s is ~32 GB/s; Little's law at ~1 µs latency:
+// ~32 KB). Where an SM gets several CTAs the parts shrink so two fit. Per
+// block and warp: 2 scale loads, 2 (Q8_0: 4) quant words, kNT x (2
+// activation words, 1 mma, 2 meta loads, 4 folds of 3 float operations):
+// one mma per 16 outputs x 8 rows x 32 values instead of 8 dp4a and an
+// integer conversion per output and row.
 //
 // The integer I comes out of the mma as the float bits of 1.5·2^23 + I
 // (the accumulator starts at those bits; |I| < 2^20), so one exact
