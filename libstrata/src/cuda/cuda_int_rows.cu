@@ -54,6 +54,7 @@
 #include "core/dtype.h"
 #include "cuda_kernels.cuh"
 #include "cuda_mma.cuh"
+#include "cuda_pdl.cuh"
 
 namespace strata {
 namespace cuda {
@@ -245,6 +246,8 @@ __device__ __forceinline__ void rows_unit(const RowsParams& p, const uint8_t* st
 
 template <int kDtype, int kNT>
 __global__ void __launch_bounds__(kRowsThreads, 2) int_rows_kernel(const RowsParams p) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     constexpr int kR = 8 * kNT;
     constexpr int kE = 64 * kR / kRowsThreads;  // fold elements per thread at the widest CTA (64 outputs)
     uint8_t* smem = mma_smem();
@@ -387,6 +390,7 @@ namespace {
 constexpr int kRowsMaxDevices = 64;
 constexpr int64_t kRowsShortK = 1024;  // at most 4 slices: the tile kernel measured ~9 µs there (int_tiles_choice)
 constexpr int64_t kRowsMaxAuto = 32;   // auto: 2 to 32 rows (one row tile of 8, 16 or 32)
+constexpr int64_t kRowsMaxOut = 4096;  // auto: matrices of at most this many outputs
 
 // STRATA_INT_MATMUL for this kernel: 0 auto/norows-style decisions below, else the forced mg (rows:16 → 1,
 // rows:32 → 2, rows:64 → 4; plain rows → -1: the picked width).
@@ -449,24 +453,27 @@ template <int kDtype>
 void launch_rows_dtype(const RowsParams& p, int kr, int smem, cudaStream_t stream) {
     const unsigned grid = (unsigned)p.n_tiles;
     switch (kr) {
-    case 8: int_rows_kernel<kDtype, 1><<<grid, kRowsThreads, smem, stream>>>(p); break;
-    case 16: int_rows_kernel<kDtype, 2><<<grid, kRowsThreads, smem, stream>>>(p); break;
-    default: int_rows_kernel<kDtype, 4><<<grid, kRowsThreads, smem, stream>>>(p); break;
+    case 8: launch_k(int_rows_kernel<kDtype, 1>, grid, kRowsThreads, smem, stream, p); break;
+    case 16: launch_k(int_rows_kernel<kDtype, 2>, grid, kRowsThreads, smem, stream, p); break;
+    default: launch_k(int_rows_kernel<kDtype, 4>, grid, kRowsThreads, smem, stream, p); break;
     }
 }
 
 }  // namespace
 
 int int_rows_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype) {
-    (void)n_out;
     const RowsMode m = rows_mode();
     if (m.never) return 0;
     // The block formats this kernel implements (types added to the integer path later take the others).
     if (w_dtype != STRATA_Q4_0 && w_dtype != STRATA_Q8_0 && w_dtype != STRATA_Q4_1) return 0;
     if (m.forced) return rows_for(n_rows);
-    // auto: 2 to 32 rows (bench/RESULTS.md: the older kernels cost 2-5x the one-row time there at
-    // 8B shapes), except at short k, where the tile kernel is already near its one-row time.
-    if (n_rows < 2 || n_rows > kRowsMaxAuto || k <= kRowsShortK) return 0;
+    // auto: 2 to 32 rows (the older kernels cost 2-5x the one-row time there at 8B shapes) on matrices
+    // of at most 4096 outputs, except at short k, where the tile kernel is already near its one-row
+    // time. H200, 8B Q4_0 (docs/cuda_backend.md): this kernel streams ~1.1 TB/s at every shape, so it
+    // wins where the older kernels' CTAs are few or heavy (q/o, k/v, down: 1.3-4x at 2-32 rows) and
+    // loses on wide matrices, where their int8 mma tiles already stream as fast (qkv 6144, gate_up,
+    // lm_head).
+    if (n_rows < 2 || n_rows > kRowsMaxAuto || k <= kRowsShortK || n_out > kRowsMaxOut) return 0;
     return rows_for(n_rows);
 }
 
