@@ -10,9 +10,9 @@ requests at staggered steps and reads prompts in chunks of 96 beside the others'
 so the matmuls of a step see different row counts and tile positions. On CUDA the batched run
 is repeated with STRATA_INT_MATMUL=legacy (no tile kernel), =tiles (the tile kernel at every
 row count, single-row decode included), =rows (the few-row kernel, cuda_int_rows.cu, at every row
-count: at `auto` it takes 2 to 32 rows at k > 1024 only, beyond this model) and =norows: all must
-equal the solo runs bit for bit. The
-streams must differ from each other (a degenerate model would make every check trivial).
+count: at `auto` it takes 2 to 32 rows at k > 1024 on matrices of at most 4096 outputs only,
+beyond this model) and =norows: all must equal the solo runs bit for bit. The streams must
+differ from each other (a degenerate model would make every check trivial).
 """
 
 import pytest

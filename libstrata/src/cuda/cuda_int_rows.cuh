@@ -14,7 +14,8 @@ namespace cuda {
 // or 0 where the other kernels run (where it answers, it comes before the
 // tile kernel; an explicit STRATA_INT_FUSE_ROUNDS that applies still keeps
 // the one-launch dot kernel). STRATA_INT_MATMUL (read per call):
-// unset/auto: 2 to 32 rows at k > 1024 (short k keeps the tile kernel);
+// unset/auto: 2 to 32 rows at k > 1024 (short k keeps the tile kernel) on
+// matrices of at most 4096 outputs (wider ones: the older kernels, as fast);
 // rows: every row count (rows:16, rows:32, rows:64 also fix the outputs per
 // CTA); norows: auto's routing without this kernel (the routing before it);
 // legacy and tiles*: never; other weight types than Q4_0, Q8_0 and Q4_1:
