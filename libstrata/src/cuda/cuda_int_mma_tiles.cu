@@ -105,10 +105,12 @@ struct TileLayout {
 
 // 32 bits from a 2-byte aligned shared-memory address: the two aligned words around it, shifted
 // (no branch, so the compiler can schedule the loads of later blocks early).
+// The aligned address is q minus an offset (no integer round trip): the compiler keeps the shared
+// address space (LDS rather than generic loads).
 __device__ __forceinline__ uint32_t lds32_any(const uint8_t* q) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(q);
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(a & ~(uintptr_t)3);
-    return __funnelshift_r(w[0], w[1], (uint32_t)(a & 2) * 8);
+    const int off = (int)(reinterpret_cast<uintptr_t>(q) & 2);
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(q - off);
+    return __funnelshift_r(w[0], w[1], (uint32_t)off * 8);
 }
 
 // Four nibbles (0..15, one per byte) as the signed bytes q − 8 (exact).

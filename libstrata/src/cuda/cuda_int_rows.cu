@@ -87,10 +87,12 @@ struct RowsParams {
 };
 
 // 32 bits from a 2-byte aligned shared-memory address: the two aligned words around it, shifted.
+// The aligned address is q minus an offset (not an integer round trip), so the compiler keeps
+// the shared address space: LDS, not generic loads (the first H200 version had 44 generic loads).
 __device__ __forceinline__ uint32_t rows_lds32(const uint8_t* q) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(q);
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(a & ~(uintptr_t)3);
-    return __funnelshift_r(w[0], w[1], (uint32_t)(a & 2) * 8);
+    const int off = (int)(reinterpret_cast<uintptr_t>(q) & 2);
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(q - off);
+    return __funnelshift_r(w[0], w[1], (uint32_t)off * 8);
 }
 
 // Four nibbles (0..15, one per byte) as the signed bytes q − 8 (exact): Q4_0's I straight from the mma.
