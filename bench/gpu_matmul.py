@@ -15,12 +15,14 @@ depend on the values.
     python bench/gpu_matmul.py --models 8b --dtypes Q4_0 Q8_0 --rows 64 512 --int-kernels legacy tiles
                                                      # the integer path's kernels side by side
                                                      # (STRATA_INT_MATMUL per line; see strata/env.py)
+    python bench/gpu_matmul.py --models 8b 1b --dtypes Q4_0 Q8_0 --rows 1 2 4 8 16 32 64 --int-kernels norows auto rows
+                                                     # the few-row kernel (auto: 2-32 rows) against the routing before it
     python bench/gpu_matmul.py --models 8b --dtypes Q4_0 --rows 16 64 128 512 \
         --int-kernels routings                       # the tile kernel's routings v1-v6 and legacy (A/B in one run)
     python bench/gpu_matmul.py --models 8b --dtypes Q4_0 --rows 64 512 --int-kernels configs
                                                      # every tile configuration (tiles:NOxROWSdD) forced
 
---int-kernels takes STRATA_INT_MATMUL values: auto, auto:v1..v6, legacy, tiles, tiles:v1..v6 (routings),
+--int-kernels takes STRATA_INT_MATMUL values: auto, auto:v1..v6, legacy, norows, rows, rows:16/32/64 (the few-row kernel), tiles, tiles:v1..v6 (routings),
 tiles:128/64/32 (a 64-row shape at 2 stages), tiles:NOxROWSdD[o] (NO 128/64/32 x 64 rows or 128 x 128,
 pipeline depth D 0-2, o: Q4_0's offset in the mma accumulator, at D 0 and 2;
 libstrata/src/cuda/cuda_int_mma_tiles.cu), and `routings` / `configs` as shorthands for all routings /
@@ -59,7 +61,7 @@ DTYPES = ["Q4_0", "Q8_0", "F16", "BF16", "Q4_1", "Q4_K", "Q6_K"]
 ROUTINGS = ["legacy", "tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4", "tiles:v5", "tiles:v6"]
 CONFIGS = [f"tiles:{no}x{rows}d{d}{o}" for o in ("", "o") for d in (0, 1, 2) for no, rows in
            ((128, 64), (64, 64), (32, 64), (128, 128)) if d != 1 or not (o or rows == 128)]
-_INT_KERNEL = re.compile(r"auto(:v[1-6])?|legacy|tiles(:v[1-6]|:(128|64|32)|:((128|64|32)x64|128x128)(d[012]|d[02]o))?")
+_INT_KERNEL = re.compile(r"auto(:v[1-6])?|legacy|norows|rows(:16|:32|:64)?|tiles(:v[1-6]|:(128|64|32)|:((128|64|32)x64|128x128)(d[012]|d[02]o))?")
 
 
 def int_kernel_values(names):

@@ -8,9 +8,11 @@ Tiny random-weight llama files written by `strata synth --pure` hold every matri
 Solo runs read each prompt (150 to 230 tokens) in one chunk; the batched run admits four
 requests at staggered steps and reads prompts in chunks of 96 beside the others' decode rows,
 so the matmuls of a step see different row counts and tile positions. On CUDA the batched run
-is repeated with STRATA_INT_MATMUL=legacy (no tile kernel) and =tiles (the tile kernel at every
-row count, single-row decode included): all three must equal the solo runs bit for bit. The
-streams must differ from each other (a degenerate model would make every check trivial).
+is repeated with STRATA_INT_MATMUL=legacy (no tile kernel), =tiles (the tile kernel at every
+row count, single-row decode included), =rows (the few-row kernel, cuda_int_rows.cu, at every row
+count: at `auto` it takes 2 to 32 rows at k > 1024 on matrices of at most 4096 outputs only,
+beyond this model) and =norows: all must equal the solo runs bit for bit. The streams must
+differ from each other (a degenerate model would make every check trivial).
 """
 
 import pytest
@@ -63,7 +65,7 @@ async def test_many_row_steps_equal_solo_runs(loaded, make_engine, monkeypatch):
             Job(prompts[2], GREEDY, at_step=3, name="C"), Job(prompts[3], seeded(11), at_step=5, name="D")]
     expected = [(await solo(make_engine(batch=1, chunk=256), job.prompt, job.params)).token_ids for job in jobs]
     assert len({tuple(t) for t in expected}) == len(expected), f"streams are degenerate: {expected}"
-    kernels = ["auto", "legacy", "tiles"] if device.startswith("cuda") else ["auto"]
+    kernels = ["auto", "legacy", "tiles", "rows", "norows"] if device.startswith("cuda") else ["auto"]
     for kernel in kernels:
         monkeypatch.setenv("STRATA_INT_MATMUL", kernel)
         results, steps = await run_script(make_engine(batch=4, chunk=96), jobs)

@@ -4,9 +4,9 @@ CUDA's integer path (Q4_0, Q8_0) rounds x to int8 blocks either inside the dot k
 row tiles with few blocks to round: one launch) or in a separate pre-pass (longer rows, and the
 tensor-core kernels: two launches); docs/cuda_backend.md, "integer matmul". Here each row alone
 must equal the same row inside batches that take the other route. On an H200: at k = 16384 one
-row is rounded inside the dot kernel and 3, 8 or 12 rows by the pre-pass; at k = 4096 up to 4
-rows inside, 5 to 9 rows by the pre-pass before the same dot kernel, 16 and 300 rows by the
-pre-pass before the tile kernel (cuda_int_mma_tiles.cu). Every prologue, bias and accumulate,
+row is rounded inside the dot kernel and 3, 8 or 12 rows by the pre-pass (before the few-row
+kernel, cuda_int_rows.cu); at k = 4096 up to 4 rows inside, 5 to 16 rows by the pre-pass before
+the few-row kernel, 300 rows by the pre-pass before the tile kernel (cuda_int_mma_tiles.cu). Every prologue, bias and accumulate,
 misaligned x rows, a zero row and a large value. On the CPU (one arithmetic for every batch) the same checks hold trivially.
 """
 
@@ -73,7 +73,7 @@ def test_one_launch_for_few_rows(ctx, rng, backend):
     """A recorded integer matmul runs one kernel for 1 row of 576 values and 8 rows of 2048 (the dot
     kernel rounds its own rows) and, on CUDA, two for 8 and 300 rows of 576 (the pre-pass, then the
     tile kernel, which takes short k from 2 rows on) and for 8 rows of 16384 values (the pre-pass,
-    then the dot kernel)."""
+    then the few-row kernel, which takes 2 to 32 rows at longer k)."""
     n_out = 1100
     cuda = backend.startswith("cuda")
     raw, _ = make_weights(rng, S.DType.Q4_0, n_out, 16384)

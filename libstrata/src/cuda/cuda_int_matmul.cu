@@ -35,6 +35,7 @@
 
 #include "cuda_int_blocks.cuh"
 #include "cuda_int_mma.cuh"
+#include "cuda_int_rows.cuh"
 #include "cuda_int_tiles.cuh"
 #include "core/dtype.h"
 #include "cuda_kernels.cuh"
@@ -758,7 +759,12 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
 
     // Many rows: the large-tile kernel (cuda_int_mma_tiles.cu) after the pre-pass, the same bits as
     // the kernels below.
-    const int tiles = int_tiles_choice(a.n_rows, a.n_out, k, lim.sms);
+    int tiles = int_tiles_choice(a.n_rows, a.n_out, k, lim.sms);
+    // A few rows (decode of 2 to ~32 sequences): the few-row tensor-core kernel (cuda_int_rows.cu) after
+    // the pre-pass, the same bits again; where it applies it comes before the tiles (unless the one-launch
+    // dot kernel below applies: an explicit STRATA_INT_FUSE_ROUNDS).
+    const int rows_kr = int_rows_choice(a.n_rows, a.n_out, k, a.w_dtype);
+    if (rows_kr > 0) tiles = -1;
 
     IntParams p{};
     p.n_rows = a.n_rows;
@@ -843,6 +849,12 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
             launch_int_tiles(IntTilesArgs{pp.xq, pp.meta, pp.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
                                           a.bias, a.y, a.accumulate, a.prologue, a.eps},
                              tiles, dev, stream);
+            return;
+        }
+        if (rows_kr > 0) {
+            launch_int_rows(IntTilesArgs{pp.xq, pp.meta, pp.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
+                                         a.bias, a.y, a.accumulate, a.prologue, a.eps},
+                            rows_kr, dev, stream);
             return;
         }
         p.xq = pp.xq;

@@ -133,10 +133,12 @@ struct TileLayout {
 
 // 32 bits from a 2-byte aligned shared-memory address: the two aligned words around it, shifted
 // (no branch, so the compiler can schedule the loads of later blocks early).
+// The aligned address is q minus an offset (no integer round trip): the compiler keeps the shared
+// address space (LDS rather than generic loads).
 __device__ __forceinline__ uint32_t lds32_any(const uint8_t* q) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(q);
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(a & ~(uintptr_t)3);
-    return __funnelshift_r(w[0], w[1], (uint32_t)(a & 2) * 8);
+    const int off = (int)(reinterpret_cast<uintptr_t>(q) & 2);
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(q - off);
+    return __funnelshift_r(w[0], w[1], (uint32_t)off * 8);
 }
 
 // Four nibbles (0..15, one per byte) as the signed bytes q − 8 (exact).
@@ -584,7 +586,10 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     bool forced = false;
     if (env && std::strncmp(env, "auto:v", 6) == 0 && env[6] >= '1' && env[6] <= '6' && env[7] == 0) {
         routing = env[6] - '0';  // auto's row thresholds, one routing (whole-model A/B: scripts/gpu_ab.sh)
-    } else if (env && *env && std::strcmp(env, "auto") != 0) {
+    } else if (env && (std::strcmp(env, "rows") == 0 || std::strcmp(env, "rows:16") == 0 ||
+                       std::strcmp(env, "rows:32") == 0 || std::strcmp(env, "rows:64") == 0)) {
+        return -1;  // rows, rows:16/32/64: the few-row kernel (cuda_int_rows.cu) at every row count
+    } else if (env && *env && std::strcmp(env, "auto") != 0 && std::strcmp(env, "norows") != 0) {
         forced = true;
         if (std::strcmp(env, "tiles:v1") == 0) routing = 1;
         else if (std::strcmp(env, "tiles:v3") == 0) routing = 3;
@@ -596,7 +601,7 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
             if (c >= 0) return c;
             // a typo must not time the wrong kernel
             fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_MATMUL=") + env +
-                                                  ": expected auto, tiles, auto:v1 ... auto:v6, tiles:v1 ... tiles:v6, tiles:NO "
+                                                  ": expected auto, norows, rows, rows:16, rows:32, rows:64, tiles, auto:v1 ... auto:v6, tiles:v1 ... tiles:v6, tiles:NO "
                                                   "(128, 64 or 32), tiles:NOxROWSdDEPTH[o] (e.g. tiles:32x64d2, "
                                                   "tiles:128x128d2o) or legacy");
         }
