@@ -36,8 +36,10 @@ prepare)
   setsid nohup bash -c "for m in $MODELS; do s=\${m%%:*} t=\${m##*:}; f=$SYN/synth-\$s-\$t.gguf;
       python3 -m strata.cli synth --shape \$s --dtype \$t --out \$f.part --tokenizer-from /tmp/tok.gguf --quiet \
       && mv \$f.part \$f; done; echo synth-done" > /tmp/synth.txt 2>&1 < /dev/null &
-  python3 -m pytest -m gpu -q -p no:cacheprovider tests/kernels 2>&1 | tee "$OUT/gpu_kernel_tests.log" | tail -4
-  python3 bench/gpu_matmul.py --models 8b 1b 135m --dtypes Q4_0 Q8_0 Q4_K Q6_K --rows 1 4 16 64 512 --replays 10 \
+  # PREPARE_TESTS=0 leaves the kernel tests to a later scripts/gpu_check.sh call; MATMUL_MODELS narrows the table.
+  [ "${PREPARE_TESTS:-1}" = 0 ] || \
+    python3 -m pytest -m gpu -q -p no:cacheprovider tests/kernels 2>&1 | tee "$OUT/gpu_kernel_tests.log" | tail -4
+  python3 bench/gpu_matmul.py --models ${MATMUL_MODELS:-8b 1b 135m} --dtypes Q4_0 Q8_0 Q4_K Q6_K --rows 1 4 16 64 512 --replays 10 \
     > "$OUT/gpu_matmul.log" 2>&1
   grep -E "^(Q4_0 +8b|dtype)" "$OUT/gpu_matmul.log"
   cat /tmp/synth.txt; tail -2 /tmp/llama-build.txt
