@@ -1,7 +1,7 @@
 // test_int_tiles.cpp — the many-row integer tile kernel (cuda_int_mma_tiles.cu)
 // under the host emulator. Reuses test_int.cpp's host reference of the
 // canonical integer-matmul arithmetic (its main renamed away) and requires,
-// for Q4_0, Q8_0 and Q4_1, every prologue, bias and accumulate, each of the
+// for Q4_0, Q8_0, Q4_1 and Q4_K, every prologue, bias and accumulate, each of the
 // three tile shapes, 1 to 130 rows, k with full and partial slices, n_out not
 // a multiple of the tile and misaligned weight rows:
 //  - every output bit-identical to the reference and to the older int8
@@ -9,7 +9,8 @@
 //  - within the int8-activation bound of a float64 product;
 //  - no cp.async copy left pending.
 // A negative control (the tile kernel with one block's scale changed) must
-// differ. Usage: test_int_tiles [smoke]
+// differ. Usage: test_int_tiles [smoke | dtype DTYPE] (dtype: the configurations of one
+// strata_dtype value, e.g. 12 for Q4_K)
 #define main test_int_main
 #include "test_int.cpp"
 #undef main
@@ -68,7 +69,8 @@ static void run_tiles(int dt, int shape, int pro, const float* x, int64_t x_stri
                       bool accumulate) {
     if (dt == STRATA_Q4_0) run_tiles_dt<STRATA_Q4_0>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     else if (dt == STRATA_Q8_0) run_tiles_dt<STRATA_Q8_0>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
-    else run_tiles_dt<STRATA_Q4_1>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else if (dt == STRATA_Q4_1) run_tiles_dt<STRATA_Q4_1>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else run_tiles_dt<STRATA_Q4_K>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
 }
 
 static void one_tiles(int dt, int shape, int pro, int64_t k, int64_t n_out, int64_t n_rows, int pad, bool bias_on,
@@ -105,7 +107,7 @@ static void one_tiles(int dt, int shape, int pro, int64_t k, int64_t n_out, int6
             double exact = 0, bound = 0, mag = 0;
             for (int64_t b = 0; b < k / 32; ++b) {
                 int q[32]; float d, m;
-                ref_block(dt, wp + o * rb + b * bbytes(dt), q, d, m);
+                ref_wblock(dt, wp + o * rb, b, q, d, m);
                 double wabs = 0;
                 for (int i = 0; i < 32; ++i) {
                     const double wv = (double)d * (q[i] - (dt == STRATA_Q4_0 ? 8 : 0)) + m;
@@ -131,21 +133,26 @@ static void one_tiles(int dt, int shape, int pro, int64_t k, int64_t n_out, int6
 
 int main(int argc, char** argv) {
     const bool smoke = argc > 1 && std::string(argv[1]) == "smoke";
-    const int dts[3] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1};
+    const int only_dt = argc > 2 && std::string(argv[1]) == "dtype" ? std::atoi(argv[2]) : -1;
+    const int dts[4] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1, STRATA_Q4_K};
     if (smoke) {
-        for (int shape = 0; shape < 3; ++shape)
+        for (int shape = 0; shape < 3; ++shape) {
             one_tiles(dts[shape], shape, shape, 576, 77, 70, 2, shape == 1, shape == 2, true);
+            one_tiles(STRATA_Q4_K, shape, 2 - shape, 512, 77, 70, 2 * shape, shape == 0, shape == 1, true);
+        }
     } else {
         // k: one partial slice; 2 full + 1 partial slice (rows of 324/612/360 bytes: every 16-byte phase);
         // 3 full slices. n_out: a partial tile of every shape. Rows: 1, 5, 64 (one full row tile), 70, 130.
-        const int64_t ks[3] = {96, 576, 768};
+        // Q4_K: 1, 2 and 3 whole super-blocks (row phases 0, 2, 4, 6 from the padding).
+        const int64_t ks[3] = {96, 576, 768}, ks_k[3] = {256, 512, 768};
         const int64_t rows[5] = {1, 5, 64, 70, 130};
         int cfg = 0;
         for (int dt : dts)
             for (int shape = 0; shape < 3; ++shape)
                 for (int pro = 0; pro < 3; ++pro) {
                     ++cfg;
-                    const int64_t k = ks[(cfg + pro) % 3];
+                    if (only_dt >= 0 && dt != only_dt) continue;
+                    const int64_t k = (dt == STRATA_Q4_K ? ks_k : ks)[(cfg + pro) % 3];
                     const int64_t n_out = shape == 0 ? 150 : (shape == 1 ? 77 : 45);
                     const int64_t nr = rows[cfg % 5];
                     one_tiles(dt, shape, pro, k, n_out, nr, 2 * (cfg % 4), cfg % 3 == 0, cfg % 3 == 1, cfg % 2 == 0);
