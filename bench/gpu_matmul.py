@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rotate-mb", type=int, default=200)
     ap.add_argument("--int-kernels", nargs="*", default=["auto"],
                     choices=["auto", "legacy", "tiles", "tiles:128", "tiles:64", "tiles:32"],
-                    help="STRATA_INT_MATMUL values to time in turn (Q4_0/Q8_0 only; default: auto)")
+                    help="STRATA_INT_MATMUL values to time in turn (Q4_0/Q8_0/Q4_K only; default: auto)")
     args = ap.parse_args(argv)
 
     ctx = S.Context(args.device)
@@ -116,7 +116,7 @@ def main(argv=None) -> int:
             if model not in args.models:
                 continue
             weights, w_bytes = upload_weights(ctx, pool, dtype, n_out, k, args.rotate_mb << 20)
-            kernels = args.int_kernels if dtype_name in ("Q4_0", "Q8_0") else ["auto"]
+            kernels = args.int_kernels if dtype_name in ("Q4_0", "Q8_0", "Q4_K") else ["auto"]
             for n_rows in args.rows:
                 for kernel in kernels:
                     # libstrata reads STRATA_INT_MATMUL at each matmul call (graph capture included)

@@ -1,5 +1,5 @@
-// cuda_int_matmul.cu — y = prologue(x)·Wᵀ (+ bias) (+ y) for Q4_0, Q8_0 and
-// Q4_1 weights with integer-exact block products: ONE arithmetic per output
+// cuda_int_matmul.cu — y = prologue(x)·Wᵀ (+ bias) (+ y) for Q4_0, Q8_0,
+// Q4_1 and Q4_K weights with integer-exact block products: ONE arithmetic per output
 // element whatever the number of rows, the kernel or its tiling.
 //
 // The canonical arithmetic of output (r, o), a function of k alone
@@ -13,6 +13,8 @@
 //     ssq = ((ssq_0 + ssq_1) + ssq_2) + … .
 //  2. Per block: the exact integer product I (cuda_int_blocks.cuh), then
 //     int_block_fold: acc = fmaf(d·dx, I, acc) (Q4_1: then fmaf(m, dx·sx, acc)).
+//     Q4_K (cuda_int_kquant.cuh): super-block = slice, sub-block j = block j,
+//     folded as Q4_1 with d = d_sb·sc_j and m = −(dmin_sb·m_j) (both exact).
 //  3. Slices of 8 blocks: acc starts at 0, blocks in ascending order;
 //     total = acc_0, then total = total + acc_s in slice order.
 //  4. RMSNORM: total = total · rsqrt(ssq/k + eps); v = total (+ bias);
@@ -641,7 +643,8 @@ inline int64_t dot_fused_grid(const IntParams& p, int64_t resident) {
 
 }  // namespace
 
-// The types routed here. The kernels also implement Q4_1 (emulator-tested), but Q4_1 — the
+// The types routed here (Q4_K: k is a whole number of super-blocks, so every slice is one). The
+// kernels also implement Q4_1 (emulator-tested), but Q4_1 — the
 // default model's type — stays on the f16 tensor-core path for now: int8 activations move that
 // model's logits by up to ~1 (a float64 NumPy estimate, bench/RESULTS.md), beyond what
 // tests/test_backend_agreement.py allows between CUDA and the float32 CPU backend.
