@@ -46,6 +46,7 @@
 #include "cuda_async.cuh"
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
+#include "cuda_pdl.cuh"
 
 namespace strata {
 namespace cuda {
@@ -170,6 +171,8 @@ __device__ __forceinline__ float2 int8_pair(const int8_t* q, float scale) {
 
 template <int PPL, int NQ, int STAGES>
 __global__ void __launch_bounds__(kThreads, 1) attention_kernel(const AttnPlan P) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     const AttentionArgs& a = P.a;
     const SlotsView& s = a.slots;
     const int hd = s.head_dim;
@@ -572,13 +575,13 @@ void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
     cfg.blockDim = dim3(kThreads);
     cfg.dynamicSmemBytes = (size_t)L.total;
     cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = (unsigned)split;
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = split > 1 ? 1 : 0;
+    cfg.numAttrs = pdl_add_attr(attr, split > 1 ? 1 : 0);  // programmatic launch: cuda_pdl.cuh
     check(cudaLaunchKernelEx(&cfg, k.fn, P), "attention launch");
     check_launch("attention");
 }

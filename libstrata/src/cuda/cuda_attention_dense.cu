@@ -9,6 +9,7 @@
 // F32 rows (any head_dim 1..512, any row stride).
 #include "cuda_attention.cuh"
 #include "cuda_kernels.cuh"
+#include "cuda_pdl.cuh"
 
 namespace strata {
 namespace cuda {
@@ -35,6 +36,8 @@ struct DenseKV {
 
 template <int Q>
 __global__ void __launch_bounds__(kAttnThreads) attention_dense_kernel(const DenseAttentionArgs a) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     __shared__ AttnShared sm;
     const int hd = a.head_dim;
     const int64_t total = a.n_tokens * a.n_heads;
@@ -72,13 +75,13 @@ void launch_attention_dense(const DenseAttentionArgs& a, cudaStream_t stream) {
     const int64_t items = a.n_tokens * a.n_heads;
     const unsigned grid = (unsigned)(items < (int64_t)(1u << 30) ? items : (1u << 30));
     if (hd <= 64)
-        attention_dense_kernel<2><<<grid, kAttnThreads, 0, stream>>>(a);
+        launch_k(attention_dense_kernel<2>, grid, kAttnThreads, 0, stream, a);
     else if (hd <= 128)
-        attention_dense_kernel<4><<<grid, kAttnThreads, 0, stream>>>(a);
+        launch_k(attention_dense_kernel<4>, grid, kAttnThreads, 0, stream, a);
     else if (hd <= 256)
-        attention_dense_kernel<8><<<grid, kAttnThreads, 0, stream>>>(a);
+        launch_k(attention_dense_kernel<8>, grid, kAttnThreads, 0, stream, a);
     else
-        attention_dense_kernel<16><<<grid, kAttnThreads, 0, stream>>>(a);
+        launch_k(attention_dense_kernel<16>, grid, kAttnThreads, 0, stream, a);
     check_launch("attention_dense");
 }
 

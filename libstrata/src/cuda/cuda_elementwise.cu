@@ -17,6 +17,7 @@
 // thread.
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
+#include "cuda_pdl.cuh"
 
 namespace strata {
 namespace cuda {
@@ -69,6 +70,8 @@ __device__ __forceinline__ void st4(float* p, int64_t q, int64_t n, float4 v) {
 
 template <bool VEC, bool GELU>
 __global__ void __launch_bounds__(kThreads) silu_mul_kernel(const SiluMulArgs a) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     const int64_t n4 = (a.n_cols + 3) / 4;
     for (int64_t r = blockIdx.y; r < a.n_rows; r += gridDim.y) {
         const float* g = a.gate + r * a.gate_row_stride;
@@ -84,6 +87,8 @@ __global__ void __launch_bounds__(kThreads) silu_mul_kernel(const SiluMulArgs a)
 
 template <bool VEC>
 __global__ void __launch_bounds__(kThreads) gelu_kernel(const UnaryArgs a) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     const int64_t n4 = (a.n + 3) / 4;
     for (int64_t q = (int64_t)blockIdx.x * kThreads + threadIdx.x; q < n4; q += (int64_t)gridDim.x * kThreads) {
         const float4 x = ld4<VEC>(a.x, q, a.n);
@@ -93,6 +98,8 @@ __global__ void __launch_bounds__(kThreads) gelu_kernel(const UnaryArgs a) {
 
 template <bool VEC>
 __global__ void __launch_bounds__(kThreads) scale_kernel(const UnaryArgs a) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     const int64_t n4 = (a.n + 3) / 4;
     const float f = a.factor;
     for (int64_t q = (int64_t)blockIdx.x * kThreads + threadIdx.x; q < n4; q += (int64_t)gridDim.x * kThreads) {
@@ -103,6 +110,8 @@ __global__ void __launch_bounds__(kThreads) scale_kernel(const UnaryArgs a) {
 
 template <bool VEC>
 __global__ void __launch_bounds__(kThreads) add_kernel(const BinaryArgs a) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     const int64_t n4 = (a.n + 3) / 4;
     for (int64_t q = (int64_t)blockIdx.x * kThreads + threadIdx.x; q < n4; q += (int64_t)gridDim.x * kThreads) {
         const float4 x = ld4<VEC>(a.a, q, a.n), y = ld4<VEC>(a.b, q, a.n);
@@ -120,37 +129,37 @@ void launch_silu_mul(const SiluMulArgs& a, cudaStream_t stream) {
     const dim3 grid(grid_for((a.n_cols + 3) / 4),
                     (unsigned)(a.n_rows < (int64_t)kMaxRowsPerLaunch ? a.n_rows : kMaxRowsPerLaunch));
     if (a.gelu_tanh) {
-        if (vec) silu_mul_kernel<true, true><<<grid, kThreads, 0, stream>>>(a);
-        else silu_mul_kernel<false, true><<<grid, kThreads, 0, stream>>>(a);
+        if (vec) launch_k(silu_mul_kernel<true, true>, grid, kThreads, 0, stream, a);
+        else launch_k(silu_mul_kernel<false, true>, grid, kThreads, 0, stream, a);
         check_launch("gelu_tanh_mul");
         return;
     }
-    if (vec) silu_mul_kernel<true, false><<<grid, kThreads, 0, stream>>>(a);
-    else silu_mul_kernel<false, false><<<grid, kThreads, 0, stream>>>(a);
+    if (vec) launch_k(silu_mul_kernel<true, false>, grid, kThreads, 0, stream, a);
+    else launch_k(silu_mul_kernel<false, false>, grid, kThreads, 0, stream, a);
     check_launch("silu_mul");
 }
 
 void launch_gelu(const UnaryArgs& a, cudaStream_t stream) {
     if (a.n <= 0) return;
     const bool vec = a.n % 4 == 0 && aligned16(a.x) && aligned16(a.out);
-    if (vec) gelu_kernel<true><<<grid_for((a.n + 3) / 4), kThreads, 0, stream>>>(a);
-    else gelu_kernel<false><<<grid_for((a.n + 3) / 4), kThreads, 0, stream>>>(a);
+    if (vec) launch_k(gelu_kernel<true>, grid_for((a.n + 3) / 4), kThreads, 0, stream, a);
+    else launch_k(gelu_kernel<false>, grid_for((a.n + 3) / 4), kThreads, 0, stream, a);
     check_launch("gelu");
 }
 
 void launch_scale(const UnaryArgs& a, cudaStream_t stream) {
     if (a.n <= 0) return;
     const bool vec = a.n % 4 == 0 && aligned16(a.x) && aligned16(a.out);
-    if (vec) scale_kernel<true><<<grid_for((a.n + 3) / 4), kThreads, 0, stream>>>(a);
-    else scale_kernel<false><<<grid_for((a.n + 3) / 4), kThreads, 0, stream>>>(a);
+    if (vec) launch_k(scale_kernel<true>, grid_for((a.n + 3) / 4), kThreads, 0, stream, a);
+    else launch_k(scale_kernel<false>, grid_for((a.n + 3) / 4), kThreads, 0, stream, a);
     check_launch("scale");
 }
 
 void launch_add(const BinaryArgs& a, cudaStream_t stream) {
     if (a.n <= 0) return;
     const bool vec = a.n % 4 == 0 && aligned16(a.a) && aligned16(a.b) && aligned16(a.out);
-    if (vec) add_kernel<true><<<grid_for((a.n + 3) / 4), kThreads, 0, stream>>>(a);
-    else add_kernel<false><<<grid_for((a.n + 3) / 4), kThreads, 0, stream>>>(a);
+    if (vec) launch_k(add_kernel<true>, grid_for((a.n + 3) / 4), kThreads, 0, stream, a);
+    else launch_k(add_kernel<false>, grid_for((a.n + 3) / 4), kThreads, 0, stream, a);
     check_launch("add");
 }
 

@@ -43,6 +43,7 @@
 #include "cuda_kernels.cuh"
 #include "cuda_mma.cuh"
 #include "cuda_scratch.cuh"
+#include "cuda_pdl.cuh"
 
 namespace strata {
 namespace cuda {
@@ -122,6 +123,8 @@ __device__ __forceinline__ const float* int_act_aux(const float* xr, const float
 
 template <int kPro>
 __global__ void __launch_bounds__(kPreThreads) int_prepass_kernel(const PreParams p) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     const int64_t row = blockIdx.x;
     const int c = blockIdx.y;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -157,10 +160,11 @@ __device__ __forceinline__ int addr_delta16(const void* p) { return (int)(reinte
 // p.wstride (16-byte pieces from the aligned address at or below each row's
 // first byte, so byte s lands at offset (s & 15) of its row's window; nothing
 // at or past w_end is read), then the int8 activations and the block meta of
-// rows [r0, r0 + nr) (both 16-byte aligned in the scratch).
-template <int kDtype, int kR, bool kFused = false>
-__device__ __forceinline__ void stage_part(const IntParams& p, uint8_t* stage, int part, int64_t o0, int no,
-                                           int64_t r0, int nr) {
+// rows [r0, r0 + nr) (both 16-byte aligned in the scratch). Weights and
+// activations are separate functions so that a CTA's first weights can be
+// issued before pdl_wait() (early_weights); one commit covers both.
+template <int kDtype>
+__device__ __forceinline__ void stage_weights(const IntParams& p, uint8_t* stage, int part, int64_t o0, int no) {
     constexpr int B = IntW<kDtype>::kBytes;
     const int64_t b0 = (int64_t)part * p.ps * kIntSliceBlocks;
     const int nblk = (int)min((int64_t)p.ps * kIntSliceBlocks, p.nb - b0);
@@ -177,7 +181,12 @@ __device__ __forceinline__ void stage_part(const IntParams& p, uint8_t* stage, i
             cp_async16z(stage + row * p.wstride + 16 * pc, src, left >= 16 ? 16 : (left > 0 ? (int)left : 0));
         }
     }
-    if (kFused) return;  // the activations already sit in shared memory
+}
+
+template <int kR>
+__device__ __forceinline__ void stage_acts(const IntParams& p, uint8_t* stage, int part, int64_t r0, int nr) {
+    const int64_t b0 = (int64_t)part * p.ps * kIntSliceBlocks;
+    const int nblk = (int)min((int64_t)p.ps * kIntSliceBlocks, p.nb - b0);
     uint8_t* xs = stage + p.no * p.wstride;
     const int xp = 2 * nblk, mp = (nblk + 1) / 2;  // 16-byte pieces per row
     for (int idx = threadIdx.x; idx < nr * (xp + mp); idx += p.threads) {
@@ -188,6 +197,25 @@ __device__ __forceinline__ void stage_part(const IntParams& p, uint8_t* stage, i
             cp_async16z(xs + kR * p.xbytes + r * p.mbytes + 16 * (pc - xp),
                         reinterpret_cast<const uint8_t*>(p.meta + (r0 + r) * p.nbp + b0) + 16 * (pc - xp), 16);
     }
+}
+
+template <int kDtype, int kR, bool kFused = false>
+__device__ __forceinline__ void stage_part(const IntParams& p, uint8_t* stage, int part, int64_t o0, int no,
+                                           int64_t r0, int nr) {
+    stage_weights<kDtype>(p, stage, part, o0, no);
+    if (!kFused) stage_acts<kR>(p, stage, part, r0, nr);  // kFused: the activations already sit in shared memory
+}
+
+// Before pdl_wait() (cuda_pdl.cuh): the weights of part 0 of the CTA's first tile (tile_no outputs
+// a tile) into stage 0, so they stream in while the previous kernel drains. Reads only the weights,
+// which no kernel writes, and writes only this CTA's shared memory; the kernel stages that tile's
+// activations after the wait, and the one commit after them covers both.
+template <int kDtype>
+__device__ __forceinline__ void early_weights(const IntParams& p, int tile_no) {
+    const int tile = (int)blockIdx.x;
+    if (tile >= p.n_tiles) return;
+    const int64_t o0 = (int64_t)(tile / p.n_row_tiles) * tile_no;
+    stage_weights<kDtype>(p, mma_smem(), 0, o0, (int)min((int64_t)tile_no, p.n_out - o0));
 }
 
 // Block kJ of a slice whose first byte is at byte kC of the 16-byte aligned
@@ -345,6 +373,9 @@ __device__ __forceinline__ void fused_quant(const IntParams& p, uint8_t* act, in
 // part's weights are in flight, once per row tile it meets.
 template <int kDtype, int kR, bool kFused>
 __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p) {
+    early_weights<kDtype>(p, p.no);  // weights only, before the wait
+    pdl_wait();
+    pdl_launch_dependents();
     constexpr int SB = kIntSliceBlocks * IntW<kDtype>::kBytes;  // a multiple of 16
     static_assert(SB % 16 == 0, "a slice must span whole 16-byte windows");
     uint8_t* smem = mma_smem();
@@ -362,7 +393,8 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
         const int64_t r0 = (int64_t)rt * kR;
         const int nr = (int)min((int64_t)kR, p.n_rows - r0);
         float total = 0.0f;
-        stage_part<kDtype, kR, kFused>(p, smem, 0, o0, no, r0, nr);
+        if (tile != (int)blockIdx.x) stage_part<kDtype, kR, kFused>(p, smem, 0, o0, no, r0, nr);
+        else if (!kFused) stage_acts<kR>(p, smem, 0, r0, nr);  // the first tile: weights went before the wait
         cp_async_commit_group();
         if (kFused && rt != act_rt) {  // CTA-uniform; the previous tile ended with a barrier
             fused_quant(p, act, r0, nr);
@@ -448,6 +480,9 @@ __device__ __forceinline__ uint32_t ld32_2(const uint8_t* q) {
 // block by block with int_block_fold, exactly as a dp4a thread does.
 template <int kDtype, int kNT>
 __global__ void __launch_bounds__(kMmaThreads) int_mma_kernel(const IntParams p) {
+    early_weights<kDtype>(p, kMmaNO);  // weights only, before the wait
+    pdl_wait();
+    pdl_launch_dependents();
     using W = IntW<kDtype>;
     constexpr int kR = 8 * kNT;
     constexpr int SB = kIntSliceBlocks * W::kBytes;
@@ -461,7 +496,8 @@ __global__ void __launch_bounds__(kMmaThreads) int_mma_kernel(const IntParams p)
         const int no = (int)min((int64_t)kMmaNO, p.n_out - o0);
         const int64_t r0 = (int64_t)rt * kR;
         const int nr = (int)min((int64_t)kR, p.n_rows - r0);
-        stage_part<kDtype, kR>(p, smem, 0, o0, no, r0, nr);
+        if (tile != (int)blockIdx.x) stage_part<kDtype, kR>(p, smem, 0, o0, no, r0, nr);
+        else stage_acts<kR>(p, smem, 0, r0, nr);  // the first tile: weights went before the wait
         cp_async_commit_group();
         for (int q = 0; q < p.n_parts; ++q) {
             if (q + 1 < p.n_parts) {
@@ -821,12 +857,12 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         const dim3 pgrid((unsigned)a.n_rows, (unsigned)nchunks);
         switch (a.prologue) {
         case STRATA_PROLOGUE_RMSNORM:
-            int_prepass_kernel<STRATA_PROLOGUE_RMSNORM><<<pgrid, kPreThreads, 0, stream>>>(pp);
+            launch_k(int_prepass_kernel<STRATA_PROLOGUE_RMSNORM>, pgrid, kPreThreads, 0, stream, pp);
             break;
         case STRATA_PROLOGUE_SILU_MUL:
-            int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL><<<pgrid, kPreThreads, 0, stream>>>(pp);
+            launch_k(int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL>, pgrid, kPreThreads, 0, stream, pp);
             break;
-        default: int_prepass_kernel<STRATA_PROLOGUE_NONE><<<pgrid, kPreThreads, 0, stream>>>(pp); break;
+        default: launch_k(int_prepass_kernel<STRATA_PROLOGUE_NONE>, pgrid, kPreThreads, 0, stream, pp); break;
         }
         check_launch("matmul (integer activation pre-pass)");
         if (tiles >= 0) {
@@ -848,20 +884,20 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         if (!fn) fail(STRATA_ERR_INTERNAL, "cuda matmul: no integer path for dtype " + std::to_string(a.w_dtype));
         int64_t grid = p.n_tiles;
         if (fused) grid = dot_fused_grid(p, (int64_t)resident_ctas(fn, th, smem) * lim.sms);
-        fn<<<(unsigned)grid, th, smem, stream>>>(p);
+        launch_k(fn, (unsigned)grid, th, smem, stream, p);
         check_launch(fused ? "matmul (integer, fused activations)" : "matmul (integer)");
         return;
     }
     const unsigned grid = (unsigned)p.n_tiles;
     switch (a.w_dtype * 4 + kind) {
-    case STRATA_Q4_0 * 4 + 2: int_mma_kernel<STRATA_Q4_0, 1><<<grid, th, smem, stream>>>(p); break;
-    case STRATA_Q4_0 * 4 + 3: int_mma_kernel<STRATA_Q4_0, 2><<<grid, th, smem, stream>>>(p); break;
-    case STRATA_Q8_0 * 4 + 2: int_mma_kernel<STRATA_Q8_0, 1><<<grid, th, smem, stream>>>(p); break;
-    case STRATA_Q8_0 * 4 + 3: int_mma_kernel<STRATA_Q8_0, 2><<<grid, th, smem, stream>>>(p); break;
-    case STRATA_Q4_1 * 4 + 2: int_mma_kernel<STRATA_Q4_1, 1><<<grid, th, smem, stream>>>(p); break;
-    case STRATA_Q4_1 * 4 + 3: int_mma_kernel<STRATA_Q4_1, 2><<<grid, th, smem, stream>>>(p); break;
-    case STRATA_Q4_K * 4 + 2: int_mma_kernel<STRATA_Q4_K, 1><<<grid, th, smem, stream>>>(p); break;
-    case STRATA_Q4_K * 4 + 3: int_mma_kernel<STRATA_Q4_K, 2><<<grid, th, smem, stream>>>(p); break;
+    case STRATA_Q4_0 * 4 + 2: launch_k(int_mma_kernel<STRATA_Q4_0, 1>, grid, th, smem, stream, p); break;
+    case STRATA_Q4_0 * 4 + 3: launch_k(int_mma_kernel<STRATA_Q4_0, 2>, grid, th, smem, stream, p); break;
+    case STRATA_Q8_0 * 4 + 2: launch_k(int_mma_kernel<STRATA_Q8_0, 1>, grid, th, smem, stream, p); break;
+    case STRATA_Q8_0 * 4 + 3: launch_k(int_mma_kernel<STRATA_Q8_0, 2>, grid, th, smem, stream, p); break;
+    case STRATA_Q4_1 * 4 + 2: launch_k(int_mma_kernel<STRATA_Q4_1, 1>, grid, th, smem, stream, p); break;
+    case STRATA_Q4_1 * 4 + 3: launch_k(int_mma_kernel<STRATA_Q4_1, 2>, grid, th, smem, stream, p); break;
+    case STRATA_Q4_K * 4 + 2: launch_k(int_mma_kernel<STRATA_Q4_K, 1>, grid, th, smem, stream, p); break;
+    case STRATA_Q4_K * 4 + 3: launch_k(int_mma_kernel<STRATA_Q4_K, 2>, grid, th, smem, stream, p); break;
     default: fail(STRATA_ERR_INTERNAL, "cuda matmul: no integer path for dtype " + std::to_string(a.w_dtype));
     }
     check_launch("matmul (integer)");

@@ -37,6 +37,7 @@
 #include "core/dtype.h"
 #include "cuda_kernels.cuh"
 #include "cuda_mma.cuh"
+#include "cuda_pdl.cuh"
 
 namespace strata {
 namespace cuda {
@@ -188,6 +189,8 @@ __device__ __forceinline__ void stage_slice(const TileParams& p, uint8_t* slot, 
 template <int kDtype, int kWM, int kMT, int kNT>
 __global__ void __launch_bounds__(kTileThreads, (TileLayout<kDtype, kWM, kMT, kNT>::kMinBlocks))
     int_tiles_kernel(const TileParams p) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     using W = IntW<kDtype>;
     using L = TileLayout<kDtype, kWM, kMT, kNT>;
     constexpr bool kUnsignedA = W::kMin;  // Q4_1's nibbles stay 0..15; Q4_0 enters as q − 8, Q8_0 as is
@@ -425,7 +428,7 @@ void launch_shape(const TileParams& p0, cudaStream_t stream) {
     if (n_rt * n_ot > INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer tile path has too many tiles");
     p.n_row_tiles = (int)n_rt;
     p.n_tiles = (int)(n_rt * n_ot);
-    S::kernel<<<(unsigned)p.n_tiles, kTileThreads, S::L::kBytes, stream>>>(p);
+    launch_k(S::kernel, (unsigned)p.n_tiles, kTileThreads, S::L::kBytes, stream, p);
 }
 
 template <int kDtype>

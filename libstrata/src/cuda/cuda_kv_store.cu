@@ -20,6 +20,7 @@
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
 #include "cuda_rope.cuh"
+#include "cuda_pdl.cuh"
 
 namespace strata {
 namespace cuda {
@@ -108,6 +109,8 @@ constexpr unsigned kMaxRowBlocks = 65535;
 
 template <bool VEC>
 __global__ void __launch_bounds__(kStoreThreads) kv_store_kernel(const KvStoreArgs a) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     for (int64_t r = blockIdx.x; r < a.n_rows; r += gridDim.x) {
         const int32_t slot = a.rows[2 * r], index = a.rows[2 * r + 1];
         if (!kv_row_valid(a.slots, a.layer, slot, index)) continue;
@@ -121,6 +124,8 @@ constexpr int kFusedThreads = 256;
 // VEC: the k and v parts of every row are 8-byte aligned.
 template <bool VEC>
 __global__ void __launch_bounds__(kFusedThreads) rope_kv_store_kernel(const RopeKvStoreArgs a) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     __shared__ float inv_q[kRopeMaxHalf], cos_q[kRopeMaxHalf], sin_q[kRopeMaxHalf];
     __shared__ float inv_k[kRopeMaxHalf], cos_k[kRopeMaxHalf], sin_k[kRopeMaxHalf];
     const strata_rope_params& pq = a.q_params;
@@ -165,8 +170,8 @@ void launch_kv_store(const KvStoreArgs& a, cudaStream_t stream) {
     if (a.n_rows <= 0 || a.slots.n_kv_heads <= 0 || a.slots.head_dim <= 0) return;
     const bool vec = ((reinterpret_cast<uintptr_t>(a.k) | reinterpret_cast<uintptr_t>(a.v)) % 8) == 0 &&
                      a.k_row_stride % 2 == 0 && a.v_row_stride % 2 == 0;
-    if (vec) kv_store_kernel<true><<<row_grid(a.n_rows), kStoreThreads, 0, stream>>>(a);
-    else kv_store_kernel<false><<<row_grid(a.n_rows), kStoreThreads, 0, stream>>>(a);
+    if (vec) launch_k(kv_store_kernel<true>, row_grid(a.n_rows), kStoreThreads, 0, stream, a);
+    else launch_k(kv_store_kernel<false>, row_grid(a.n_rows), kStoreThreads, 0, stream, a);
     check_launch("kv_store");
 }
 
@@ -177,8 +182,8 @@ void launch_rope_kv_store(const RopeKvStoreArgs& a, cudaStream_t stream) {
             fail(STRATA_ERR_INTERNAL, "cuda rope_kv_store: rot_dim " + std::to_string(p->rot_dim) + " unsupported");
     const int64_t q_width = (int64_t)a.q_params.n_heads * a.q_params.head_dim;
     const bool vec = reinterpret_cast<uintptr_t>(a.qkv) % 8 == 0 && a.row_stride % 2 == 0 && q_width % 2 == 0;
-    if (vec) rope_kv_store_kernel<true><<<row_grid(a.n_rows), kFusedThreads, 0, stream>>>(a);
-    else rope_kv_store_kernel<false><<<row_grid(a.n_rows), kFusedThreads, 0, stream>>>(a);
+    if (vec) launch_k(rope_kv_store_kernel<true>, row_grid(a.n_rows), kFusedThreads, 0, stream, a);
+    else launch_k(rope_kv_store_kernel<false>, row_grid(a.n_rows), kFusedThreads, 0, stream, a);
     check_launch("rope_kv_store");
 }
 

@@ -9,6 +9,7 @@
 // graph picks up whatever the host wrote there before the launch.
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
+#include "cuda_pdl.cuh"
 
 namespace strata {
 namespace cuda {
@@ -17,6 +18,8 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void logits_adjust_kernel(const LogitsAdjustArgs a) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     const int64_t r = blockIdx.y;
     const int32_t s = a.row_slots[r];
     if (s < 0 || s >= a.n_slots) return;
@@ -39,7 +42,7 @@ void launch_logits_adjust(const LogitsAdjustArgs& a, cudaStream_t stream) {
     int64_t blocks_x = (a.n_vocab + kThreads - 1) / kThreads;
     if (blocks_x > 64) blocks_x = 64;            // enough to fill the SMs with a few rows; threads stride the rest
     const dim3 grid((unsigned)blocks_x, (unsigned)a.n_rows);
-    logits_adjust_kernel<<<grid, kThreads, 0, stream>>>(a);
+    launch_k(logits_adjust_kernel, grid, kThreads, 0, stream, a);
     check_launch("logits_adjust");
 }
 

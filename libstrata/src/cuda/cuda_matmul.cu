@@ -24,6 +24,7 @@
 // split-K and no atomic.
 #include "cuda_kernels.cuh"
 #include "cuda_quant.cuh"
+#include "cuda_pdl.cuh"
 
 namespace strata {
 namespace cuda {
@@ -152,6 +153,8 @@ __device__ __forceinline__ float row_inv_rms(const float* xr, int64_t k, float e
 
 template <int kDtype, int kPro = 0>
 __global__ void __launch_bounds__(kThreads, 6) matmul_kernel(const MatmulParams p) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     constexpr bool kPlain = kDtype == STRATA_F32 || kDtype == STRATA_F16 || kDtype == STRATA_BF16;
     const int lane = threadIdx.x & 31;
     const int64_t o = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
@@ -198,11 +201,11 @@ void launch(const MatmulParams& p, cudaStream_t stream) {
     const dim3 grid(ceil_div_u(p.n_out, kWarps), (unsigned)(n_tiles < 65535 ? n_tiles : 65535));
     // Every dtype that reaches this path (F32, and the types the tensor cores do not take) fuses the prologues.
     if (p.prologue == STRATA_PROLOGUE_RMSNORM)
-        matmul_kernel<kDtype, STRATA_PROLOGUE_RMSNORM><<<grid, kThreads, 0, stream>>>(p);
+        launch_k(matmul_kernel<kDtype, STRATA_PROLOGUE_RMSNORM>, grid, kThreads, 0, stream, p);
     else if (p.prologue == STRATA_PROLOGUE_SILU_MUL)
-        matmul_kernel<kDtype, STRATA_PROLOGUE_SILU_MUL><<<grid, kThreads, 0, stream>>>(p);
+        launch_k(matmul_kernel<kDtype, STRATA_PROLOGUE_SILU_MUL>, grid, kThreads, 0, stream, p);
     else
-        matmul_kernel<kDtype><<<grid, kThreads, 0, stream>>>(p);
+        launch_k(matmul_kernel<kDtype>, grid, kThreads, 0, stream, p);
     check_launch("matmul");
 }
 

@@ -40,6 +40,7 @@
 #include "cuda_mma_act.cuh"
 #include "cuda_mma_weights.cuh"
 #include "cuda_quant.cuh"
+#include "cuda_pdl.cuh"
 
 namespace strata {
 namespace cuda {
@@ -399,6 +400,8 @@ __device__ __forceinline__ float inv_rms(const MmaParams& p, float ssq) {
 
 template <int kDtype, int MT, int kXB, int kDepth, int kMinB>
 __global__ void __launch_bounds__(256, kMinB) mma_dec_kernel(const MmaParams p) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     using W = MmaW<kDtype>;
     constexpr int BM = 16 * MT, kCps = kSliceBlocks / kXB;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wk = blockDim.x >> 5;
@@ -497,6 +500,8 @@ __global__ void __launch_bounds__(256, kMinB) mma_dec_kernel(const MmaParams p) 
 
 template <int kDtype, int WM, int WN, int MT, int NT, int kXB, int kDepth, int kMinB>
 __global__ void __launch_bounds__(WM * WN * 32, kMinB) mma_wide_kernel(const MmaParams p) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     using W = MmaW<kDtype>;
     constexpr int BM = WM * 16 * MT, BN = WN * 8 * NT, NTH = WM * WN * 32, kCps = kSliceBlocks / kXB;
     static_assert(kDepth >= 3, "the loop converts one chunk ahead");
@@ -764,7 +769,7 @@ bool launch_dec(MmaParams p, const DeviceLimits& lim, cudaStream_t stream) {
                     &wk, &smem))
         return false;
     constexpr auto kernel = mma_dec_kernel<kDtype, MT, kXB, kDepth, kMinB>;
-    kernel<<<p.n_tiles, 32 * wk, smem, stream>>>(p);
+    launch_k(kernel, p.n_tiles, 32 * wk, smem, stream, p);
     check_launch("matmul (tensor cores, decode)");
     return true;
 }
@@ -782,7 +787,7 @@ bool launch_wide(MmaParams p, const DeviceLimits& lim, cudaStream_t stream) {
                      lim.smem_optin, &smem))
         return false;
     constexpr auto kernel = mma_wide_kernel<kDtype, WM, WN, MT, NT, kXB, kDepth, kMinB>;
-    kernel<<<p.n_tiles, WM * WN * 32, smem, stream>>>(p);
+    launch_k(kernel, p.n_tiles, WM * WN * 32, smem, stream, p);
     check_launch("matmul (tensor cores)");
     return true;
 }

@@ -21,6 +21,7 @@
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
 #include "cuda_rope.cuh"
+#include "cuda_pdl.cuh"
 
 namespace strata {
 namespace cuda {
@@ -67,6 +68,8 @@ __device__ __forceinline__ void store4(float* out, int64_t q, int64_t dim, float
 // VEC: x, weight and out rows are 16-byte aligned and dim % 4 == 0.
 template <bool VEC>
 __global__ void __launch_bounds__(kNormThreads) rmsnorm_kernel(const RmsNormArgs a) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     __shared__ float scratch[kNormWarps];
     const int64_t n4 = (a.dim + 3) / 4;
     for (int64_t r = blockIdx.x; r < a.n_rows; r += gridDim.x) {
@@ -113,6 +116,8 @@ __global__ void __launch_bounds__(kNormThreads) rmsnorm_kernel(const RmsNormArgs
 constexpr int kRopeThreads = 256;
 
 __global__ void __launch_bounds__(kRopeThreads) rope_kernel(const RopeArgs a) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     __shared__ float inv_s[kRopeMaxHalf], cos_s[kRopeMaxHalf], sin_s[kRopeMaxHalf];
     const strata_rope_params& p = a.p;
     const int half = p.rot_dim / 2;
@@ -130,6 +135,8 @@ __global__ void __launch_bounds__(kRopeThreads) rope_kernel(const RopeArgs a) {
 }
 
 __global__ void positions_decode_kernel(const PositionsDecodeArgs a) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     const int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= a.n_rows) return;
     const int32_t slot = a.rows[2 * r], index = a.rows[2 * r + 1];
@@ -149,8 +156,8 @@ void launch_rmsnorm(const RmsNormArgs& a, cudaStream_t stream) {
     const bool vec = a.dim % 4 == 0 &&
                      ((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(a.out) |
                        reinterpret_cast<uintptr_t>(a.weight)) % 16) == 0;
-    if (vec) rmsnorm_kernel<true><<<row_grid(a.n_rows), kNormThreads, 0, stream>>>(a);
-    else rmsnorm_kernel<false><<<row_grid(a.n_rows), kNormThreads, 0, stream>>>(a);
+    if (vec) launch_k(rmsnorm_kernel<true>, row_grid(a.n_rows), kNormThreads, 0, stream, a);
+    else launch_k(rmsnorm_kernel<false>, row_grid(a.n_rows), kNormThreads, 0, stream, a);
     check_launch("rmsnorm");
 }
 
@@ -158,13 +165,13 @@ void launch_rope(const RopeArgs& a, cudaStream_t stream) {
     if (a.n_rows <= 0 || a.p.n_heads <= 0 || a.p.rot_dim < 2) return;
     if (a.p.rot_dim / 2 > kRopeMaxHalf || a.p.rot_dim > a.p.head_dim)
         fail(STRATA_ERR_INTERNAL, "cuda rope: rot_dim " + std::to_string(a.p.rot_dim) + " unsupported");
-    rope_kernel<<<row_grid(a.n_rows), kRopeThreads, 0, stream>>>(a);
+    launch_k(rope_kernel, row_grid(a.n_rows), kRopeThreads, 0, stream, a);
     check_launch("rope");
 }
 
 void launch_positions_decode(const PositionsDecodeArgs& a, cudaStream_t stream) {
     if (a.n_rows <= 0) return;
-    positions_decode_kernel<<<ceil_div_u(a.n_rows, 128), 128, 0, stream>>>(a);
+    launch_k(positions_decode_kernel, ceil_div_u(a.n_rows, 128), 128, 0, stream, a);
     check_launch("positions_decode");
 }
 

@@ -53,6 +53,7 @@
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
 #include "cuda_scratch.cuh"
+#include "cuda_pdl.cuh"
 
 // Hooks for the host emulator, which records each row's intermediate values
 // (libstrata/cuda_emu/test_sample.cpp); nothing on the device.
@@ -576,6 +577,8 @@ __device__ __forceinline__ int32_t draw(const Row ws, int64_t n, float w_min, fl
 }
 
 __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const ArgmaxArgs a) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     __shared__ ReduceSharedT<kArgmaxThreads / 32> sm;
     for (int64_t r = blockIdx.x; r < a.n_rows; r += gridDim.x) {
         const Best b = row_argmax<kArgmaxThreads / 32, 4, false>(a.logits + r * a.n_vocab, a.n_vocab, sm, nullptr);
@@ -592,6 +595,8 @@ __host__ __device__ __forceinline__ int64_t sample_scratch_floats(int64_t n) {
 // Dynamic shared memory: SampleShared, then the shared row of `cap` floats
 // (cap a multiple of 256; ids >= cap use the global weight row).
 __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a, float* ws_all, int64_t cap) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
     SampleShared& sm = *dynamic_smem<SampleShared>();
     float* srow = reinterpret_cast<float*>(&sm + 1);
     float* ws = ws_all + (int64_t)blockIdx.x * sample_scratch_floats(a.n_vocab);  // then the top-p list
@@ -673,7 +678,7 @@ int64_t sample_smem_limit() {
 
 void launch_argmax(const ArgmaxArgs& a, cudaStream_t stream) {
     if (a.n_rows <= 0 || a.n_vocab <= 0) return;
-    argmax_kernel<<<row_grid(a.n_rows), kArgmaxThreads, 0, stream>>>(a);
+    launch_k(argmax_kernel, row_grid(a.n_rows), kArgmaxThreads, 0, stream, a);
     check_launch("argmax");
 }
 
@@ -687,7 +692,7 @@ void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
     const int64_t whole = (a.n_vocab + kThreads - 1) / kThreads * kThreads;
     cap = cap < 0 ? 0 : (cap < whole ? cap : whole);
     const size_t smem = (size_t)(head + cap * (int64_t)sizeof(float));
-    sample_kernel<<<(unsigned)blocks, kThreads, smem, stream>>>(a, ws, cap);
+    launch_k(sample_kernel, (unsigned)blocks, kThreads, smem, stream, a, ws, cap);
     check_launch("sample");
 }
 
