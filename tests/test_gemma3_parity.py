@@ -29,7 +29,8 @@ CUDA's inputs differ from the reference's in the last bits; those flips are not 
 perturbing the modelled reference's integer-path inputs by a relative 1e-5 before rounding moved
 its logits by 0.23 (first prompt, CPU, 2026-12-02). So on CUDA each logit may also differ by
 INNER_INT8 (0.5: 1.5 x the largest of those measured moves, 0.34), a measured allowance, not a
-derived bound.
+derived bound; greedy divergences on CUDA are accepted at reference gaps below
+NEAR_TIE + INNER_INT8 (still at most two).
 """
 
 import contextlib
@@ -156,6 +157,8 @@ def test_last_position_logits_agree(llm, reference, corpus, model_path):
 
 def test_greedy_continuations_match(llm, reference, corpus, model_path):
     near_ties, same = [], 0
+    # On CUDA a divergence is also explained where the gap is within what INNER_INT8 allows.
+    near = NEAR_TIE + (INNER_INT8 if llm.engine.runner.ctx.info().backend == _ffi.Backend.CUDA else 0.0)
     for text, ids in corpus:
         ours = llm.generate([ids], SamplingParams(temperature=0, max_tokens=CONTINUATION, ignore_eos=True))[0]
         with as_device_computes(llm, reference, model_path) as modelled:
@@ -166,7 +169,7 @@ def test_greedy_continuations_match(llm, reference, corpus, model_path):
         at = next(i for i, (a, b) in enumerate(zip(ours.token_ids, theirs)) if a != b)
         top2 = np.sort(scores[at])[-2:]
         gap = float(top2[1] - top2[0])
-        assert gap < NEAR_TIE, (f"{text[:40]!r}: greedy tokens diverge at step {at} "
+        assert gap < near, (f"{text[:40]!r}: greedy tokens diverge at step {at} "
                                 f"({ours.token_ids[at]} vs {theirs[at]}) with a top-1/top-2 gap of {gap:.4f}")
         near_ties.append((text[:40], at, gap))
     print(f"greedy agreement: {same} of {len(corpus)} continuations of {CONTINUATION} tokens identical")
