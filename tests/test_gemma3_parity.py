@@ -27,9 +27,9 @@ kernels, applied to the reference's own float32 inputs of those matrices). What 
 float rounding, the head's int8 rounding (bounded as above) and rounding-boundary flips where
 CUDA's inputs differ from the reference's in the last bits; those flips are not small here:
 perturbing the modelled reference's integer-path inputs by a relative 1e-5 before rounding moved
-its logits by 0.23 (first prompt, CPU, 2026-12-02). So on CUDA each logit may also differ by
-INNER_INT8 (0.5: 1.5 x the largest of those measured moves, 0.34), a measured allowance, not a
-derived bound; greedy divergences on CUDA are accepted at reference gaps below
+its logits by 0.23-0.42 (first 4 CHAT prompts, CPU, 2026-12-02). So on CUDA each logit may also
+differ by INNER_INT8 (0.75: ~1.8 x the largest of those measured moves, 0.42), a measured
+allowance, not a derived bound; greedy divergences on CUDA are accepted at reference gaps below
 NEAR_TIE + INNER_INT8 (still at most two).
 """
 
@@ -50,7 +50,7 @@ transformers = pytest.importorskip("transformers")
 
 NEAR_TIE = 0.05
 MAX_LOGIT_ERROR = 5e-2
-INNER_INT8 = 0.5  # CUDA only: int8 inputs of the integer-path layer matrices (docstring)
+INNER_INT8 = 0.75  # CUDA only: int8 inputs of the integer-path layer matrices (docstring)
 CONTINUATION = 40
 WINDOW = 512
 
