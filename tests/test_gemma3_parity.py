@@ -20,7 +20,7 @@ identical; max |logit error| 0.405 on the first prompt, from that rounding.
 
 The layer matrices on CUDA's integer path (Q8_0 and, since it is routed there, Q4_K: every
 attn_output and most ffn_down) round their inputs to int8 too, and that moves the logits far
-more than MAX_LOGIT_ERROR: 0.21-0.34 over the 10 CHAT/RAW prompts (max |Δlogit| of the
+more than MAX_LOGIT_ERROR: 0.21-0.34 from the Q4_K matrices alone over the 10 CHAT/RAW prompts (max |Δlogit| of the
 reference with and without that rounding, measured on the CPU 2026-12-02). So on CUDA the
 reference models it (gemma_reference.round_integer_path_inputs: the same per-block rule as the
 kernels, applied to the reference's own float32 inputs of those matrices). What is left is
