@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     ap.add_argument("--replays", type=int, default=20)
     ap.add_argument("--rotate-mb", type=int, default=200)
     ap.add_argument("--int-kernels", nargs="*", default=["auto"],
-                    help="STRATA_INT_MATMUL values to time in turn, or routings / configs (Q4_0/Q8_0 only; "
+                    help="STRATA_INT_MATMUL values to time in turn, or routings / configs (Q4_0/Q8_0/Q4_K only; "
                          "default: auto)")
     args = ap.parse_args(argv)
     int_kernels = int_kernel_values(args.int_kernels)
@@ -149,7 +149,7 @@ def main(argv=None) -> int:
             if model not in args.models:
                 continue
             weights, w_bytes = upload_weights(ctx, pool, dtype, n_out, k, args.rotate_mb << 20)
-            kernels = int_kernels if dtype_name in ("Q4_0", "Q8_0") else ["auto"]
+            kernels = int_kernels if dtype_name in ("Q4_0", "Q8_0", "Q4_K") else ["auto"]
             for n_rows in args.rows:
                 for kernel in kernels:
                     # libstrata reads STRATA_INT_MATMUL at each matmul call (graph capture included)

@@ -59,3 +59,37 @@ def load_reference(path):
     assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
     model.tie_weights()
     return model.eval()
+
+
+def round_integer_path_inputs(model, path, dtypes):
+    """Makes `model` (load_reference's) round the input of every layer matrix whose GGUF type is in
+    `dtypes` the way CUDA's integer matmul rounds activations (libstrata/src/cuda/cuda_int_matmul.cu):
+    per 32 values, step = float32(max|x| / 127), x / step rounded half to even and clamped to ±127,
+    the block 0 when the step is 0 or not finite; the matmul then sees step · q. The tied head
+    (token_embd) is left float: tests/int8_head.py bounds its rounding instead. Returns the forward
+    pre-hook handles (.remove() each to undo)."""
+    import torch
+
+    from strata.models.gguf_spec import open_reader
+
+    wanted = {int(d) for d in dtypes}
+
+    def rounded(_module, args):
+        x = args[0]
+        blocks = x.reshape(*x.shape[:-1], x.shape[-1] // 32, 32)
+        a = blocks.abs()
+        a = torch.where(a <= torch.finfo(torch.float32).max, a, torch.full_like(a, float("inf")))
+        step = a.amax(dim=-1, keepdim=True) / torch.tensor(127.0, dtype=x.dtype)
+        usable = (step > 0) & torch.isfinite(step)
+        q = torch.clamp(torch.round(blocks / torch.where(usable, step, torch.ones_like(step))), -127, 127)
+        return (torch.where(usable, q * step, torch.zeros_like(q)).reshape(x.shape),) + tuple(args[1:])
+
+    handles = []
+    for t in open_reader(path).tensors:
+        name = t.name.removesuffix(".weight")
+        if int(t.tensor_type) not in wanted or name == "token_embd" or name.endswith("norm"):
+            continue
+        _, layer, part = name.split(".", 2)
+        module = model.get_submodule(f"model.layers.{layer}.{HF_NAMES[part]}")
+        handles.append(module.register_forward_pre_hook(rounded))
+    return handles

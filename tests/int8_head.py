@@ -1,7 +1,7 @@
 """How far CUDA's int8 rounding of the LM head's input can move each logit (a test helper).
 
-CUDA's integer path (libstrata/src/cuda/cuda_int_matmul.cu; Q4_0 and Q8_0
-weights) rounds each 32-value block of the head's input x' (the final RMSNorm's
+CUDA's integer path (libstrata/src/cuda/cuda_int_matmul.cu; Q4_0, Q8_0 and
+Q4_K weights) rounds each 32-value block of the head's input x' (the final RMSNorm's
 output) to int8 with step max|x'_b|/127; the CPU backend and float references
 do not. Per logit v the rounding moves the result by at most
 sum over blocks b of max|x'_b|/254 * sum|w_vb| (docs/kernels.md, CUDA matmul
@@ -14,7 +14,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, quants
 
 from strata import _ffi
 
-CUDA_INT8_HEAD = (_ffi.DType.Q4_0, _ffi.DType.Q8_0)  # cuda_int_matmul.cu's types
+CUDA_INT8_HEAD = (_ffi.DType.Q4_0, _ffi.DType.Q8_0, _ffi.DType.Q4_K)  # cuda_int_matmul.cu's types
 
 
 def head_int8_bound(llm, cpu_as_reference: bool = False) -> np.ndarray:

@@ -17,7 +17,23 @@ there the tied Q8_0 head runs on CUDA's integer path, whose int8 rounding of
 the head's input may move each logit by up to tests/int8_head.py's bound, added
 to the tolerance. Measured there (2026-12-01): 13 of 13 greedy continuations
 identical; max |logit error| 0.405 on the first prompt, from that rounding.
+
+The layer matrices on CUDA's integer path (Q8_0 and, since it is routed there, Q4_K: every
+attn_output and most ffn_down) round their inputs to int8 too, and that moves the logits far
+more than MAX_LOGIT_ERROR: 0.21-0.34 from the Q4_K matrices alone over the 10 CHAT/RAW prompts (max |Δlogit| of the
+reference with and without that rounding, measured on the CPU 2026-12-02). So on CUDA the
+reference models it (gemma_reference.round_integer_path_inputs: the same per-block rule as the
+kernels, applied to the reference's own float32 inputs of those matrices). What is left is
+float rounding, the head's int8 rounding (bounded as above) and rounding-boundary flips where
+CUDA's inputs differ from the reference's in the last bits; those flips are not small here:
+perturbing the modelled reference's integer-path inputs by a relative 1e-5 before rounding moved
+its logits by 0.23-0.42 (first 4 CHAT prompts, CPU, 2026-12-02). So on CUDA each logit may also
+differ by INNER_INT8 (0.75: ~1.8 x the largest of those measured moves, 0.42), a measured
+allowance, not a derived bound; greedy divergences on CUDA are accepted at reference gaps below
+NEAR_TIE + INNER_INT8 (still at most two).
 """
+
+import contextlib
 
 import numpy as np
 import pytest
@@ -26,7 +42,7 @@ from strata import _ffi
 from strata.engine.sampling import SamplingParams
 
 from gguf_tokenizers import gemma3_path
-from int8_head import head_int8_bound
+from int8_head import CUDA_INT8_HEAD, head_int8_bound
 from reference_prompts import CHAT, RAW
 
 torch = pytest.importorskip("torch")
@@ -34,6 +50,7 @@ transformers = pytest.importorskip("transformers")
 
 NEAR_TIE = 0.05
 MAX_LOGIT_ERROR = 5e-2
+INNER_INT8 = 0.75  # CUDA only: int8 inputs of the integer-path layer matrices (docstring)
 CONTINUATION = 40
 WINDOW = 512
 
@@ -80,6 +97,20 @@ def corpus(llm):
     return chats + raws
 
 
+@contextlib.contextmanager
+def as_device_computes(llm, reference, model_path):
+    """The reference as `llm`'s device computes: on CUDA, with the integer path's int8 inputs."""
+    from gemma_reference import round_integer_path_inputs
+
+    on_cuda = llm.engine.runner.ctx.info().backend == _ffi.Backend.CUDA
+    handles = round_integer_path_inputs(reference, model_path, CUDA_INT8_HEAD) if on_cuda else []
+    try:
+        yield reference
+    finally:
+        for h in handles:
+            h.remove()
+
+
 def strata_logits(llm, ids):
     llm.generate([ids], SamplingParams(temperature=0, max_tokens=1))
     runner = llm.engine.runner
@@ -106,35 +137,39 @@ def test_spec_is_gemma3(llm):
     assert [i for i, local in enumerate(spec.local_layers) if not local] == [5, 11, 17]
 
 
-def test_last_position_logits_agree(llm, reference, corpus):
+def test_last_position_logits_agree(llm, reference, corpus, model_path):
     worst = 0.0
     for text, ids in corpus:
         ours = strata_logits(llm, ids).astype(np.float64)
-        with torch.no_grad():
-            ref = reference(torch.tensor([ids])).logits[0, -1].double().numpy()
+        with torch.no_grad(), as_device_computes(llm, reference, model_path) as modelled:
+            ref = modelled(torch.tensor([ids])).logits[0, -1].double().numpy()
         diff = np.abs(ours - ref)
         error = float(diff.max())
         worst = max(worst, error)
         overlap = len(set(np.argsort(-ours)[:20]) & set(np.argsort(-ref)[:20]))
-        allowed = MAX_LOGIT_ERROR + 1.02 * head_int8_bound(llm)  # zero on the CPU (float head)
+        inner = INNER_INT8 if llm.engine.runner.ctx.info().backend == _ffi.Backend.CUDA else 0.0
+        allowed = MAX_LOGIT_ERROR + inner + 1.02 * head_int8_bound(llm)  # zero on the CPU (float head)
         assert (diff < allowed).all(), (f"{text[:40]!r} ({len(ids)} tokens): max |logit error| {error:.2e}, "
                                         f"logit {int(np.argmax(diff / allowed))} beyond its bound")
         assert overlap >= 19, f"{text[:40]!r}: top-20 overlap {overlap}"
     print(f"max |logit error| over {len(corpus)} prompts: {worst:.2e}")
 
 
-def test_greedy_continuations_match(llm, reference, corpus):
+def test_greedy_continuations_match(llm, reference, corpus, model_path):
     near_ties, same = [], 0
+    # On CUDA a divergence is also explained where the gap is within what INNER_INT8 allows.
+    near = NEAR_TIE + (INNER_INT8 if llm.engine.runner.ctx.info().backend == _ffi.Backend.CUDA else 0.0)
     for text, ids in corpus:
         ours = llm.generate([ids], SamplingParams(temperature=0, max_tokens=CONTINUATION, ignore_eos=True))[0]
-        theirs, scores = reference_greedy(reference, ids, CONTINUATION)
+        with as_device_computes(llm, reference, model_path) as modelled:
+            theirs, scores = reference_greedy(modelled, ids, CONTINUATION)
         if ours.token_ids == theirs:
             same += 1
             continue
         at = next(i for i, (a, b) in enumerate(zip(ours.token_ids, theirs)) if a != b)
         top2 = np.sort(scores[at])[-2:]
         gap = float(top2[1] - top2[0])
-        assert gap < NEAR_TIE, (f"{text[:40]!r}: greedy tokens diverge at step {at} "
+        assert gap < near, (f"{text[:40]!r}: greedy tokens diverge at step {at} "
                                 f"({ours.token_ids[at]} vs {theirs[at]}) with a top-1/top-2 gap of {gap:.4f}")
         near_ties.append((text[:40], at, gap))
     print(f"greedy agreement: {same} of {len(corpus)} continuations of {CONTINUATION} tokens identical")

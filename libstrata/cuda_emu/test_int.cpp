@@ -2,8 +2,8 @@
 // emulator. A plain host implementation of the canonical arithmetic (the
 // activation pre-pass, exact integer block products written from the GGUF
 // layouts, the fmaf per block, slices of 8 blocks added in order, the RMSNORM
-// factor, bias, accumulate) must match the kernels bit for bit for Q4_0, Q8_0
-// and Q4_1, every prologue, 1 to 20 rows, k with partial slices and several
+// factor, bias, accumulate) must match the kernels bit for bit for Q4_0, Q8_0,
+// Q4_1 and Q4_K, every prologue, 1 to 20 rows, k with partial slices and several
 // parts, odd n_out, misaligned weight rows, and every CTA shape the launcher
 // can pick (small and large SM counts). Since the reference is a function of
 // one row alone, matching it in every configuration is batch invariance. The
@@ -12,8 +12,10 @@
 // reference and the two-launch path on the same inputs, 1 to 20 rows.
 // Negative controls: the slices folded in another order, and RMSNORM's ssq
 // summed in another shape, must change bits.
-// Usage: test_int [quick | smoke | fused [DTYPE]] (fused: only the kernel that rounds its own rows,
-// optionally one dtype: the strata_dtype value, e.g. 2 for Q4_0)
+// Q4_K (super-blocks of 8 blocks: k a multiple of 256) runs the same configurations.
+// Usage: test_int [quick | smoke | fused [DTYPE] | dtype DTYPE] (fused: only the kernel that rounds
+// its own rows, optionally one dtype: the strata_dtype value, e.g. 2 for Q4_0, 12 for Q4_K; dtype:
+// every configuration of one dtype)
 #define STRATA_CUDA_EMU 1
 #include "emu.h"
 #include "cuda_int_matmul.cu"
@@ -21,6 +23,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 using namespace strata;
@@ -32,13 +35,24 @@ static int fails = 0, checks = 0;
 #define CHECK(c, ...) do { ++checks; if (!(c)) { ++fails; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
 static float randn() { static std::normal_distribution<float> nd(0, 1); return nd(rng); }
 static uint32_t bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static int bbytes(int dt) { return dt == STRATA_Q4_0 ? 18 : dt == STRATA_Q8_0 ? 34 : 20; }
+// Bytes per 32-value block (Q4_K: 144 per super-block of 8 blocks).
+static int bbytes(int dt) { return dt == STRATA_Q4_0 || dt == STRATA_Q4_K ? 18 : dt == STRATA_Q8_0 ? 34 : 20; }
+static bool has_min(int dt) { return dt == STRATA_Q4_1 || dt == STRATA_Q4_K; }
 
 static std::vector<uint8_t> random_weights(int dt, int64_t n_out, int64_t k, int pad) {
     const int64_t rb = k / 32 * bbytes(dt);
     std::vector<uint8_t> w(pad + n_out * rb + 64);
     for (auto& b : w) b = rng() & 255;
     auto fixh = [&](uint8_t* p, float v) { uint16_t h = (uint16_t)emu_f16_bits(v); memcpy(p, &h, 2); };
+    if (dt == STRATA_Q4_K) {  // d and dmin of every super-block; scales, mins and nibbles stay random
+        for (int64_t o = 0; o < n_out; ++o)
+            for (int64_t sb = 0; sb < k / 256; ++sb) {
+                uint8_t* blk = w.data() + pad + o * rb + sb * 144;
+                fixh(blk, 0.001f * (1 + (rng() % 100)));
+                fixh(blk + 2, 0.002f * (rng() % 50));
+            }
+        return w;
+    }
     for (int64_t o = 0; o < n_out; ++o)
         for (int64_t b = 0; b < k / 32; ++b) {
             uint8_t* blk = w.data() + pad + o * rb + b * bbytes(dt);
@@ -57,6 +71,32 @@ static void ref_block(int dt, const uint8_t* blk, int q[32], float& d, float& m)
     const int off = dt == STRATA_Q4_0 ? 2 : 4;
     if (dt == STRATA_Q4_1) { memcpy(&h, blk + 2, 2); m = emu_f16(h); }
     for (int i = 0; i < 16; ++i) { q[i] = blk[off + i] & 15; q[i + 16] = blk[off + i] >> 4; }
+}
+
+// Block b of a weight row (Q4_K: sub-block b % 8 of super-block b / 8, written from the GGUF
+// layout: d, dmin, 12 bytes of 6-bit scales/mins, then 128 bytes whose low nibbles are sub-block 2g
+// and high nibbles sub-block 2g+1 for bytes 32g..32g+31) as integer quants q with the block's
+// scale d and min m: value i = d·q[i] + m (Q4_0: d·(q[i] − 8)). For Q4_K, d = dsb·sc and m =
+// −(dminsb·mn), both exact in float32.
+static void ref_wblock(int dt, const uint8_t* wrow, int64_t b, int q[32], float& d, float& m) {
+    if (dt != STRATA_Q4_K) return ref_block(dt, wrow + b * bbytes(dt), q, d, m);
+    const uint8_t* sb = wrow + (b / 8) * 144;
+    const int j = (int)(b % 8);
+    uint16_t h;
+    memcpy(&h, sb, 2); const float dsb = emu_f16(h);
+    memcpy(&h, sb + 2, 2); const float dmin = emu_f16(h);
+    const uint8_t* sc = sb + 4;
+    int s, mn;
+    if (j < 4) { s = sc[j] & 63; mn = sc[j + 4] & 63; }
+    else { s = (sc[j + 4] & 15) | ((sc[j - 4] >> 6) << 4); mn = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4); }
+    d = (float)((double)dsb * s);     // exact
+    m = (float)(-(double)dmin * mn);  // exact
+    if ((double)d != (double)dsb * s || (double)m != -(double)dmin * mn) {  // not counted as a check per block
+        ++fails;
+        printf("FAIL Q4_K block factors not exact\n");
+    }
+    const uint8_t* qs = sb + 16 + 32 * (j / 2);
+    for (int i = 0; i < 32; ++i) q[i] = j % 2 ? qs[i] >> 4 : qs[i] & 15;
 }
 
 struct Act { std::vector<int> xq; std::vector<float> dx; std::vector<int> sx; float ssq = 0; };
@@ -122,11 +162,11 @@ static float ref_out(int dt, int pro, const Act& a, const uint8_t* wrow, int64_t
         float acc = 0;
         for (int64_t b = 8 * s; b < std::min(nb, 8 * s + 8); ++b) {
             int q[32]; float d, m;
-            ref_block(dt, wrow + b * bbytes(dt), q, d, m);
+            ref_wblock(dt, wrow, b, q, d, m);
             int I = 0;
             for (int i = 0; i < 32; ++i) I += (q[i] - (dt == STRATA_Q4_0 ? 8 : 0)) * a.xq[32 * b + i];
             acc = fmaf(__fmul_rn(d, a.dx[b]), (float)I, acc);
-            if (dt == STRATA_Q4_1) acc = fmaf(m, __fmul_rn(a.dx[b], (float)a.sx[b]), acc);
+            if (has_min(dt)) acc = fmaf(m, __fmul_rn(a.dx[b], (float)a.sx[b]), acc);
         }
         parts[s] = acc;
     }
@@ -179,33 +219,19 @@ static void run_int(int dt, int pro, const float* x, int64_t x_stride, int64_t n
     auto guard = [&](auto fn) { return [fn] { fn(); if (emu_pending_copies() != 0) pending++; }; };
     unsigned gx = (unsigned)std::max(1, p.n_tiles / 2), gy = 1, nt = (unsigned)p.threads;  // fewer CTAs than tiles: the tile loop runs
     if (kind == 3 && sms == 1) gx = (unsigned)I::dot_fused_grid(p, std::max(1, p.n_tiles / 3));
-    if (kind == 3) {
-        if (kr == 1) {
-            if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_0, 1, true>(p); }));
-            else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q8_0, 1, true>(p); }));
-            else run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_1, 1, true>(p); }));
-        } else {
-            if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_0, 8, true>(p); }));
-            else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q8_0, 8, true>(p); }));
-            else run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_1, 8, true>(p); }));
-        }
-    } else if (kind == 1) {
-        if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q4_0, 1>(p); }));
-        else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q8_0, 1>(p); }));
-        else run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q4_1, 1>(p); }));
-    } else if (kind == 2) {
-        if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q4_0, 2>(p); }));
-        else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q8_0, 2>(p); }));
-        else run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<STRATA_Q4_1, 2>(p); }));
-    } else if (kr == 1) {
-        if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_0, 1, false>(p); }));
-        else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q8_0, 1, false>(p); }));
-        else run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_1, 1, false>(p); }));
-    } else {
-        if (dt == STRATA_Q4_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_0, 8, false>(p); }));
-        else if (dt == STRATA_Q8_0) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q8_0, 8, false>(p); }));
-        else run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<STRATA_Q4_1, 8, false>(p); }));
-    }
+    auto go = [&](auto dtc) {
+        constexpr int D = decltype(dtc)::value;
+        if (kind == 3 && kr == 1) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<D, 1, true>(p); }));
+        else if (kind == 3) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<D, 8, true>(p); }));
+        else if (kind == 1) run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<D, 1>(p); }));
+        else if (kind == 2) run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<D, 2>(p); }));
+        else if (kr == 1) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<D, 1, false>(p); }));
+        else run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<D, 8, false>(p); }));
+    };
+    if (dt == STRATA_Q4_0) go(std::integral_constant<int, STRATA_Q4_0>{});
+    else if (dt == STRATA_Q8_0) go(std::integral_constant<int, STRATA_Q8_0>{});
+    else if (dt == STRATA_Q4_1) go(std::integral_constant<int, STRATA_Q4_1>{});
+    else go(std::integral_constant<int, STRATA_Q4_K>{});
     CHECK(pending == 0, "cp.async copies left pending");
 }
 
@@ -247,7 +273,7 @@ static void one(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, int p
             double exact = 0, bound = 0, mag = 0;
             for (int64_t b = 0; b < k / 32; ++b) {
                 int q[32]; float d, m;
-                ref_block(dt, wp + o * rb + b * bbytes(dt), q, d, m);
+                ref_wblock(dt, wp + o * rb, b, q, d, m);
                 double wabs = 0;
                 for (int i = 0; i < 32; ++i) {
                     const double wv = (double)d * (q[i] - (dt == STRATA_Q4_0 ? 8 : 0)) + m;
@@ -278,18 +304,23 @@ int main(int argc, char** argv) {
             one(STRATA_Q4_0, 0, 576, 77, 20, 2, 1000, true, false, kind);
             one(STRATA_Q8_0, 1, 32 * 8 * 5 + 64, 70, 9, 0, 1, false, true, kind);
             one(STRATA_Q4_1, 2, 96, 66, 3, 4, 1, false, false, kind);
+            one(STRATA_Q4_K, kind % 3, 512, 70, 11, 2 * kind, kind % 2 ? 1000 : 1, kind == 1, kind == 2, kind);
         }
         printf("test_int smoke: %d checks, %d failures\n", checks, fails);
         return fails ? 1 : 0;
     }
-    const int dts[3] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1};
+    const int only_dt = argc > 2 && std::string(argv[1]) == "dtype" ? std::atoi(argv[2]) : -1;
+    const int dts[4] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1, STRATA_Q4_K};
     // k: 1 partial slice; 18 blocks (2 full + 1 partial slice); 40 slices (several parts); 66 slices at 8 outputs.
+    // Q4_K (whole super-blocks): 1 and 2 slices, 40, 66.
     const int64_t ks[4] = {96, 576, 32 * 8 * 40, 32 * (8 * 66 + 3)};
+    const int64_t ks_k[4] = {256, 512, 32 * 8 * 40, 32 * 8 * 66};
     int cfg = 0;
-    for (int dt : fused_only ? std::vector<int>{} : std::vector<int>(dts, dts + 3))
+    for (int dt : fused_only ? std::vector<int>{} : std::vector<int>(dts, dts + 4))
         for (int pro = 0; pro < 3; ++pro)
-            for (int64_t k : ks) {
+            for (int64_t k : dt == STRATA_Q4_K ? ks_k : ks) {
                 ++cfg;
+                if (only_dt >= 0 && dt != only_dt) continue;
                 if (quick && cfg % 3) continue;
                 const int64_t n_out = k > 4096 ? 19 : 77;  // 77: two mma tiles of 64 outputs, the second partial
                 const int64_t rows = (cfg % 4 == 0) ? 20 : (cfg % 4 == 1 ? 1 : (cfg % 4 == 2 ? 3 : 9));
@@ -306,15 +337,16 @@ int main(int argc, char** argv) {
     // n_out, bias and accumulate, odd weight-row alignment, both grid choices.
     {
         const int64_t fks[3] = {64, 32 * (8 * 3 + 5), 32 * 8 * 36};
+        const int64_t fks_k[3] = {256, 32 * 8 * 3, 32 * 8 * 36};
         int n = 0;
-        const int only = fused_only && argc > 2 ? std::atoi(argv[2]) : -1;
+        const int only = fused_only && argc > 2 ? std::atoi(argv[2]) : only_dt;
         for (int dt : dts)
             for (int pro = 0; pro < 3; ++pro)
                 for (int64_t rows = 1; rows <= 16; ++rows) {
                     ++n;
                     if (only >= 0 && dt != only) continue;
                     if (quick && n % 4) continue;
-                    const int64_t k = fks[(n + pro) % 3];
+                    const int64_t k = (dt == STRATA_Q4_K ? fks_k : fks)[(n + pro) % 3];
                     one(dt, pro, k, 5 + (n * 7) % 41, rows, 2 * (n % 4), n % 2 ? 1000 : 1, n % 3 == 0, n % 5 < 2, 3);
                     if (rows == 16) printf("fused dt %d pro %d: rows 1..16 done, %d failures so far\n", dt, pro, fails);
                 }

@@ -1,7 +1,7 @@
 // test_int_tiles.cpp — the many-row integer tile kernel (cuda_int_mma_tiles.cu)
 // under the host emulator. Reuses test_int.cpp's host reference of the
 // canonical integer-matmul arithmetic (its main renamed away) and requires,
-// for Q4_0, Q8_0 and Q4_1, every prologue, bias and accumulate, each of the
+// for Q4_0, Q8_0, Q4_1 and Q4_K, every prologue, bias and accumulate, each of the
 // tile configurations (128/64/32 outputs x 64 rows, 128 x 128 on 16 warps; the
 // pipeline depths 0-2: 2 to 6 slices in flight; Q4_0's offset in the mma
 // accumulator), 1 to 131 rows, k with
@@ -12,7 +12,8 @@
 //  - within the int8-activation bound of a float64 product;
 //  - no cp.async copy left pending.
 // A negative control (the tile kernel with one block's scale changed) must
-// differ. Usage: test_int_tiles [smoke|v1|deep [FROM TO]] (default: v1 and deep)
+// differ. Usage: test_int_tiles [smoke|v1|deep [FROM TO]|dtype DTYPE] (default: v1 and deep; dtype: the
+// v1 configurations of one strata_dtype value, e.g. 12 for Q4_K)
 #define main test_int_main
 #include "test_int.cpp"
 #undef main
@@ -91,7 +92,8 @@ static void run_tiles(int dt, int shape, int pro, const float* x, int64_t x_stri
                       bool accumulate) {
     if (dt == STRATA_Q4_0) run_tiles_dt<STRATA_Q4_0>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     else if (dt == STRATA_Q8_0) run_tiles_dt<STRATA_Q8_0>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
-    else run_tiles_dt<STRATA_Q4_1>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else if (dt == STRATA_Q4_1) run_tiles_dt<STRATA_Q4_1>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else run_tiles_dt<STRATA_Q4_K>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
 }
 
 static void one_tiles(int dt, int shape, int pro, int64_t k, int64_t n_out, int64_t n_rows, int pad, bool bias_on,
@@ -128,7 +130,7 @@ static void one_tiles(int dt, int shape, int pro, int64_t k, int64_t n_out, int6
             double exact = 0, bound = 0, mag = 0;
             for (int64_t b = 0; b < k / 32; ++b) {
                 int q[32]; float d, m;
-                ref_block(dt, wp + o * rb + b * bbytes(dt), q, d, m);
+                ref_wblock(dt, wp + o * rb, b, q, d, m);
                 double wabs = 0;
                 for (int i = 0; i < 32; ++i) {
                     const double wv = (double)d * (q[i] - (dt == STRATA_Q4_0 ? 8 : 0)) + m;
@@ -156,23 +158,28 @@ int main(int argc, char** argv) {
     setvbuf(stdout, nullptr, _IOLBF, 0);  // FAIL lines as they happen
     const std::string what = argc > 1 ? argv[1] : "";
     const bool smoke = what == "smoke";
-    const int dts[3] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1};
+    const int only_dt = argc > 2 && what == "dtype" ? std::atoi(argv[2]) : -1;
+    const int dts[4] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1, STRATA_Q4_K};
     if (smoke) {
-        for (int shape = 0; shape < 3; ++shape)
+        for (int shape = 0; shape < 3; ++shape) {
             one_tiles(dts[shape], shape, shape, 576, 77, 70, 2, shape == 1, shape == 2, true);
+            one_tiles(STRATA_Q4_K, shape, 2 - shape, 512, 77, 70, 2 * shape, shape == 0, shape == 1, true);
+        }
     }
-    if (what == "" || what == "v1") {
+    if (what == "" || what == "v1" || what == "dtype") {
         // Depth 0, 64-row shapes (the kernel as first shipped).
         // k: one partial slice; 2 full + 1 partial slice (rows of 324/612/360 bytes: every 16-byte phase);
         // 3 full slices. n_out: a partial tile of every shape. Rows: 1, 5, 64 (one full row tile), 70, 130.
-        const int64_t ks[3] = {96, 576, 768};
+        // Q4_K: 1, 2 and 3 whole super-blocks (row phases 0, 2, 4, 6 from the padding).
+        const int64_t ks[3] = {96, 576, 768}, ks_k[3] = {256, 512, 768};
         const int64_t rows[5] = {1, 5, 64, 70, 130};
         int cfg = 0;
         for (int dt : dts)
             for (int shape = 0; shape < 3; ++shape)
                 for (int pro = 0; pro < 3; ++pro) {
                     ++cfg;
-                    const int64_t k = ks[(cfg + pro) % 3];
+                    if (only_dt >= 0 && dt != only_dt) continue;
+                    const int64_t k = (dt == STRATA_Q4_K ? ks_k : ks)[(cfg + pro) % 3];
                     const int64_t n_out = shape == 0 ? 150 : (shape == 1 ? 77 : 45);
                     const int64_t nr = rows[cfg % 5];
                     one_tiles(dt, shape, pro, k, n_out, nr, 2 * (cfg % 4), cfg % 3 == 0, cfg % 3 == 1, cfg % 2 == 0);

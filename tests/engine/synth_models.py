@@ -21,8 +21,9 @@ def devices() -> list:
     return found
 
 
-def tiny_gguf(tmp_path_factory, dtype: str, seed: int, folder: str):
-    """A tiny llama GGUF with every matrix in `dtype`; skips when no tokenizer GGUF is at hand."""
+def tiny_gguf(tmp_path_factory, dtype: str, seed: int, folder: str, pure: bool = True):
+    """A tiny llama GGUF with every matrix in `dtype` (pure=False: llama-quantize's mix for a mix
+    name such as Q4_K_M); skips when no tokenizer GGUF is at hand."""
     from strata.synth.shapes import SynthError
     from strata.synth.tokenizer import find_tokenizer_gguf
     from strata.synth.writer import write_llama_gguf
@@ -32,7 +33,7 @@ def tiny_gguf(tmp_path_factory, dtype: str, seed: int, folder: str):
     except SynthError as exc:
         pytest.skip(f"no tokenizer GGUF for strata synth: {exc}")
     path = tmp_path_factory.mktemp(folder) / f"tiny-{dtype}.gguf"
-    return write_llama_gguf(path, "tiny", dtype, seed=seed, pure=True).path
+    return write_llama_gguf(path, "tiny", dtype, seed=seed, pure=pure).path
 
 
 def loaded_model(device: str, path):

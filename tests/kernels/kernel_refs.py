@@ -180,7 +180,7 @@ def int8_activation_bound(xp, w):
     return bm @ wa.T
 
 
-INT8_DTYPES = (S.DType.Q4_0, S.DType.Q8_0)  # the types cuda_int_matmul.cu is routed for
+INT8_DTYPES = (S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_K)  # the types cuda_int_matmul.cu is routed for
 
 
 def int8_activations(x):
@@ -203,8 +203,9 @@ def int8_activations(x):
 
 def int8_accumulation_tolerance(k, bound, exact_terms=0.0):
     """CUDA's integer path's float error once the int8 rounding is modelled (int8_activations):
-    exact block integers, one fmaf per block whose scale d*dx is a rounded product, one add per
-    slice of 8 blocks, then bias / accumulate: (k/32 + k/256 + 48) * 2^-23 of bound (sum |x^ w|)."""
+    exact block integers, one fmaf per block whose scale d*dx is a rounded product (Q4_K: two,
+    scale then min, each within 2^-24), one add per slice of 8 blocks, then bias / accumulate:
+    (k/32 + k/256 + 48) * 2^-23 of bound (sum |x^ w|)."""
     eps32 = 2.0 ** -23
     return (2.0 ** -20 + (k / 32 + k / 256 + 48) * eps32) * bound + 2 * eps32 * exact_terms + 1e-30
 
@@ -218,10 +219,14 @@ def matmul_tolerance(device, dtype, k, bound, exact_terms=0.0, xw=None):
 
     CPU, and CUDA with F32 weights: x stays float32, so the only error is float32
     accumulation over k: 3e-6 * sqrt(k) * bound.
-    CUDA integer path (Q4_0, Q8_0, cuda_int_matmul.cu): each 32-value block of x'
+    CUDA integer path (Q4_0, Q8_0, Q4_K, cuda_int_matmul.cu): each 32-value block of x'
     is rounded to int8 with step max|x'|/127: at most int8_activation_bound (slack 2 %
     for the rounded step); the block products are exact integers, then one fmaf per block
     (its scale a rounded product) and one add per 8 blocks: (k/32 + k/256 + 48) * 2^-23 * bound.
+    Q4_K folds each block with two fmafs (scale, then min: 2 * 2^-24 per block, the same
+    2^-23 per block); its partial sums can exceed bound by the blocks' min terms, which the
+    2^-20 and the 1.25 slack absorb for these data (and the int8 term dwarfs all of it: it
+    is ~2^-8 of bound).
     (Where x' is known in float32, tests model the rounding itself instead:
     int8_activations, int8_accumulation_tolerance.)
     CUDA tensor cores (F16, BF16, Q4_1 and the K-quants): each 32-value block of x' is

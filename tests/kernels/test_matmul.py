@@ -9,7 +9,7 @@ k: |y - ref| <= 3e-6 * sqrt(k) * sum_i |x_i * w_i| + 1e-30 (about 1e-4 of the
 absolute-value sum for k = 1536, far below the error a mis-decoded block or a
 wrong scale gives). CUDA's tensor cores round each activation block to f16
 (bf16 for BF16 weights) after a power-of-two scale: 2^-11 (2^-8) of the sum.
-CUDA's integer path (Q4_0, Q8_0) rounds each 32-value block of x to int8; the
+CUDA's integer path (Q4_0, Q8_0, Q4_K) rounds each 32-value block of x to int8; the
 reference models that rounding (kernel_refs.int8_activations), so only the
 float fold of exact block integers is left as error; a hand-built row checks
 the rounding rule itself (ties to even, zero blocks, the clamp) on CUDA, and
@@ -76,11 +76,11 @@ def test_int8_rounding_rule(ctx, rng, dtype):
     whose max is 127 has step 1 (halves round to even, both signs), a zero block contributes
     nothing, a block with max 63.5 has step 0.5 (x/0.5 ties again), and a random block
     matches the model. The CPU keeps x in float32: its result is x @ w, not the rounded one."""
-    k, n_out = 128, 9
+    k, n_out = (128 if BLOCK_VALUES[dtype] == 32 else 256), 9  # Q4_K: one super-block (the rest zero blocks)
     x = np.zeros((1, k), np.float32)
     x[0, :12] = [127, 2.5, 3.5, -2.5, -3.5, 0.5, -0.5, 1.5, 126.5, -126.5, 1e-3, -7.25]
     x[0, 64:70] = [63.5, 0.25, 0.75, -0.25, 1.25, -63.5]   # step 0.5: x/step = 127, .5, 1.5, -.5, 2.5, -127
-    x[0, 96:] = rng.standard_normal(32).astype(np.float32)
+    x[0, 96:128] = rng.standard_normal(32).astype(np.float32)
     expect_q = np.zeros(k)
     expect_q[:12] = [127, 2, 4, -2, -4, 0, -0, 2, 126, -126, 0, -7]
     expect_q[64:70] = [127, 0, 2, -0, 2, -127]

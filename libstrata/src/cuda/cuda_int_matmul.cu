@@ -1,5 +1,5 @@
-// cuda_int_matmul.cu — y = prologue(x)·Wᵀ (+ bias) (+ y) for Q4_0, Q8_0 and
-// Q4_1 weights with integer-exact block products: ONE arithmetic per output
+// cuda_int_matmul.cu — y = prologue(x)·Wᵀ (+ bias) (+ y) for Q4_0, Q8_0,
+// Q4_1 and Q4_K weights with integer-exact block products: ONE arithmetic per output
 // element whatever the number of rows, the kernel or its tiling.
 //
 // The canonical arithmetic of output (r, o), a function of k alone
@@ -13,6 +13,8 @@
 //     ssq = ((ssq_0 + ssq_1) + ssq_2) + … .
 //  2. Per block: the exact integer product I (cuda_int_blocks.cuh), then
 //     int_block_fold: acc = fmaf(d·dx, I, acc) (Q4_1: then fmaf(m, dx·sx, acc)).
+//     Q4_K (cuda_int_kquant.cuh): super-block = slice, sub-block j = block j,
+//     folded as Q4_1 with d = d_sb·sc_j and m = −(dmin_sb·m_j) (both exact).
 //  3. Slices of 8 blocks: acc starts at 0, blocks in ascending order;
 //     total = acc_0, then total = total + acc_s in slice order.
 //  4. RMSNORM: total = total · rsqrt(ssq/k + eps); v = total (+ bias);
@@ -34,6 +36,7 @@
 #include <mutex>
 
 #include "cuda_int_blocks.cuh"
+#include "cuda_int_kquant.cuh"
 #include "cuda_int_mma.cuh"
 #include "cuda_int_rows.cuh"
 #include "cuda_int_tiles.cuh"
@@ -220,16 +223,20 @@ __device__ __forceinline__ void early_weights(const IntParams& p, int tile_no) {
 // `base` (shared memory): only the windows holding its bytes are loaded.
 template <int kDtype, int kC, int kJ>
 __device__ __forceinline__ IntBlock<kDtype> load_block(const uint8_t* base) {
-    constexpr int B = kC + kJ * IntW<kDtype>::kBytes;
-    constexpr int W0 = B / 16, W1 = (B + IntW<kDtype>::kBytes - 1) / 16, NW = W1 - W0 + 1;
-    uint32_t w[4 * NW];
-    const uint4* wp = reinterpret_cast<const uint4*>(base) + W0;
+    if constexpr (kIntSuper<kDtype>) {  // Q4_K: from the slice's first byte
+        return int_kblock<kDtype, kKqAlign<kC>>(base + kC, kJ);
+    } else {
+        constexpr int B = kC + kJ * IntW<kDtype>::kBytes;
+        constexpr int W0 = B / 16, W1 = (B + IntW<kDtype>::kBytes - 1) / 16, NW = W1 - W0 + 1;
+        uint32_t w[4 * NW];
+        const uint4* wp = reinterpret_cast<const uint4*>(base) + W0;
 #pragma unroll
-    for (int i = 0; i < NW; ++i) {
-        const uint4 v = wp[i];
-        w[4 * i] = v.x; w[4 * i + 1] = v.y; w[4 * i + 2] = v.z; w[4 * i + 3] = v.w;
+        for (int i = 0; i < NW; ++i) {
+            const uint4 v = wp[i];
+            w[4 * i] = v.x; w[4 * i + 1] = v.y; w[4 * i + 2] = v.z; w[4 * i + 3] = v.w;
+        }
+        return int_block<kDtype, B - 16 * W0, 0>(w);
     }
-    return int_block<kDtype, B - 16 * W0, 0>(w);
 }
 
 // Block j of the slice for every row of the tile: xs/ms point at the slice's
@@ -275,7 +282,9 @@ template <int kDtype, int kR>
 __device__ __forceinline__ void slice_any(const IntParams& p, const uint8_t* sp, const uint8_t* xs,
                                           const uint8_t* ms, int nbs, int nr, float (&acc)[kR]) {
     for (int j = 0; j < nbs; ++j) {
-        const IntBlock<kDtype> wb = int_block_any<kDtype>(sp + j * IntW<kDtype>::kBytes);
+        IntBlock<kDtype> wb;
+        if constexpr (kIntSuper<kDtype>) wb = int_kblock<kDtype, 2>(sp, j);  // Q4_K: from the slice's start
+        else wb = int_block_any<kDtype>(sp + j * IntW<kDtype>::kBytes);
         block_rows<kDtype, kR>(p, wb, xs, ms, j, nr, acc);
     }
 }
@@ -522,20 +531,27 @@ __global__ void __launch_bounds__(kMmaThreads) int_mma_kernel(const IntParams p)
                     const uint8_t* b1p = w1 + j * W::kBytes;
                     const uint16_t* h0 = reinterpret_cast<const uint16_t*>(b0p);
                     const uint16_t* h1 = reinterpret_cast<const uint16_t*>(b1p);
-                    const float d0 = f16_to_f32(h0[0]), d1 = f16_to_f32(h1[0]);
-                    const float m0 = W::kMin ? f16_to_f32(h0[1]) : 0.0f, m1 = W::kMin ? f16_to_f32(h1[1]) : 0.0f;
+                    float d0, d1, m0, m1;
                     uint32_t a[4];
-                    if constexpr (W::kNibbles) {
-                        const uint32_t q0 = ld32_2(b0p + W::kQuantOff + 4 * tq), q1 = ld32_2(b1p + W::kQuantOff + 4 * tq);
-                        a[0] = q0 & 0x0F0F0F0Fu;
-                        a[1] = q1 & 0x0F0F0F0Fu;
-                        a[2] = (q0 >> 4) & 0x0F0F0F0Fu;
-                        a[3] = (q1 >> 4) & 0x0F0F0F0Fu;
+                    if constexpr (kIntSuper<kDtype>) {  // Q4_K: block j from the slices' starts
+                        float dd[2], mm[2];
+                        q4k_mma_a(w0, w1, j, tq, [](const uint8_t* q) { return ld32_2(q); }, dd, mm, a);
+                        d0 = dd[0]; d1 = dd[1]; m0 = mm[0]; m1 = mm[1];
                     } else {
-                        a[0] = ld32_2(b0p + W::kQuantOff + 4 * tq);
-                        a[1] = ld32_2(b1p + W::kQuantOff + 4 * tq);
-                        a[2] = ld32_2(b0p + W::kQuantOff + 16 + 4 * tq);
-                        a[3] = ld32_2(b1p + W::kQuantOff + 16 + 4 * tq);
+                        d0 = f16_to_f32(h0[0]); d1 = f16_to_f32(h1[0]);
+                        m0 = W::kMin ? f16_to_f32(h0[1]) : 0.0f; m1 = W::kMin ? f16_to_f32(h1[1]) : 0.0f;
+                        if constexpr (W::kNibbles) {
+                            const uint32_t q0 = ld32_2(b0p + W::kQuantOff + 4 * tq), q1 = ld32_2(b1p + W::kQuantOff + 4 * tq);
+                            a[0] = q0 & 0x0F0F0F0Fu;
+                            a[1] = q1 & 0x0F0F0F0Fu;
+                            a[2] = (q0 >> 4) & 0x0F0F0F0Fu;
+                            a[3] = (q1 >> 4) & 0x0F0F0F0Fu;
+                        } else {
+                            a[0] = ld32_2(b0p + W::kQuantOff + 4 * tq);
+                            a[1] = ld32_2(b1p + W::kQuantOff + 4 * tq);
+                            a[2] = ld32_2(b0p + W::kQuantOff + 16 + 4 * tq);
+                            a[3] = ld32_2(b1p + W::kQuantOff + 16 + 4 * tq);
+                        }
                     }
 #pragma unroll
                     for (int n = 0; n < kNT; ++n) {
@@ -664,11 +680,14 @@ inline int64_t dot_fused_grid(const IntParams& p, int64_t resident) {
 
 }  // namespace
 
-// The types routed here. The kernels also implement Q4_1 (emulator-tested), but Q4_1 — the
+// The types routed here (Q4_K: k is a whole number of super-blocks, so every slice is one). The
+// kernels also implement Q4_1 (emulator-tested), but Q4_1 — the
 // default model's type — stays on the f16 tensor-core path for now: int8 activations move that
 // model's logits by up to ~1 (a float64 NumPy estimate, bench/RESULTS.md), beyond what
 // tests/test_backend_agreement.py allows between CUDA and the float32 CPU backend.
-bool int_matmul_supports(int32_t w_dtype) { return w_dtype == STRATA_Q4_0 || w_dtype == STRATA_Q8_0; }
+bool int_matmul_supports(int32_t w_dtype) {
+    return w_dtype == STRATA_Q4_0 || w_dtype == STRATA_Q8_0 || w_dtype == STRATA_Q4_K;
+}
 
 namespace {
 
@@ -700,7 +719,10 @@ IntLimits int_limits(int dev) {
             (const void*)int_dot_kernel<STRATA_Q4_1, 1, true>, (const void*)int_dot_kernel<STRATA_Q4_1, kDotRows, true>,
             (const void*)int_mma_kernel<STRATA_Q4_0, 1>, (const void*)int_mma_kernel<STRATA_Q4_0, 2>,
             (const void*)int_mma_kernel<STRATA_Q8_0, 1>, (const void*)int_mma_kernel<STRATA_Q8_0, 2>,
-            (const void*)int_mma_kernel<STRATA_Q4_1, 1>, (const void*)int_mma_kernel<STRATA_Q4_1, 2>};
+            (const void*)int_mma_kernel<STRATA_Q4_1, 1>, (const void*)int_mma_kernel<STRATA_Q4_1, 2>,
+            (const void*)int_dot_kernel<STRATA_Q4_K, 1, false>, (const void*)int_dot_kernel<STRATA_Q4_K, kDotRows, false>,
+            (const void*)int_dot_kernel<STRATA_Q4_K, 1, true>, (const void*)int_dot_kernel<STRATA_Q4_K, kDotRows, true>,
+            (const void*)int_mma_kernel<STRATA_Q4_K, 1>, (const void*)int_mma_kernel<STRATA_Q4_K, 2>};
         cudaError_t err = cudaSuccess;
         for (const void* f : kernels)
             if (err == cudaSuccess) err = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, d.smem_optin);
@@ -724,6 +746,9 @@ IntKernel dot_kernel_for(int32_t w_dtype, int kr, bool fused) {
     case STRATA_Q4_1:
         return kr == 1 ? (fused ? int_dot_kernel<STRATA_Q4_1, 1, true> : int_dot_kernel<STRATA_Q4_1, 1, false>)
                        : (fused ? int_dot_kernel<STRATA_Q4_1, kDotRows, true> : int_dot_kernel<STRATA_Q4_1, kDotRows, false>);
+    case STRATA_Q4_K:
+        return kr == 1 ? (fused ? int_dot_kernel<STRATA_Q4_K, 1, true> : int_dot_kernel<STRATA_Q4_K, 1, false>)
+                       : (fused ? int_dot_kernel<STRATA_Q4_K, kDotRows, true> : int_dot_kernel<STRATA_Q4_K, kDotRows, false>);
     default: return nullptr;
     }
 }
@@ -786,6 +811,7 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     p.norm = a.norm_weight;
     const int bb = a.w_dtype == STRATA_Q4_0 ? IntW<STRATA_Q4_0>::kBytes
                  : a.w_dtype == STRATA_Q8_0 ? IntW<STRATA_Q8_0>::kBytes
+                 : a.w_dtype == STRATA_Q4_K ? IntW<STRATA_Q4_K>::kBytes
                                             : IntW<STRATA_Q4_1>::kBytes;
     // Which kernel never changes a bit (each runs the canonical per-element sequence). One row: dp4a
     // with one accumulator; more rows: the int8 tensor-core kernel (64 outputs x 8 or 16 rows) when its
@@ -882,6 +908,8 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     case STRATA_Q8_0 * 4 + 3: launch_k(int_mma_kernel<STRATA_Q8_0, 2>, grid, th, smem, stream, p); break;
     case STRATA_Q4_1 * 4 + 2: launch_k(int_mma_kernel<STRATA_Q4_1, 1>, grid, th, smem, stream, p); break;
     case STRATA_Q4_1 * 4 + 3: launch_k(int_mma_kernel<STRATA_Q4_1, 2>, grid, th, smem, stream, p); break;
+    case STRATA_Q4_K * 4 + 2: launch_k(int_mma_kernel<STRATA_Q4_K, 1>, grid, th, smem, stream, p); break;
+    case STRATA_Q4_K * 4 + 3: launch_k(int_mma_kernel<STRATA_Q4_K, 2>, grid, th, smem, stream, p); break;
     default: fail(STRATA_ERR_INTERNAL, "cuda matmul: no integer path for dtype " + std::to_string(a.w_dtype));
     }
     check_launch("matmul (integer)");

@@ -38,6 +38,7 @@
 #include <string>
 
 #include "cuda_int_blocks.cuh"
+#include "cuda_int_kquant.cuh"
 #include "cuda_int_mma.cuh"
 #include "cuda_int_tiles.cuh"
 #include "core/dtype.h"
@@ -125,7 +126,8 @@ struct TileLayout {
 #ifdef STRATA_INT_TILES_MIN_BLOCKS
     static constexpr int kMinBlocks = kDepth == 2 || kWarps > 8 ? 1 : STRATA_INT_TILES_MIN_BLOCKS;
 #else
-    // 2 where an SM's 228 KB hold two CTAs; Q4_1 (not routed yet) 1: at 128 registers its widest tile spilled.
+    // 2 where an SM's 228 KB hold two CTAs; Q4_1 (not routed yet) and Q4_K (same fold) 1: at 128
+    // registers Q4_1's widest tile spilled.
     static constexpr int kMinBlocks =
         kDepth != 2 && kWarps == 8 && !IntW<kDtype>::kMin && 2 * (kBytes + kSmemRuntime) <= kSmemSM ? 2 : 1;
 #endif
@@ -350,20 +352,25 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
                 for (int mt = 0; mt < kMT; ++mt) {
                     uint32_t a[4];
                     float d[2], m[2];
+                    if constexpr (kIntSuper<kDtype>) {  // Q4_K: block j from the slices' starts
+                        q4k_mma_a(st + wofs[mt][0], st + wofs[mt][1], j, tq,
+                                  [](const uint8_t* q) { return lds32_any(q); }, d, m, a);
+                    } else {
 #pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        const uint8_t* blk = st + wofs[mt][h] + j * W::kBytes;
-                        const uint16_t* hp = reinterpret_cast<const uint16_t*>(blk);
-                        d[h] = f16_to_f32(hp[0]);
-                        m[h] = W::kMin ? f16_to_f32(hp[1]) : 0.0f;
-                        if constexpr (W::kNibbles) {
-                            const uint32_t q = lds32_any(blk + W::kQuantOff + 4 * tq);
-                            const uint32_t lo = q & 0x0F0F0F0Fu, hi = (q >> 4) & 0x0F0F0F0Fu;
-                            a[h] = W::kOffset8 && !kOffC ? nib_minus8(lo) : lo;
-                            a[2 + h] = W::kOffset8 && !kOffC ? nib_minus8(hi) : hi;
-                        } else {
-                            a[h] = lds32_any(blk + W::kQuantOff + 4 * tq);
-                            a[2 + h] = lds32_any(blk + W::kQuantOff + 16 + 4 * tq);
+                        for (int h = 0; h < 2; ++h) {
+                            const uint8_t* blk = st + wofs[mt][h] + j * W::kBytes;
+                            const uint16_t* hp = reinterpret_cast<const uint16_t*>(blk);
+                            d[h] = f16_to_f32(hp[0]);
+                            m[h] = W::kMin ? f16_to_f32(hp[1]) : 0.0f;
+                            if constexpr (W::kNibbles) {
+                                const uint32_t q = lds32_any(blk + W::kQuantOff + 4 * tq);
+                                const uint32_t lo = q & 0x0F0F0F0Fu, hi = (q >> 4) & 0x0F0F0F0Fu;
+                                a[h] = W::kOffset8 && !kOffC ? nib_minus8(lo) : lo;
+                                a[2 + h] = W::kOffset8 && !kOffC ? nib_minus8(hi) : hi;
+                            } else {
+                                a[h] = lds32_any(blk + W::kQuantOff + 4 * tq);
+                                a[2 + h] = lds32_any(blk + W::kQuantOff + 16 + 4 * tq);
+                            }
                         }
                     }
 #pragma unroll
@@ -478,6 +485,7 @@ void tiles_init(int dev) {
         set_smem<STRATA_Q4_0>(err);
         set_smem<STRATA_Q8_0>(err);
         set_smem<STRATA_Q4_1>(err);
+        set_smem<STRATA_Q4_K>(err);
         (void)cudaThreadExchangeStreamCaptureMode(&mode);
         result[dev] = err;
     });
@@ -646,6 +654,7 @@ void launch_int_tiles(const IntTilesArgs& a, int choice, int dev, cudaStream_t s
     case STRATA_Q4_0: launch_choice<STRATA_Q4_0>(p, choice, stream); break;
     case STRATA_Q8_0: launch_choice<STRATA_Q8_0>(p, choice, stream); break;
     case STRATA_Q4_1: launch_choice<STRATA_Q4_1>(p, choice, stream); break;
+    case STRATA_Q4_K: launch_choice<STRATA_Q4_K>(p, choice, stream); break;
     default: fail(STRATA_ERR_INTERNAL, "cuda matmul: no integer tile path for dtype " + std::to_string(a.w_dtype));
     }
     check_launch("matmul (integer tiles)");
