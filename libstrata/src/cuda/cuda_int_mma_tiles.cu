@@ -609,9 +609,9 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
             if (c >= 0) return c;
             // a typo must not time the wrong kernel
             fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_MATMUL=") + env +
-                                                  ": expected auto, norows, rows, rows:16, rows:32, rows:64, tiles, auto:v1 ... auto:v6, tiles:v1 ... tiles:v6, tiles:NO "
+                                                  ": expected auto, tiles, auto:v1 ... auto:v6, tiles:v1 ... tiles:v6, tiles:NO "
                                                   "(128, 64 or 32), tiles:NOxROWSdDEPTH[o] (e.g. tiles:32x64d2, "
-                                                  "tiles:128x128d2o) or legacy");
+                                                  "tiles:128x128d2o), rows, rows:16, rows:32, rows:64, norows or legacy");
         }
     }
     if (!forced && n_rows < kTilesMinRows) {
