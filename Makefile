@@ -38,7 +38,7 @@ LDFLAGS  := -shared -Wl,--version-script=$(MAPFILE) -Wl,--no-undefined -Wl,-z,de
 LDLIBS   := -lpthread
 
 NVCCFLAGS := -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
-             -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I$(INCLUDE) -I$(SRC)
+             -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I$(INCLUDE) -I$(SRC) $(EXTRA_NVCCFLAGS)
 
 # ---------------------------------------------------------------- sources
 
