@@ -1,5 +1,5 @@
 // cuda_int_matmul.cu — y = prologue(x)·Wᵀ (+ bias) (+ y) for Q4_0, Q8_0,
-// Q4_1 and Q4_K weights with integer-exact block products: ONE arithmetic per output
+// Q4_1, Q4_K and Q6_K weights with integer-exact block products: ONE arithmetic per output
 // element whatever the number of rows, the kernel or its tiling.
 //
 // The canonical arithmetic of output (r, o), a function of k alone
@@ -15,6 +15,12 @@
 //     int_block_fold: acc = fmaf(d·dx, I, acc) (Q4_1: then fmaf(m, dx·sx, acc)).
 //     Q4_K (cuda_int_kquant.cuh): super-block = slice, sub-block j = block j,
 //     folded as Q4_1 with d = d_sb·sc_j and m = −(dmin_sb·m_j) (both exact).
+//     Q6_K (cuda_int_q6k.cuh): super-block = slice; block j's integer is
+//     I = sc0·I0 + sc1·I1, I0/I1 = Σ (q − 32)·xq over its two 16-value halves,
+//     sc0/sc1 their int8 scales: exact, |I| < 2^24, so (float)I (cvt.rn) is
+//     exact; folded as Q4_0/Q8_0: acc = fmaf(d·dx, (float)I, acc). Q6_K runs
+//     only the dp4a kernels here (one row; 8-row tiles for every row count
+//     the tile kernel does not take), never int_mma_kernel or the few-row one.
 //  3. Slices of 8 blocks: acc starts at 0, blocks in ascending order;
 //     total = acc_0, then total = total + acc_s in slice order.
 //  4. RMSNORM: total = total · rsqrt(ssq/k + eps); v = total (+ bias);

@@ -146,5 +146,35 @@ __device__ __forceinline__ void q6k_mma_a(const Q6Src& s0, const Q6Src& s1, int 
 // int -> float conversion of int_block_fold (cvt.rn.f32.s32, exact below 2^24).
 __device__ __forceinline__ float q6k_int(int sc0, int i0, int sc1, int i1) { return (float)(sc0 * i0 + sc1 * i1); }
 
+// Block j of a Q6_K slice for one warp's tile in the many-row kernel (cuda_int_mma_tiles.cu): the
+// super-blocks of rows g and g+8 of m-tile mt start at st + wofs[mt][0 / 1]; b: the activation B
+// fragments of the warp's n-tiles, dx their rows' scales (columns 2tq, 2tq+1). `mma(c, a, b0, b1)`
+// gives the exact int32 products of one m16n8k32 s8 x s8 tile. Per element: I0 and I1 from the
+// zero-padded halves, then int_block_fold's step acc = fmaf(d·dx, (float)(sc0·I0 + sc1·I1), acc).
+template <int kMT, int kNT, class Mma>
+__device__ __forceinline__ void q6k_tile_block(const uint8_t* st, const int (&wofs)[kMT][2], int j, int tq,
+                                               const uint32_t (&b)[kNT][2], const float (&dx)[kNT][2],
+                                               float (&acc)[kMT][kNT][4], Mma mma) {
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+        const Q6Src s0(st + wofs[mt][0]), s1(st + wofs[mt][1]);
+        float d[2];
+        int sc[2][2];
+        uint32_t lo[4], hi[4];
+        q6k_mma_a(s0, s1, j, tq, d, sc, lo, hi);
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt) {
+            int c0[4], c1[4];
+            mma(c0, lo, b[nt][0], b[nt][1]);
+            mma(c1, hi, b[nt][0], b[nt][1]);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float I = q6k_int(sc[e >> 1][0], c0[e], sc[e >> 1][1], c1[e]);
+                acc[mt][nt][e] = fmaf(__fmul_rn(d[e >> 1], dx[nt][e & 1]), I, acc[mt][nt][e]);
+            }
+        }
+    }
+}
+
 }  // namespace cuda
 }  // namespace strata
