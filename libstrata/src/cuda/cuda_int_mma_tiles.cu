@@ -197,13 +197,14 @@ __device__ __forceinline__ void mma_magic(int (&d)[4], const uint32_t (&a)[4], u
 template <int kDtype, class L>
 __device__ __forceinline__ void stage_slice(const TileParams& p, uint8_t* slot, int s, int64_t o0, int no,
                                             int64_t r0, int nr) {
+    constexpr IntBlocksBytes<kDtype> B{};  // n * B: the bytes of n blocks (Q6_K: whole slices of 210)
     const int64_t b0 = (int64_t)s * kIntSliceBlocks;
     const int nblk = (int)min((int64_t)kIntSliceBlocks, p.nb - b0);
-    const int len = nblk * L::kSB / kIntSliceBlocks;
+    const int len = nblk * B;
     for (int idx = threadIdx.x; idx < L::kNO * L::kWP; idx += L::kThreads) {
         const int row = idx / L::kWP, pc = idx - row * L::kWP;
         if (row >= no) break;  // idx grows with row
-        const uint8_t* src = p.w + (o0 + row) * p.w_row_bytes + (int64_t)s * L::kSB;
+        const uint8_t* src = p.w + (o0 + row) * p.w_row_bytes + b0 * B;
         const uint8_t* a = src - (reinterpret_cast<uintptr_t>(src) & 15);
         const int np = (int)((src + len - a + 15) >> 4);
         if (pc < np) {
@@ -313,10 +314,8 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const int ol = wm * 16 * kMT + 16 * mt + g + 8 * h;
-                    // (Q6_K's 210-byte slices: the phase of slice s, not of the row)
-                    const int64_t sofs = L::kSB % 16 ? (int64_t)s * L::kSB : 0;
                     wofs[mt][h] = ol * L::kWS + (ol < no ? (int)(reinterpret_cast<uintptr_t>(
-                                                                  p.w + (o0 + ol) * p.w_row_bytes + sofs) & 15)
+                                                                  p.w + (o0 + ol) * p.w_row_bytes) & 15)
                                                           : 0);
                 }
             float acc[kMT][kNT][4];
@@ -353,7 +352,7 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
                     }
                 }
                 if constexpr (kDtype == STRATA_Q6_K) {  // two mmas per block (cuda_int_q6k.cuh)
-                    q6k_tile_block<kMT, kNT>(st, wofs, j, tq, b, dx, acc,
+                    q6k_tile_block<kMT, kNT>(st, wofs, s, j, tq, b, dx, acc,
                                              [](int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
                                                  mma_magic<false>(c, a, b0, b1);
 #pragma unroll

@@ -54,6 +54,16 @@ struct IntBlock<STRATA_Q6_K> {
     int sc0, sc1;
 };
 
+// `n * IntBlocksBytes<kDtype>{}`: the bytes of n blocks of 32 values of a weight row (n a multiple of 8
+// for Q6_K, whose blocks have no byte size of their own: n/8 super-blocks of 210 bytes). Lets the
+// staging code written as `nblk * B` take every type.
+template <int kDtype>
+struct IntBlocksBytes {};
+template <int kDtype>
+__device__ __forceinline__ constexpr int64_t operator*(int64_t n, IntBlocksBytes<kDtype>) {
+    return n * kIntSliceBytes<kDtype> / kIntSliceBlocks;
+}
+
 // The words of a super-block at a 2-byte aligned shared-memory address: the
 // aligned word at or below it and the shift (0 or 16) that realigns them.
 struct Q6Src {
@@ -146,18 +156,21 @@ __device__ __forceinline__ void q6k_mma_a(const Q6Src& s0, const Q6Src& s1, int 
 // int -> float conversion of int_block_fold (cvt.rn.f32.s32, exact below 2^24).
 __device__ __forceinline__ float q6k_int(int sc0, int i0, int sc1, int i1) { return (float)(sc0 * i0 + sc1 * i1); }
 
-// Block j of a Q6_K slice for one warp's tile in the many-row kernel (cuda_int_mma_tiles.cu): the
-// super-blocks of rows g and g+8 of m-tile mt start at st + wofs[mt][0 / 1]; b: the activation B
+// Block j of Q6_K slice s for one warp's tile in the many-row kernel (cuda_int_mma_tiles.cu): the
+// windows of rows g and g+8 of m-tile mt are at st + wofs[mt][0 / 1] minus their row start's 16-byte
+// phase (wofs' low 4 bits), and the super-block starts at the phase of its own first byte, row start
+// + 210·s (the staging copies from the aligned address at or below it); b: the activation B
 // fragments of the warp's n-tiles, dx their rows' scales (columns 2tq, 2tq+1). `mma(c, a, b0, b1)`
 // gives the exact int32 products of one m16n8k32 s8 x s8 tile. Per element: I0 and I1 from the
 // zero-padded halves, then int_block_fold's step acc = fmaf(d·dx, (float)(sc0·I0 + sc1·I1), acc).
 template <int kMT, int kNT, class Mma>
-__device__ __forceinline__ void q6k_tile_block(const uint8_t* st, const int (&wofs)[kMT][2], int j, int tq,
+__device__ __forceinline__ void q6k_tile_block(const uint8_t* st, const int (&wofs)[kMT][2], int s, int j, int tq,
                                                const uint32_t (&b)[kNT][2], const float (&dx)[kNT][2],
                                                float (&acc)[kMT][kNT][4], Mma mma) {
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
-        const Q6Src s0(st + wofs[mt][0]), s1(st + wofs[mt][1]);
+        const int p0 = wofs[mt][0] & 15, p1 = wofs[mt][1] & 15, ds = (s * kIntSliceBytes<STRATA_Q6_K>) & 15;
+        const Q6Src s0(st + (wofs[mt][0] - p0) + ((p0 + ds) & 15)), s1(st + (wofs[mt][1] - p1) + ((p1 + ds) & 15));
         float d[2];
         int sc[2][2];
         uint32_t lo[4], hi[4];
