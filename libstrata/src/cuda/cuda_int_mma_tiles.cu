@@ -358,10 +358,9 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
 #pragma unroll
                                                  for (int e = 0; e < 4; ++e) c[e] -= (int)kMagic;  // exact int32
                                              });
-                    return;
                 }
 #pragma unroll
-                for (int mt = 0; mt < kMT; ++mt) {
+                for (int mt = 0; mt < (kDtype == STRATA_Q6_K ? 0 : kMT); ++mt) {  // Q6_K: above
                     uint32_t a[4];
                     float d[2], m[2];
                     if constexpr (kIntSuper<kDtype>) {  // Q4_K: block j from the slices' starts
