@@ -101,6 +101,7 @@ static void run_tiles(int dt, int shape, int pro, const float* x, int64_t x_stri
 
 static void one_tiles(int dt, int shape, int pro, int64_t k, int64_t n_out, int64_t n_rows, int pad, bool bias_on,
                       bool acc_on, bool with_old) {
+    if (dt == STRATA_Q6_K) k = (k + 255) / 256 * 256;  // whole super-blocks (the deep table's 800 / 1568: 4 / 7)
     const int64_t in_k = pro == STRATA_PROLOGUE_SILU_MUL ? 2 * k : k;
     const int64_t stride = in_k + (rng() % 3);
     std::vector<float> x(n_rows * stride + 8), g(k), bias(n_out), y(n_rows * n_out), y0;
@@ -215,7 +216,7 @@ int main(int argc, char** argv) {
         const int from = argc > 2 ? atoi(argv[2]) : 0, to = argc > 3 ? std::min(atoi(argv[3]), n_deep) : n_deep;
         for (int i = from; i < to; ++i) {
             const int c = deep[i].choice, shape = c % 4, pro = i % 3;
-            const int64_t k = deep[i].dt == STRATA_Q6_K ? (i % 4 == 3 ? 768 : 1792) : (i % 4 == 3 ? 800 : 1568);
+            const int64_t k = i % 4 == 3 ? 800 : 1568;
             const int64_t n_out = shape == 1 ? 61 : (shape == 2 ? 45 : 123);             // one partial tile
             const int64_t nr = shape == 3 ? (i == 0 ? 131 : 70) : (i % 2 ? 70 : 9);        // 1 or 2 row tiles
             fprintf(stderr, "deep %d/%d: dt %d choice %d pro %d k %ld n_out %ld rows %ld\n", i + 1, n_deep, deep[i].dt, c,
