@@ -154,7 +154,7 @@ def main(argv=None) -> int:
             if model not in args.models:
                 continue
             weights, w_bytes = upload_weights(ctx, pool, dtype, n_out, k, args.rotate_mb << 20)
-            kernels = int_kernels if dtype_name in ("Q4_0", "Q8_0", "Q4_K") else ["auto"]
+            kernels = int_kernels if dtype_name in ("Q4_0", "Q8_0", "Q4_K", "Q6_K") else ["auto"]
             for n_rows in args.rows:
                 for kernel in kernels:
                     # libstrata reads STRATA_INT_MATMUL at each matmul call (graph capture included)

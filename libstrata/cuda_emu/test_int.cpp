@@ -12,7 +12,9 @@
 // reference and the two-launch path on the same inputs, 1 to 20 rows.
 // Negative controls: the slices folded in another order, and RMSNORM's ssq
 // summed in another shape, must change bits.
-// Q4_K (super-blocks of 8 blocks: k a multiple of 256) runs the same configurations.
+// Q4_K (super-blocks of 8 blocks: k a multiple of 256) runs the same configurations; Q6_K (210-byte
+// super-blocks, two int8 scales per block of 32) too on the dp4a kernels (the only ones it takes
+// besides the tiles), with a negative control: its two half scales swapped must change bits.
 // Usage: test_int [quick | smoke | fused [DTYPE] | dtype DTYPE] (fused: only the kernel that rounds
 // its own rows, optionally one dtype: the strata_dtype value, e.g. 2 for Q4_0, 12 for Q4_K; dtype:
 // every configuration of one dtype)
@@ -35,15 +37,23 @@ static int fails = 0, checks = 0;
 #define CHECK(c, ...) do { ++checks; if (!(c)) { ++fails; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
 static float randn() { static std::normal_distribution<float> nd(0, 1); return nd(rng); }
 static uint32_t bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-// Bytes per 32-value block (Q4_K: 144 per super-block of 8 blocks).
+// Bytes per 32-value block (Q4_K: 144 per super-block of 8 blocks; Q6_K: none, 210 per super-block).
 static int bbytes(int dt) { return dt == STRATA_Q4_0 || dt == STRATA_Q4_K ? 18 : dt == STRATA_Q8_0 ? 34 : 20; }
+// Bytes of a slice of 8 blocks and of a weight row of k values.
+static int slicebytes(int dt) { return dt == STRATA_Q6_K ? 210 : 8 * bbytes(dt); }
+static int64_t rowbytes(int dt, int64_t k) { return dt == STRATA_Q6_K ? k / 256 * 210 : k / 32 * bbytes(dt); }
 static bool has_min(int dt) { return dt == STRATA_Q4_1 || dt == STRATA_Q4_K; }
 
 static std::vector<uint8_t> random_weights(int dt, int64_t n_out, int64_t k, int pad) {
-    const int64_t rb = k / 32 * bbytes(dt);
+    const int64_t rb = rowbytes(dt, k);
     std::vector<uint8_t> w(pad + n_out * rb + 64);
     for (auto& b : w) b = rng() & 255;
     auto fixh = [&](uint8_t* p, float v) { uint16_t h = (uint16_t)emu_f16_bits(v); memcpy(p, &h, 2); };
+    if (dt == STRATA_Q6_K) {  // d of every super-block; the int8 scales (full range) and quants stay random
+        for (int64_t o = 0; o < n_out; ++o)
+            for (int64_t sb = 0; sb < k / 256; ++sb) fixh(w.data() + pad + o * rb + sb * 210 + 208, 0.0001f * (1 + (rng() % 100)));
+        return w;
+    }
     if (dt == STRATA_Q4_K) {  // d and dmin of every super-block; scales, mins and nibbles stay random
         for (int64_t o = 0; o < n_out; ++o)
             for (int64_t sb = 0; sb < k / 256; ++sb) {
@@ -78,7 +88,41 @@ static void ref_block(int dt, const uint8_t* blk, int q[32], float& d, float& m)
 // and high nibbles sub-block 2g+1 for bytes 32g..32g+31) as integer quants q with the block's
 // scale d and min m: value i = d·q[i] + m (Q4_0: d·(q[i] − 8)). For Q4_K, d = dsb·sc and m =
 // −(dminsb·mn), both exact in float32.
+// Q6_K (sc: the two half scales): q[i] = the quant − 32 of value i, d the super-block's, from ggml's
+// layout — for each half n of 128 values (ql + 64n, qh + 32n, scales + 8n) and l in 0..31, values
+// l, l+32, l+64, l+96 of the half are ql[l] low, ql[l+32] low, ql[l] high, ql[l+32] high nibble with
+// qh[l] bits 0-1, 2-3, 4-5, 6-7 above them, scaled by scales[l/16 + 0, 2, 4, 6].
+static void ref_q6k(const uint8_t* wrow, int64_t b, int q[32], float& d, int sc[2]) {
+    const uint8_t* sb = wrow + (b / 8) * 210;
+    uint16_t h;
+    memcpy(&h, sb + 208, 2); d = emu_f16(h);
+    int qa[256], ia[256];
+    for (int n = 0; n < 2; ++n) {
+        const uint8_t* ql = sb + 64 * n;
+        const uint8_t* qh = sb + 128 + 32 * n;
+        for (int l = 0; l < 32; ++l) {
+            const int v = 128 * n + l, is = 8 * n + l / 16;
+            qa[v] = (ql[l] & 15) | ((qh[l] & 3) << 4);                 ia[v] = is;
+            qa[v + 32] = (ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4); ia[v + 32] = is + 2;
+            qa[v + 64] = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);      ia[v + 64] = is + 4;
+            qa[v + 96] = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4); ia[v + 96] = is + 6;
+        }
+    }
+    const int v0 = 32 * (int)(b % 8);
+    for (int i = 0; i < 32; ++i) q[i] = qa[v0 + i] - 32;
+    if (ia[v0] + 1 != ia[v0 + 16]) { ++fails; printf("FAIL Q6_K reference: the halves' scales are not adjacent\n"); }
+    sc[0] = (int8_t)sb[192 + ia[v0]];
+    sc[1] = (int8_t)sb[192 + ia[v0 + 16]];
+}
+
 static void ref_wblock(int dt, const uint8_t* wrow, int64_t b, int q[32], float& d, float& m) {
+    if (dt == STRATA_Q6_K) {  // value i = d·sc[i/16]·q[i]: the scale folded into q (exact integers)
+        int sc[2];
+        ref_q6k(wrow, b, q, d, sc);
+        for (int i = 0; i < 32; ++i) q[i] *= sc[i / 16];
+        m = 0;
+        return;
+    }
     if (dt != STRATA_Q4_K) return ref_block(dt, wrow + b * bbytes(dt), q, d, m);
     const uint8_t* sb = wrow + (b / 8) * 144;
     const int j = (int)(b % 8);
@@ -153,18 +197,28 @@ static Act ref_act(int pro, const float* xr, const float* g, int64_t k) {
     return a;
 }
 
-// The canonical output of one row; `swap` folds slices 0 and 1 the other way (negative control).
+// The canonical output of one row; `swap` folds slices 0 and 1 the other way (negative control);
+// `swap_q6k` swaps each Q6_K block's two half scales (negative control).
 static float ref_out(int dt, int pro, const Act& a, const uint8_t* wrow, int64_t k, float eps, const float* bias,
-                     int64_t o, float yold, bool accumulate, bool swap = false) {
+                     int64_t o, float yold, bool accumulate, bool swap = false, bool swap_q6k = false) {
     const int64_t nb = k / 32, ns = (nb + 7) / 8;
     std::vector<float> parts(ns);
     for (int64_t s = 0; s < ns; ++s) {
         float acc = 0;
         for (int64_t b = 8 * s; b < std::min(nb, 8 * s + 8); ++b) {
             int q[32]; float d, m;
-            ref_wblock(dt, wrow, b, q, d, m);
             int I = 0;
-            for (int i = 0; i < 32; ++i) I += (q[i] - (dt == STRATA_Q4_0 ? 8 : 0)) * a.xq[32 * b + i];
+            if (dt == STRATA_Q6_K) {  // I = sc0·I0 + sc1·I1 (|I| < 2^24: (float)I exact)
+                int sc[2], h[2] = {0, 0};
+                ref_q6k(wrow, b, q, d, sc);
+                m = 0;
+                for (int i = 0; i < 32; ++i) h[i / 16] += q[i] * a.xq[32 * b + i];
+                I = swap_q6k ? sc[1] * h[0] + sc[0] * h[1] : sc[0] * h[0] + sc[1] * h[1];
+                if (std::abs(I) >= (1 << 24)) { ++fails; printf("FAIL Q6_K block integer %d not below 2^24\n", I); }
+            } else {
+                ref_wblock(dt, wrow, b, q, d, m);
+                for (int i = 0; i < 32; ++i) I += (q[i] - (dt == STRATA_Q4_0 ? 8 : 0)) * a.xq[32 * b + i];
+            }
             acc = fmaf(__fmul_rn(d, a.dx[b]), (float)I, acc);
             if (has_min(dt)) acc = fmaf(m, __fmul_rn(a.dx[b], (float)a.sx[b]), acc);
         }
@@ -200,15 +254,15 @@ static void run_int(int dt, int pro, const float* x, int64_t x_stride, int64_t n
     });
     I::IntParams p{};
     p.xq = xq16; p.meta = meta16; p.ssq = ssq.data();
-    p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = nb * bbytes(dt);
+    p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = rowbytes(dt, k);
     p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
     p.w = w; p.w_end = w + n_out * p.w_row_bytes;
     p.bias = bias; p.y = y; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
     p.x = x; p.x_stride = x_stride; p.norm = g;
     if (kind == 3) p.xq = nullptr, p.meta = nullptr, p.ssq = nullptr;  // the fused kernel must not read them
     const int kr = kind == 2 ? 16 : (kind == 1 || n_rows > 1 ? 8 : 1);
-    if (kind == 1 || kind == 2) I::mma_shape(p, bbytes(dt), kr);
-    else I::dot_shape(p, bbytes(dt), sms, kr);
+    if (kind == 1 || kind == 2) I::mma_shape(p, slicebytes(dt), kr);
+    else I::dot_shape(p, slicebytes(dt), sms, kr);
     p.n_row_tiles = (int)((n_rows + kr - 1) / kr);
     p.n_tiles = p.n_row_tiles * (int)((n_out + p.no - 1) / p.no);
     if (kind == 3) I::dot_fuse(p, kr);
@@ -223,14 +277,18 @@ static void run_int(int dt, int pro, const float* x, int64_t x_stride, int64_t n
         constexpr int D = decltype(dtc)::value;
         if (kind == 3 && kr == 1) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<D, 1, true>(p); }));
         else if (kind == 3) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<D, 8, true>(p); }));
-        else if (kind == 1) run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<D, 1>(p); }));
-        else if (kind == 2) run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<D, 2>(p); }));
+        else if (kind == 1 || kind == 2) {
+            if constexpr (D == STRATA_Q6_K) CHECK(false, "Q6_K has no int_mma_kernel");  // the launcher never routes it there
+            else if (kind == 1) run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<D, 1>(p); }));
+            else run_grid(gx, gy, nt, guard([p] { I::int_mma_kernel<D, 2>(p); }));
+        }
         else if (kr == 1) run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<D, 1, false>(p); }));
         else run_grid(gx, gy, nt, guard([p] { I::int_dot_kernel<D, 8, false>(p); }));
     };
     if (dt == STRATA_Q4_0) go(std::integral_constant<int, STRATA_Q4_0>{});
     else if (dt == STRATA_Q8_0) go(std::integral_constant<int, STRATA_Q8_0>{});
     else if (dt == STRATA_Q4_1) go(std::integral_constant<int, STRATA_Q4_1>{});
+    else if (dt == STRATA_Q6_K) go(std::integral_constant<int, STRATA_Q6_K>{});
     else go(std::integral_constant<int, STRATA_Q4_K>{});
     CHECK(pending == 0, "cp.async copies left pending");
 }
@@ -260,8 +318,8 @@ static void one(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, int p
         CHECK(differ == 0, "fused dt %d pro %d k %ld n_out %ld rows %ld: %d outputs differ from the two-launch path",
               dt, pro, (long)k, (long)n_out, (long)n_rows, differ);
     }
-    const int64_t rb = k / 32 * bbytes(dt);
-    int bad = 0, far = 0;
+    const int64_t rb = rowbytes(dt, k);
+    int bad = 0, far = 0, swapped_same = 0;
     for (int64_t r = 0; r < n_rows; ++r) {
         const float* xr = x.data() + r * stride;
         Act a = ref_act(pro, xr, g.data(), k);
@@ -269,6 +327,10 @@ static void one(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, int p
             const float ref = ref_out(dt, pro, a, wp + o * rb, k, eps, bias_on ? bias.data() : nullptr, o,
                                       y0[r * n_out + o], acc_on);
             if (bits(ref) != bits(y[r * n_out + o])) ++bad;
+            if (dt == STRATA_Q6_K &&
+                bits(ref_out(dt, pro, a, wp + o * rb, k, eps, bias_on ? bias.data() : nullptr, o, y0[r * n_out + o],
+                             acc_on, false, true)) == bits(y[r * n_out + o]))
+                ++swapped_same;
             // float64 with the exact x' (no activation rounding): within Σ_b (dx_b/2)·Σ|w| + float32 accumulation
             double exact = 0, bound = 0, mag = 0;
             for (int64_t b = 0; b < k / 32; ++b) {
@@ -291,6 +353,11 @@ static void one(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, int p
     }
     CHECK(bad == 0, "kind %d dt %d pro %d k %ld n_out %ld rows %ld pad %d sms %d: %d outputs differ from the canonical bits",
           kind, dt, pro, (long)k, (long)n_out, (long)n_rows, pad, sms, bad);
+    // Q6_K's negative control: the reference with each block's half scales swapped must disagree with
+    // the kernel on (nearly) every output, so the bit comparison above would catch that mistake.
+    if (dt == STRATA_Q6_K)
+        CHECK(swapped_same * 10 <= n_rows * n_out, "Q6_K negative control: %d of %ld outputs equal with swapped half scales",
+              swapped_same, (long)(n_rows * n_out));
     CHECK(far == 0, "dt %d pro %d k %ld rows %ld: %d outputs outside the int8 bound of float64", dt, pro, (long)k,
           (long)n_rows, far);
 }
@@ -305,27 +372,29 @@ int main(int argc, char** argv) {
             one(STRATA_Q8_0, 1, 32 * 8 * 5 + 64, 70, 9, 0, 1, false, true, kind);
             one(STRATA_Q4_1, 2, 96, 66, 3, 4, 1, false, false, kind);
             one(STRATA_Q4_K, kind % 3, 512, 70, 11, 2 * kind, kind % 2 ? 1000 : 1, kind == 1, kind == 2, kind);
+            if (kind == 0 || kind == 3) one(STRATA_Q6_K, 1 + kind / 3, 768, 37, 10, 2 + kind, kind ? 1000 : 1, true, kind == 3, kind);
         }
         printf("test_int smoke: %d checks, %d failures\n", checks, fails);
         return fails ? 1 : 0;
     }
     const int only_dt = argc > 2 && std::string(argv[1]) == "dtype" ? std::atoi(argv[2]) : -1;
-    const int dts[4] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1, STRATA_Q4_K};
+    const int dts[5] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1, STRATA_Q4_K, STRATA_Q6_K};
     // k: 1 partial slice; 18 blocks (2 full + 1 partial slice); 40 slices (several parts); 66 slices at 8 outputs.
     // Q4_K (whole super-blocks): 1 and 2 slices, 40, 66.
     const int64_t ks[4] = {96, 576, 32 * 8 * 40, 32 * (8 * 66 + 3)};
     const int64_t ks_k[4] = {256, 512, 32 * 8 * 40, 32 * 8 * 66};
     int cfg = 0;
-    for (int dt : fused_only ? std::vector<int>{} : std::vector<int>(dts, dts + 4))
+    for (int dt : fused_only ? std::vector<int>{} : std::vector<int>(dts, dts + 5))
         for (int pro = 0; pro < 3; ++pro)
-            for (int64_t k : dt == STRATA_Q4_K ? ks_k : ks) {
+            for (int64_t k : dt == STRATA_Q4_K || dt == STRATA_Q6_K ? ks_k : ks) {
                 ++cfg;
                 if (only_dt >= 0 && dt != only_dt) continue;
                 if (quick && cfg % 3) continue;
                 const int64_t n_out = k > 4096 ? 19 : 77;  // 77: two mma tiles of 64 outputs, the second partial
                 const int64_t rows = (cfg % 4 == 0) ? 20 : (cfg % 4 == 1 ? 1 : (cfg % 4 == 2 ? 3 : 9));
                 for (int kind = 0; kind < 4; ++kind) {
-                    if ((kind == 1 || kind == 2) && rows == 1 && cfg % 2) continue;  // the tensor-core kernels also take single rows
+                    if ((kind == 1 || kind == 2) && rows == 1 && cfg % 2) continue;
+                    if ((kind == 1 || kind == 2) && dt == STRATA_Q6_K) continue;  // no int_mma_kernel for Q6_K  // the tensor-core kernels also take single rows
                     one(dt, pro, k, n_out, kind == 0 || kind == 3 ? rows : rows + 4 * kind, 2 * (int)(cfg % 5),
                         cfg % 2 ? 1000 : 1, cfg % 3 == 0, cfg % 3 == 1, kind);
                 }
@@ -346,7 +415,7 @@ int main(int argc, char** argv) {
                     ++n;
                     if (only >= 0 && dt != only) continue;
                     if (quick && n % 4) continue;
-                    const int64_t k = (dt == STRATA_Q4_K ? fks_k : fks)[(n + pro) % 3];
+                    const int64_t k = (dt == STRATA_Q4_K || dt == STRATA_Q6_K ? fks_k : fks)[(n + pro) % 3];
                     one(dt, pro, k, 5 + (n * 7) % 41, rows, 2 * (n % 4), n % 2 ? 1000 : 1, n % 3 == 0, n % 5 < 2, 3);
                     if (rows == 16) printf("fused dt %d pro %d: rows 1..16 done, %d failures so far\n", dt, pro, fails);
                 }

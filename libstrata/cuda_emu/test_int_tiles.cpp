@@ -1,18 +1,20 @@
 // test_int_tiles.cpp — the many-row integer tile kernel (cuda_int_mma_tiles.cu)
 // under the host emulator. Reuses test_int.cpp's host reference of the
 // canonical integer-matmul arithmetic (its main renamed away) and requires,
-// for Q4_0, Q8_0, Q4_1 and Q4_K, every prologue, bias and accumulate, each of the
+// for Q4_0, Q8_0, Q4_1, Q4_K and Q6_K, every prologue, bias and accumulate, each of the
 // tile configurations (128/64/32 outputs x 64 rows, 128 x 128 on 16 warps; the
 // pipeline depths 0-2: 2 to 6 slices in flight; Q4_0's offset in the mma
 // accumulator), 1 to 131 rows, k with
 // full and partial slices and more slices than stages, n_out not a multiple of
 // the tile and misaligned weight rows:
 //  - every output bit-identical to the reference and to the older int8
-//    tensor-core kernel (int_mma_kernel, 16-row tiles) on the same inputs;
+//    tensor-core kernel (int_mma_kernel, 16-row tiles) on the same inputs (Q6_K,
+//    which has no such kernel: to the dp4a dot kernel's 8-row tiles);
 //  - within the int8-activation bound of a float64 product;
 //  - no cp.async copy left pending.
 // A negative control (the tile kernel with one block's scale changed) must
-// differ. Usage: test_int_tiles [smoke|v1|deep [FROM TO]|dtype DTYPE] (default: v1 and deep; dtype: the
+// differ, and for Q6_K the reference with each block's two half scales swapped
+// must disagree with the kernel. Usage: test_int_tiles [smoke|v1|deep [FROM TO]|dtype DTYPE] (default: v1 and deep; dtype: the
 // v1 configurations of one strata_dtype value, e.g. 12 for Q4_K)
 #define main test_int_main
 #include "test_int.cpp"
@@ -41,7 +43,7 @@ static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_row
     });
     TT::TileParams p{};
     p.xq = xq16; p.meta = meta16; p.ssq = ssq.data();
-    p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = nb * bbytes(kDt);
+    p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = rowbytes(kDt, k);
     p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
     p.w = w; p.w_end = w + n_out * p.w_row_bytes;
     p.bias = bias; p.y = y; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
@@ -93,6 +95,7 @@ static void run_tiles(int dt, int shape, int pro, const float* x, int64_t x_stri
     if (dt == STRATA_Q4_0) run_tiles_dt<STRATA_Q4_0>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     else if (dt == STRATA_Q8_0) run_tiles_dt<STRATA_Q8_0>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     else if (dt == STRATA_Q4_1) run_tiles_dt<STRATA_Q4_1>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else if (dt == STRATA_Q6_K) run_tiles_dt<STRATA_Q6_K>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     else run_tiles_dt<STRATA_Q4_K>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
 }
 
@@ -113,19 +116,24 @@ static void one_tiles(int dt, int shape, int pro, int64_t k, int64_t n_out, int6
     const float* bp = bias_on ? bias.data() : nullptr;
     run_tiles(dt, shape, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, y.data(), acc_on);
     int bad_old = 0;
-    if (with_old) {  // the older int8 tensor-core kernel on the same inputs
+    if (with_old) {  // the older int8 tensor-core kernel (Q6_K: the dp4a kernel) on the same inputs
         std::vector<float> yo = y0;
-        run_int(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, yo.data(), acc_on, 1000, 2);
+        run_int(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, yo.data(), acc_on, 1000,
+                dt == STRATA_Q6_K ? 0 : 2);
         for (size_t i = 0; i < y.size(); ++i) bad_old += bits(yo[i]) != bits(y[i]);
     }
-    const int64_t rb = k / 32 * bbytes(dt);
-    int bad = 0, far = 0;
+    const int64_t rb = rowbytes(dt, k);
+    int bad = 0, far = 0, swapped_same = 0;
     for (int64_t r = 0; r < n_rows; ++r) {
         const float* xr = x.data() + r * stride;
         Act a = ref_act(pro, xr, g.data(), k);
         for (int64_t o = 0; o < n_out; ++o) {
             const float ref = ref_out(dt, pro, a, wp + o * rb, k, eps, bp, o, y0[r * n_out + o], acc_on);
             if (bits(ref) != bits(y[r * n_out + o])) ++bad;
+            if (dt == STRATA_Q6_K &&
+                bits(ref_out(dt, pro, a, wp + o * rb, k, eps, bp, o, y0[r * n_out + o], acc_on, false, true)) ==
+                    bits(y[r * n_out + o]))
+                ++swapped_same;
             // float64 with the exact x' (no activation rounding): within Σ_b (dx_b/2)·Σ|w| + float32 accumulation
             double exact = 0, bound = 0, mag = 0;
             for (int64_t b = 0; b < k / 32; ++b) {
@@ -150,6 +158,9 @@ static void one_tiles(int dt, int shape, int pro, int64_t k, int64_t n_out, int6
           shape, dt, pro, (long)k, (long)n_out, (long)n_rows, pad, bad);
     CHECK(bad_old == 0, "tiles shape %d dt %d pro %d k %ld n_out %ld rows %ld: %d outputs differ from int_mma_kernel",
           shape, dt, pro, (long)k, (long)n_out, (long)n_rows, bad_old);
+    if (dt == STRATA_Q6_K)
+        CHECK(swapped_same * 10 <= n_rows * n_out, "tiles Q6_K negative control: %d of %ld outputs equal with swapped half scales",
+              swapped_same, (long)(n_rows * n_out));
     CHECK(far == 0, "tiles dt %d pro %d k %ld rows %ld: %d outputs outside the int8 bound of float64", dt, pro, (long)k,
           (long)n_rows, far);
 }
@@ -159,18 +170,20 @@ int main(int argc, char** argv) {
     const std::string what = argc > 1 ? argv[1] : "";
     const bool smoke = what == "smoke";
     const int only_dt = argc > 2 && what == "dtype" ? std::atoi(argv[2]) : -1;
-    const int dts[4] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1, STRATA_Q4_K};
+    const int dts[5] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1, STRATA_Q4_K, STRATA_Q6_K};
     if (smoke) {
         for (int shape = 0; shape < 3; ++shape) {
             one_tiles(dts[shape], shape, shape, 576, 77, 70, 2, shape == 1, shape == 2, true);
             one_tiles(STRATA_Q4_K, shape, 2 - shape, 512, 77, 70, 2 * shape, shape == 0, shape == 1, true);
+            one_tiles(STRATA_Q6_K, shape, (shape + 1) % 3, 768, 77, 70, 2 + 2 * shape, shape == 1, shape == 0, true);
         }
     }
     if (what == "" || what == "v1" || what == "dtype") {
         // Depth 0, 64-row shapes (the kernel as first shipped).
         // k: one partial slice; 2 full + 1 partial slice (rows of 324/612/360 bytes: every 16-byte phase);
         // 3 full slices. n_out: a partial tile of every shape. Rows: 1, 5, 64 (one full row tile), 70, 130.
-        // Q4_K: 1, 2 and 3 whole super-blocks (row phases 0, 2, 4, 6 from the padding).
+        // Q4_K and Q6_K: 1, 2 and 3 whole super-blocks (row phases 0, 2, 4, 6 from the padding; Q6_K's
+        // slices also move the phase by 2 bytes each).
         const int64_t ks[3] = {96, 576, 768}, ks_k[3] = {256, 512, 768};
         const int64_t rows[5] = {1, 5, 64, 70, 130};
         int cfg = 0;
@@ -179,7 +192,7 @@ int main(int argc, char** argv) {
                 for (int pro = 0; pro < 3; ++pro) {
                     ++cfg;
                     if (only_dt >= 0 && dt != only_dt) continue;
-                    const int64_t k = (dt == STRATA_Q4_K ? ks_k : ks)[(cfg + pro) % 3];
+                    const int64_t k = (dt == STRATA_Q4_K || dt == STRATA_Q6_K ? ks_k : ks)[(cfg + pro) % 3];
                     const int64_t n_out = shape == 0 ? 150 : (shape == 1 ? 77 : 45);
                     const int64_t nr = rows[cfg % 5];
                     one_tiles(dt, shape, pro, k, n_out, nr, 2 * (cfg % 4), cfg % 3 == 0, cfg % 3 == 1, cfg % 2 == 0);
@@ -196,12 +209,13 @@ int main(int argc, char** argv) {
             {STRATA_Q4_0, 3 + 8}, {STRATA_Q4_0, 2 + 8}, {STRATA_Q4_0, 12 + 3 + 4}, {STRATA_Q4_0, 12 + 2},
             {STRATA_Q8_0, 3 + 8}, {STRATA_Q4_0, 0}, {STRATA_Q4_0, 1 + 4}, {STRATA_Q8_0, 2 + 8},
             {STRATA_Q4_0, 12 + 0}, {STRATA_Q4_1, 2 + 8}, {STRATA_Q4_0, 0 + 8}, {STRATA_Q4_0, 12 + 1 + 4},
-            {STRATA_Q4_0, 3}, {STRATA_Q4_0, 2 + 4}, {STRATA_Q8_0, 1 + 8}, {STRATA_Q4_1, 3}};
+            {STRATA_Q4_0, 3}, {STRATA_Q4_0, 2 + 4}, {STRATA_Q8_0, 1 + 8}, {STRATA_Q4_1, 3},
+            {STRATA_Q6_K, 2 + 8}, {STRATA_Q6_K, 3 + 8}, {STRATA_Q6_K, 0}, {STRATA_Q6_K, 12 + 1 + 4}};
         const int n_deep = (int)(sizeof(deep) / sizeof(deep[0]));
         const int from = argc > 2 ? atoi(argv[2]) : 0, to = argc > 3 ? std::min(atoi(argv[3]), n_deep) : n_deep;
         for (int i = from; i < to; ++i) {
             const int c = deep[i].choice, shape = c % 4, pro = i % 3;
-            const int64_t k = i % 4 == 3 ? 800 : 1568;
+            const int64_t k = deep[i].dt == STRATA_Q6_K ? (i % 4 == 3 ? 768 : 1792) : (i % 4 == 3 ? 800 : 1568);
             const int64_t n_out = shape == 1 ? 61 : (shape == 2 ? 45 : 123);             // one partial tile
             const int64_t nr = shape == 3 ? (i == 0 ? 131 : 70) : (i % 2 ? 70 : 9);        // 1 or 2 row tiles
             fprintf(stderr, "deep %d/%d: dt %d choice %d pro %d k %ld n_out %ld rows %ld\n", i + 1, n_deep, deep[i].dt, c,

@@ -1,12 +1,13 @@
-"""Strata's promise through the integer matmul's many-row kernel: on Q4_0, Q8_0 and Q4_K models,
+"""Strata's promise through the integer matmul's many-row kernel: on Q4_0, Q8_0, Q4_K and Q6_K models,
 steps of 64 rows and more (long prompts read in big chunks, prefill beside decode) can run
 CUDA's int8 tile kernel (libstrata/src/cuda/cuda_int_mma_tiles.cu; at `auto` only on matrices
 large enough, so the tiny model's matrices need STRATA_INT_MATMUL=tiles), and every request
 must still get the tokens it gets alone.
 
 Tiny random-weight llama files written by `strata synth --pure` hold every matrix in one type;
-the Q4_K_M file is llama-quantize's mix (Q4_K on the integer path, Q6_K for the output and layer
-1's attn_v / ffn_down on the f16 tensor-core path), so one step runs both paths.
+the Q4_K_M file is llama-quantize's mix (Q4_K, and Q6_K for the output and layer 1's attn_v /
+ffn_down: both on the integer path, Q6_K through the dp4a kernel below the tile kernel's rows),
+so one step runs both types' kernels.
 Solo runs read each prompt (150 to 230 tokens) in one chunk; the batched run admits four
 requests at staggered steps and reads prompts in chunks of 96 beside the others' decode rows,
 so the matmuls of a step see different row counts and tile positions. On CUDA the batched run
@@ -35,7 +36,7 @@ def seeded(seed: int) -> SamplingParams:
     return SamplingParams(temperature=0.9, top_k=50, seed=seed, max_tokens=8, ignore_eos=True)
 
 
-@pytest.fixture(scope="module", params=["Q4_0", "Q8_0", "Q4_K", "Q4_K_M"])
+@pytest.fixture(scope="module", params=["Q4_0", "Q8_0", "Q4_K", "Q6_K", "Q4_K_M"])
 def model_file(request, tmp_path_factory):
     mix = request.param == "Q4_K_M"
     return tiny_gguf(tmp_path_factory, request.param, seed=5, folder="int_tiles", pure=not mix)

@@ -1,8 +1,9 @@
 """The CUDA integer matmul's many-row tile kernel (libstrata/src/cuda/cuda_int_mma_tiles.cu)
 against the older integer kernels (dp4a, 8/16-row int8 mma), bit for bit on the device:
 STRATA_INT_MATMUL=tiles (tiles:v1..v6: one routing; tiles:128/64/32 and tiles:NOxROWSdD: one
-configuration of tile shape and pipeline depth) runs the tile kernel at every row count, =legacy never, so each case runs both on the same buffers. Q4_0, Q8_0 and Q4_K (the
-types routed to the integer path; Q4_K's k rounded down to whole 256-value super-blocks), every
+configuration of tile shape and pipeline depth) runs the tile kernel at every row count, =legacy never, so each case runs both on the same buffers. Q4_0, Q8_0, Q4_K and Q6_K (the
+types routed to the integer path; the K-quants' k rounded down to whole 256-value super-blocks;
+Q6_K's `legacy` kernel is the dp4a kernel, it has no 8/16-row int8 mma kernel), every
 prologue, bias and accumulate, 1 to 512 rows, n_out and k
 not multiples of a tile or a slice, misaligned weights; the results also within kernel_refs'
 float64 tolerance. Q4_1 (the kernels implement it; it is not routed) is covered by
@@ -18,7 +19,7 @@ from test_matmul_ex import P, PROLOGUES, check, prologue_f64, run_ex, width_of
 
 pytestmark = pytest.mark.gpu
 
-DTYPES = [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_K]
+DTYPES = [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_K, S.DType.Q6_K]
 CASES = [  # (n_rows, k, n_out, w_pad): row tiles of 64, output tiles of 128/64/32, slices of 256 values
     (1, 576, 77, 2),
     (5, 1056, 131, 0),
@@ -31,12 +32,17 @@ CASES = [  # (n_rows, k, n_out, w_pad): row tiles of 64, output tiles of 128/64/
 
 
 def k_for(dtype, k):
-    """k for `dtype`: Q4_K takes whole super-blocks of 256 values (at least one)."""
-    return max(256, k // 256 * 256) if dtype == S.DType.Q4_K else k
+    """k for `dtype`: Q4_K and Q6_K take whole super-blocks of 256 values (at least one)."""
+    return max(256, k // 256 * 256) if dtype in (S.DType.Q4_K, S.DType.Q6_K) else k
 
 
 def random_blocks(rng, dtype, n_out, k):
-    """Raw Q4_0/Q8_0/Q4_K rows of random quants with finite f16 scales (large shapes: no float64 copy)."""
+    """Raw Q4_0/Q8_0/Q4_K/Q6_K rows of random quants with finite f16 scales (large shapes: no float64 copy)."""
+    if dtype == S.DType.Q6_K:  # per super-block: random ql, qh and int8 scales, then the f16 d at byte 208
+        raw = rng.integers(0, 256, (n_out, k // 256, 210), dtype=np.uint8)
+        raw[:, :, 208:] = rng.uniform(0.00005, 0.0004, (n_out, k // 256, 1)).astype(np.float16).view(np.uint8) \
+            .reshape(n_out, k // 256, 2)
+        return raw.reshape(n_out, -1)
     if dtype == S.DType.Q4_K:  # per super-block: f16 d and dmin, then random scales/mins and nibbles
         raw = rng.integers(0, 256, (n_out, k // 256, 144), dtype=np.uint8)
         raw[:, :, :4] = rng.uniform(0.0005, 0.004, (n_out, k // 256, 2)).astype(np.float16).view(np.uint8) \

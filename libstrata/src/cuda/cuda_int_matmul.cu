@@ -1,5 +1,5 @@
 // cuda_int_matmul.cu — y = prologue(x)·Wᵀ (+ bias) (+ y) for Q4_0, Q8_0,
-// Q4_1 and Q4_K weights with integer-exact block products: ONE arithmetic per output
+// Q4_1, Q4_K and Q6_K weights with integer-exact block products: ONE arithmetic per output
 // element whatever the number of rows, the kernel or its tiling.
 //
 // The canonical arithmetic of output (r, o), a function of k alone
@@ -15,6 +15,12 @@
 //     int_block_fold: acc = fmaf(d·dx, I, acc) (Q4_1: then fmaf(m, dx·sx, acc)).
 //     Q4_K (cuda_int_kquant.cuh): super-block = slice, sub-block j = block j,
 //     folded as Q4_1 with d = d_sb·sc_j and m = −(dmin_sb·m_j) (both exact).
+//     Q6_K (cuda_int_q6k.cuh): super-block = slice; block j's integer is
+//     I = sc0·I0 + sc1·I1, I0/I1 = Σ (q − 32)·xq over its two 16-value halves,
+//     sc0/sc1 their int8 scales: exact, |I| < 2^24, so (float)I (cvt.rn) is
+//     exact; folded as Q4_0/Q8_0: acc = fmaf(d·dx, (float)I, acc). Q6_K runs
+//     only the dp4a kernels here (one row; 8-row tiles for every row count
+//     the tile kernel does not take), never int_mma_kernel or the few-row one.
 //  3. Slices of 8 blocks: acc starts at 0, blocks in ascending order;
 //     total = acc_0, then total = total + acc_s in slice order.
 //  4. RMSNORM: total = total · rsqrt(ssq/k + eps); v = total (+ bias);
@@ -39,6 +45,7 @@
 #include "cuda_int_gemv.cuh"
 #include "cuda_int_kquant.cuh"
 #include "cuda_int_mma.cuh"
+#include "cuda_int_q6k.cuh"
 #include "cuda_int_rows.cuh"
 #include "cuda_int_tiles.cuh"
 #include "core/dtype.h"
@@ -167,14 +174,14 @@ __device__ __forceinline__ int addr_delta16(const void* p) { return (int)(reinte
 // issued before pdl_wait() (early_weights); one commit covers both.
 template <int kDtype>
 __device__ __forceinline__ void stage_weights(const IntParams& p, uint8_t* stage, int part, int64_t o0, int no) {
-    constexpr int B = IntW<kDtype>::kBytes;
+    constexpr int SB = kIntSliceBytes<kDtype>;  // 8 blocks' bytes (Q6_K: whole slices only, 210)
     const int64_t b0 = (int64_t)part * p.ps * kIntSliceBlocks;
     const int nblk = (int)min((int64_t)p.ps * kIntSliceBlocks, p.nb - b0);
-    const int len = nblk * B;
+    const int len = nblk * SB / kIntSliceBlocks;
     const int npm = (len + 15) / 16 + 1;  // pieces per weight row, at most
     for (int idx = threadIdx.x; idx < no * npm; idx += p.threads) {
         const int row = idx / npm, pc = idx - row * npm;
-        const uint8_t* s = p.w + (o0 + row) * p.w_row_bytes + b0 * B;
+        const uint8_t* s = p.w + (o0 + row) * p.w_row_bytes + b0 * SB / kIntSliceBlocks;
         const uint8_t* a = s - addr_delta16(s);
         const int np = (int)((s + len - a + 15) >> 4);
         if (pc < np) {
@@ -290,6 +297,19 @@ __device__ __forceinline__ void slice_any(const IntParams& p, const uint8_t* sp,
     }
 }
 
+// A Q6_K slice (one super-block, always 8 blocks) from its 2-byte aligned start: its 16-byte phase
+// changes from slice to slice (210 bytes), so its words come through Q6Src (cuda_int_q6k.cuh).
+template <int kR>
+__device__ __forceinline__ void slice_q6k(const IntParams& p, const uint8_t* sb, const uint8_t* xs,
+                                          const uint8_t* ms, int nr, float (&acc)[kR]) {
+    const Q6Src src(sb);
+#pragma unroll
+    for (int j = 0; j < kIntSliceBlocks; ++j) {
+        const IntBlock<STRATA_Q6_K> wb = int_block_q6k(src, j);
+        block_rows<STRATA_Q6_K, kR>(p, wb, xs, ms, j, nr, acc);
+    }
+}
+
 // The fused kernel's pre-pass: rows [r0, r0 + nr) of x quantized into shared
 // memory by the pre-pass's per-element expressions. Four lanes per block of 32
 // values (lane j of the four: values j, j+4, …, j+28), a whole warp there: the
@@ -378,8 +398,8 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
     early_weights<kDtype>(p, p.no);  // weights only, before the wait
     pdl_wait();
     pdl_launch_dependents();
-    constexpr int SB = kIntSliceBlocks * IntW<kDtype>::kBytes;  // a multiple of 16
-    static_assert(SB % 16 == 0, "a slice must span whole 16-byte windows");
+    constexpr int SB = kIntSliceBytes<kDtype>;  // a multiple of 16 (Q6_K: 210, read through Q6Src)
+    static_assert(SB % 16 == 0 || kDtype == STRATA_Q6_K, "a slice must span whole 16-byte windows");
     uint8_t* smem = mma_smem();
     float* part = reinterpret_cast<float*>(smem + (p.n_parts > 1 ? 2 : 1) * p.stage_bytes);  // [ps][no][kR]
     const int t = threadIdx.x;
@@ -425,7 +445,8 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
                 float acc[kR];
 #pragma unroll
                 for (int r = 0; r < kR; ++r) acc[r] = 0.0f;
-                switch (delta) {
+                if constexpr (kDtype == STRATA_Q6_K) slice_q6k<kR>(p, base + delta, xs, ms, nr, acc);
+                else switch (delta) {
                 case 0: slice_at<kDtype, kR, 0>(p, base, xs, ms, nbs, nr, acc); break;
                 case 4: slice_at<kDtype, kR, 4>(p, base, xs, ms, nbs, nr, acc); break;
                 case 8: slice_at<kDtype, kR, 8>(p, base, xs, ms, nbs, nr, acc); break;
@@ -611,12 +632,12 @@ __global__ void __launch_bounds__(kMmaThreads) int_mma_kernel(const IntParams p)
 }
 
 // The mma kernel's shape: 64 outputs, parts of 2 slices (4 x 2 warp units).
-inline void mma_shape(IntParams& p, int block_bytes, int kr) {
+inline void mma_shape(IntParams& p, int slice_bytes, int kr) {
     p.no = kMmaNO;
     p.ps = min(p.n_slices, 2);
     p.threads = kMmaThreads;
     p.n_parts = (p.n_slices + p.ps - 1) / p.ps;
-    int ws = p.ps * kIntSliceBlocks * block_bytes + 16;
+    int ws = p.ps * slice_bytes + 16;
     ws = (ws + 15) / 16 * 16;
     if ((ws / 16) % 2 == 0) ws += 16;
     p.wstride = ws;
@@ -634,14 +655,14 @@ inline int mma_smem_bytes(const IntParams& p, int kr) {
 // threads; 16 at most with 8 rows, for shared memory), the part's weight rows
 // at a stride that is an odd number of 16-byte windows (the 8 threads of a
 // quarter warp read 8 different rows: no bank conflicts).
-inline void dot_shape(IntParams& p, int block_bytes, int sms, int kr) {
+inline void dot_shape(IntParams& p, int slice_bytes, int sms, int kr) {
     int no = p.n_slices <= 8 ? 32 : (p.n_slices <= 16 ? 16 : 8);
     while (no > 2 && (p.n_out + no - 1) / no < 2 * sms) no /= 2;
     p.no = no;
     p.ps = min(min(p.n_slices, kDotThreads / no), kr > 1 ? 16 : 32);
     p.threads = 32 * ((max(no * p.ps, kr * no) + 31) / 32);  // one unit per thread; the fold has no x kr elements
     p.n_parts = (p.n_slices + p.ps - 1) / p.ps;
-    int ws = p.ps * kIntSliceBlocks * block_bytes + 16;
+    int ws = p.ps * slice_bytes + 16;
     ws = (ws + 15) / 16 * 16;
     if ((ws / 16) % 2 == 0) ws += 16;
     p.wstride = ws;
@@ -687,7 +708,7 @@ inline int64_t dot_fused_grid(const IntParams& p, int64_t resident) {
 // model's logits by up to ~1 (a float64 NumPy estimate, bench/RESULTS.md), beyond what
 // tests/test_backend_agreement.py allows between CUDA and the float32 CPU backend.
 bool int_matmul_supports(int32_t w_dtype) {
-    return w_dtype == STRATA_Q4_0 || w_dtype == STRATA_Q8_0 || w_dtype == STRATA_Q4_K;
+    return w_dtype == STRATA_Q4_0 || w_dtype == STRATA_Q8_0 || w_dtype == STRATA_Q4_K || w_dtype == STRATA_Q6_K;
 }
 
 namespace {
@@ -723,7 +744,9 @@ IntLimits int_limits(int dev) {
             (const void*)int_mma_kernel<STRATA_Q4_1, 1>, (const void*)int_mma_kernel<STRATA_Q4_1, 2>,
             (const void*)int_dot_kernel<STRATA_Q4_K, 1, false>, (const void*)int_dot_kernel<STRATA_Q4_K, kDotRows, false>,
             (const void*)int_dot_kernel<STRATA_Q4_K, 1, true>, (const void*)int_dot_kernel<STRATA_Q4_K, kDotRows, true>,
-            (const void*)int_mma_kernel<STRATA_Q4_K, 1>, (const void*)int_mma_kernel<STRATA_Q4_K, 2>};
+            (const void*)int_mma_kernel<STRATA_Q4_K, 1>, (const void*)int_mma_kernel<STRATA_Q4_K, 2>,
+            (const void*)int_dot_kernel<STRATA_Q6_K, 1, false>, (const void*)int_dot_kernel<STRATA_Q6_K, kDotRows, false>,
+            (const void*)int_dot_kernel<STRATA_Q6_K, 1, true>, (const void*)int_dot_kernel<STRATA_Q6_K, kDotRows, true>};
         cudaError_t err = cudaSuccess;
         for (const void* f : kernels)
             if (err == cudaSuccess) err = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, d.smem_optin);
@@ -750,6 +773,9 @@ IntKernel dot_kernel_for(int32_t w_dtype, int kr, bool fused) {
     case STRATA_Q4_K:
         return kr == 1 ? (fused ? int_dot_kernel<STRATA_Q4_K, 1, true> : int_dot_kernel<STRATA_Q4_K, 1, false>)
                        : (fused ? int_dot_kernel<STRATA_Q4_K, kDotRows, true> : int_dot_kernel<STRATA_Q4_K, kDotRows, false>);
+    case STRATA_Q6_K:
+        return kr == 1 ? (fused ? int_dot_kernel<STRATA_Q6_K, 1, true> : int_dot_kernel<STRATA_Q6_K, 1, false>)
+                       : (fused ? int_dot_kernel<STRATA_Q6_K, kDotRows, true> : int_dot_kernel<STRATA_Q6_K, kDotRows, false>);
     default: return nullptr;
     }
 }
@@ -815,19 +841,23 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     p.x = a.x;
     p.x_stride = x_stride;
     p.norm = a.norm_weight;
-    const int bb = a.w_dtype == STRATA_Q4_0 ? IntW<STRATA_Q4_0>::kBytes
-                 : a.w_dtype == STRATA_Q8_0 ? IntW<STRATA_Q8_0>::kBytes
-                 : a.w_dtype == STRATA_Q4_K ? IntW<STRATA_Q4_K>::kBytes
-                                            : IntW<STRATA_Q4_1>::kBytes;
+    const int sb = a.w_dtype == STRATA_Q4_0 ? kIntSliceBytes<STRATA_Q4_0>
+                 : a.w_dtype == STRATA_Q8_0 ? kIntSliceBytes<STRATA_Q8_0>
+                 : a.w_dtype == STRATA_Q4_K ? kIntSliceBytes<STRATA_Q4_K>
+                 : a.w_dtype == STRATA_Q6_K ? kIntSliceBytes<STRATA_Q6_K>
+                                            : kIntSliceBytes<STRATA_Q4_1>;
     // Which kernel never changes a bit (each runs the canonical per-element sequence). One row: dp4a
     // with one accumulator; more rows: the int8 tensor-core kernel (64 outputs x 8 or 16 rows) when its
     // tiles fill the GPU, else dp4a tiles of 8 rows (small matrices: more, smaller CTAs).
     const int64_t mt8 = (a.n_out + kMmaNO - 1) / kMmaNO * ((a.n_rows + 7) / 8);
     const int64_t mt16 = (a.n_out + kMmaNO - 1) / kMmaNO * ((a.n_rows + 15) / 16);
-    const int kind = a.n_rows == 1 ? 0 : (a.n_rows > 8 && mt16 >= lim.sms ? 3 : (mt8 >= lim.sms ? 2 : 1));
+    // Q6_K has no int8 mma kernel here (its two half scales per block: the tile kernel's two mmas per
+    // block); its rows the tiles do not take go through the dp4a kernels, the same bits.
+    const bool q6k = a.w_dtype == STRATA_Q6_K;
+    const int kind = a.n_rows == 1 ? 0 : (!q6k && a.n_rows > 8 && mt16 >= lim.sms ? 3 : (!q6k && mt8 >= lim.sms ? 2 : 1));
     const int kr = kind == 0 ? 1 : (kind == 3 ? 16 : 8);
-    if (kind >= 2) mma_shape(p, bb, kr);
-    else dot_shape(p, bb, lim.sms, kr);
+    if (kind >= 2) mma_shape(p, sb, kr);
+    else dot_shape(p, sb, lim.sms, kr);
     const int64_t n_rt = (a.n_rows + kr - 1) / kr, n_ot = (a.n_out + p.no - 1) / p.no;
     if (n_rt * n_ot > INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer path has too many tiles");
     p.n_row_tiles = (int)n_rt;

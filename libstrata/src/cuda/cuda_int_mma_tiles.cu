@@ -30,7 +30,9 @@
 // of a slice in order, and adds the slice totals in order, in registers.
 // Checked bit for bit against the host reference and the older kernels by
 // libstrata/cuda_emu/test_int_tiles.cpp, and on the device by
-// tests/kernels/test_int_tiles.py.
+// tests/kernels/test_int_tiles.py. Q6_K (two scales per block of 32) runs two
+// mmas per block, one per 16-value half, and converts sc0·I0 + sc1·I1 with cvt
+// (q6k_tile_block, cuda_int_q6k.cuh): the magic number is exact only below 2^22.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -40,6 +42,7 @@
 #include "cuda_int_blocks.cuh"
 #include "cuda_int_kquant.cuh"
 #include "cuda_int_mma.cuh"
+#include "cuda_int_q6k.cuh"
 #include "cuda_int_tiles.cuh"
 #include "core/dtype.h"
 #include "cuda_kernels.cuh"
@@ -97,7 +100,7 @@ struct TileLayout {
     static constexpr int kRows = (kWarps / kWM) * kRW;         // rows per CTA
     static_assert(kWarps % kWM == 0 && kThreads >= kRows, "warps cover the rows; a thread per row's factor");
     static_assert(kNT % 2 == 0, "B fragments come two n-tiles per ldmatrix");
-    static constexpr int kSB = kIntSliceBlocks * IntW<kDtype>::kBytes;  // slice bytes of a weight row
+    static constexpr int kSB = kIntSliceBytes<kDtype>;  // slice bytes of a weight row (Q6_K: 210)
     static constexpr int kWP = kSB / 16 + 1;                    // 16-byte pieces of a row's window
     static constexpr int kWS = 16 * (kWP % 2 ? kWP : kWP + 1);  // odd multiple of 16: 8 rows hit 8 bank groups
     static constexpr int kXS = 16 * (2 * kIntSliceBlocks + 1);  // an activation row: 256 bytes + 16
@@ -194,14 +197,13 @@ __device__ __forceinline__ void mma_magic(int (&d)[4], const uint32_t (&a)[4], u
 template <int kDtype, class L>
 __device__ __forceinline__ void stage_slice(const TileParams& p, uint8_t* slot, int s, int64_t o0, int no,
                                             int64_t r0, int nr) {
-    constexpr int B = IntW<kDtype>::kBytes;
     const int64_t b0 = (int64_t)s * kIntSliceBlocks;
     const int nblk = (int)min((int64_t)kIntSliceBlocks, p.nb - b0);
-    const int len = nblk * B;
+    const int len = nblk * L::kSB / kIntSliceBlocks;
     for (int idx = threadIdx.x; idx < L::kNO * L::kWP; idx += L::kThreads) {
         const int row = idx / L::kWP, pc = idx - row * L::kWP;
         if (row >= no) break;  // idx grows with row
-        const uint8_t* src = p.w + (o0 + row) * p.w_row_bytes + b0 * B;
+        const uint8_t* src = p.w + (o0 + row) * p.w_row_bytes + (int64_t)s * L::kSB;
         const uint8_t* a = src - (reinterpret_cast<uintptr_t>(src) & 15);
         const int np = (int)((src + len - a + 15) >> 4);
         if (pc < np) {
@@ -311,8 +313,10 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const int ol = wm * 16 * kMT + 16 * mt + g + 8 * h;
+                    // (Q6_K's 210-byte slices: the phase of slice s, not of the row)
+                    const int64_t sofs = L::kSB % 16 ? (int64_t)s * L::kSB : 0;
                     wofs[mt][h] = ol * L::kWS + (ol < no ? (int)(reinterpret_cast<uintptr_t>(
-                                                                  p.w + (o0 + ol) * p.w_row_bytes) & 15)
+                                                                  p.w + (o0 + ol) * p.w_row_bytes + sofs) & 15)
                                                           : 0);
                 }
             float acc[kMT][kNT][4];
@@ -347,6 +351,15 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
                         const float2 u = *reinterpret_cast<const float2*>(dst + j * L::kDS + 8 * nt + 2 * tq);
                         ds[nt][0] = u.x; ds[nt][1] = u.y;
                     }
+                }
+                if constexpr (kDtype == STRATA_Q6_K) {  // two mmas per block (cuda_int_q6k.cuh)
+                    q6k_tile_block<kMT, kNT>(st, wofs, j, tq, b, dx, acc,
+                                             [](int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+                                                 mma_magic<false>(c, a, b0, b1);
+#pragma unroll
+                                                 for (int e = 0; e < 4; ++e) c[e] -= (int)kMagic;  // exact int32
+                                             });
+                    return;
                 }
 #pragma unroll
                 for (int mt = 0; mt < kMT; ++mt) {
@@ -486,6 +499,7 @@ void tiles_init(int dev) {
         set_smem<STRATA_Q8_0>(err);
         set_smem<STRATA_Q4_1>(err);
         set_smem<STRATA_Q4_K>(err);
+        set_smem<STRATA_Q6_K>(err);
         (void)cudaThreadExchangeStreamCaptureMode(&mode);
         result[dev] = err;
     });
@@ -655,6 +669,7 @@ void launch_int_tiles(const IntTilesArgs& a, int choice, int dev, cudaStream_t s
     case STRATA_Q8_0: launch_choice<STRATA_Q8_0>(p, choice, stream); break;
     case STRATA_Q4_1: launch_choice<STRATA_Q4_1>(p, choice, stream); break;
     case STRATA_Q4_K: launch_choice<STRATA_Q4_K>(p, choice, stream); break;
+    case STRATA_Q6_K: launch_choice<STRATA_Q6_K>(p, choice, stream); break;
     default: fail(STRATA_ERR_INTERNAL, "cuda matmul: no integer tile path for dtype " + std::to_string(a.w_dtype));
     }
     check_launch("matmul (integer tiles)");

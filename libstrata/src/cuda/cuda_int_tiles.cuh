@@ -16,7 +16,7 @@ struct IntTilesArgs {
     const float* ssq;
     int64_t n_rows, k, n_out;
     int nbp;
-    int32_t w_dtype;  // STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1 or STRATA_Q4_K
+    int32_t w_dtype;  // STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1, STRATA_Q4_K or STRATA_Q6_K
     const void* w;
     const float* bias;
     float* y;
