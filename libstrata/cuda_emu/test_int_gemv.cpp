@@ -1,7 +1,7 @@
 // test_int_gemv.cpp — the memory-bound integer matmul for 1 to 8 rows
 // (cuda_int_gemv.cu) under the host emulator. Reuses test_int.cpp's host
 // reference of the canonical integer-matmul arithmetic (its main renamed away)
-// and requires, for Q4_0, Q8_0, Q4_1 and Q4_K, every prologue, bias and
+// and requires, for Q4_0, Q8_0, Q4_1, Q4_K and Q6_K, every prologue, bias and
 // accumulate, 1 to 8 rows with each row template that holds them (1, 2, 4, 8),
 // every weight alignment path (16-byte windows, words, halves: aligned rows,
 // rows of 324 bytes as at k = 576, 2-byte aligned weights), k of one partial
@@ -12,7 +12,8 @@
 //  - gemv_shape's choices at the 8B / 1B / 135M shapes on 132 SMs fit the
 //    limits (threads, shared memory) and give every SM a CTA.
 // Negative controls: the reference with two slices folded in the other order,
-// and the kernel on weights with one block scale changed, must each differ
+// the Q6_K reference with each block's two half scales swapped, and the kernel
+// on weights with one block scale changed, must each differ
 // from the kernel's output in some bit (so the comparisons can fail).
 // Usage: test_int_gemv [smoke]
 #define main test_int_main
@@ -61,7 +62,7 @@ static void run_gemv(int dt, int pro, const float* x, int64_t x_stride, int64_t 
     });
     TG::GemvParams p{};
     p.xq = xq16; p.meta = meta16; p.ssq = ssq.data();
-    p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = nb * bbytes(dt);
+    p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = rowbytes(dt, k);
     p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
     p.w = w; p.bias = bias; p.y = y; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
     const bool ok = TG::gemv_shape(p, kr, sms);
@@ -71,13 +72,15 @@ static void run_gemv(int dt, int pro, const float* x, int64_t x_stride, int64_t 
     CHECK(smem <= TG::kGemvSmem && p.threads <= TG::kGemvThreads && p.threads % 32 == 0 && p.no * p.sl <= p.threads,
           "shape no %d sl %d threads %d smem %ld", p.no, p.sl, p.threads, (long)smem);
     const int launcher = TG::gemv_align(w, p.w_row_bytes);
-    if (align == 0 || align > launcher) align = launcher;  // a narrower path than the launcher's is always valid
+    if (align == 0 || align > launcher) align = launcher;
+    if (dt == STRATA_Q6_K) align = 2;  // the launcher's only Q6_K path (Q6Src: any 2-byte phase)  // a narrower path than the launcher's is always valid
     align_seen[align]++;
     memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));  // partials never written read as NaN
     if (dt == STRATA_Q4_0) run_gemv_dt<STRATA_Q4_0>(p, kr, align);
     else if (dt == STRATA_Q8_0) run_gemv_dt<STRATA_Q8_0>(p, kr, align);
     else if (dt == STRATA_Q4_1) run_gemv_dt<STRATA_Q4_1>(p, kr, align);
-    else run_gemv_dt<STRATA_Q4_K>(p, kr, align);
+    else if (dt == STRATA_Q4_K) run_gemv_dt<STRATA_Q4_K>(p, kr, align);
+    else run_gemv_dt<STRATA_Q6_K>(p, kr, align);
 }
 
 static int kr_for(int64_t rows) { return rows <= 1 ? 1 : (rows <= 2 ? 2 : (rows <= 4 ? 4 : 8)); }
@@ -104,7 +107,7 @@ static void one_gemv(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, 
         run_int(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, yo.data(), acc_on, 1000, 0);
         for (size_t i = 0; i < y.size(); ++i) bad_old += bits(yo[i]) != bits(y[i]);
     }
-    const int64_t rb = k / 32 * bbytes(dt);
+    const int64_t rb = rowbytes(dt, k);
     int bad = 0;
     for (int64_t r = 0; r < n_rows; ++r) {
         const Act a = ref_act(pro, x.data() + r * stride, g.data(), k);
@@ -122,11 +125,12 @@ static void one_gemv(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, 
 int main(int argc, char** argv) {
     setvbuf(stdout, nullptr, _IOLBF, 0);
     const bool smoke = argc > 1 && std::string(argv[1]) == "smoke";
-    const int dts[4] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1, STRATA_Q4_K};
+    const int dts[5] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1, STRATA_Q4_K, STRATA_Q6_K};
     if (smoke) {
         one_gemv(STRATA_Q4_0, 1, 576, 77, 1, 0, true, false, 1, 132, 0, true);
         one_gemv(STRATA_Q8_0, 2, 32 * 8 * 5 + 64, 70, 5, 2, false, true, 8, 1, 0, true);
         one_gemv(STRATA_Q4_K, 0, 512, 40, 3, 0, true, true, 4, 132, 0, true);
+        one_gemv(STRATA_Q6_K, 1, 768, 21, 2, 2, false, false, 2, 132, 0, true);
     } else {
         // k: one partial slice (3 blocks); 2 full + 1 partial (k = 576: rows of 324 / 612 / 360 bytes);
         // 5 full + 1 partial; 16 slices (rows 16-byte aligned for every type). Q4_K: whole super-blocks.
@@ -137,11 +141,11 @@ int main(int argc, char** argv) {
             for (int pro = 0; pro < 3; ++pro)
                 for (int64_t rows = 1; rows <= 8; ++rows) {
                     ++cfg;
-                    const int64_t k = (dt == STRATA_Q4_K ? ks_k : ks)[(cfg + rows) % 4];
+                    const int64_t k = (dt == STRATA_Q4_K || dt == STRATA_Q6_K ? ks_k : ks)[(cfg + rows) % 4];
                     const int64_t n_out = k >= 4096 ? 37 : 77;
                     // Row templates: the launcher's (kr_for), and sometimes the next wider one (fewer live rows).
                     const int kr = cfg % 5 == 0 && rows < 8 ? std::min(8, 2 * kr_for(rows)) : kr_for(rows);
-                    // Weight alignment: pads 0, 2, 4, 6 bytes, and paths forced narrower than the launcher's.
+                    // Weight alignment: pads 0, 2, 4, 6 bytes (Q6_K: 210-byte slices, every phase in each row), and paths forced narrower than the launcher's.
                     const int pad = 2 * (cfg % 4);
                     const int align = cfg % 3 == 0 ? 2 : (cfg % 3 == 1 && pad % 4 == 0 ? 4 : 0);
                     one_gemv(dt, pro, k, n_out, rows, pad, cfg % 2 == 0, cfg % 3 == 1, kr, cfg % 2 ? 132 : 1, align,
@@ -154,6 +158,7 @@ int main(int argc, char** argv) {
         one_gemv(STRATA_Q8_0, 2, 8192, 13, 2, 0, true, true, 2, 132, 16, false);
         one_gemv(STRATA_Q4_K, 0, 8192, 11, 7, 0, false, true, 8, 1, 16, true);
         one_gemv(STRATA_Q4_1, 0, 8192, 11, 4, 0, true, false, 4, 132, 16, false);
+        one_gemv(STRATA_Q6_K, 2, 14336, 9, 8, 0, true, true, 8, 132, 0, false);
     }
     // gemv_shape at the shapes of the 8B (hidden 4096, ffn 14336), 1B (2048, 8192) and 135M (576, 1536)
     // models, Q4_0, 132 SMs: within the limits, and at least one CTA per SM where there are outputs to share.
@@ -199,6 +204,21 @@ int main(int argc, char** argv) {
         int differ = 0;
         for (size_t i = 0; i < y1.size(); ++i) differ += bits(y1[i]) != bits(y2[i]);
         CHECK(differ > 0, "the negative control (a changed weight scale) changed no bit");
+        // Q6_K: the reference with each block's half scales swapped must differ from the kernel.
+        auto w6 = random_weights(STRATA_Q6_K, n_out, k, 0);
+        run_gemv(STRATA_Q6_K, 0, x.data(), k, n_rows, k, w6.data(), n_out, nullptr, 0, nullptr, y1.data(), false, 2, 132, 0);
+        int same6 = 0, swapped6 = 0;
+        for (int64_t r = 0; r < n_rows; ++r) {
+            const Act a = ref_act(0, x.data() + r * k, nullptr, k);
+            for (int64_t o = 0; o < n_out; ++o) {
+                const uint8_t* wr = w6.data() + o * rowbytes(STRATA_Q6_K, k);
+                same6 += bits(ref_out(STRATA_Q6_K, 0, a, wr, k, 0, nullptr, o, 0, false)) == bits(y1[r * n_out + o]);
+                swapped6 += bits(ref_out(STRATA_Q6_K, 0, a, wr, k, 0, nullptr, o, 0, false, false, true)) !=
+                            bits(y1[r * n_out + o]);
+            }
+        }
+        CHECK(same6 == n_rows * n_out, "Q6_K negative control setup: %d of %ld outputs match", same6, (long)(n_rows * n_out));
+        CHECK(swapped6 > 0, "the negative control (Q6_K half scales swapped) changed no bit");
     }
     printf("alignment paths run: 16-byte %d, words %d, halves %d\n", align_seen[16], align_seen[4], align_seen[2]);
     CHECK(smoke || (align_seen[16] > 0 && align_seen[4] > 0 && align_seen[2] > 0), "an alignment path never ran");

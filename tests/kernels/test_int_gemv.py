@@ -4,7 +4,7 @@ decode) against the routing without it, bit for bit on the device.
 STRATA_INT_GEMV=N runs the kernel for matmuls of 1..N rows, =0 never (the few-row, tile and dot
 kernels as before). Each case runs the same buffers under several values, so a row count is
 computed by the gemv kernel in one run and by another kernel in the next: every output must have
-the same bits. Q4_0, Q8_0 and Q4_K (the types routed to the integer path), every prologue, bias
+the same bits. Q4_0, Q8_0, Q4_K and Q6_K (the types routed to the integer path), every prologue, bias
 and accumulate, 1 to 9 rows (8 = the widest row template, 9 = the first row count it never
 takes), k with partial slices and rows that are not 16-byte aligned (k = 576: 324-byte Q4_0 rows),
 misaligned weights, and the matrices of the 8B, 1B and 135M benchmark models; the results also
@@ -23,7 +23,7 @@ from test_matmul_ex import P, PROLOGUES, check, prologue_f64, run_ex, width_of
 
 pytestmark = pytest.mark.gpu
 
-DTYPES = [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_K]
+DTYPES = [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_K, S.DType.Q6_K]
 CASES = [  # (n_rows, k, n_out, w_pad)
     (1, 576, 77, 2),
     (2, 1056, 131, 0),
@@ -43,8 +43,8 @@ MODEL_SHAPES = [  # (n_out, k): Llama-3.1-8B, Llama-3.2-1B and SmolLM2-135M proj
 
 
 def k_for(dtype, k):
-    """Q4_K takes whole super-blocks of 256 values (at least one)."""
-    return max(256, k // 256 * 256) if dtype == S.DType.Q4_K else k
+    """Q4_K and Q6_K take whole super-blocks of 256 values (at least one)."""
+    return max(256, k // 256 * 256) if dtype in (S.DType.Q4_K, S.DType.Q6_K) else k
 
 
 def under(monkeypatch, run, values):

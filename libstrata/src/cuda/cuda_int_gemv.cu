@@ -13,9 +13,11 @@
 // touches shared memory:
 //  - a thread owns (output, slice) units: it reads its slice's weight blocks
 //    straight from global memory (16-byte loads where rows are 16-byte aligned,
-//    4- or 2-byte loads otherwise: one alignment per launch, so no divergence),
-//    decodes each block once with the cuda_int_blocks.cuh / cuda_int_kquant.cuh
-//    helpers and runs the block's dp4a chain for each of its kR rows;
+//    a full slice's windows all issued before its first block so ~144 bytes per
+//    thread are in flight; 4- or 2-byte loads otherwise: one alignment per
+//    launch, so no divergence),
+//    decodes each block once with the cuda_int_blocks.cuh / cuda_int_kquant.cuh /
+//    cuda_int_q6k.cuh helpers (Q6_K's 210-byte slices: 2-byte phases, Q6Src) and runs the block's dp4a chain for each of its kR rows;
 //  - a CTA owns NO outputs (32, 16, 8 or 4) x all slices; thread t takes output
 //    t % NO and slices t / NO, t / NO + SL, ... (SL = slice lanes), so a warp's
 //    lanes are NO consecutive outputs at 32 / NO slices: the activation loads
@@ -44,6 +46,7 @@
 #include "cuda_int_blocks.cuh"
 #include "cuda_int_gemv.cuh"
 #include "cuda_int_kquant.cuh"
+#include "cuda_int_q6k.cuh"
 #include "core/dtype.h"
 #include "cuda_kernels.cuh"
 #include "cuda_mma.cuh"
@@ -95,7 +98,9 @@ inline bool gemv_shape(GemvParams& p, int kr, int sms) {
 // blocks; 4: words; 2: halves). The same bytes, so the same IntBlock, whatever kA.
 template <int kDtype, int kA, int kJ>
 __device__ __forceinline__ IntBlock<kDtype> gemv_block(const uint8_t* sp) {
-    if constexpr (kIntSuper<kDtype>) {  // Q4_K: from the slice's (= super-block's) first byte
+    if constexpr (kDtype == STRATA_Q6_K) {  // 210-byte slices: any 2-byte phase, through Q6Src's aligned words
+        return int_block_q6k(Q6Src(sp), kJ);
+    } else if constexpr (kIntSuper<kDtype>) {  // Q4_K: from the slice's (= super-block's) first byte
         return int_kblock<kDtype, kA>(sp, kJ);
     } else {
         constexpr int Bt = IntW<kDtype>::kBytes, B = kJ * Bt;
@@ -122,28 +127,60 @@ __device__ __forceinline__ IntBlock<kDtype> gemv_block(const uint8_t* sp) {
     }
 }
 
-// Blocks kJ.. of one slice in order for the kR rows (kFull: all 8, no bounds
-// checks): xs / ms are the slice's activations and meta of row 0 (rows p.k
-// bytes / p.nbp entries apart).
+// Block kJ's dp4a chain and int_block_fold for each of the kR rows: xs / ms are
+// the slice's activations and meta of row 0 (rows p.k bytes / p.nbp entries apart).
+template <int kDtype, int kR, int kJ>
+__device__ __forceinline__ void gemv_rows(const GemvParams& p, const IntBlock<kDtype>& wb, const int8_t* xs,
+                                          const uint2* ms, int nr, float (&acc)[kR]) {
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+        if (kR == 1 || r < nr) {
+            const uint4* xp = reinterpret_cast<const uint4*>(xs + r * p.k + 32 * kJ);
+            const uint4 xa = __ldg(xp), xb = __ldg(xp + 1);
+            const uint2 m = __ldg(ms + r * p.nbp + kJ);
+            const int dot = int_block_dot<kDtype>(wb, xa, xb);
+            acc[r] = int_block_fold<kDtype>(acc[r], wb.d, wb.m, dot, __uint_as_float(m.x), (int)m.y);
+        }
+    }
+}
+
+// Blocks kJ.. of one slice in order, each loaded on its own (kFull: all 8, no bounds checks).
 template <int kDtype, int kR, int kA, int kJ, bool kFull>
 __device__ __forceinline__ void gemv_blocks(const GemvParams& p, const uint8_t* sp, const int8_t* xs, const uint2* ms,
                                             int nbs, int nr, float (&acc)[kR]) {
     if constexpr (kJ < kIntSliceBlocks) {
-        if (kFull || kJ < nbs) {
-            const IntBlock<kDtype> wb = gemv_block<kDtype, kA, kJ>(sp);
-#pragma unroll
-            for (int r = 0; r < kR; ++r) {
-                if (kR == 1 || r < nr) {
-                    const uint4* xp = reinterpret_cast<const uint4*>(xs + r * p.k + 32 * kJ);
-                    const uint4 xa = __ldg(xp), xb = __ldg(xp + 1);
-                    const uint2 m = __ldg(ms + r * p.nbp + kJ);
-                    const int dot = int_block_dot<kDtype>(wb, xa, xb);
-                    acc[r] = int_block_fold<kDtype>(acc[r], wb.d, wb.m, dot, __uint_as_float(m.x), (int)m.y);
-                }
-            }
-        }
+        if (kFull || kJ < nbs) gemv_rows<kDtype, kR, kJ>(p, gemv_block<kDtype, kA, kJ>(sp), xs, ms, nr, acc);
         gemv_blocks<kDtype, kR, kA, kJ + 1, kFull>(p, sp, xs, ms, nbs, nr, acc);
     }
+}
+
+// Blocks kJ.. of a full slice whose 16-byte windows are already in registers (w).
+template <int kDtype, int kR, int kJ, int N>
+__device__ __forceinline__ void gemv_blocks_regs(const GemvParams& p, const uint32_t (&w)[N], const int8_t* xs,
+                                                 const uint2* ms, int nr, float (&acc)[kR]) {
+    if constexpr (kJ < kIntSliceBlocks) {
+        IntBlock<kDtype> wb;
+        if constexpr (kIntSuper<kDtype>) wb = int_kblock<kDtype, 16>(reinterpret_cast<const uint8_t*>(w), kJ);
+        else wb = int_block<kDtype, 0, kJ>(w);
+        gemv_rows<kDtype, kR, kJ>(p, wb, xs, ms, nr, acc);
+        gemv_blocks_regs<kDtype, kR, kJ + 1>(p, w, xs, ms, nr, acc);
+    }
+}
+
+// A full slice on the 16-byte path: all its windows are loaded first (9 for Q4_0 / Q4_K, 17 for
+// Q8_0), so a thread has its whole slice in flight at once rather than a window or two per block.
+template <int kDtype, int kR>
+__device__ __forceinline__ void gemv_slice_regs(const GemvParams& p, const uint8_t* sp, const int8_t* xs,
+                                                const uint2* ms, int nr, float (&acc)[kR]) {
+    constexpr int NW = kIntSliceBytes<kDtype> / 16;
+    alignas(16) uint32_t w[4 * NW];
+    const uint4* wp = reinterpret_cast<const uint4*>(sp);
+#pragma unroll
+    for (int i = 0; i < NW; ++i) {
+        const uint4 v = __ldg(wp + i);
+        w[4 * i] = v.x; w[4 * i + 1] = v.y; w[4 * i + 2] = v.z; w[4 * i + 3] = v.w;
+    }
+    gemv_blocks_regs<kDtype, kR, 0>(p, w, xs, ms, nr, acc);
 }
 
 // Before pdl_wait() (cuda_pdl.cuh): an L2 prefetch of the lines of this thread's
@@ -151,13 +188,13 @@ __device__ __forceinline__ void gemv_blocks(const GemvParams& p, const uint8_t* 
 template <int kDtype>
 __device__ __forceinline__ void early_gemv_prefetch(const GemvParams& p) {
 #if defined(__CUDA_ARCH__)
-    constexpr int Bt = IntW<kDtype>::kBytes;
+    constexpr int SB = kIntSliceBytes<kDtype>;
     const int o_l = (int)threadIdx.x % p.no, sl = (int)threadIdx.x / p.no;
     const int64_t o = (int64_t)blockIdx.x * p.no + o_l;
     if (sl >= p.sl || o >= p.n_out) return;
     const int nbs = min(kIntSliceBlocks, p.nb - sl * kIntSliceBlocks);
-    const uintptr_t a = reinterpret_cast<uintptr_t>(p.w + o * p.w_row_bytes + (int64_t)sl * kIntSliceBlocks * Bt);
-    for (uintptr_t l = a & ~(uintptr_t)127; l < a + (uintptr_t)(nbs * Bt); l += 128)
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p.w + o * p.w_row_bytes + (int64_t)sl * SB);
+    for (uintptr_t l = a & ~(uintptr_t)127; l < a + (uintptr_t)(nbs * SB / kIntSliceBlocks); l += 128)
         asm volatile("prefetch.global.L2 [%0];" ::"l"(l));
 #endif
 }
@@ -167,8 +204,8 @@ __global__ void __launch_bounds__(kGemvThreads) int_gemv_kernel(const GemvParams
     early_gemv_prefetch<kDtype>(p);  // weights only, before the wait
     pdl_wait();
     pdl_launch_dependents();
-    constexpr int SB = kIntSliceBlocks * IntW<kDtype>::kBytes;  // bytes per slice, a multiple of 16
-    static_assert(SB % 16 == 0, "a slice must span whole 16-byte windows");
+    constexpr int SB = kIntSliceBytes<kDtype>;  // bytes per slice, a multiple of 16 (Q6_K: 210, any phase)
+    static_assert(SB % 16 == 0 || kDtype == STRATA_Q6_K, "a slice must span whole 16-byte windows");
     float* part = reinterpret_cast<float*>(mma_smem());  // [n_slices][no][kR]
     const int t = threadIdx.x;
     const int o_l = t % p.no, sl = t / p.no;
@@ -185,7 +222,10 @@ __global__ void __launch_bounds__(kGemvThreads) int_gemv_kernel(const GemvParams
             float acc[kR];
 #pragma unroll
             for (int r = 0; r < kR; ++r) acc[r] = 0.0f;
-            if (nbs == kIntSliceBlocks) gemv_blocks<kDtype, kR, kA, 0, true>(p, sp, xs, ms, nbs, nr, acc);
+            if constexpr (kA == 16 && kDtype != STRATA_Q6_K) {
+                if (nbs == kIntSliceBlocks) gemv_slice_regs<kDtype, kR>(p, sp, xs, ms, nr, acc);
+                else gemv_blocks<kDtype, kR, kA, 0, false>(p, sp, xs, ms, nbs, nr, acc);
+            } else if (nbs == kIntSliceBlocks) gemv_blocks<kDtype, kR, kA, 0, true>(p, sp, xs, ms, nbs, nr, acc);
             else gemv_blocks<kDtype, kR, kA, 0, false>(p, sp, xs, ms, nbs, nr, acc);
             float* pp = part + ((int64_t)s * p.no + o_l) * kR;
 #pragma unroll
@@ -264,7 +304,8 @@ using GemvKernel = void (*)(GemvParams);
 
 template <int kDtype, int kR>
 GemvKernel gemv_kernel_align(int align) {
-    return align == 16 ? int_gemv_kernel<kDtype, kR, 16>
+    if constexpr (kDtype == STRATA_Q6_K) return int_gemv_kernel<kDtype, kR, 2>;  // one path for every phase
+    else return align == 16 ? int_gemv_kernel<kDtype, kR, 16>
                        : (align == 4 ? int_gemv_kernel<kDtype, kR, 4> : int_gemv_kernel<kDtype, kR, 2>);
 }
 
@@ -286,6 +327,7 @@ GemvKernel gemv_kernel_for(int32_t w_dtype, int kr, int align) {
     case STRATA_Q8_0: return gemv_kernel_rows<STRATA_Q8_0>(kr, align);
     case STRATA_Q4_1: return gemv_kernel_rows<STRATA_Q4_1>(kr, align);
     case STRATA_Q4_K: return gemv_kernel_rows<STRATA_Q4_K>(kr, align);
+    case STRATA_Q6_K: return gemv_kernel_rows<STRATA_Q6_K>(kr, 2);  // Q6Src reads any 2-byte phase
     default: return nullptr;
     }
 }
@@ -295,7 +337,9 @@ GemvKernel gemv_kernel_for(int32_t w_dtype, int kr, int align) {
 int int_gemv_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype) {
     const int limit = gemv_env_rows();  // parsed first: a typo is refused whatever the shape
     if (limit == 0 || n_rows < 1 || n_rows > limit || n_out < 1 || k < 32) return 0;
-    if (w_dtype != STRATA_Q4_0 && w_dtype != STRATA_Q8_0 && w_dtype != STRATA_Q4_1 && w_dtype != STRATA_Q4_K) return 0;
+    if (w_dtype != STRATA_Q4_0 && w_dtype != STRATA_Q8_0 && w_dtype != STRATA_Q4_1 && w_dtype != STRATA_Q4_K &&
+        w_dtype != STRATA_Q6_K)
+        return 0;
     if (matmul_env_forces()) return 0;
     const int kr = n_rows <= 1 ? 1 : (n_rows <= 2 ? 2 : (n_rows <= 4 ? 4 : 8));
     if (gemv_smem((k / 32 + kIntSliceBlocks - 1) / kIntSliceBlocks, 4, kr) > kGemvSmem) return 0;

@@ -17,7 +17,7 @@ constexpr int kGemvMaxRows = 8;  // the largest STRATA_INT_GEMV value (the kerne
 // least template holding n_rows), or 0 where the other kernels run.
 // STRATA_INT_GEMV (read per call, strata/env.py): 0 = never (the routing
 // before this kernel), N in 1..8 = every matmul of 1..N rows on a routed
-// weight type (Q4_0, Q8_0, Q4_1, Q4_K), unset or empty = the default (8).
+// weight type (Q4_0, Q8_0, Q4_1, Q4_K, Q6_K), unset or empty = the default (8).
 // Other values are refused with STRATA_ERR_INVALID_ARGUMENT. An explicit
 // STRATA_INT_MATMUL that forces a kernel (legacy, rows*, tiles*) keeps that
 // kernel; shapes whose per-CTA slice partials would not fit in 48 KB of
