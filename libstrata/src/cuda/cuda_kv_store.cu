@@ -20,6 +20,7 @@
 
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
+#include "cuda_kv_layout.cuh"
 #include "cuda_rope.cuh"
 #include "cuda_pdl.cuh"
 
@@ -40,10 +41,9 @@ __device__ __forceinline__ bool kv_row_valid(const SlotsView& s, int32_t layer, 
 }
 
 // Element 0 of (slot, layer, K|V, head 0) at cell `index`, in its page; heads follow at kPageCells * head_dim.
+// Only for mapped cells (kv_row_valid): kv_row's layout.
 __device__ __forceinline__ __half* kv_cell(const SlotsView& s, int32_t slot, int32_t layer, int which, int32_t index) {
-    const size_t plane = (size_t)s.n_kv_heads * kPageCells * s.head_dim;
-    return reinterpret_cast<__half*>(s.kv) + (size_t)kv_page(s, slot, index) * ((size_t)s.n_layers * 2 * plane) +
-           ((size_t)layer * 2 + which) * plane + (size_t)(index % kPageCells) * s.head_dim;
+    return reinterpret_cast<__half*>(s.kv) + kv_row(s, slot, layer, which, 0, index);
 }
 
 // int8 pools (strata.h STRATA_KV_INT8): thread t quantizes whole (K|V, head) rows t, t + nthreads, ...
@@ -53,8 +53,7 @@ __device__ __forceinline__ void store_row_int8(const SlotsView& s, int32_t layer
                                                const float* k, const float* v, int nthreads) {
     const int hd = s.head_dim;
     const size_t plane = (size_t)s.n_kv_heads * kPageCells * hd;
-    const size_t base = (size_t)kv_page(s, slot, index) * ((size_t)s.n_layers * 2 * plane) +
-                        (size_t)layer * 2 * plane + (size_t)(index % kPageCells) * hd;
+    const size_t base = kv_row(s, slot, layer, 0, 0, index);
     for (int hw = threadIdx.x; hw < 2 * s.n_kv_heads; hw += nthreads) {
         const int which = hw / s.n_kv_heads, h = hw - which * s.n_kv_heads;
         const float* x = (which ? v : k) + (size_t)h * hd;
@@ -164,8 +163,7 @@ __device__ __forceinline__ void store_head(const SlotsView& s, int32_t layer, in
     const int hd = s.head_dim;
     if (s.kv_dtype == STRATA_KV_INT8) {
         const size_t plane = (size_t)s.n_kv_heads * kPageCells * hd;
-        const size_t base = (size_t)kv_page(s, slot, index) * ((size_t)s.n_layers * 2 * plane) +
-                            (size_t)layer * 2 * plane + (size_t)(index % kPageCells) * hd;
+        const size_t base = kv_row(s, slot, layer, 0, 0, index);
         for (int which = 0; which < 2; ++which) {
             const float* x = (which ? v : k) + (size_t)h * hd;
             const size_t at = base + which * plane + (size_t)h * kPageCells * hd;
