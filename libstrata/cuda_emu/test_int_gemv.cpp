@@ -131,7 +131,12 @@ int main(int argc, char** argv) {
         one_gemv(STRATA_Q8_0, 2, 32 * 8 * 5 + 64, 70, 5, 2, false, true, 8, 1, 0, true);
         one_gemv(STRATA_Q4_K, 0, 512, 40, 3, 0, true, true, 4, 132, 0, true);
         one_gemv(STRATA_Q6_K, 1, 768, 21, 2, 2, false, false, 2, 132, 0, true);
-    } else {
+    }
+    {  // the 16-byte path's partial slice (Q4_1: 12 blocks = 240-byte rows) and its 8-row template
+        one_gemv(STRATA_Q4_1, 2, 384, 19, 3, 0, true, true, 4, 132, 16, true);
+        one_gemv(STRATA_Q4_0, 1, 4096, 21, 8, 0, false, true, 8, 1, 16, true);
+    }
+    if (!smoke) {
         // k: one partial slice (3 blocks); 2 full + 1 partial (k = 576: rows of 324 / 612 / 360 bytes);
         // 5 full + 1 partial; 16 slices (rows 16-byte aligned for every type). Q4_K: whole super-blocks.
         const int64_t ks[4] = {96, 576, 32 * 8 * 5 + 64, 4096};
