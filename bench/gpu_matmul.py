@@ -17,6 +17,11 @@ depend on the values.
                                                      # (STRATA_INT_MATMUL per line; see strata/env.py)
     python bench/gpu_matmul.py --models 8b 1b --dtypes Q4_0 Q8_0 --rows 1 2 4 8 16 32 64 --int-kernels norows auto rows
                                                      # the few-row kernel (auto: 2-32 rows) against the routing before it
+    bash scripts/gpu_ab.sh STRATA_INT_GEMV=0 STRATA_INT_GEMV=8 -- \
+        python3 bench/gpu_matmul.py --models 8b 1b 135m --dtypes Q4_0 Q8_0 Q4_K --rows 1 2 4 8
+                                                     # the gemv kernel (1-8 rows, libstrata/src/cuda/cuda_int_gemv.cu)
+                                                     # against the routing before it (STRATA_INT_GEMV: strata/env.py;
+                                                     # an --int-kernels value that forces a kernel turns it off)
     python bench/gpu_matmul.py --models 8b --dtypes Q4_0 --rows 16 64 128 512 \
         --int-kernels routings                       # the tile kernel's routings v1-v6 and legacy (A/B in one run)
     python bench/gpu_matmul.py --models 8b --dtypes Q4_0 --rows 64 512 --int-kernels configs

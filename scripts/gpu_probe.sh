@@ -27,7 +27,7 @@ for s in "${shapes[@]}"; do
   timeout 150 ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
     --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
     --section InstructionStats --section SourceCounters \
-    -k "regex:int_(dot|mma|rows|tiles)_kernel" --launch-skip 2 --launch-count 1 \
+    -k "regex:int_(dot|mma|rows|tiles|gemv)_kernel" --launch-skip 2 --launch-count 1 \
     python3 scripts/ncu_matmul.py --dtype "$1" --n-out "$2" --k "$3" --rows "$4" > "$OUT/$name.txt" 2>&1
   echo "== $s (rc=$?)"
   grep -E "int_[a-z]+_kernel|Duration|DRAM Throughput|Compute \(SM\) Thr|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|Issue Slots Busy|No Eligible" "$OUT/$name.txt" | head -12

@@ -1,6 +1,6 @@
 #!/bin/sh
 # run.sh — builds and runs the host emulation checks of the CUDA kernels
-# (no GPU needed): libstrata/cuda_emu/run.sh [quant|sample|mma|int|int_tiles|int_rows|matmul|attention|dense|rope|misc]
+# (no GPU needed): libstrata/cuda_emu/run.sh [quant|sample|mma|int|int_tiles|int_rows|int_gemv|matmul|attention|dense|rope|misc]
 # Takes a few minutes in all (one OS thread per emulated CUDA thread).
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
@@ -10,10 +10,10 @@ python3 "$here/mk.py" "$root/libstrata/src/cuda" "$out/src"
 CXX=${CXX:-g++}
 flags="-std=c++20 -O2 -ffp-contract=off -pthread -I$here -I$out/src -I$root/libstrata/include -I$root/libstrata/src"
 what=${1:-all}
-for t in quant sample mma int int_tiles int_rows kernels; do
+for t in quant sample mma int int_tiles int_rows int_gemv kernels; do
     case "$what" in
         all) ;;
-        quant|sample|mma|int|int_tiles|int_rows) [ "$t" = "$what" ] || continue ;;
+        quant|sample|mma|int|int_tiles|int_rows|int_gemv) [ "$t" = "$what" ] || continue ;;
         *) [ "$t" = kernels ] || continue ;;
     esac
     $CXX $flags "$here/test_$t.cpp" -o "$out/test_$t"

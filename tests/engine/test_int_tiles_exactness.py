@@ -14,7 +14,9 @@ so the matmuls of a step see different row counts and tile positions. On CUDA th
 is repeated with STRATA_INT_MATMUL=legacy (no tile kernel), =tiles (the tile kernel at every
 row count, single-row decode included), =rows (the few-row kernel, cuda_int_rows.cu, at every row
 count: at `auto` it takes 2 to 32 rows at k > 1024 on matrices of at most 4096 outputs only,
-beyond this model) and =norows: all must equal the solo runs bit for bit. The streams must
+beyond this model) and =norows, and with the gemv kernel (cuda_int_gemv.cu: 1 to 8 rows, on by
+default, so the solo runs' decode uses it) off (STRATA_INT_GEMV=0), for single rows only (=1) and
+for 1-4 rows (=4): all must equal the solo runs bit for bit. The streams must
 differ from each other (a degenerate model would make every check trivial).
 """
 
@@ -70,10 +72,17 @@ async def test_many_row_steps_equal_solo_runs(loaded, make_engine, monkeypatch):
     expected = [(await solo(make_engine(batch=1, chunk=256), job.prompt, job.params)).token_ids for job in jobs]
     assert len({tuple(t) for t in expected}) == len(expected), f"streams are degenerate: {expected}"
     kernels = ["auto", "legacy", "tiles", "rows", "norows"] if device.startswith("cuda") else ["auto"]
-    for kernel in kernels:
+    settings = [(kernel, None) for kernel in kernels]
+    if device.startswith("cuda"):  # the gemv kernel (1-8 rows, on by default) off, and for single rows only
+        settings += [("auto", "0"), ("norows", "1"), ("auto", "4")]
+    for kernel, gemv in settings:
         monkeypatch.setenv("STRATA_INT_MATMUL", kernel)
+        if gemv is None:
+            monkeypatch.delenv("STRATA_INT_GEMV", raising=False)
+        else:
+            monkeypatch.setenv("STRATA_INT_GEMV", gemv)
         results, steps = await run_script(make_engine(batch=4, chunk=96), jobs)
         assert any(s.prefill and s.decode for s in steps), "no step mixed prefill and decode"
         for job, result, want in zip(jobs, results, expected):
             assert result.token_ids == want, (
-                f"STRATA_INT_MATMUL={kernel}: request {job.name} ({len(job.prompt)} tokens) diverged from its solo run")
+                f"STRATA_INT_MATMUL={kernel} STRATA_INT_GEMV={gemv}: request {job.name} ({len(job.prompt)} tokens) diverged from its solo run")

@@ -42,6 +42,7 @@
 #include <mutex>
 
 #include "cuda_int_blocks.cuh"
+#include "cuda_int_gemv.cuh"
 #include "cuda_int_kquant.cuh"
 #include "cuda_int_mma.cuh"
 #include "cuda_int_q6k.cuh"
@@ -814,8 +815,13 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     // A few rows (decode of 2 to ~32 sequences): the few-row tensor-core kernel (cuda_int_rows.cu) after
     // the pre-pass, the same bits again; where it applies it comes before the tiles (unless the one-launch
     // dot kernel below applies: an explicit STRATA_INT_FUSE_ROUNDS).
-    const int rows_kr = int_rows_choice(a.n_rows, a.n_out, k, a.w_dtype);
+    int rows_kr = int_rows_choice(a.n_rows, a.n_out, k, a.w_dtype);
     if (rows_kr > 0) tiles = -1;
+    // 1 to STRATA_INT_GEMV rows: the memory-bound kernel (cuda_int_gemv.cu) after the pre-pass, the same
+    // bits again; it comes before the few-row and tile kernels (not before an explicit STRATA_INT_FUSE_ROUNDS
+    // that applies, nor a kernel forced by STRATA_INT_MATMUL).
+    const int gemv_kr = int_gemv_choice(a.n_rows, a.n_out, k, a.w_dtype);
+    if (gemv_kr > 0) tiles = -1, rows_kr = 0;
 
     IntParams p{};
     p.n_rows = a.n_rows;
@@ -901,6 +907,12 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         default: launch_k(int_prepass_kernel<STRATA_PROLOGUE_NONE>, pgrid, kPreThreads, 0, stream, pp); break;
         }
         check_launch("matmul (integer activation pre-pass)");
+        if (gemv_kr > 0) {
+            launch_int_gemv(IntTilesArgs{pp.xq, pp.meta, pp.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
+                                         a.bias, a.y, a.accumulate, a.prologue, a.eps},
+                            gemv_kr, dev, stream);
+            return;
+        }
         if (tiles >= 0) {
             launch_int_tiles(IntTilesArgs{pp.xq, pp.meta, pp.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
                                           a.bias, a.y, a.accumulate, a.prologue, a.eps},

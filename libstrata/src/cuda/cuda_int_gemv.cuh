@@ -1,0 +1,33 @@
+// cuda_int_gemv.cuh — the entry of the memory-bound integer matmul for 1 to
+// 8 rows (cuda_int_gemv.cu: one-sequence and small-batch decode): whether it
+// runs for a matmul, and its launch after launch_int_matmul's activation
+// pre-pass (cuda_int_matmul.cu), with the pre-pass outputs of
+// cuda_int_tiles.cuh.
+#pragma once
+
+#include "cuda_common.cuh"
+#include "cuda_int_tiles.cuh"
+
+namespace strata {
+namespace cuda {
+
+constexpr int kGemvMaxRows = 8;  // the largest STRATA_INT_GEMV value (the kernel's widest row template)
+
+// Rows per thread the kernel would use for this matmul (1, 2, 4 or 8: the
+// least template holding n_rows), or 0 where the other kernels run.
+// STRATA_INT_GEMV (read per call, strata/env.py): 0 = never (the routing
+// before this kernel), N in 1..8 = every matmul of 1..N rows on a routed
+// weight type (Q4_0, Q8_0, Q4_1, Q4_K, Q6_K), unset or empty = the default (8).
+// Other values are refused with STRATA_ERR_INVALID_ARGUMENT. An explicit
+// STRATA_INT_MATMUL that forces a kernel (legacy, rows*, tiles*) keeps that
+// kernel; shapes whose per-CTA slice partials would not fit in 48 KB of
+// shared memory at 4 outputs per CTA (k beyond ~98k at 8 rows) keep the
+// older kernels too.
+int int_gemv_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype);
+
+// Runs y = the canonical integer matmul of `a` with `kr` rows per thread
+// (int_gemv_choice's answer): the same bits as every other integer kernel.
+void launch_int_gemv(const IntTilesArgs& a, int kr, int dev, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace strata
