@@ -100,6 +100,8 @@ struct TileLayout {
     static constexpr int kSB = kIntSliceBlocks * IntW<kDtype>::kBytes;  // slice bytes of a weight row
     static constexpr int kWP = kSB / 16 + 1;                    // 16-byte pieces of a row's window
     static constexpr int kWS = 16 * (kWP % 2 ? kWP : kWP + 1);  // odd multiple of 16: 8 rows hit 8 bank groups
+    static constexpr int kWSlots = kWP <= 16 ? 16 : 32;         // the staging's pieces per row (a power of 2)
+    static_assert(kWP <= 32 && kThreads % kWSlots == 0, "weight staging: pieces per row");
     static constexpr int kXS = 16 * (2 * kIntSliceBlocks + 1);  // an activation row: 256 bytes + 16
     static constexpr int kMS = 8 * kIntSliceBlocks;             // a meta row: 8 uint2
     static constexpr int kXOff = kNO * kWS, kMOff = kXOff + kRows * kXS;
@@ -191,6 +193,10 @@ __device__ __forceinline__ void mma_magic(int (&d)[4], const uint32_t (&a)[4], u
 // pieces from the aligned address at or below each row's first byte; nothing
 // at or past w_end is read), the int8 activations and block meta of rows
 // [r0, r0 + nr) (zeros for the tile's rows past nr).
+// Each thread copies the same piece column of rows kStep apart (the piece
+// counts per row rounded up to powers of 2), so its addresses advance by one
+// 64-bit stride per piece instead of a division and a row product each: the
+// staging was a third of the kernel's instructions (docs/cuda_backend.md).
 template <int kDtype, class L>
 __device__ __forceinline__ void stage_slice(const TileParams& p, uint8_t* slot, int s, int64_t o0, int no,
                                             int64_t r0, int nr) {
@@ -198,32 +204,66 @@ __device__ __forceinline__ void stage_slice(const TileParams& p, uint8_t* slot, 
     const int64_t b0 = (int64_t)s * kIntSliceBlocks;
     const int nblk = (int)min((int64_t)kIntSliceBlocks, p.nb - b0);
     const int len = nblk * B;
-    for (int idx = threadIdx.x; idx < L::kNO * L::kWP; idx += L::kThreads) {
-        const int row = idx / L::kWP, pc = idx - row * L::kWP;
-        if (row >= no) break;  // idx grows with row
-        const uint8_t* src = p.w + (o0 + row) * p.w_row_bytes + b0 * B;
-        const uint8_t* a = src - (reinterpret_cast<uintptr_t>(src) & 15);
-        const int np = (int)((src + len - a + 15) >> 4);
-        if (pc < np) {
-            const uint8_t* from = a + 16 * pc;
-            const int64_t left = p.w_end - from;
-            cp_async16z(slot + row * L::kWS + 16 * pc, from, left >= 16 ? 16 : (left > 0 ? (int)left : 0));
+    const int t = threadIdx.x;
+    {  // weights: piece pc of rows row0, row0 + kStep, ...
+        constexpr int kS = L::kWSlots, kStep = L::kThreads / kS, kIt = (L::kNO + kStep - 1) / kStep;
+        const int pc = t % kS, row0 = t / kS;
+        const uint8_t* src = p.w + (o0 + row0) * p.w_row_bytes + b0 * B;  // the row's first byte of the slice
+        const int64_t step = (int64_t)kStep * p.w_row_bytes;
+        uint8_t* dst = slot + row0 * L::kWS + 16 * pc;
+        if (pc < L::kWP) {
+#pragma unroll
+            for (int i = 0; i < kIt; ++i) {
+                if (row0 + i * kStep < no) {
+                    const int phi = (int)(reinterpret_cast<uintptr_t>(src) & 15);
+                    if (16 * pc < phi + len) {  // pc < the row's piece count ceil((phase + len) / 16)
+                        const uint8_t* from = src + (16 * pc - phi);
+                        const int64_t left = p.w_end - from;
+                        cp_async16z(dst, from, left >= 16 ? 16 : (left > 0 ? (int)left : 0));
+                    }
+                }
+                src += step;
+                dst += kStep * L::kWS;
+            }
         }
     }
-    // Per row 16 pieces of xq, then 4 of meta (a compile-time divisor); a partial slice skips the rest.
-    constexpr int kXP = 2 * kIntSliceBlocks, kPer = kXP + kIntSliceBlocks / 2;
-    for (int idx = threadIdx.x; idx < L::kRows * kPer; idx += L::kThreads) {
-        const int r = idx / kPer, pc = idx - r * kPer;
-        const bool live = r < nr;
-        if (pc < kXP) {
-            if (pc < 2 * nblk)
-                cp_async16z(slot + L::kXOff + r * L::kXS + 16 * pc,
-                            live ? p.xq + (r0 + r) * p.k + b0 * 32 + 16 * pc : p.xq, live ? 16 : 0);
-        } else if (pc - kXP < (nblk + 1) / 2) {
-            cp_async16z(slot + L::kMOff + r * L::kMS + 16 * (pc - kXP),
-                        live ? reinterpret_cast<const uint8_t*>(p.meta + (r0 + r) * p.nbp + b0) + 16 * (pc - kXP)
-                             : reinterpret_cast<const uint8_t*>(p.meta),
-                        live ? 16 : 0);
+    {  // activations: piece pc (16 bytes, 2 per block) of rows rx0, rx0 + kStep, ...
+        constexpr int kXP = 2 * kIntSliceBlocks, kStep = L::kThreads / kXP, kIt = (L::kRows + kStep - 1) / kStep;
+        const int pc = t % kXP, rx0 = t / kXP;
+        if (pc < 2 * nblk) {  // a partial slice skips the rest
+            const int8_t* src = p.xq + (r0 + rx0) * p.k + b0 * 32 + 16 * pc;
+            const int64_t step = (int64_t)kStep * p.k;
+            uint8_t* dst = slot + L::kXOff + rx0 * L::kXS + 16 * pc;
+#pragma unroll
+            for (int i = 0; i < kIt; ++i) {
+                const int r = rx0 + i * kStep;
+                if (r < L::kRows) {
+                    const bool live = r < nr;
+                    cp_async16z(dst, live ? src : p.xq, live ? 16 : 0);
+                }
+                src += step;
+                dst += kStep * L::kXS;
+            }
+        }
+    }
+    {  // block meta: piece pc (2 blocks' {dx, sx}) of rows rm0, rm0 + kStep, ...
+        constexpr int kMP = kIntSliceBlocks / 2, kStep = L::kThreads / kMP, kIt = (L::kRows + kStep - 1) / kStep;
+        const int pc = t % kMP, rm0 = t / kMP;
+        if (pc < (nblk + 1) / 2) {
+            const uint2* src = p.meta + (r0 + rm0) * p.nbp + b0 + 2 * pc;
+            const int64_t step = (int64_t)kStep * p.nbp;
+            uint8_t* dst = slot + L::kMOff + rm0 * L::kMS + 16 * pc;
+#pragma unroll
+            for (int i = 0; i < kIt; ++i) {
+                const int r = rm0 + i * kStep;
+                if (r < L::kRows) {
+                    const bool live = r < nr;
+                    cp_async16z(dst, live ? reinterpret_cast<const void*>(src) : reinterpret_cast<const void*>(p.meta),
+                                live ? 16 : 0);
+                }
+                src += step;
+                dst += kStep * L::kMS;
+            }
         }
     }
 }
@@ -289,17 +329,24 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
             const uint8_t* st = smem + slot * L::kStage;
             slot = slot == kStages - 1 ? 0 : slot + 1;
             const int nbs = (int)min((int64_t)kIntSliceBlocks, p.nb - (int64_t)s * kIntSliceBlocks);
-            // This warp's rows' dx (Q4_1: and dx·sx, the fold's exact product) as [block][row].
-            for (int e = lane; e < kIntSliceBlocks * L::kRW; e += 32) {
-                const int j = e % kIntSliceBlocks, rl = e / kIntSliceBlocks;
-                if (j < nbs) {
-                    const uint2 m = *reinterpret_cast<const uint2*>(st + L::kMOff + (wn * L::kRW + rl) * L::kMS + 8 * j);
-                    if constexpr (kOffC) {  // {dx, bits of 1.5·2^23 − 8·sx} (modulo 2^32: the same bits as in int)
-                        reinterpret_cast<uint2*>(dxt)[j * L::kDS + rl] = make_uint2(m.x, kMagic - 8u * m.y);
-                    } else {
-                        dxt[j * L::kDS + rl] = __uint_as_float(m.x);
+            // This warp's rows' dx (Q4_1: and dx·sx, the fold's exact product) as [block][row]: a lane per
+            // row, its 8 {dx, sx} in 4 loads. A partial slice's entries past nbs are stale and never read.
+            for (int rl = lane; rl < L::kRW; rl += 32) {
+                const uint4* mr = reinterpret_cast<const uint4*>(st + L::kMOff + (wn * L::kRW + rl) * L::kMS);
+#pragma unroll
+                for (int jp = 0; jp < kIntSliceBlocks / 2; ++jp) {
+                    const uint4 m2 = mr[jp];
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const int j = 2 * jp + h;
+                        const uint32_t mx = h ? m2.z : m2.x, my = h ? m2.w : m2.y;
+                        if constexpr (kOffC) {  // {dx, bits of 1.5·2^23 − 8·sx} (modulo 2^32: the same bits as in int)
+                            reinterpret_cast<uint2*>(dxt)[j * L::kDS + rl] = make_uint2(mx, kMagic - 8u * my);
+                        } else {
+                            dxt[j * L::kDS + rl] = __uint_as_float(mx);
+                        }
+                        if constexpr (W::kMin) dst[j * L::kDS + rl] = __fmul_rn(__uint_as_float(mx), (float)(int)my);
                     }
-                    if constexpr (W::kMin) dst[j * L::kDS + rl] = __fmul_rn(__uint_as_float(m.x), (float)(int)m.y);
                 }
             }
             __syncwarp();
@@ -311,9 +358,10 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const int ol = wm * 16 * kMT + 16 * mt + g + 8 * h;
-                    wofs[mt][h] = ol * L::kWS + (ol < no ? (int)(reinterpret_cast<uintptr_t>(
-                                                                  p.w + (o0 + ol) * p.w_row_bytes) & 15)
-                                                          : 0);
+                    // the low 4 bits of p.w + (o0 + ol)·w_row_bytes, in 32-bit arithmetic (the same bits)
+                    const uint32_t ph = ((uint32_t)reinterpret_cast<uintptr_t>(p.w) +
+                                         (uint32_t)(o0 + ol) * (uint32_t)p.w_row_bytes) & 15u;
+                    wofs[mt][h] = ol * L::kWS + (ol < no ? (int)ph : 0);
                 }
             float acc[kMT][kNT][4];
 #pragma unroll
