@@ -16,9 +16,13 @@
 // staging), the int8 activations are read with ldmatrix from rows 17 x 16
 // bytes apart (no bank conflicts), and each warp copies the dx (and Q4_1's
 // dx·sx) of its rows into a [block][row] table so a lane gets the two it needs
-// with one 8-byte load. None of the shape, row-tile or depth choices changes
-// a bit: each lane runs the same per-element sequence below (the kOffsetC
-// variants form Q4_0's I with its −8·sx in the mma accumulator: TileLayout).
+// with one 8-byte load. Where every weight row starts 4-byte aligned (k a
+// multiple of 64: every shape of the 8B and 1B models), the block loop is
+// unrolled by pairs and reads each quant word at a compile-time offset (the
+// per-mma instruction table: docs/cuda_backend.md). None of the shape,
+// row-tile, depth or loop choices changes a bit: each lane runs the same
+// per-element sequence below (the kOffsetC variants take Q4_0's −8·sx out of
+// I in the float subtraction below instead of the nibbles: TileLayout).
 //
 // Why the bits are the same as the other kernels': the block integer I is
 // exact however it is formed. Q4_0's nibbles enter the mma as q − 8 (s8), so
@@ -36,6 +40,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <type_traits>
 
 #include "cuda_int_blocks.cuh"
 #include "cuda_int_kquant.cuh"
@@ -62,6 +67,9 @@ namespace {
 #endif
 // STRATA_INT_TILES_MIN_BLOCKS: CTAs per SM the registers must allow at depth 0 and 1 (default: 2
 // where the shared memory allows 2, i.e. at most 128 registers per thread; else 1; depth 2: 1).
+#ifndef STRATA_INT_TILES_UNROLL_AL
+#define STRATA_INT_TILES_UNROLL_AL 0  // block pairs of a full aligned slice unrolled (0: half the blocks of ..._UNROLL's choice)
+#endif
 #ifndef STRATA_INT_TILES_MIN_ROWS
 #define STRATA_INT_TILES_MIN_ROWS 64
 #endif
@@ -88,7 +96,7 @@ struct TileParams {
 // The shared-memory layout of one tile shape, pipeline depth and inner loop (all offsets 16-byte
 // aligned). kDepth 0: STRATA_INT_TILES_STAGES stages; 1: the most (up to STRATA_INT_TILES_MAX_STAGES)
 // that keep 2 CTAs per SM; 2: the most that fit one CTA per SM (registers then allow one CTA too).
-// kOffsetC: Q4_0's −8·sx in the mma's accumulator (kOffsetInC below).
+// kOffsetC: Q4_0's −8·sx in the subtraction that yields I (kOffsetInC below).
 template <int kDtype, int kWM, int kMT, int kNT, int kWarps = 8, int kDepth = 0, bool kOffsetC = false>
 struct TileLayout {
     static constexpr int kThreads = 32 * kWarps;
@@ -107,11 +115,13 @@ struct TileLayout {
     static constexpr int kXOff = kNO * kWS, kMOff = kXOff + kRows * kXS;
     static constexpr int kStage = kMOff + kRows * kMS;
     static constexpr int kDS = kRW + 4;                        // dx table row (per block): 8 blocks x 4 rows per warp store
-    // Q4_0 with kOffsetC: the nibbles enter the mma unsigned (0..15, no q − 8 per word) and the
-    // accumulator starts at the bits of 1.5·2^23 − 8·sx of the element's activation row, so the mma
-    // still returns 12582912 + I with I = Σq·xq − 8·sx (exact integers: the same I).
+    // Q4_0 with kOffsetC: the nibbles enter the mma unsigned (0..15, no q − 8 per word), the mma
+    // returns the float 12582912 + Σq·xq, and the exact subtraction that yields I subtracts the
+    // row's 12582912 + 8·sx (an integer below 2^24: exact in float) instead of 12582912, so
+    // I = Σq·xq − 8·sx exactly: the same I. (Until 2026-12-02 the −8·sx went into the mma's starting
+    // accumulator: the same integers, but 4 register moves per mma to assemble that operand.)
     static constexpr bool kOffsetInC = kOffsetC && IntW<kDtype>::kOffset8;
-    static constexpr int kTables = IntW<kDtype>::kMin || kOffsetInC ? 2 : 1;  // dx; Q4_1's dx·sx or the accumulators
+    static constexpr int kTables = IntW<kDtype>::kMin || kOffsetInC ? 2 : 1;  // dx; Q4_1's dx·sx or the subtrahends
     static constexpr int kFixed = kWarps * kTables * kIntSliceBlocks * kDS * 4 + kRows * 4;  // tables, row factors
     static constexpr int stages_within(int budget) {
         int n = 2;
@@ -145,32 +155,29 @@ __device__ __forceinline__ uint32_t lds32_any(const uint8_t* q) {
     return __funnelshift_r(w[0], w[1], (uint32_t)off * 8);
 }
 
-// Four nibbles (0..15, one per byte) as the signed bytes q − 8 (exact).
+// 32 bits from shared-memory address q whose offset modulo 4 is ph (0 or 2, a compile-time constant
+// once the block loop is unrolled): one aligned load, or two and a funnel shift.
+__device__ __forceinline__ uint32_t lds32_ph(const uint8_t* q, const int ph) {
+    if (ph == 0) return *reinterpret_cast<const uint32_t*>(q);
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(q - 2);
+    return __funnelshift_r(w[0], w[1], 16);
+}
+
+// Four nibbles (0..15, one per byte) as the signed bytes q − 8 (exact): q + 120 stays below 256 (no
+// carry between bytes) and flipping its top bit subtracts 128 (q >= 8) or adds 128 (q < 8), mod 256.
 __device__ __forceinline__ uint32_t nib_minus8(uint32_t x) {
-    return ((x | 0x80808080u) - 0x08080808u) ^ 0x80808080u;
+    return (x + 0x78787878u) ^ 0x80808080u;
 }
 
 // d = A·B + 1.5·2^23 as int32 bits over one 16x8x32 tile (A s8, or u8 for Q4_1). A pure function
 // of its operands (no volatile): the compiler may interleave it with other blocks' loads.
-// mma_offset: the same with the starting accumulator c0 for columns 2t and c1 for 2t + 1 (A u8).
 #ifdef STRATA_CUDA_EMU
 template <bool kUnsignedA>
 inline void mma_magic(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     mma_i8_16832<kUnsignedA>(d, a, b0, b1);
     for (int e = 0; e < 4; ++e) d[e] = (int)kMagic + d[e];
 }
-inline void mma_offset(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, uint32_t c0, uint32_t c1) {
-    mma_i8_16832<true>(d, a, b0, b1);
-    for (int e = 0; e < 4; ++e) d[e] = (int)((e & 1 ? c1 : c0) + (uint32_t)d[e]);
-}
 #else
-__device__ __forceinline__ void mma_offset(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, uint32_t c0,
-                                           uint32_t c1) {
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%10,%11,%10,%11};\n"
-        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c0), "r"(c1));
-}
 template <bool kUnsignedA>
 __device__ __forceinline__ void mma_magic(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     if constexpr (kUnsignedA) {
@@ -277,7 +284,7 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
     using L = TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth, kOffsetC>;
     constexpr int kStages = L::kStages;
     constexpr bool kOffC = L::kOffsetInC;
-    // Q4_1's nibbles stay 0..15; Q4_0 enters as q − 8 (or 0..15 with the offset in the accumulator), Q8_0 as is
+    // Q4_1's nibbles stay 0..15; Q4_0 enters as q − 8 (or 0..15 with kOffC), Q8_0 as is
     constexpr bool kUnsignedA = W::kMin || kOffC;
     uint8_t* smem = mma_smem();
     const int t = threadIdx.x, warp = t >> 5, lane = t & 31, g = lane >> 2, tq = lane & 3;
@@ -285,6 +292,9 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
     float* dxt = reinterpret_cast<float*>(smem + L::kDxOff) + warp * L::kTables * kIntSliceBlocks * L::kDS;
     float* dst = dxt + kIntSliceBlocks * L::kDS;  // Q4_1 only
     float* rsq = reinterpret_cast<float*>(smem + L::kRsOff);
+    // Every weight row's first byte 4-byte aligned (an aligned base and rows of an even number of Q4_0
+    // or Q8_0 blocks, i.e. k a multiple of 64, or any Q4_1 / Q4_K row): the fast block loop (`block`).
+    const bool al4 = ((reinterpret_cast<uintptr_t>(p.w) | (uintptr_t)p.w_row_bytes) & 3) == 0;
     // This lane's ldmatrix row: matrix m = lane / 8 is (n-tile m / 2, bytes 16·(m % 2)) of a pair.
     const int x_lane = L::kXOff + (wn * L::kRW + 8 * ((lane >> 3) >> 1) + (lane & 7)) * L::kXS + 16 * ((lane >> 3) & 1);
 
@@ -340,8 +350,8 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
                     for (int h = 0; h < 2; ++h) {
                         const int j = 2 * jp + h;
                         const uint32_t mx = h ? m2.z : m2.x, my = h ? m2.w : m2.y;
-                        if constexpr (kOffC) {  // {dx, bits of 1.5·2^23 − 8·sx} (modulo 2^32: the same bits as in int)
-                            reinterpret_cast<uint2*>(dxt)[j * L::kDS + rl] = make_uint2(mx, kMagic - 8u * my);
+                        if constexpr (kOffC) {  // {dx, bits of the float 12582912 + 8·sx (|8·sx| < 2^15)}
+                            reinterpret_cast<uint2*>(dxt)[j * L::kDS + rl] = make_uint2(mx, kMagic + 8u * my);
                         } else {
                             dxt[j * L::kDS + rl] = __uint_as_float(mx);
                         }
@@ -371,7 +381,10 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
 #pragma unroll
                     for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
             // Block j of the slice for the warp's whole tile (the fold per element: blocks ascending).
-            auto block = [&](const int j) {
+            // kAl4 (std::true_type): every weight row's window starts 4-byte aligned (al4 below) and j is a
+            // compile-time constant (unrolled), so each quant word is one aligned load or two and a
+            // funnel shift with no address arithmetic; std::false_type: any 2-byte phase (lds32_any).
+            auto block = [&](const int j, auto kAl4) {
                 uint32_t b[kNT][2];
 #pragma unroll
                 for (int np = 0; np < kNT / 2; ++np) {
@@ -380,16 +393,17 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
                     b[2 * np][0] = r[0]; b[2 * np][1] = r[1]; b[2 * np + 1][0] = r[2]; b[2 * np + 1][1] = r[3];
                 }
                 float dx[kNT][2], ds[kNT][2];
-                uint32_t cz[kNT][2];  // kOffC: the starting accumulators of columns 2tq, 2tq + 1
+                float mz[kNT][2];  // what the mma's result less is I: 12582912 (kOffC: + 8·sx of the row)
 #pragma unroll
                 for (int nt = 0; nt < kNT; ++nt) {
                     if constexpr (kOffC) {
                         const uint4 v = *reinterpret_cast<const uint4*>(dxt + 2 * (j * L::kDS + 8 * nt + 2 * tq));
-                        dx[nt][0] = __uint_as_float(v.x); cz[nt][0] = v.y;
-                        dx[nt][1] = __uint_as_float(v.z); cz[nt][1] = v.w;
+                        dx[nt][0] = __uint_as_float(v.x); mz[nt][0] = __uint_as_float(v.y);
+                        dx[nt][1] = __uint_as_float(v.z); mz[nt][1] = __uint_as_float(v.w);
                     } else {
                         const float2 v = *reinterpret_cast<const float2*>(dxt + j * L::kDS + 8 * nt + 2 * tq);
                         dx[nt][0] = v.x; dx[nt][1] = v.y;
+                        mz[nt][0] = kMagicF; mz[nt][1] = kMagicF;
                     }
                     if constexpr (W::kMin) {
                         const float2 u = *reinterpret_cast<const float2*>(dst + j * L::kDS + 8 * nt + 2 * tq);
@@ -401,8 +415,12 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
                     uint32_t a[4];
                     float d[2], m[2];
                     if constexpr (kIntSuper<kDtype>) {  // Q4_K: block j from the slices' starts
-                        q4k_mma_a(st + wofs[mt][0], st + wofs[mt][1], j, tq,
-                                  [](const uint8_t* q) { return lds32_any(q); }, d, m, a);
+                        if constexpr (decltype(kAl4)::value)
+                            q4k_mma_a(st + wofs[mt][0], st + wofs[mt][1], j, tq,
+                                      [](const uint8_t* q) { return *reinterpret_cast<const uint32_t*>(q); }, d, m, a);
+                        else
+                            q4k_mma_a(st + wofs[mt][0], st + wofs[mt][1], j, tq,
+                                      [](const uint8_t* q) { return lds32_any(q); }, d, m, a);
                     } else {
 #pragma unroll
                         for (int h = 0; h < 2; ++h) {
@@ -410,26 +428,31 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
                             const uint16_t* hp = reinterpret_cast<const uint16_t*>(blk);
                             d[h] = f16_to_f32(hp[0]);
                             m[h] = W::kMin ? f16_to_f32(hp[1]) : 0.0f;
+                            // the quant bytes' address modulo 4 where the row is 4-byte aligned (a constant)
+                            const int ph = ((j & 1) * W::kBytes + W::kQuantOff) & 2;  // kBytes is even
+                            auto ld = [&](const uint8_t* q) {
+                                if constexpr (decltype(kAl4)::value) return lds32_ph(q, ph);
+                                else return lds32_any(q);
+                            };
                             if constexpr (W::kNibbles) {
-                                const uint32_t q = lds32_any(blk + W::kQuantOff + 4 * tq);
+                                const uint32_t q = ld(blk + W::kQuantOff + 4 * tq);
                                 const uint32_t lo = q & 0x0F0F0F0Fu, hi = (q >> 4) & 0x0F0F0F0Fu;
                                 a[h] = W::kOffset8 && !kOffC ? nib_minus8(lo) : lo;
                                 a[2 + h] = W::kOffset8 && !kOffC ? nib_minus8(hi) : hi;
                             } else {
-                                a[h] = lds32_any(blk + W::kQuantOff + 4 * tq);
-                                a[2 + h] = lds32_any(blk + W::kQuantOff + 16 + 4 * tq);
+                                a[h] = ld(blk + W::kQuantOff + 4 * tq);
+                                a[2 + h] = ld(blk + W::kQuantOff + 16 + 4 * tq);
                             }
                         }
                     }
 #pragma unroll
                     for (int nt = 0; nt < kNT; ++nt) {
                         int c[4];
-                        if constexpr (kOffC) mma_offset(c, a, b[nt][0], b[nt][1], cz[nt][0], cz[nt][1]);
-                        else mma_magic<kUnsignedA>(c, a, b[nt][0], b[nt][1]);
+                        mma_magic<kUnsignedA>(c, a, b[nt][0], b[nt][1]);
 #pragma unroll
                         for (int e = 0; e < 4; ++e) {
                             // int_block_fold with I exact: acc = fmaf(d·dx, I, acc) (Q4_1: + fmaf(m, dx·sx)).
-                            const float I = __fsub_rn(__int_as_float(c[e]), kMagicF);
+                            const float I = __fsub_rn(__int_as_float(c[e]), mz[nt][e & 1]);
                             float v = fmaf(__fmul_rn(d[e >> 1], dx[nt][e & 1]), I, acc[mt][nt][e]);
                             if constexpr (W::kMin) v = fmaf(m[e >> 1], ds[nt][e & 1], v);
                             acc[mt][nt][e] = v;
@@ -441,17 +464,25 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
             // early; Q8_0's 64-output tile half of it, to stay within 128 registers without spills);
             // the 128-output tile keeps 128 registers for 2 CTAs per SM. At depth 2 (one CTA of 8 warps per
             // SM, up to 255 registers) the 128-output tile overlaps 2 blocks and Q8_0's 64-output tile all 8;
-            // with Q4_0's offset in the accumulator (two more words per n-tile and block) the narrow tiles
-            // at 128 registers overlap 4 (8 spilled 20-24 bytes).
+            // with Q4_0's offset (two more words per n-tile and block) the narrow tiles at 128 registers
+            // overlap 4 (8 spilled 20-24 bytes). The aligned loop unrolls half as many pairs (at least 1).
             constexpr int kUnroll = kMT > 1 ? (kDepth == 2 && kWarps == 8 ? 2 : kTileUnroll)
                                   : kDepth == 2 ? kIntSliceBlocks
                                   : kOffC && L::kMinBlocks > 1 ? 4
                                   : (W::kNibbles || kNT == 2 ? kIntSliceBlocks : 4);
-            if (nbs == kIntSliceBlocks) {  // warp-uniform; a whole slice, no bounds checks
+            constexpr int kUnrollAl = STRATA_INT_TILES_UNROLL_AL > 0 ? STRATA_INT_TILES_UNROLL_AL
+                                    : (kUnroll / 2 > 0 ? kUnroll / 2 : 1);
+            if (nbs == kIntSliceBlocks && al4) {  // uniform; a whole slice of aligned rows, no bounds checks
+#pragma unroll kUnrollAl
+                for (int jp = 0; jp < kIntSliceBlocks; jp += 2) {  // pairs: the quant words' phases are j's parity
+                    block(jp, std::true_type{});
+                    block(jp + 1, std::true_type{});
+                }
+            } else if (nbs == kIntSliceBlocks) {
 #pragma unroll kUnroll
-                for (int j = 0; j < kIntSliceBlocks; ++j) block(j);
+                for (int j = 0; j < kIntSliceBlocks; ++j) block(j, std::false_type{});
             } else {
-                for (int j = 0; j < nbs; ++j) block(j);
+                for (int j = 0; j < nbs; ++j) block(j, std::false_type{});
             }
 #pragma unroll
             for (int mt = 0; mt < kMT; ++mt)
@@ -491,7 +522,7 @@ constexpr int kTilesMinRows = STRATA_INT_TILES_MIN_ROWS;  // below, the older ke
 constexpr int64_t kTilesShortK = 1024;                     // ... except at short k (int_tiles_choice)
 
 // A launch choice: shape + 4·depth (0-11), or 12 + shape + 4·(depth == 2) with Q4_0's offset in the
-// accumulator (12-19). Shapes: 0 = 128 outputs x 64 rows, 1 = 64 x 64, 2 = 32 x 64 (8 warps),
+// float subtraction (12-19). Shapes: 0 = 128 outputs x 64 rows, 1 = 64 x 64, 2 = 32 x 64 (8 warps),
 // 3 = 128 x 128 (16 warps; its depth 1 is depth 0: one CTA per SM in any case).
 constexpr int kShapes = 4, kPlain = 3 * kShapes, kChoices = kPlain + 2 * kShapes;
 constexpr int shape_no(int c) { return c == 1 ? 64 : (c == 2 ? 32 : 128); }
@@ -579,7 +610,8 @@ int64_t tiles_of(int shape, int64_t n_rows, int64_t n_out) {
 //  v5 (the default): the measured best — 128-row tiles at depth 2 where they fill whole waves of one
 //      CTA per SM to 90 % (q/o, gate_up, down, lm_head at 512 rows), else v1's shape at depth 2 where
 //      the launch has at most one CTA per SM (depth 1 at k of at most 3 slices) and depth 0 otherwise;
-//  v6: v5 with Q4_0's −8·sx in the mma accumulator (TileLayout::kOffsetInC; not yet timed).
+//  v6: v5 with Q4_0's −8·sx out of the nibbles (TileLayout::kOffsetInC: 3 fewer integer instructions
+//      per mma than v5 in the aligned loop; not yet timed).
 int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     const bool short_k = k <= 3 * 32 * kIntSliceBlocks;
     if (v >= 5 && n_rows >= 128) {
@@ -617,7 +649,7 @@ int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
 }
 
 // A forced tile configuration "tiles:NOxROWSdD" (D 0, 1, 2), "tiles:NOxROWSdDo" (D 0 or 2, with Q4_0's
-// offset in the accumulator) or "tiles:NO" (64 rows, depth 0); else -1.
+// offset out of the nibbles) or "tiles:NO" (64 rows, depth 0); else -1.
 int parse_forced(const char* env) {
     int no = 0, rows = 64, depth = 0, n = 0;
     const size_t len = std::strlen(env);
