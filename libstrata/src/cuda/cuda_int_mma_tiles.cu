@@ -381,7 +381,7 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
 #pragma unroll
                     for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
             // Block j of the slice for the warp's whole tile (the fold per element: blocks ascending).
-            // kAl4 (std::true_type): every weight row's window starts 4-byte aligned (al4 below) and j is a
+            // kAl4 (std::true_type): every weight row's window starts 4-byte aligned (al4 above) and j is a
             // compile-time constant (unrolled), so each quant word is one aligned load or two and a
             // funnel shift with no address arithmetic; std::false_type: any 2-byte phase (lds32_any).
             auto block = [&](const int j, auto kAl4) {
@@ -393,7 +393,7 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
                     b[2 * np][0] = r[0]; b[2 * np][1] = r[1]; b[2 * np + 1][0] = r[2]; b[2 * np + 1][1] = r[3];
                 }
                 float dx[kNT][2], ds[kNT][2];
-                float mz[kNT][2];  // what the mma's result less is I: 12582912 (kOffC: + 8·sx of the row)
+                float mz[kNT][2];  // subtracted from the mma's result to give I: 12582912 (kOffC: + 8·sx of the row)
 #pragma unroll
                 for (int nt = 0; nt < kNT; ++nt) {
                     if constexpr (kOffC) {
