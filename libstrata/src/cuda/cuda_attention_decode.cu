@@ -386,6 +386,17 @@ bool attention_legacy_selected() {
 
 namespace {
 
+// STRATA_ATTENTION=wide: every block takes all the query heads of its KV head (up to NQ), the plan
+// before query heads were spread over blocks for launches with few items; for A/B, same bits.
+bool attention_wide_selected() {
+    const char* v = std::getenv("STRATA_ATTENTION");
+    return v != nullptr && std::strcmp(v, "wide") == 0;
+}
+
+}  // namespace
+
+namespace {
+
 constexpr int kMaxSplit = 16;
 constexpr size_t kMaxStateBytes = (size_t)128 << 20;  // beyond it a call runs unsplit (still exact)
 constexpr size_t kCounterBytes = (size_t)64 << 10;     // arrival counters: up to 16384 split items
@@ -422,12 +433,21 @@ bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratc
     P.group = a.n_heads / s.n_kv_heads;
     const int nq = P.group <= 4 ? 4 : 8;
     P.heads_per_cta = P.group < nq ? P.group : nq;
+    const int64_t sms = decode_sm_count();
+    // Few (row, KV head) items (a decode step of one or a few sequences): spread a KV head's query
+    // heads over up to `group` blocks until the items fill the SMs once, so each block's warps run
+    // shorter dependent chains; the blocks of one KV head read the same K/V rows (from L2). Which
+    // block computes a query vector never changes its arithmetic.
+    if (!attention_wide_selected())
+        while (P.heads_per_cta > 1 &&
+               a.n_rows * s.n_kv_heads * ((P.group + P.heads_per_cta - 1) / P.heads_per_cta) * 2 <= sms)
+            P.heads_per_cta = (P.heads_per_cta + 1) / 2;
     P.n_hgroups = (P.group + P.heads_per_cta - 1) / P.heads_per_cta;
     P.max_chunks = (int32_t)(((int64_t)s.n_ctx + kTile * kChunkTiles - 1) / (kTile * kChunkTiles));
     const int64_t items = a.n_rows * s.n_kv_heads * P.n_hgroups;
 
     // Split long rows of few items over up to 16 blocks (a few blocks per SM in all).
-    const int64_t target = 4 * (int64_t)decode_sm_count();
+    const int64_t target = 4 * sms;
     const size_t ws_floats = (size_t)nq * (2 + hd);
     const size_t state_bytes = (size_t)items * P.max_chunks * kWorkers * ws_floats * sizeof(float);
     int split = 1;
