@@ -29,7 +29,7 @@ depend on the values.
 
 --int-kernels takes STRATA_INT_MATMUL values: auto, auto:v1..v6, legacy, norows, rows, rows:16/32/64 (the few-row kernel), tiles, tiles:v1..v6 (routings),
 tiles:128/64/32 (a 64-row shape at 2 stages), tiles:NOxROWSdD[o] (NO 128/64/32 x 64 rows or 128 x 128,
-pipeline depth D 0-2, o: Q4_0's offset in the mma accumulator, at D 0 and 2;
+pipeline depth D 0-2, o: Q4_0's offset out of the nibbles, at D 0 and 2;
 libstrata/src/cuda/cuda_int_mma_tiles.cu), and `routings` / `configs` as shorthands for all routings /
 all configurations.
 """

@@ -3,8 +3,8 @@
 // canonical integer-matmul arithmetic (its main renamed away) and requires,
 // for Q4_0, Q8_0, Q4_1, Q4_K and Q6_K, every prologue, bias and accumulate, each of the
 // tile configurations (128/64/32 outputs x 64 rows, 128 x 128 on 16 warps; the
-// pipeline depths 0-2: 2 to 6 slices in flight; Q4_0's offset in the mma
-// accumulator), 1 to 131 rows, k with
+// pipeline depths 0-2: 2 to 6 slices in flight; Q4_0's offset in the
+// float subtraction; rows 4-byte aligned or not), 1 to 131 rows, k with
 // full and partial slices and more slices than stages, n_out not a multiple of
 // the tile and misaligned weight rows:
 //  - every output bit-identical to the reference and to the older int8
@@ -61,7 +61,7 @@ static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_row
 }
 
 // `choice` = a launch choice of cuda_int_mma_tiles.cu: shape + 4·depth (0-11), or 12 + shape + 4·(depth == 2)
-// with Q4_0's offset in the mma accumulator (12-19). Shapes 0 = 128 x 64, 1 = 64 x 64, 2 = 32 x 64,
+// with Q4_0's offset in the float subtraction (12-19). Shapes 0 = 128 x 64, 1 = 64 x 64, 2 = 32 x 64,
 // 3 = 128 x 128 on 16 warps (whose depth 1 is its depth 0).
 template <int kDt, int kDepth, bool kOffC>
 static void run_tiles_depth(int shape, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
@@ -200,8 +200,8 @@ int main(int argc, char** argv) {
                 }
     }
     if (what == "" || what == "deep") {
-        // The deeper pipelines (depth 1: 3-4 stages; depth 2: up to 6), Q4_0's −8·sx in the mma
-        // accumulator (depths 0 and 2) and the 128-row tile: the configurations the routings pick, Q4_0
+        // The deeper pipelines (depth 1: 3-4 stages; depth 2: up to 6), Q4_0's −8·sx in the float
+        // subtraction (depths 0 and 2) and the 128-row tile: the configurations the routings pick, Q4_0
         // first, then Q8_0 and Q4_1 (the layout and the pipeline are dtype-independent code). k of 1568 (6 full slices + one of 1 block: more slices
         // than stages, the slots wrap around) or 800 (fewer slices than stages); one or two tiles
         // (the emulator's cost is per tile and slice).
@@ -216,7 +216,9 @@ int main(int argc, char** argv) {
         const int from = argc > 2 ? atoi(argv[2]) : 0, to = argc > 3 ? std::min(atoi(argv[3]), n_deep) : n_deep;
         for (int i = from; i < to; ++i) {
             const int c = deep[i].choice, shape = c % 4, pro = i % 3;
-            const int64_t k = i % 4 == 3 ? 800 : 1568;
+            // k 1600 (6 full slices + one of 2 blocks, rows of an even number of blocks) with a base
+            // padding of 0 or 4 bytes: every row 4-byte aligned, the kernel's fast block loop.
+            const int64_t k = i % 4 == 3 ? 800 : (i % 4 == 2 || i == 8 || i == 12 ? 1600 : 1568);
             const int64_t n_out = shape == 1 ? 61 : (shape == 2 ? 45 : 123);             // one partial tile
             const int64_t nr = shape == 3 ? (i == 0 ? 131 : 70) : (i % 2 ? 70 : 9);        // 1 or 2 row tiles
             fprintf(stderr, "deep %d/%d: dt %d choice %d pro %d k %ld n_out %ld rows %ld\n", i + 1, n_deep, deep[i].dt, c,

@@ -75,7 +75,7 @@ def both(monkeypatch, run, tiles="tiles"):
 
 
 # Every configuration the kernel file instantiates (cuda_int_mma_tiles.cu: each shape at depths 0-2, and
-# with Q4_0's offset in the mma accumulator at depths 0 and 2; the 128-row shape's depth 1 is its 0) and
+# with Q4_0's offset out of the nibbles at depths 0 and 2; the 128-row shape's depth 1 is its 0) and
 # the six routings.
 ROUTINGS = ["tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4", "tiles:v5", "tiles:v6"]
 CONFIGS = ["tiles:128", "tiles:64", "tiles:32"] + [

@@ -16,9 +16,13 @@
 // staging), the int8 activations are read with ldmatrix from rows 17 x 16
 // bytes apart (no bank conflicts), and each warp copies the dx (and Q4_1's
 // dx·sx) of its rows into a [block][row] table so a lane gets the two it needs
-// with one 8-byte load. None of the shape, row-tile or depth choices changes
-// a bit: each lane runs the same per-element sequence below (the kOffsetC
-// variants form Q4_0's I with its −8·sx in the mma accumulator: TileLayout).
+// with one 8-byte load. Where every weight row starts 4-byte aligned (k a
+// multiple of 64: every shape of the 8B and 1B models), the block loop is
+// unrolled by pairs and reads each quant word at a compile-time offset (the
+// per-mma instruction table: docs/cuda_backend.md). None of the shape,
+// row-tile, depth or loop choices changes a bit: each lane runs the same
+// per-element sequence below (the kOffsetC variants take Q4_0's −8·sx out of
+// I in the float subtraction below instead of the nibbles: TileLayout).
 //
 // Why the bits are the same as the other kernels': the block integer I is
 // exact however it is formed. Q4_0's nibbles enter the mma as q − 8 (s8), so
@@ -38,6 +42,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <type_traits>
 
 #include "cuda_int_blocks.cuh"
 #include "cuda_int_kquant.cuh"
@@ -65,6 +70,9 @@ namespace {
 #endif
 // STRATA_INT_TILES_MIN_BLOCKS: CTAs per SM the registers must allow at depth 0 and 1 (default: 2
 // where the shared memory allows 2, i.e. at most 128 registers per thread; else 1; depth 2: 1).
+#ifndef STRATA_INT_TILES_UNROLL_AL
+#define STRATA_INT_TILES_UNROLL_AL 0  // block pairs of a full aligned slice unrolled (0: half the blocks of ..._UNROLL's choice)
+#endif
 #ifndef STRATA_INT_TILES_MIN_ROWS
 #define STRATA_INT_TILES_MIN_ROWS 64
 #endif
@@ -91,7 +99,7 @@ struct TileParams {
 // The shared-memory layout of one tile shape, pipeline depth and inner loop (all offsets 16-byte
 // aligned). kDepth 0: STRATA_INT_TILES_STAGES stages; 1: the most (up to STRATA_INT_TILES_MAX_STAGES)
 // that keep 2 CTAs per SM; 2: the most that fit one CTA per SM (registers then allow one CTA too).
-// kOffsetC: Q4_0's −8·sx in the mma's accumulator (kOffsetInC below).
+// kOffsetC: Q4_0's −8·sx in the subtraction that yields I (kOffsetInC below).
 template <int kDtype, int kWM, int kMT, int kNT, int kWarps = 8, int kDepth = 0, bool kOffsetC = false>
 struct TileLayout {
     static constexpr int kThreads = 32 * kWarps;
@@ -103,16 +111,20 @@ struct TileLayout {
     static constexpr int kSB = kIntSliceBytes<kDtype>;  // slice bytes of a weight row (Q6_K: 210)
     static constexpr int kWP = kSB / 16 + 1;                    // 16-byte pieces of a row's window
     static constexpr int kWS = 16 * (kWP % 2 ? kWP : kWP + 1);  // odd multiple of 16: 8 rows hit 8 bank groups
+    static constexpr int kWSlots = kWP <= 16 ? 16 : 32;         // the staging's pieces per row (a power of 2)
+    static_assert(kWP <= 32 && kThreads % kWSlots == 0, "weight staging: pieces per row");
     static constexpr int kXS = 16 * (2 * kIntSliceBlocks + 1);  // an activation row: 256 bytes + 16
     static constexpr int kMS = 8 * kIntSliceBlocks;             // a meta row: 8 uint2
     static constexpr int kXOff = kNO * kWS, kMOff = kXOff + kRows * kXS;
     static constexpr int kStage = kMOff + kRows * kMS;
     static constexpr int kDS = kRW + 4;                        // dx table row (per block): 8 blocks x 4 rows per warp store
-    // Q4_0 with kOffsetC: the nibbles enter the mma unsigned (0..15, no q − 8 per word) and the
-    // accumulator starts at the bits of 1.5·2^23 − 8·sx of the element's activation row, so the mma
-    // still returns 12582912 + I with I = Σq·xq − 8·sx (exact integers: the same I).
+    // Q4_0 with kOffsetC: the nibbles enter the mma unsigned (0..15, no q − 8 per word), the mma
+    // returns the float 12582912 + Σq·xq, and the exact subtraction that yields I subtracts the
+    // row's 12582912 + 8·sx (an integer below 2^24: exact in float) instead of 12582912, so
+    // I = Σq·xq − 8·sx exactly: the same I. (Until 2026-12-02 the −8·sx went into the mma's starting
+    // accumulator: the same integers, but 4 register moves per mma to assemble that operand.)
     static constexpr bool kOffsetInC = kOffsetC && IntW<kDtype>::kOffset8;
-    static constexpr int kTables = IntW<kDtype>::kMin || kOffsetInC ? 2 : 1;  // dx; Q4_1's dx·sx or the accumulators
+    static constexpr int kTables = IntW<kDtype>::kMin || kOffsetInC ? 2 : 1;  // dx; Q4_1's dx·sx or the subtrahends
     static constexpr int kFixed = kWarps * kTables * kIntSliceBlocks * kDS * 4 + kRows * 4;  // tables, row factors
     static constexpr int stages_within(int budget) {
         int n = 2;
@@ -146,32 +158,29 @@ __device__ __forceinline__ uint32_t lds32_any(const uint8_t* q) {
     return __funnelshift_r(w[0], w[1], (uint32_t)off * 8);
 }
 
-// Four nibbles (0..15, one per byte) as the signed bytes q − 8 (exact).
+// 32 bits from shared-memory address q whose offset modulo 4 is ph (0 or 2, a compile-time constant
+// once the block loop is unrolled): one aligned load, or two and a funnel shift.
+__device__ __forceinline__ uint32_t lds32_ph(const uint8_t* q, const int ph) {
+    if (ph == 0) return *reinterpret_cast<const uint32_t*>(q);
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(q - 2);
+    return __funnelshift_r(w[0], w[1], 16);
+}
+
+// Four nibbles (0..15, one per byte) as the signed bytes q − 8 (exact): q + 120 stays below 256 (no
+// carry between bytes) and flipping its top bit subtracts 128 (q >= 8) or adds 128 (q < 8), mod 256.
 __device__ __forceinline__ uint32_t nib_minus8(uint32_t x) {
-    return ((x | 0x80808080u) - 0x08080808u) ^ 0x80808080u;
+    return (x + 0x78787878u) ^ 0x80808080u;
 }
 
 // d = A·B + 1.5·2^23 as int32 bits over one 16x8x32 tile (A s8, or u8 for Q4_1). A pure function
 // of its operands (no volatile): the compiler may interleave it with other blocks' loads.
-// mma_offset: the same with the starting accumulator c0 for columns 2t and c1 for 2t + 1 (A u8).
 #ifdef STRATA_CUDA_EMU
 template <bool kUnsignedA>
 inline void mma_magic(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     mma_i8_16832<kUnsignedA>(d, a, b0, b1);
     for (int e = 0; e < 4; ++e) d[e] = (int)kMagic + d[e];
 }
-inline void mma_offset(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, uint32_t c0, uint32_t c1) {
-    mma_i8_16832<true>(d, a, b0, b1);
-    for (int e = 0; e < 4; ++e) d[e] = (int)((e & 1 ? c1 : c0) + (uint32_t)d[e]);
-}
 #else
-__device__ __forceinline__ void mma_offset(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, uint32_t c0,
-                                           uint32_t c1) {
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%10,%11,%10,%11};\n"
-        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c0), "r"(c1));
-}
 template <bool kUnsignedA>
 __device__ __forceinline__ void mma_magic(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     if constexpr (kUnsignedA) {
@@ -194,6 +203,10 @@ __device__ __forceinline__ void mma_magic(int (&d)[4], const uint32_t (&a)[4], u
 // pieces from the aligned address at or below each row's first byte; nothing
 // at or past w_end is read), the int8 activations and block meta of rows
 // [r0, r0 + nr) (zeros for the tile's rows past nr).
+// Each thread copies the same piece column of rows kStep apart (the piece
+// counts per row rounded up to powers of 2), so its addresses advance by one
+// 64-bit stride per piece instead of a division and a row product each: the
+// staging was a third of the kernel's instructions (docs/cuda_backend.md).
 template <int kDtype, class L>
 __device__ __forceinline__ void stage_slice(const TileParams& p, uint8_t* slot, int s, int64_t o0, int no,
                                             int64_t r0, int nr) {
@@ -201,32 +214,66 @@ __device__ __forceinline__ void stage_slice(const TileParams& p, uint8_t* slot, 
     const int64_t b0 = (int64_t)s * kIntSliceBlocks;
     const int nblk = (int)min((int64_t)kIntSliceBlocks, p.nb - b0);
     const int len = nblk * B;
-    for (int idx = threadIdx.x; idx < L::kNO * L::kWP; idx += L::kThreads) {
-        const int row = idx / L::kWP, pc = idx - row * L::kWP;
-        if (row >= no) break;  // idx grows with row
-        const uint8_t* src = p.w + (o0 + row) * p.w_row_bytes + b0 * B;
-        const uint8_t* a = src - (reinterpret_cast<uintptr_t>(src) & 15);
-        const int np = (int)((src + len - a + 15) >> 4);
-        if (pc < np) {
-            const uint8_t* from = a + 16 * pc;
-            const int64_t left = p.w_end - from;
-            cp_async16z(slot + row * L::kWS + 16 * pc, from, left >= 16 ? 16 : (left > 0 ? (int)left : 0));
+    const int t = threadIdx.x;
+    {  // weights: piece pc of rows row0, row0 + kStep, ...
+        constexpr int kS = L::kWSlots, kStep = L::kThreads / kS, kIt = (L::kNO + kStep - 1) / kStep;
+        const int pc = t % kS, row0 = t / kS;
+        const uint8_t* src = p.w + (o0 + row0) * p.w_row_bytes + b0 * B;  // the row's first byte of the slice
+        const int64_t step = (int64_t)kStep * p.w_row_bytes;
+        uint8_t* dst = slot + row0 * L::kWS + 16 * pc;
+        if (pc < L::kWP) {
+#pragma unroll
+            for (int i = 0; i < kIt; ++i) {
+                if (row0 + i * kStep < no) {
+                    const int phi = (int)(reinterpret_cast<uintptr_t>(src) & 15);
+                    if (16 * pc < phi + len) {  // pc < the row's piece count ceil((phase + len) / 16)
+                        const uint8_t* from = src + (16 * pc - phi);
+                        const int64_t left = p.w_end - from;
+                        cp_async16z(dst, from, left >= 16 ? 16 : (left > 0 ? (int)left : 0));
+                    }
+                }
+                src += step;
+                dst += kStep * L::kWS;
+            }
         }
     }
-    // Per row 16 pieces of xq, then 4 of meta (a compile-time divisor); a partial slice skips the rest.
-    constexpr int kXP = 2 * kIntSliceBlocks, kPer = kXP + kIntSliceBlocks / 2;
-    for (int idx = threadIdx.x; idx < L::kRows * kPer; idx += L::kThreads) {
-        const int r = idx / kPer, pc = idx - r * kPer;
-        const bool live = r < nr;
-        if (pc < kXP) {
-            if (pc < 2 * nblk)
-                cp_async16z(slot + L::kXOff + r * L::kXS + 16 * pc,
-                            live ? p.xq + (r0 + r) * p.k + b0 * 32 + 16 * pc : p.xq, live ? 16 : 0);
-        } else if (pc - kXP < (nblk + 1) / 2) {
-            cp_async16z(slot + L::kMOff + r * L::kMS + 16 * (pc - kXP),
-                        live ? reinterpret_cast<const uint8_t*>(p.meta + (r0 + r) * p.nbp + b0) + 16 * (pc - kXP)
-                             : reinterpret_cast<const uint8_t*>(p.meta),
-                        live ? 16 : 0);
+    {  // activations: piece pc (16 bytes, 2 per block) of rows rx0, rx0 + kStep, ...
+        constexpr int kXP = 2 * kIntSliceBlocks, kStep = L::kThreads / kXP, kIt = (L::kRows + kStep - 1) / kStep;
+        const int pc = t % kXP, rx0 = t / kXP;
+        if (pc < 2 * nblk) {  // a partial slice skips the rest
+            const int8_t* src = p.xq + (r0 + rx0) * p.k + b0 * 32 + 16 * pc;
+            const int64_t step = (int64_t)kStep * p.k;
+            uint8_t* dst = slot + L::kXOff + rx0 * L::kXS + 16 * pc;
+#pragma unroll
+            for (int i = 0; i < kIt; ++i) {
+                const int r = rx0 + i * kStep;
+                if (r < L::kRows) {
+                    const bool live = r < nr;
+                    cp_async16z(dst, live ? src : p.xq, live ? 16 : 0);
+                }
+                src += step;
+                dst += kStep * L::kXS;
+            }
+        }
+    }
+    {  // block meta: piece pc (2 blocks' {dx, sx}) of rows rm0, rm0 + kStep, ...
+        constexpr int kMP = kIntSliceBlocks / 2, kStep = L::kThreads / kMP, kIt = (L::kRows + kStep - 1) / kStep;
+        const int pc = t % kMP, rm0 = t / kMP;
+        if (pc < (nblk + 1) / 2) {
+            const uint2* src = p.meta + (r0 + rm0) * p.nbp + b0 + 2 * pc;
+            const int64_t step = (int64_t)kStep * p.nbp;
+            uint8_t* dst = slot + L::kMOff + rm0 * L::kMS + 16 * pc;
+#pragma unroll
+            for (int i = 0; i < kIt; ++i) {
+                const int r = rm0 + i * kStep;
+                if (r < L::kRows) {
+                    const bool live = r < nr;
+                    cp_async16z(dst, live ? reinterpret_cast<const void*>(src) : reinterpret_cast<const void*>(p.meta),
+                                live ? 16 : 0);
+                }
+                src += step;
+                dst += kStep * L::kMS;
+            }
         }
     }
 }
@@ -240,7 +287,7 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
     using L = TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth, kOffsetC>;
     constexpr int kStages = L::kStages;
     constexpr bool kOffC = L::kOffsetInC;
-    // Q4_1's nibbles stay 0..15; Q4_0 enters as q − 8 (or 0..15 with the offset in the accumulator), Q8_0 as is
+    // Q4_1's nibbles stay 0..15; Q4_0 enters as q − 8 (or 0..15 with kOffC), Q8_0 as is
     constexpr bool kUnsignedA = W::kMin || kOffC;
     uint8_t* smem = mma_smem();
     const int t = threadIdx.x, warp = t >> 5, lane = t & 31, g = lane >> 2, tq = lane & 3;
@@ -248,6 +295,9 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
     float* dxt = reinterpret_cast<float*>(smem + L::kDxOff) + warp * L::kTables * kIntSliceBlocks * L::kDS;
     float* dst = dxt + kIntSliceBlocks * L::kDS;  // Q4_1 only
     float* rsq = reinterpret_cast<float*>(smem + L::kRsOff);
+    // Every weight row's first byte 4-byte aligned (an aligned base and rows of an even number of Q4_0
+    // or Q8_0 blocks, i.e. k a multiple of 64, or any Q4_1 / Q4_K row): the fast block loop (`block`).
+    const bool al4 = ((reinterpret_cast<uintptr_t>(p.w) | (uintptr_t)p.w_row_bytes) & 3) == 0;
     // This lane's ldmatrix row: matrix m = lane / 8 is (n-tile m / 2, bytes 16·(m % 2)) of a pair.
     const int x_lane = L::kXOff + (wn * L::kRW + 8 * ((lane >> 3) >> 1) + (lane & 7)) * L::kXS + 16 * ((lane >> 3) & 1);
 
@@ -292,17 +342,24 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
             const uint8_t* st = smem + slot * L::kStage;
             slot = slot == kStages - 1 ? 0 : slot + 1;
             const int nbs = (int)min((int64_t)kIntSliceBlocks, p.nb - (int64_t)s * kIntSliceBlocks);
-            // This warp's rows' dx (Q4_1: and dx·sx, the fold's exact product) as [block][row].
-            for (int e = lane; e < kIntSliceBlocks * L::kRW; e += 32) {
-                const int j = e % kIntSliceBlocks, rl = e / kIntSliceBlocks;
-                if (j < nbs) {
-                    const uint2 m = *reinterpret_cast<const uint2*>(st + L::kMOff + (wn * L::kRW + rl) * L::kMS + 8 * j);
-                    if constexpr (kOffC) {  // {dx, bits of 1.5·2^23 − 8·sx} (modulo 2^32: the same bits as in int)
-                        reinterpret_cast<uint2*>(dxt)[j * L::kDS + rl] = make_uint2(m.x, kMagic - 8u * m.y);
-                    } else {
-                        dxt[j * L::kDS + rl] = __uint_as_float(m.x);
+            // This warp's rows' dx (Q4_1: and dx·sx, the fold's exact product) as [block][row]: a lane per
+            // row, its 8 {dx, sx} in 4 loads. A partial slice's entries past nbs are stale and never read.
+            for (int rl = lane; rl < L::kRW; rl += 32) {
+                const uint4* mr = reinterpret_cast<const uint4*>(st + L::kMOff + (wn * L::kRW + rl) * L::kMS);
+#pragma unroll
+                for (int jp = 0; jp < kIntSliceBlocks / 2; ++jp) {
+                    const uint4 m2 = mr[jp];
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const int j = 2 * jp + h;
+                        const uint32_t mx = h ? m2.z : m2.x, my = h ? m2.w : m2.y;
+                        if constexpr (kOffC) {  // {dx, bits of the float 12582912 + 8·sx (|8·sx| < 2^15)}
+                            reinterpret_cast<uint2*>(dxt)[j * L::kDS + rl] = make_uint2(mx, kMagic + 8u * my);
+                        } else {
+                            dxt[j * L::kDS + rl] = __uint_as_float(mx);
+                        }
+                        if constexpr (W::kMin) dst[j * L::kDS + rl] = __fmul_rn(__uint_as_float(mx), (float)(int)my);
                     }
-                    if constexpr (W::kMin) dst[j * L::kDS + rl] = __fmul_rn(__uint_as_float(m.x), (float)(int)m.y);
                 }
             }
             __syncwarp();
@@ -314,9 +371,10 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const int ol = wm * 16 * kMT + 16 * mt + g + 8 * h;
-                    wofs[mt][h] = ol * L::kWS + (ol < no ? (int)(reinterpret_cast<uintptr_t>(
-                                                                  p.w + (o0 + ol) * p.w_row_bytes) & 15)
-                                                          : 0);
+                    // the low 4 bits of p.w + (o0 + ol)·w_row_bytes, in 32-bit arithmetic (the same bits)
+                    const uint32_t ph = ((uint32_t)reinterpret_cast<uintptr_t>(p.w) +
+                                         (uint32_t)(o0 + ol) * (uint32_t)p.w_row_bytes) & 15u;
+                    wofs[mt][h] = ol * L::kWS + (ol < no ? (int)ph : 0);
                 }
             float acc[kMT][kNT][4];
 #pragma unroll
@@ -326,7 +384,10 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
 #pragma unroll
                     for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
             // Block j of the slice for the warp's whole tile (the fold per element: blocks ascending).
-            auto block = [&](const int j) {
+            // kAl4 (std::true_type): every weight row's window starts 4-byte aligned (al4 above) and j is a
+            // compile-time constant (unrolled), so each quant word is one aligned load or two and a
+            // funnel shift with no address arithmetic; std::false_type: any 2-byte phase (lds32_any).
+            auto block = [&](const int j, auto kAl4) {
                 uint32_t b[kNT][2];
 #pragma unroll
                 for (int np = 0; np < kNT / 2; ++np) {
@@ -335,16 +396,17 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
                     b[2 * np][0] = r[0]; b[2 * np][1] = r[1]; b[2 * np + 1][0] = r[2]; b[2 * np + 1][1] = r[3];
                 }
                 float dx[kNT][2], ds[kNT][2];
-                uint32_t cz[kNT][2];  // kOffC: the starting accumulators of columns 2tq, 2tq + 1
+                float mz[kNT][2];  // subtracted from the mma's result to give I: 12582912 (kOffC: + 8·sx of the row)
 #pragma unroll
                 for (int nt = 0; nt < kNT; ++nt) {
                     if constexpr (kOffC) {
                         const uint4 v = *reinterpret_cast<const uint4*>(dxt + 2 * (j * L::kDS + 8 * nt + 2 * tq));
-                        dx[nt][0] = __uint_as_float(v.x); cz[nt][0] = v.y;
-                        dx[nt][1] = __uint_as_float(v.z); cz[nt][1] = v.w;
+                        dx[nt][0] = __uint_as_float(v.x); mz[nt][0] = __uint_as_float(v.y);
+                        dx[nt][1] = __uint_as_float(v.z); mz[nt][1] = __uint_as_float(v.w);
                     } else {
                         const float2 v = *reinterpret_cast<const float2*>(dxt + j * L::kDS + 8 * nt + 2 * tq);
                         dx[nt][0] = v.x; dx[nt][1] = v.y;
+                        mz[nt][0] = kMagicF; mz[nt][1] = kMagicF;
                     }
                     if constexpr (W::kMin) {
                         const float2 u = *reinterpret_cast<const float2*>(dst + j * L::kDS + 8 * nt + 2 * tq);
@@ -364,8 +426,12 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
                     uint32_t a[4];
                     float d[2], m[2];
                     if constexpr (kIntSuper<kDtype>) {  // Q4_K: block j from the slices' starts
-                        q4k_mma_a(st + wofs[mt][0], st + wofs[mt][1], j, tq,
-                                  [](const uint8_t* q) { return lds32_any(q); }, d, m, a);
+                        if constexpr (decltype(kAl4)::value)
+                            q4k_mma_a(st + wofs[mt][0], st + wofs[mt][1], j, tq,
+                                      [](const uint8_t* q) { return *reinterpret_cast<const uint32_t*>(q); }, d, m, a);
+                        else
+                            q4k_mma_a(st + wofs[mt][0], st + wofs[mt][1], j, tq,
+                                      [](const uint8_t* q) { return lds32_any(q); }, d, m, a);
                     } else {
 #pragma unroll
                         for (int h = 0; h < 2; ++h) {
@@ -373,26 +439,31 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
                             const uint16_t* hp = reinterpret_cast<const uint16_t*>(blk);
                             d[h] = f16_to_f32(hp[0]);
                             m[h] = W::kMin ? f16_to_f32(hp[1]) : 0.0f;
+                            // the quant bytes' address modulo 4 where the row is 4-byte aligned (a constant)
+                            const int ph = ((j & 1) * W::kBytes + W::kQuantOff) & 2;  // kBytes is even
+                            auto ld = [&](const uint8_t* q) {
+                                if constexpr (decltype(kAl4)::value) return lds32_ph(q, ph);
+                                else return lds32_any(q);
+                            };
                             if constexpr (W::kNibbles) {
-                                const uint32_t q = lds32_any(blk + W::kQuantOff + 4 * tq);
+                                const uint32_t q = ld(blk + W::kQuantOff + 4 * tq);
                                 const uint32_t lo = q & 0x0F0F0F0Fu, hi = (q >> 4) & 0x0F0F0F0Fu;
                                 a[h] = W::kOffset8 && !kOffC ? nib_minus8(lo) : lo;
                                 a[2 + h] = W::kOffset8 && !kOffC ? nib_minus8(hi) : hi;
                             } else {
-                                a[h] = lds32_any(blk + W::kQuantOff + 4 * tq);
-                                a[2 + h] = lds32_any(blk + W::kQuantOff + 16 + 4 * tq);
+                                a[h] = ld(blk + W::kQuantOff + 4 * tq);
+                                a[2 + h] = ld(blk + W::kQuantOff + 16 + 4 * tq);
                             }
                         }
                     }
 #pragma unroll
                     for (int nt = 0; nt < kNT; ++nt) {
                         int c[4];
-                        if constexpr (kOffC) mma_offset(c, a, b[nt][0], b[nt][1], cz[nt][0], cz[nt][1]);
-                        else mma_magic<kUnsignedA>(c, a, b[nt][0], b[nt][1]);
+                        mma_magic<kUnsignedA>(c, a, b[nt][0], b[nt][1]);
 #pragma unroll
                         for (int e = 0; e < 4; ++e) {
                             // int_block_fold with I exact: acc = fmaf(d·dx, I, acc) (Q4_1: + fmaf(m, dx·sx)).
-                            const float I = __fsub_rn(__int_as_float(c[e]), kMagicF);
+                            const float I = __fsub_rn(__int_as_float(c[e]), mz[nt][e & 1]);
                             float v = fmaf(__fmul_rn(d[e >> 1], dx[nt][e & 1]), I, acc[mt][nt][e]);
                             if constexpr (W::kMin) v = fmaf(m[e >> 1], ds[nt][e & 1], v);
                             acc[mt][nt][e] = v;
@@ -404,17 +475,25 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
             // early; Q8_0's 64-output tile half of it, to stay within 128 registers without spills);
             // the 128-output tile keeps 128 registers for 2 CTAs per SM. At depth 2 (one CTA of 8 warps per
             // SM, up to 255 registers) the 128-output tile overlaps 2 blocks and Q8_0's 64-output tile all 8;
-            // with Q4_0's offset in the accumulator (two more words per n-tile and block) the narrow tiles
-            // at 128 registers overlap 4 (8 spilled 20-24 bytes).
+            // with Q4_0's offset (two more words per n-tile and block) the narrow tiles at 128 registers
+            // overlap 4 (8 spilled 20-24 bytes). The aligned loop unrolls half as many pairs (at least 1).
             constexpr int kUnroll = kMT > 1 ? (kDepth == 2 && kWarps == 8 ? 2 : kTileUnroll)
                                   : kDepth == 2 ? kIntSliceBlocks
                                   : kOffC && L::kMinBlocks > 1 ? 4
                                   : (W::kNibbles || kNT == 2 ? kIntSliceBlocks : 4);
-            if (nbs == kIntSliceBlocks) {  // warp-uniform; a whole slice, no bounds checks
+            constexpr int kUnrollAl = STRATA_INT_TILES_UNROLL_AL > 0 ? STRATA_INT_TILES_UNROLL_AL
+                                    : (kUnroll / 2 > 0 ? kUnroll / 2 : 1);
+            if (nbs == kIntSliceBlocks && al4) {  // uniform; a whole slice of aligned rows, no bounds checks
+#pragma unroll kUnrollAl
+                for (int jp = 0; jp < kIntSliceBlocks; jp += 2) {  // pairs: the quant words' phases are j's parity
+                    block(jp, std::true_type{});
+                    block(jp + 1, std::true_type{});
+                }
+            } else if (nbs == kIntSliceBlocks) {
 #pragma unroll kUnroll
-                for (int j = 0; j < kIntSliceBlocks; ++j) block(j);
+                for (int j = 0; j < kIntSliceBlocks; ++j) block(j, std::false_type{});
             } else {
-                for (int j = 0; j < nbs; ++j) block(j);
+                for (int j = 0; j < nbs; ++j) block(j, std::false_type{});
             }
 #pragma unroll
             for (int mt = 0; mt < kMT; ++mt)
@@ -454,7 +533,7 @@ constexpr int kTilesMinRows = STRATA_INT_TILES_MIN_ROWS;  // below, the older ke
 constexpr int64_t kTilesShortK = 1024;                     // ... except at short k (int_tiles_choice)
 
 // A launch choice: shape + 4·depth (0-11), or 12 + shape + 4·(depth == 2) with Q4_0's offset in the
-// accumulator (12-19). Shapes: 0 = 128 outputs x 64 rows, 1 = 64 x 64, 2 = 32 x 64 (8 warps),
+// float subtraction (12-19). Shapes: 0 = 128 outputs x 64 rows, 1 = 64 x 64, 2 = 32 x 64 (8 warps),
 // 3 = 128 x 128 (16 warps; its depth 1 is depth 0: one CTA per SM in any case).
 constexpr int kShapes = 4, kPlain = 3 * kShapes, kChoices = kPlain + 2 * kShapes;
 constexpr int shape_no(int c) { return c == 1 ? 64 : (c == 2 ? 32 : 128); }
@@ -543,7 +622,8 @@ int64_t tiles_of(int shape, int64_t n_rows, int64_t n_out) {
 //  v5 (the default): the measured best — 128-row tiles at depth 2 where they fill whole waves of one
 //      CTA per SM to 90 % (q/o, gate_up, down, lm_head at 512 rows), else v1's shape at depth 2 where
 //      the launch has at most one CTA per SM (depth 1 at k of at most 3 slices) and depth 0 otherwise;
-//  v6: v5 with Q4_0's −8·sx in the mma accumulator (TileLayout::kOffsetInC; not yet timed).
+//  v6: v5 with Q4_0's −8·sx out of the nibbles (TileLayout::kOffsetInC: 3 fewer integer instructions
+//      per mma than v5 in the aligned loop; not yet timed).
 int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     const bool short_k = k <= 3 * 32 * kIntSliceBlocks;
     if (v >= 5 && n_rows >= 128) {
@@ -581,7 +661,7 @@ int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
 }
 
 // A forced tile configuration "tiles:NOxROWSdD" (D 0, 1, 2), "tiles:NOxROWSdDo" (D 0 or 2, with Q4_0's
-// offset in the accumulator) or "tiles:NO" (64 rows, depth 0); else -1.
+// offset out of the nibbles) or "tiles:NO" (64 rows, depth 0); else -1.
 int parse_forced(const char* env) {
     int no = 0, rows = 64, depth = 0, n = 0;
     const size_t len = std::strlen(env);
