@@ -63,7 +63,7 @@ static std::vector<int32_t> run_sample(const float* logits, int n_rows, int64_t 
     SampleArgs a{logits, n_rows, n, prm, out.data()};
     std::vector<float> ws(grid * T_cuda_sample::sample_scratch_floats(n), NAN);  // scratch, one area per block
     const size_t smem = sizeof(T_cuda_sample::SampleShared) + (size_t)cap * sizeof(float);
-    run_grid_ex(grid, 1, 256, 1, smem, [&] { T_cuda_sample::sample_kernel(a, ws.data(), cap); });
+    run_grid_ex(grid, 1, T_cuda_sample::kBlock, 1, smem, [&] { T_cuda_sample::sample_kernel(a, ws.data(), cap); });
     return out;
 }
 // The previous kernel (sample_v1.h), on 4 blocks.
