@@ -1,9 +1,10 @@
 // cuda_sample.cu — token selection on the device: argmax and seeded sampling.
 //
-// One block per row (argmax: 1024 threads; sample: 256); every reduction has
-// a fixed shape (thread t takes elements t, t+256, ... or the contiguous chunk
-// t, then a fixed tree), so a row's token depends only on its logits and its
-// parameters. The argmax passes read 16-byte vectors, four in flight.
+// One 1024-thread block per row (argmax and sample); every float reduction
+// has a fixed shape (sample: owner t, one of threads 0..255, takes elements t,
+// t+256, ... or the contiguous chunk t, then a fixed tree; the other threads
+// do only order-free work, see kBlock), so a row's token depends only on its
+// logits and its parameters. The argmax passes read 16-byte vectors, four in flight.
 //
 // argmax: the largest non-NaN logit, lowest index on ties (a selection under
 // a total order, exact in any reduction order); a row of NaNs gives 0.
