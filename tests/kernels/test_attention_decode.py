@@ -1,5 +1,6 @@
 """The CUDA decode attention kernel (libstrata/src/cuda/cuda_attention_decode.cu) against the
-general kernel it replaces for decode-sized calls (STRATA_ATTENTION=legacy, read on every call)
+general kernel it replaces for decode-sized calls (STRATA_ATTENTION=legacy, read on every call; and
+its plan without query heads spread over blocks, STRATA_ATTENTION=wide)
 and against float64: the same bits for 1 to 100 rows, contexts at every tile and chunk boundary
 up to 8192 (so the plans that split long rows over blocks run, with rows far shorter than the
 slots allow), GQA groups 1, 3, 4 and 8, head_dim 64 and 128, F16 and int8 pools, sliding
@@ -32,9 +33,13 @@ def cuda_only(backend):
 
 
 def run_both(monkeypatch, call):
-    """call() with the decode kernel, then with STRATA_ATTENTION=legacy."""
+    """call() with the decode kernel, then with STRATA_ATTENTION=legacy; the decode kernel's plan
+    without query heads spread over blocks (STRATA_ATTENTION=wide) must give the same bits."""
     monkeypatch.delenv("STRATA_ATTENTION", raising=False)
     new = call()
+    monkeypatch.setenv("STRATA_ATTENTION", "wide")
+    wide = call()
+    assert np.array_equal(bits(new), bits(wide)), "spreading query heads over blocks changed bits"
     monkeypatch.setenv("STRATA_ATTENTION", "legacy")
     old = call()
     monkeypatch.delenv("STRATA_ATTENTION", raising=False)

@@ -27,9 +27,11 @@ def bits(a):
 
 
 def make_rows(rng, n_rows):
-    pairs = [(int(rng.integers(0, N_SLOTS)), int(i)) for i in rng.permutation(N_CTX)[:n_rows]]
-    pairs[2] = (-1, 3)          # padding
-    pairs[4] = (N_SLOTS, 1)     # out-of-range slot: padding too
+    """Distinct (slot, index) cells; rows 2 and 4 are padding when there are that many."""
+    pairs = [(int(c) // N_CTX, int(c) % N_CTX) for c in rng.permutation(N_SLOTS * N_CTX)[:n_rows]]
+    if n_rows > 4:
+        pairs[2] = (-1, 3)          # padding
+        pairs[4] = (N_SLOTS, 1)     # out-of-range slot: padding too
     return pairs
 
 
@@ -50,9 +52,10 @@ def read_cache(ctx, slots, n_heads, pairs, q_probe):
     return outs
 
 
+# 1 and 12 rows: a row's heads spread over several CUDA blocks; 100: a block per row walking its heads.
+@pytest.mark.parametrize("n_rows", [12, 1, 100])
 @pytest.mark.parametrize("mode,n_heads,n_kv,hd,rot_dim,sections,use_ff", CASES, ids=lambda v: str(v))
-def test_fused_equals_separate_calls(ctx, rng, mode, n_heads, n_kv, hd, rot_dim, sections, use_ff):
-    n_rows = 12
+def test_fused_equals_separate_calls(ctx, rng, mode, n_heads, n_kv, hd, rot_dim, sections, use_ff, n_rows):
     q_w, kv_w = n_heads * hd, n_kv * hd
     stride = q_w + 2 * kv_w + 5
     qkv = rng.standard_normal((n_rows, stride), dtype=np.float32)

@@ -50,6 +50,7 @@
 #include "cuda_async.cuh"
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
+#include "cuda_kv_layout.cuh"
 #include "cuda_pdl.cuh"
 
 namespace strata {
@@ -98,25 +99,7 @@ __device__ __forceinline__ bool row_valid(const SlotsView& s, int32_t slot, int3
     return slot >= 0 && slot < s.n_slots && index >= 0 && index < s.n_ctx;
 }
 
-// First element of the cache row of `cell` of (slot, layer, K|V, kv head): the layout of
-// SlotsView::kv_index. The cell's page comes from the slot's page table (an unmapped entry
-// reads the null page, index n_pages, which no kernel writes); rows of a page are contiguous,
-// and a tile (kTile cells at a multiple of kTile) never straddles pages (kPageCells % kTile == 0).
-__device__ __forceinline__ size_t kv_row(const SlotsView& s, int32_t slot, int32_t layer, int which, int32_t head,
-                                         int32_t cell) {
-    int32_t page = s.pages[(size_t)slot * s.slot_pages + cell / kPageCells];
-    if (page < 0 || page >= s.n_pages) page = s.n_pages;
-    const size_t plane = (size_t)s.n_kv_heads * kPageCells * s.head_dim;
-    return (size_t)page * ((size_t)s.n_layers * 2 * plane) + ((size_t)layer * 2 + which) * plane +
-           ((size_t)head * kPageCells + cell % kPageCells) * s.head_dim;
-}
-static_assert(kPageCells % kTile == 0, "a key tile must not straddle two KV pages");
-
-__device__ __forceinline__ float2 half2_bits_to_float2(uint32_t bits) {
-    __half2 h;
-    memcpy(&h, &bits, 4);
-    return __half22float2(h);
-}
+static_assert(kPageCells % kTile == 0, "a key tile must not straddle two KV pages (kv_row)");
 
 // One warp's copy of the K and V rows [cell0, cell0 + count) into a stage:
 // pieces of 16 bytes (or 4 when head_dim % 8 != 0), lane l taking pieces

@@ -43,6 +43,7 @@
 
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
+#include "cuda_kv_layout.cuh"
 #include "cuda_scratch.cuh"
 #include "cuda_pdl.cuh"
 
@@ -70,23 +71,7 @@ constexpr int kWorkers = 4;
 constexpr int kThreads = 32 * kWorkers;
 constexpr float kNegInf = -__builtin_huge_valf();
 
-// First element of the cache row of `cell` of (slot, layer, K|V, kv head): SlotsView::kv_index,
-// as cuda_attention.cu's kv_row computes it (an unmapped page reads the null page).
-__device__ __forceinline__ size_t dec_kv_row(const SlotsView& s, int32_t slot, int32_t layer, int which,
-                                             int32_t head, int32_t cell) {
-    int32_t page = s.pages[(size_t)slot * s.slot_pages + cell / kPageCells];
-    if (page < 0 || page >= s.n_pages) page = s.n_pages;
-    const size_t plane = (size_t)s.n_kv_heads * kPageCells * s.head_dim;
-    return (size_t)page * ((size_t)s.n_layers * 2 * plane) + ((size_t)layer * 2 + which) * plane +
-           ((size_t)head * kPageCells + cell % kPageCells) * s.head_dim;
-}
-static_assert(kPageCells % kTile == 0, "a key tile must not straddle two KV pages");
-
-__device__ __forceinline__ float2 dec_half2(uint32_t bits) {
-    __half2 h;
-    memcpy(&h, &bits, 4);
-    return __half22float2(h);
-}
+static_assert(kPageCells % kTile == 0, "a key tile must not straddle two KV pages (kv_row)");
 
 // Element i of a K or V row as the legacy kernel reads it: the F16 value, or float(q) * scale.
 __device__ __forceinline__ float dec_i8(uint32_t word, int byte, float scale) {
@@ -209,7 +194,7 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
             if (t >= n_tiles || t < t_first) continue;
             const int cell0 = t * kTile;
             const int count = min(kTile, last + 1 - cell0);  // the row's cells in this tile (>= 1)
-            const size_t kb = dec_kv_row(s, slot, a.layer, 0, kvh, cell0), vb = dec_kv_row(s, slot, a.layer, 1, kvh, cell0);
+            const size_t kb = kv_row(s, slot, a.layer, 0, kvh, cell0), vb = kv_row(s, slot, a.layer, 1, kvh, cell0);
 
             // Scores: lane c takes cell c; even and odd dims in two FMA chains, ascending.
             float se[NQ], so[NQ];
@@ -241,8 +226,8 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
 #pragma unroll
                 for (int d0 = 0; d0 < HD; d0 += 8) {
                     const uint4 raw = __ldg(reinterpret_cast<const uint4*>(kp + d0));
-                    const float2 k01 = dec_half2(raw.x), k23 = dec_half2(raw.y);
-                    const float2 k45 = dec_half2(raw.z), k67 = dec_half2(raw.w);
+                    const float2 k01 = half2_bits_to_float2(raw.x), k23 = half2_bits_to_float2(raw.y);
+                    const float2 k45 = half2_bits_to_float2(raw.z), k67 = half2_bits_to_float2(raw.w);
 #pragma unroll
                     for (int v = 0; v < NQ; ++v) {
                         if (v < nh) {
@@ -277,13 +262,13 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
                         const __half* vp = kvh16 + vb + (size_t)c * HD + DPL * lane;
                         if constexpr (DPL == 4) {
                             const uint2 raw = __ldg(reinterpret_cast<const uint2*>(vp));
-                            const float2 x0 = dec_half2(raw.x), x1 = dec_half2(raw.y);
+                            const float2 x0 = half2_bits_to_float2(raw.x), x1 = half2_bits_to_float2(raw.y);
                             dst[i2][0] = x0.x;
                             dst[i2][1] = x0.y;
                             dst[i2][2] = x1.x;
                             dst[i2][3] = x1.y;
                         } else {
-                            const float2 x0 = dec_half2(__ldg(reinterpret_cast<const unsigned int*>(vp)));
+                            const float2 x0 = half2_bits_to_float2(__ldg(reinterpret_cast<const unsigned int*>(vp)));
                             dst[i2][0] = x0.x;
                             dst[i2][1] = x0.y;
                         }
@@ -401,6 +386,17 @@ bool attention_legacy_selected() {
 
 namespace {
 
+// STRATA_ATTENTION=wide: every block takes all the query heads of its KV head (up to NQ), the plan
+// before query heads were spread over blocks for launches with few items; for A/B, same bits.
+bool attention_wide_selected() {
+    const char* v = std::getenv("STRATA_ATTENTION");
+    return v != nullptr && std::strcmp(v, "wide") == 0;
+}
+
+}  // namespace
+
+namespace {
+
 constexpr int kMaxSplit = 16;
 constexpr size_t kMaxStateBytes = (size_t)128 << 20;  // beyond it a call runs unsplit (still exact)
 constexpr size_t kCounterBytes = (size_t)64 << 10;     // arrival counters: up to 16384 split items
@@ -437,12 +433,21 @@ bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratc
     P.group = a.n_heads / s.n_kv_heads;
     const int nq = P.group <= 4 ? 4 : 8;
     P.heads_per_cta = P.group < nq ? P.group : nq;
+    const int64_t sms = decode_sm_count();
+    // Few (row, KV head) items (a decode step of one or a few sequences): spread a KV head's query
+    // heads over up to `group` blocks until the items fill the SMs once, so each block's warps run
+    // shorter dependent chains; the blocks of one KV head read the same K/V rows (from L2). Which
+    // block computes a query vector never changes its arithmetic.
+    if (!attention_wide_selected())
+        while (P.heads_per_cta > 1 &&
+               a.n_rows * s.n_kv_heads * ((P.group + P.heads_per_cta - 1) / P.heads_per_cta) * 2 <= sms)
+            P.heads_per_cta = (P.heads_per_cta + 1) / 2;
     P.n_hgroups = (P.group + P.heads_per_cta - 1) / P.heads_per_cta;
     P.max_chunks = (int32_t)(((int64_t)s.n_ctx + kTile * kChunkTiles - 1) / (kTile * kChunkTiles));
     const int64_t items = a.n_rows * s.n_kv_heads * P.n_hgroups;
 
     // Split long rows of few items over up to 16 blocks (a few blocks per SM in all).
-    const int64_t target = 4 * (int64_t)decode_sm_count();
+    const int64_t target = 4 * sms;
     const size_t ws_floats = (size_t)nq * (2 + hd);
     const size_t state_bytes = (size_t)items * P.max_chunks * kWorkers * ws_floats * sizeof(float);
     int split = 1;

@@ -9,7 +9,8 @@
 // 4-byte store), with 8-byte loads when the rows allow.
 //
 // rope_kv_store: each row holds [q | k | v] (n_heads, n_kv_heads, n_kv_heads
-// heads of head_dim). One 256-thread block per row rotates q and k in place
+// heads of head_dim). A warp per head rotates q and k in place (and stores its
+// KV head), decode-sized launches spreading a row over several blocks,
 // with exactly the arithmetic of strata_rope (cuda_rope.cuh: same inverse
 // frequencies, cos/sin and rotation), then stores the rotated k and v as
 // kv_store does (__float2half_rn of the same float values). The result is
@@ -19,6 +20,7 @@
 
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
+#include "cuda_kv_layout.cuh"
 #include "cuda_rope.cuh"
 #include "cuda_pdl.cuh"
 
@@ -39,10 +41,9 @@ __device__ __forceinline__ bool kv_row_valid(const SlotsView& s, int32_t layer, 
 }
 
 // Element 0 of (slot, layer, K|V, head 0) at cell `index`, in its page; heads follow at kPageCells * head_dim.
+// Only for mapped cells (kv_row_valid): kv_row's layout.
 __device__ __forceinline__ __half* kv_cell(const SlotsView& s, int32_t slot, int32_t layer, int which, int32_t index) {
-    const size_t plane = (size_t)s.n_kv_heads * kPageCells * s.head_dim;
-    return reinterpret_cast<__half*>(s.kv) + (size_t)kv_page(s, slot, index) * ((size_t)s.n_layers * 2 * plane) +
-           ((size_t)layer * 2 + which) * plane + (size_t)(index % kPageCells) * s.head_dim;
+    return reinterpret_cast<__half*>(s.kv) + kv_row(s, slot, layer, which, 0, index);
 }
 
 // int8 pools (strata.h STRATA_KV_INT8): thread t quantizes whole (K|V, head) rows t, t + nthreads, ...
@@ -52,8 +53,7 @@ __device__ __forceinline__ void store_row_int8(const SlotsView& s, int32_t layer
                                                const float* k, const float* v, int nthreads) {
     const int hd = s.head_dim;
     const size_t plane = (size_t)s.n_kv_heads * kPageCells * hd;
-    const size_t base = (size_t)kv_page(s, slot, index) * ((size_t)s.n_layers * 2 * plane) +
-                        (size_t)layer * 2 * plane + (size_t)(index % kPageCells) * hd;
+    const size_t base = kv_row(s, slot, layer, 0, 0, index);
     for (int hw = threadIdx.x; hw < 2 * s.n_kv_heads; hw += nthreads) {
         const int which = hw / s.n_kv_heads, h = hw - which * s.n_kv_heads;
         const float* x = (which ? v : k) + (size_t)h * hd;
@@ -119,11 +119,93 @@ __global__ void __launch_bounds__(kStoreThreads) kv_store_kernel(const KvStoreAr
     }
 }
 
-constexpr int kFusedThreads = 256;
+// rope_kv_store: a warp per head. Units are the q heads (rotated in place) and then the KV heads
+// (k rotated in place, then k and v stored by the same warp, so a __syncwarp orders its global
+// writes before its reads). A block of kUnitWarps warps serves units y·kUnitWarps + w,
+// + gridDim.y·kUnitWarps, ... of its rows; decode-sized launches spread one row's units over
+// several blocks (blockIdx.y), so a row is not one block's serial loop. Every block computes the
+// inverse frequencies and its rows' cos/sin itself (the same expressions: cuda_rope.cuh). Each lane
+// loads all its pairs of a head before rotating any, so their latencies overlap.
+constexpr int kUnitWarps = 4;
+constexpr int kUnitThreads = 32 * kUnitWarps;
+
+// Rotates head `h` of head-major `x` (pairs j = lane, lane + 32, ...; the rotate_pair arithmetic).
+__device__ __forceinline__ void rope_rotate_head(const strata_rope_params& p, float* x, int h, const float* cos_s,
+                                                 const float* sin_s, int lane) {
+    const int half = p.rot_dim >> 1;
+    float* head = x + (int64_t)h * p.head_dim;
+    const bool adj = p.mode == STRATA_ROPE_ADJACENT;
+    for (int j0 = 0; j0 < half; j0 += 32 * 4) {  // four pairs per lane in flight
+        float x0[4], x1[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const int j = j0 + 32 * u + lane;
+            if (j < half) {
+                x0[u] = head[adj ? 2 * j : j];
+                x1[u] = head[adj ? 2 * j + 1 : j + half];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const int j = j0 + 32 * u + lane;
+            if (j < half) rope_rotate_values(x0[u], x1[u], cos_s[j], sin_s[j], &head[adj ? 2 * j : j],
+                                             &head[adj ? 2 * j + 1 : j + half]);
+        }
+    }
+}
+
+// Stores KV head h of a row (k and v: F32 rows of n_kv_heads * head_dim) into its cell: F16 pairs as
+// store_row, or the int8 rule of store_row_int8 with the (K|V, head) max taken over the warp (a max
+// is exact in any order).
+template <bool VEC>
+__device__ __forceinline__ void store_head(const SlotsView& s, int32_t layer, int32_t slot, int32_t index, int h,
+                                           const float* k, const float* v, int lane) {
+    const int hd = s.head_dim;
+    if (s.kv_dtype == STRATA_KV_INT8) {
+        const size_t plane = (size_t)s.n_kv_heads * kPageCells * hd;
+        const size_t base = kv_row(s, slot, layer, 0, 0, index);
+        for (int which = 0; which < 2; ++which) {
+            const float* x = (which ? v : k) + (size_t)h * hd;
+            const size_t at = base + which * plane + (size_t)h * kPageCells * hd;
+            float amax = 0.0f;
+            for (int i = lane; i < hd; i += 32) amax = fmaxf(amax, fabsf(x[i]));
+            amax = warp_max(amax);
+            const float sc = __fdiv_rn(amax, 127.0f);
+            if (lane == 0) s.kv_scale[at / hd] = sc;
+            for (int i = lane; i < hd; i += 32) {
+                const float r = sc > 0.0f ? rintf(__fdiv_rn(x[i], sc)) : 0.0f;
+                s.kv8[at + i] = (int8_t)fminf(127.0f, fmaxf(-127.0f, r));
+            }
+        }
+        return;
+    }
+    const int64_t head_stride = (int64_t)kPageCells * hd;
+    __half* kc = kv_cell(s, slot, layer, 0, index) + h * head_stride;
+    __half* vc = kv_cell(s, slot, layer, 1, index) + h * head_stride;
+    const float* kh = k + (int64_t)h * hd;
+    const float* vh = v + (int64_t)h * hd;
+    for (int d = 2 * lane; d < hd; d += 64) {
+        float2 kf, vf;
+        if (VEC) {
+            kf = *reinterpret_cast<const float2*>(kh + d);
+            vf = *reinterpret_cast<const float2*>(vh + d);
+        } else {
+            kf = make_float2(kh[d], kh[d + 1]);
+            vf = make_float2(vh[d], vh[d + 1]);
+        }
+        __half2 k2, v2;
+        k2.x = __float2half_rn(kf.x);
+        k2.y = __float2half_rn(kf.y);
+        v2.x = __float2half_rn(vf.x);
+        v2.y = __float2half_rn(vf.y);
+        *reinterpret_cast<__half2*>(kc + d) = k2;
+        *reinterpret_cast<__half2*>(vc + d) = v2;
+    }
+}
 
 // VEC: the k and v parts of every row are 8-byte aligned.
 template <bool VEC>
-__global__ void __launch_bounds__(kFusedThreads) rope_kv_store_kernel(const RopeKvStoreArgs a) {
+__global__ void __launch_bounds__(kUnitThreads) rope_kv_store_kernel(const RopeKvStoreArgs a) {
     pdl_wait();  // first: see cuda_pdl.cuh
     pdl_launch_dependents();
     __shared__ float inv_q[kRopeMaxHalf], cos_q[kRopeMaxHalf], sin_q[kRopeMaxHalf];
@@ -133,8 +215,11 @@ __global__ void __launch_bounds__(kFusedThreads) rope_kv_store_kernel(const Rope
     const int half_q = pq.rot_dim / 2, half_k = pk.rot_dim / 2;
     const int64_t q_width = (int64_t)pq.n_heads * pq.head_dim;
     const int64_t k_width = (int64_t)pk.n_heads * pk.head_dim;
-    for (int j = threadIdx.x; j < half_q; j += kFusedThreads) inv_q[j] = rope_inverse_frequency(pq, j, a.freq_factors);
-    for (int j = threadIdx.x; j < half_k; j += kFusedThreads) inv_k[j] = rope_inverse_frequency(pk, j, a.freq_factors);
+    const int n_units = pq.n_heads + pk.n_heads;
+    const int lane = threadIdx.x & 31, u0 = blockIdx.y * kUnitWarps + (threadIdx.x >> 5);
+    const int u_step = gridDim.y * kUnitWarps;
+    for (int j = threadIdx.x; j < half_q; j += kUnitThreads) inv_q[j] = rope_inverse_frequency(pq, j, a.freq_factors);
+    for (int j = threadIdx.x; j < half_k; j += kUnitThreads) inv_k[j] = rope_inverse_frequency(pk, j, a.freq_factors);
     for (int64_t r = blockIdx.x; r < a.n_rows; r += gridDim.x) {
         const int32_t slot = a.rows[2 * r], index = a.rows[2 * r + 1];
         // Padding for rope (no table cell) and for the store (no cache cell) as the separate calls
@@ -145,20 +230,20 @@ __global__ void __launch_bounds__(kFusedThreads) rope_kv_store_kernel(const Rope
         float* k = q + q_width;
         if (cell != nullptr) {
             __syncthreads();  // inv_* written; cos/sin of the previous row no longer read
-            for (int j = threadIdx.x; j < half_q; j += kFusedThreads)
+            for (int j = threadIdx.x; j < half_q; j += kUnitThreads)
                 rope_cos_sin(pq, j, inv_q[j], cell, &cos_q[j], &sin_q[j]);
-            for (int j = threadIdx.x; j < half_k; j += kFusedThreads)
+            for (int j = threadIdx.x; j < half_k; j += kUnitThreads)
                 rope_cos_sin(pk, j, inv_k[j], cell, &cos_k[j], &sin_k[j]);
             __syncthreads();
-            const int64_t q_pairs = (int64_t)pq.n_heads * half_q, k_pairs = (int64_t)pk.n_heads * half_k;
-            for (int64_t i = threadIdx.x; i < q_pairs + k_pairs; i += kFusedThreads) {
-                if (i < q_pairs) rope_rotate_pair(pq, q, i, cos_q, sin_q);
-                else rope_rotate_pair(pk, k, i - q_pairs, cos_k, sin_k);
+            for (int u = u0; u < n_units; u += u_step) {
+                if (u < pq.n_heads) rope_rotate_head(pq, q, u, cos_q, sin_q, lane);
+                else rope_rotate_head(pk, k, u - pq.n_heads, cos_k, sin_k, lane);
             }
         }
         if (!store) continue;
-        __syncthreads();  // rotated k (global memory) visible to the whole block
-        store_row<VEC>(a.slots, a.layer, slot, index, k, k + k_width, kFusedThreads);
+        __syncwarp();  // this warp's rotated k (global memory) visible to its own lanes
+        for (int u = u0; u < n_units; u += u_step)
+            if (u >= pq.n_heads) store_head<VEC>(a.slots, a.layer, slot, index, u - pq.n_heads, k, k + k_width, lane);
     }
 }
 
@@ -182,8 +267,13 @@ void launch_rope_kv_store(const RopeKvStoreArgs& a, cudaStream_t stream) {
             fail(STRATA_ERR_INTERNAL, "cuda rope_kv_store: rot_dim " + std::to_string(p->rot_dim) + " unsupported");
     const int64_t q_width = (int64_t)a.q_params.n_heads * a.q_params.head_dim;
     const bool vec = reinterpret_cast<uintptr_t>(a.qkv) % 8 == 0 && a.row_stride % 2 == 0 && q_width % 2 == 0;
-    if (vec) launch_k(rope_kv_store_kernel<true>, row_grid(a.n_rows), kFusedThreads, 0, stream, a);
-    else launch_k(rope_kv_store_kernel<false>, row_grid(a.n_rows), kFusedThreads, 0, stream, a);
+    // Few rows: one block per 4 heads of a row (decode: ~10 blocks instead of one); many rows: a block
+    // per row, its warps walking the heads.
+    const int units = a.q_params.n_heads + a.k_params.n_heads;
+    const unsigned per_row = a.n_rows <= 64 ? (unsigned)((units + kUnitWarps - 1) / kUnitWarps) : 1u;
+    const dim3 grid(row_grid(a.n_rows), per_row);
+    if (vec) launch_k(rope_kv_store_kernel<true>, grid, kUnitThreads, 0, stream, a);
+    else launch_k(rope_kv_store_kernel<false>, grid, kUnitThreads, 0, stream, a);
     check_launch("rope_kv_store");
 }
 

@@ -63,6 +63,13 @@ __device__ __forceinline__ void rope_cos_sin(const strata_rope_params& p, int j,
     sincosf(angle, sn, cs);
 }
 
+// The rotation of one pair: (x0·c − x1·s, x0·s + x1·c), each product rounded (no FMA). The one
+// expression every rotating kernel uses.
+__device__ __forceinline__ void rope_rotate_values(float x0, float x1, float c, float s, float* y0, float* y1) {
+    *y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+    *y1 = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+}
+
 // Rotates pair i of head-major x (n_heads x head_dim) in place: pair i is
 // head i / half, frequency j = i % half, with cos_s/sin_s indexed by j.
 __device__ __forceinline__ void rope_rotate_pair(const strata_rope_params& p, float* x, int64_t i, const float* cos_s,
@@ -73,9 +80,8 @@ __device__ __forceinline__ void rope_rotate_pair(const strata_rope_params& p, fl
     float* head = x + (int64_t)h * p.head_dim;
     const int i0 = p.mode == STRATA_ROPE_ADJACENT ? 2 * j : j;
     const int i1 = p.mode == STRATA_ROPE_ADJACENT ? 2 * j + 1 : j + half;
-    const float x0 = head[i0], x1 = head[i1], c = cos_s[j], s = sin_s[j];
-    head[i0] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-    head[i1] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+    const float x0 = head[i0], x1 = head[i1];
+    rope_rotate_values(x0, x1, cos_s[j], sin_s[j], &head[i0], &head[i1]);
 }
 
 // The 4 positions of a row's table cell (through table_of, so a debug share is
