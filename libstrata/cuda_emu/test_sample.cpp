@@ -6,7 +6,10 @@
 // extremes, min-p), with the shared row holding the whole vocabulary, part of
 // it or none of it; a row alone must give the same token as in its batch, with
 // any number of blocks (a block reusing its shared row for later rows); the
-// device splitmix64 must equal rng.h's.
+// device splitmix64 must equal rng.h's. The current kernel runs its
+// 1024-thread blocks (kBlock), the previous one its 256, so equal draws and
+// intermediate values show that spreading the order-free work over 1024
+// threads left every sum's order as it was.
 #define STRATA_CUDA_EMU 1
 #include "emu.h"
 // Both kernels report each sampled row's intermediate values (thread 0):
@@ -63,7 +66,7 @@ static std::vector<int32_t> run_sample(const float* logits, int n_rows, int64_t 
     SampleArgs a{logits, n_rows, n, prm, out.data()};
     std::vector<float> ws(grid * T_cuda_sample::sample_scratch_floats(n), NAN);  // scratch, one area per block
     const size_t smem = sizeof(T_cuda_sample::SampleShared) + (size_t)cap * sizeof(float);
-    run_grid_ex(grid, 1, 256, 1, smem, [&] { T_cuda_sample::sample_kernel(a, ws.data(), cap); });
+    run_grid_ex(grid, 1, T_cuda_sample::kBlock, 1, smem, [&] { T_cuda_sample::sample_kernel(a, ws.data(), cap); });
     return out;
 }
 // The previous kernel (sample_v1.h), on 4 blocks.

@@ -1,9 +1,10 @@
 // cuda_sample.cu — token selection on the device: argmax and seeded sampling.
 //
-// One block per row (argmax: 1024 threads; sample: 256); every reduction has
-// a fixed shape (thread t takes elements t, t+256, ... or the contiguous chunk
-// t, then a fixed tree), so a row's token depends only on its logits and its
-// parameters. The argmax passes read 16-byte vectors, four in flight.
+// One 1024-thread block per row (argmax and sample); every float reduction
+// has a fixed shape (sample: owner t, one of threads 0..255, takes elements t,
+// t+256, ... or the contiguous chunk t, then a fixed tree; the other threads
+// do only order-free work, see kBlock), so a row's token depends only on its
+// logits and its parameters. The argmax passes read 16-byte vectors, four in flight.
 //
 // argmax: the largest non-NaN logit, lowest index on ties (a selection under
 // a total order, exact in any reduction order); a row of NaNs gives 0.
@@ -66,8 +67,17 @@ namespace strata {
 namespace cuda {
 namespace {
 
+// A sample block has kBlock threads; the fixed sum orders belong to kThreads
+// "owners" (threads 0..255): owner t sums elements t, t+256, ... and the draw's
+// chunk t exactly as the 256-thread kernel did (sample_v1.h). The other threads
+// share the order-free work: the loads and selections of the first pass, the
+// radix histograms, every per-logit weight, and the top-p bucket updates (owner
+// t's bucket cells split among its kGroups threads by bucket index).
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
+constexpr int kBlock = 1024;
+constexpr int kBlockWarps = kBlock / 32;
+constexpr int kGroups = kBlock / kThreads;  // threads per owner (owner = tid % kThreads)
 constexpr int kBuckets = 32;  // top-p search: buckets per pass (5 bits)
 constexpr int kRadix = 256;   // top-k select: 8-bit digits
 constexpr int kBatch = 8;         // loads in flight per thread in the passes over the row
@@ -93,7 +103,7 @@ constexpr int kArgmaxThreads = 1024;  // argmax alone: a wide block keeps more l
 // The head of a sample block's dynamic shared memory; the shared row follows it.
 // The phases that use the union's members are separated by barriers.
 struct alignas(16) SampleShared {
-    ReduceShared red;
+    ReduceSharedT<kBlockWarps> red;
     union {
         float bsum[kBuckets][kThreads];  // top-p: per-thread bucket sums (column per thread: no bank conflicts)
         struct {
@@ -103,7 +113,7 @@ struct alignas(16) SampleShared {
         struct {
             int hist[kRadix];
             int scan[kRadix];         // radix select: counts at digits >= d
-            float tmax[kThreads];     // each thread's largest logit in the first pass (−inf: none)
+            float tmax[kBlock];       // each thread's largest logit in the first pass (−inf: none)
             float cand[kCandidates];  // top-k: the logits at or above the bound
         } r;
     } u;
@@ -232,17 +242,17 @@ __device__ __forceinline__ float kth_largest(const Src lg, int64_t n, int k, Sam
     uint32_t prefix = 0, mask = 0;
     int kk = k;
     for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int d = threadIdx.x; d < kRadix; d += kThreads) sm.u.r.hist[d] = 0;
+        for (int d = threadIdx.x; d < kRadix; d += kBlock) sm.u.r.hist[d] = 0;
         __syncthreads();
         // Lanes of a warp with the same digit add once (logits of one row share
         // their leading digits: per-lane atomics would serialize 32-way).
         // Integer counts: exact in any order. Every lane runs every iteration.
         constexpr int kLoads = 4;  // loads in flight per thread
-        for (int64_t base = 0; base < n; base += kLoads * kThreads) {
+        for (int64_t base = 0; base < n; base += kLoads * kBlock) {
             float lv[kLoads];
 #pragma unroll
             for (int u = 0; u < kLoads; ++u) {
-                const int64_t i = base + u * kThreads + threadIdx.x;
+                const int64_t i = base + u * kBlock + threadIdx.x;
                 lv[u] = i < n ? lg[i] : __int_as_float(0x7fc00000);  // NaN: not counted
             }
 #pragma unroll
@@ -262,18 +272,18 @@ __device__ __forceinline__ float kth_largest(const Src lg, int64_t n, int k, Sam
         __syncthreads();
         // The digit: the largest d >= 1 whose count of keys at digits >= d reaches kk, else 0
         // (the counts at digits >= d by an inclusive suffix scan: integers, exact).
-        for (int d = threadIdx.x; d < kRadix; d += kThreads) sm.u.r.scan[d] = sm.u.r.hist[d];
+        for (int d = threadIdx.x; d < kRadix; d += kBlock) sm.u.r.scan[d] = sm.u.r.hist[d];
         __syncthreads();
         for (int off = 1; off < kRadix; off <<= 1) {
-            int v[kRadix / kThreads > 0 ? kRadix / kThreads : 1];
+            int v[kRadix / kBlock > 0 ? kRadix / kBlock : 1];
             int j = 0;
-            for (int d = threadIdx.x; d < kRadix; d += kThreads, ++j) v[j] = d + off < kRadix ? sm.u.r.scan[d + off] : 0;
+            for (int d = threadIdx.x; d < kRadix; d += kBlock, ++j) v[j] = d + off < kRadix ? sm.u.r.scan[d + off] : 0;
             __syncthreads();
             j = 0;
-            for (int d = threadIdx.x; d < kRadix; d += kThreads, ++j) sm.u.r.scan[d] += v[j];
+            for (int d = threadIdx.x; d < kRadix; d += kBlock, ++j) sm.u.r.scan[d] += v[j];
             __syncthreads();
         }
-        for (int d = threadIdx.x; d < kRadix; d += kThreads) {
+        for (int d = threadIdx.x; d < kRadix; d += kBlock) {
             const int at_or_above = sm.u.r.scan[d], above = d + 1 < kRadix ? sm.u.r.scan[d + 1] : 0;
             if ((d == 0 || at_or_above >= kk) && above < kk) {  // exactly one d qualifies
                 sm.digit = (uint32_t)d;
@@ -307,22 +317,33 @@ struct List {
 __device__ __forceinline__ float top_k_threshold(const Row lg, int64_t n, int k, SampleShared& sm) {
     const int tid = threadIdx.x, lane = tid & 31;
     if (k > kThreads) return kth_largest(lg, n, k, sm);
-    const float v = sm.u.r.tmax[tid];
-    int gt = 0, ge = 0;
-    for (int t = 0; t < kThreads; ++t) {
-        const float o = sm.u.r.tmax[t];
-        gt += o > v;
-        ge += o >= v;
+    // 256 group maxima: owner t folds the first-pass maxima of threads t, t+256, ...
+    // (each is a logit of a distinct id, or −inf; any such bound keeps the result exact).
+    float v = 0.0f;
+    if (tid < kThreads) {
+        v = sm.u.r.tmax[tid];
+#pragma unroll
+        for (int g = 1; g < kGroups; ++g) v = fmaxf(v, sm.u.r.tmax[tid + g * kThreads]);
+        sm.u.r.tmax[tid] = v;  // only owner t reads slots t + g·256
     }
     if (tid == 0) sm.n_cand = 0;
-    if (gt < k && k <= ge) sm.bound = v;  // the writers' values compare equal (−0 and +0 at most): same list
+    __syncthreads();
+    if (tid < kThreads) {
+        int gt = 0, ge = 0;
+        for (int t = 0; t < kThreads; ++t) {
+            const float o = sm.u.r.tmax[t];
+            gt += o > v;
+            ge += o >= v;
+        }
+        if (gt < k && k <= ge) sm.bound = v;  // the writers' values compare equal (−0 and +0 at most): same list
+    }
     __syncthreads();
     const float bound = sm.bound;
-    for (int64_t base = 0; base < n; base += kBatch * kThreads) {
+    for (int64_t base = 0; base < n; base += kBatch * kBlock) {
         float lv[kBatch];
 #pragma unroll
         for (int u = 0; u < kBatch; ++u) {
-            const int64_t i = base + u * kThreads + tid;
+            const int64_t i = base + u * kBlock + tid;
             lv[u] = i < n ? lg[i] : __int_as_float(0x7fc00000);  // NaN: never a candidate
         }
 #pragma unroll
@@ -372,38 +393,80 @@ struct RowRule {
         const float w = expf(__fdiv_rn(__fsub_rn(l, m), T));
         return w == w ? fminf(w, 1.0f) : 0.0f;  // NaN only from inf/inf
     }
+    // weight(l) if top-k keeps l, else −1: the same values as a select chain
+    // (no branch around the division and expf, so a thread's loads and
+    // weights overlap); rows with top-k branch, as most of their ids drop.
+    __device__ __forceinline__ float kept_weight(float l) const {
+        if (use_k) return kept_k(l) ? weight(l) : -1.0f;
+        float w = expf(__fdiv_rn(__fsub_rn(l, m), T));
+        w = w == w ? fminf(w, 1.0f) : 0.0f;
+        w = l == m ? 1.0f : w;
+        return l == l ? w : -1.0f;
+    }
 };
 
+// Sum over the owners (threads 0..255; the others pass anything) in
+// block_sum<kWarps>'s order: each owner warp's butterfly, then the 8 warp
+// totals in warp order. Every thread of the block calls it and gets the sum.
+__device__ __forceinline__ float owner_sum(float v, float* scratch) {
+    v = warp_sum(v);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0 && threadIdx.x < kThreads) scratch[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float s = scratch[0];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) s = __fadd_rn(s, scratch[w]);
+    __syncthreads();
+    return s;
+}
+
 // w_i for tokens top-k keeps, −1 for the others, written over the shared logit
-// (ids below lg.cap) or to ws[i] (thread t reads, writes, and later reads in
-// the top-p passes, exactly its elements t, t+256, …). Returns the kept mass
-// when `total` (block-uniform): thread t's sum over its elements in ascending
-// order, then block_sum.
+// (ids below lg.cap) or to ws[i]: every thread of the block computes the
+// weights of ids tid, tid + 1024, ... (an elementwise function of the logit: the
+// same bits whoever computes it). Returns the kept mass when `total`
+// (block-uniform): owner t's sum over its elements t, t+256, ... in ascending
+// order (a kept weight is in [0, 1], a dropped one −1), then owner_sum.
 __device__ __forceinline__ float weights_pass(const Row lg, int64_t n, const RowRule& rule, float* ws, bool total,
                                               SampleShared& sm) {
-    float s = 0.0f;
-    for (int64_t base = threadIdx.x; base < n; base += kBatch * kThreads) {
+    // 32-bit ids (a vocabulary is below 2^31 ids), the shared head and the global tail in separate loops.
+    const int nv = (int)n, ns = (int)(n < lg.cap ? n : lg.cap);
+    float* const s_row = lg.s;
+    int i = threadIdx.x;
+    for (; i + (kBatch - 1) * kBlock < ns; i += kBatch * kBlock) {
         float lv[kBatch];
 #pragma unroll
-        for (int u = 0; u < kBatch; ++u) {
-            const int64_t i = base + u * kThreads;
-            lv[u] = i < n ? lg[i] : 0.0f;
-        }
+        for (int u = 0; u < kBatch; ++u) lv[u] = s_row[i + u * kBlock];
 #pragma unroll
-        for (int u = 0; u < kBatch; ++u) {
-            const int64_t i = base + u * kThreads;
-            if (i < n) {
-                const bool kept = rule.kept_k(lv[u]);
-                const float w = kept ? rule.weight(lv[u]) : -1.0f;
-                if (i < lg.cap)
-                    lg.s[i] = w;
-                else
-                    ws[i] = w;
-                if (kept) s = __fadd_rn(s, w);
+        for (int u = 0; u < kBatch; ++u) s_row[i + u * kBlock] = rule.kept_weight(lv[u]);
+    }
+    for (; i < ns; i += kBlock) s_row[i] = rule.kept_weight(s_row[i]);
+    const float* const g_row = lg.g;
+    for (; i + (kBatch - 1) * kBlock < nv; i += kBatch * kBlock) {
+        float lv[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) lv[u] = g_row[i + u * kBlock];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) ws[i + u * kBlock] = rule.kept_weight(lv[u]);
+    }
+    for (; i < nv; i += kBlock) ws[i] = rule.kept_weight(g_row[i]);
+    if (!total) return 0.0f;
+    __syncthreads();  // the owners read weights other threads wrote (shared and global)
+    const Row wr{lg.s, ws, lg.cap};
+    float s = 0.0f;
+    if (threadIdx.x < kThreads) {
+        for (int64_t base = threadIdx.x; base < n; base += kBatch * kThreads) {
+            float wv[kBatch];
+#pragma unroll
+            for (int u = 0; u < kBatch; ++u) {
+                const int64_t i = base + u * kThreads;
+                wv[u] = i < n ? wr[i] : -1.0f;
             }
+#pragma unroll
+            for (int u = 0; u < kBatch; ++u)
+                if (wv[u] >= 0.0f) s = __fadd_rn(s, wv[u]);
         }
     }
-    return total ? block_sum<kWarps>(s, sm.red.scratch) : 0.0f;
+    return owner_sum(s, sm.red.scratch);
 }
 
 // The largest weight w* (as float bits in [0, 1]) whose kept mass
@@ -413,18 +476,26 @@ __device__ __forceinline__ float weights_pass(const Row lg, int64_t n, const Row
 // in-range weights, in its order, to cw (thread t's j-th at cw[j·256 + t]); the
 // later passes (ranges inside pass 1's) read only that list: the same weights
 // in the same order, so the same sums.
+// Owner t's cells are split among its kGroups threads (t + g·256 updates the
+// buckets b with b % kGroups == g): each reads all of owner t's weights in
+// order and adds those of its buckets, so every cell gets the same additions
+// in the same order as when one thread did them all, in a quarter of the chain.
 __device__ __forceinline__ float top_p_threshold(const Row ws, float* cw, int64_t n, float target,
                                                  SampleShared& sm) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int own = tid % kThreads, grp = tid / kThreads;  // grp: warp-uniform
     uint32_t lo = 0, hi = 0x3f800000u;  // weights lie in [0, 1]
     float above = 0.0f;
-    int pass = 0, n_cand = 0;  // this thread's entries in cw
-    const auto add = [&](float w, int shift) {  // one weight of this thread, in order
+    int pass = 0, n_cand = 0;  // the owner's entries in cw (every thread of the group counts them)
+    const auto add = [&](float w, int shift) {  // one weight of the owner, in order
         if (!(w >= 0.0f)) return false;  // dropped by top-k
         const uint32_t key = __float_as_uint(w);
         if (key < lo || key > hi) return false;
-        float& cell = sm.u.bsum[(key - lo) >> shift][tid];
-        cell = __fadd_rn(cell, w);
+        const uint32_t b = (key - lo) >> shift;
+        if ((int)(b % kGroups) == grp) {
+            float& cell = sm.u.bsum[b][own];
+            cell = __fadd_rn(cell, w);
+        }
         return true;
     };
     while (lo < hi) {
@@ -434,9 +505,9 @@ __device__ __forceinline__ float top_p_threshold(const Row ws, float* cw, int64_
         const int nb = (int)(span >> shift) + 1;
 
 #pragma unroll
-        for (int b = 0; b < kBuckets; ++b) sm.u.bsum[b][tid] = 0.0f;
+        for (int b = grp; b < kBuckets; b += kGroups) sm.u.bsum[b][own] = 0.0f;
         if (pass < 2) {
-            for (int64_t base = tid; base < n; base += kBatch * kThreads) {
+            for (int64_t base = own; base < n; base += kBatch * kThreads) {
                 float wv[kBatch];
 #pragma unroll
                 for (int u = 0; u < kBatch; ++u) {
@@ -445,21 +516,24 @@ __device__ __forceinline__ float top_p_threshold(const Row ws, float* cw, int64_
                 }
 #pragma unroll
                 for (int u = 0; u < kBatch; ++u)
-                    if (add(wv[u], shift) && pass == 1) cw[(int64_t)(n_cand++) * kThreads + tid] = wv[u];
+                    if (add(wv[u], shift) && pass == 1) {
+                        if (grp == 0) cw[(int64_t)n_cand * kThreads + own] = wv[u];
+                        ++n_cand;
+                    }
             }
         } else {
             for (int j0 = 0; j0 < n_cand; j0 += kBatch) {
                 float wv[kBatch];
 #pragma unroll
-                for (int u = 0; u < kBatch; ++u) wv[u] = j0 + u < n_cand ? cw[(int64_t)(j0 + u) * kThreads + tid] : -1.0f;
+                for (int u = 0; u < kBatch; ++u) wv[u] = j0 + u < n_cand ? cw[(int64_t)(j0 + u) * kThreads + own] : -1.0f;
 #pragma unroll
                 for (int u = 0; u < kBatch; ++u) add(wv[u], shift);
             }
         }
         ++pass;
         __syncthreads();
-        // Bucket totals: warp w sums buckets w, w + 8, ... over threads in a fixed order.
-        for (int b = warp; b < kBuckets; b += kWarps) {
+        // Bucket totals: each sums its 256 owner cells in a fixed order (warp w takes buckets w, w + 32, ...).
+        for (int b = warp; b < kBuckets; b += kBlockWarps) {
             float v = 0.0f;
 #pragma unroll
             for (int j = 0; j < kThreads / 32; ++j) v = __fadd_rn(v, sm.u.bsum[b][lane + 32 * j]);
@@ -511,15 +585,16 @@ __device__ __forceinline__ float random_uniform(uint64_t seed, int64_t position)
 // ws: the row's weights (−1: dropped by top-k); w_min >= 0, so −1 is never counted.
 __device__ __forceinline__ int32_t draw(const Row ws, int64_t n, float w_min, float u, SampleShared& sm) {
     const int tid = threadIdx.x;
+    const bool owner = tid < kThreads;  // chunk t belongs to owner t; the other threads only meet the barriers
     const int64_t chunk = (n + kThreads - 1) / kThreads;
-    const int64_t first = (int64_t)tid * chunk, last = min(first + chunk, n);
+    const int64_t first = (int64_t)tid * chunk, last = owner ? min(first + chunk, n) : first;
     const int64_t len = last > first ? last - first : 0;
     // Lane l reads its chunk's j-th id at step j + skew·l: with an even chunk
     // length (skew 1) or an odd one (skew 0) the 32 lanes of a step then read
     // 32 different banks. Each thread still adds its chunk in ascending order.
     const int64_t skew = chunk % 2 == 0 ? 1 : 0, lag = skew * (tid & 31);
     float s = 0.0f;
-    for (int64_t step = 0; step < chunk + 31 * skew; step += kBatch) {
+    for (int64_t step = 0; owner && step < chunk + 31 * skew; step += kBatch) {
         float wv[kBatch];
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
@@ -530,7 +605,7 @@ __device__ __forceinline__ int32_t draw(const Row ws, int64_t n, float w_min, fl
         for (int j = 0; j < kBatch; ++j)
             if (wv[j] >= w_min) s = __fadd_rn(s, wv[j]);
     }
-    sm.u.d.chunk[tid] = s;
+    if (owner) sm.u.d.chunk[tid] = s;
     if (tid == 0) sm.result = -1;
     __syncthreads();
     if (tid == 0) {  // the same sequential prefix, chunk sums read 16 at a time
@@ -551,8 +626,8 @@ __device__ __forceinline__ int32_t draw(const Row ws, int64_t n, float w_min, fl
     const float target = __fmul_rn(u, sm.u.d.prefix[kThreads]);
     SAMPLE_TRACE(3, sm.u.d.prefix[kThreads]);
     SAMPLE_TRACE(4, target);
-    const float base = sm.u.d.prefix[tid];
-    if (base <= target && target < sm.u.d.prefix[tid + 1]) {
+    const float base = owner ? sm.u.d.prefix[tid] : 0.0f;
+    if (owner && base <= target && target < sm.u.d.prefix[tid + 1]) {
         float r = 0.0f;
         bool found = false;
         for (int64_t i0 = first; i0 < last && !found; i0 += kBatch) {
@@ -594,7 +669,7 @@ __host__ __device__ __forceinline__ int64_t sample_scratch_floats(int64_t n) {
 // ws_all: kSampleBlocks (at most) scratch areas of sample_scratch_floats(n_vocab), one per CTA.
 // Dynamic shared memory: SampleShared, then the shared row of `cap` floats
 // (cap a multiple of 256; ids >= cap use the global weight row).
-__global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a, float* ws_all, int64_t cap) {
+__global__ void __launch_bounds__(kBlock) sample_kernel(const SampleArgs a, float* ws_all, int64_t cap) {
     pdl_wait();  // first: see cuda_pdl.cuh
     pdl_launch_dependents();
     SampleShared& sm = *dynamic_smem<SampleShared>();
@@ -606,7 +681,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a, fl
         const strata_sampling_params prm = a.params[r];
         SAMPLE_TRACE_ROW(r);
         int n_ok = 0;
-        const Best best = row_argmax<kWarps, 8, true>(lg_row, a.n_vocab, sm.red, &n_ok, srow, cap, sm.u.r.tmax);
+        const Best best = row_argmax<kBlockWarps, 4, true>(lg_row, a.n_vocab, sm.red, &n_ok, srow, cap, sm.u.r.tmax);
         const Row lg{srow, lg_row, cap};  // the logits, then (after weights_pass) the weights:
         const Row wr{srow, ws, cap};      // the same shared ids, another global row
         int32_t token = best.i == INT32_MAX ? 0 : best.i;
@@ -692,7 +767,7 @@ void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
     const int64_t whole = (a.n_vocab + kThreads - 1) / kThreads * kThreads;
     cap = cap < 0 ? 0 : (cap < whole ? cap : whole);
     const size_t smem = (size_t)(head + cap * (int64_t)sizeof(float));
-    launch_k(sample_kernel, (unsigned)blocks, kThreads, smem, stream, a, ws, cap);
+    launch_k(sample_kernel, (unsigned)blocks, kBlock, smem, stream, a, ws, cap);
     check_launch("sample");
 }
 
