@@ -69,11 +69,13 @@ def test_small_k_rows_alone_equal_the_tensor_core_batch(ctx, rng, prologue):
     assert np.array_equal(run(np.array([n - 1])).view(np.uint32), full[n - 1:].view(np.uint32)), "last row alone"
 
 
-def test_one_launch_for_few_rows(ctx, rng, backend):
+def test_one_launch_for_few_rows(ctx, rng, backend, monkeypatch):
     """A recorded integer matmul runs one kernel for 1 row of 576 values and 8 rows of 2048 (the dot
     kernel rounds its own rows) and, on CUDA, two for 8 and 300 rows of 576 (the pre-pass, then the
     tile kernel, which takes short k from 2 rows on) and for 8 rows of 16384 values (the pre-pass,
-    then the few-row kernel, which takes 2 to 32 rows at longer k)."""
+    then the few-row kernel, which takes 2 to 32 rows at longer k). The routing without the 1-8-row
+    gemv kernel (STRATA_INT_GEMV=0; its own launches are tests/kernels/test_int_gemv.py's)."""
+    monkeypatch.setenv("STRATA_INT_GEMV", "0")
     n_out = 1100
     cuda = backend.startswith("cuda")
     raw, _ = make_weights(rng, S.DType.Q4_0, n_out, 16384)
