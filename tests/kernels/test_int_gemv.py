@@ -34,7 +34,7 @@ CASES = [  # (n_rows, k, n_out, w_pad)
     (8, 2080, 70, 2),
     (9, 1056, 99, 0),
 ]
-SETTINGS = ("0", "1", "4", "8")  # off; one row only; up to 4; up to 8 (the default)
+SETTINGS = ("0", "1", "4", "8")  # off (the default); one row only; up to 4; up to 8
 MODEL_SHAPES = [  # (n_out, k): Llama-3.1-8B, Llama-3.2-1B and SmolLM2-135M projections (bench/gpu_matmul.py)
     (6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (49152, 4096),
     (3072, 2048), (2048, 2048), (16384, 2048), (2048, 8192),

@@ -438,7 +438,10 @@ bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratc
     // heads over up to `group` blocks until the items fill the SMs once, so each block's warps run
     // shorter dependent chains; the blocks of one KV head read the same K/V rows (from L2). Which
     // block computes a query vector never changes its arithmetic.
-    if (!attention_wide_selected())
+    // H200 (bench/gpu_kernels.py, 8B): 1 row 8.9 against 11.0 us at context 128, 19.1 against 23.3 at
+    // 1,024; 4 rows at 1,024 lost (27.3 against 23.6: the split had fewer blocks per item), so only
+    // launches of one or two rows spread.
+    if (!attention_wide_selected() && a.n_rows <= 2)
         while (P.heads_per_cta > 1 &&
                a.n_rows * s.n_kv_heads * ((P.group + P.heads_per_cta - 1) / P.heads_per_cta) * 2 <= sms)
             P.heads_per_cta = (P.heads_per_cta + 1) / 2;

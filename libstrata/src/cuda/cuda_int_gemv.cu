@@ -265,7 +265,9 @@ inline int gemv_align(const uint8_t* w, int64_t row_bytes) {
 namespace {
 
 constexpr int kGemvMaxDevices = 64;
-constexpr int kGemvDefaultRows = 8;  // STRATA_INT_GEMV unset: 1 to 8 rows (the lead's H200 A/B may lower it)
+// STRATA_INT_GEMV unset: off. On the H200 (2026-12-02, bench/RESULTS.md) the kernel lost to the
+// dot kernel at 8B (tg128 274 against 383 tok/s) and at 1B (1,113 against 1,229); it stays for A/B.
+constexpr int kGemvDefaultRows = 0;
 
 // STRATA_INT_GEMV, strictly "0" to "8" (unset or empty: the default).
 int gemv_env_rows() {

@@ -682,7 +682,7 @@ int parse_forced(const char* env) {
 int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     const char* env = std::getenv("STRATA_INT_MATMUL");  // read per call: tests switch it within a process
     if (env && std::strcmp(env, "legacy") == 0) return -1;
-    int routing = 5;  // the default
+    int routing = 6;  // the default (H200, 2026-12-02: 8B pp512 +6 %, 64 sequences +2 % over v5)
     bool forced = false;
     if (env && std::strncmp(env, "auto:v", 6) == 0 && env[6] >= '1' && env[6] <= '6' && env[7] == 0) {
         routing = env[6] - '0';  // auto's row thresholds, one routing (whole-model A/B: scripts/gpu_ab.sh)
@@ -695,8 +695,8 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
         else if (std::strcmp(env, "tiles:v3") == 0) routing = 3;
         else if (std::strcmp(env, "tiles:v2") == 0) routing = 2;
         else if (std::strcmp(env, "tiles:v4") == 0) routing = 4;
-        else if (std::strcmp(env, "tiles:v6") == 0) routing = 6;
-        else if (std::strcmp(env, "tiles") != 0 && std::strcmp(env, "tiles:v5") != 0) {
+        else if (std::strcmp(env, "tiles:v5") == 0) routing = 5;
+        else if (std::strcmp(env, "tiles") != 0 && std::strcmp(env, "tiles:v6") != 0) {
             const int c = parse_forced(env);  // one configuration (bench/gpu_matmul.py, tests)
             if (c >= 0) return c;
             // a typo must not time the wrong kernel
