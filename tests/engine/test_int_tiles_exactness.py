@@ -73,8 +73,8 @@ async def test_many_row_steps_equal_solo_runs(loaded, make_engine, monkeypatch):
     assert len({tuple(t) for t in expected}) == len(expected), f"streams are degenerate: {expected}"
     kernels = ["auto", "legacy", "tiles", "rows", "norows"] if device.startswith("cuda") else ["auto"]
     settings = [(kernel, None) for kernel in kernels]
-    if device.startswith("cuda"):  # the gemv kernel (1-8 rows, on by default) off, and for single rows only
-        settings += [("auto", "0"), ("norows", "1"), ("auto", "4")]
+    if device.startswith("cuda"):  # the gemv kernel (off by default) for 1-8 rows, single rows, 1-4 rows
+        settings += [("auto", "8"), ("norows", "1"), ("auto", "4")]
     for kernel, gemv in settings:
         monkeypatch.setenv("STRATA_INT_MATMUL", kernel)
         if gemv is None:

@@ -105,17 +105,22 @@ def test_gemv_bit_identical_on_model_shapes(cuda_ctx, rng, monkeypatch, dtype, n
 @pytest.mark.exactness
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_gemv_rows_independent_of_batch(cuda_ctx, rng, monkeypatch, dtype):
-    """Default routing: every row the same alone and in batches of 2 to 9 and 40 rows (other kernels)."""
+    """Default routing (the gemv kernel off) and with it for 1-8 rows: every row the same alone and in
+    batches of 2 to 9 and 40 rows (other kernels)."""
     k, n_out = 4096, 131
     raw = random_blocks(rng, dtype, n_out, k)
     x = rng.standard_normal((40, k), dtype=np.float32)
     monkeypatch.delenv("STRATA_INT_MATMUL", raising=False)
-    monkeypatch.delenv("STRATA_INT_GEMV", raising=False)
-    full = run_ex(cuda_ctx, x, k, raw, dtype, n_out)
-    for rows in (np.array([0]), np.array([39]), np.arange(2), rng.permutation(40)[:3], np.arange(4, 8),
-                 np.arange(30, 38), rng.permutation(40)[:9]):
-        part = run_ex(cuda_ctx, x[rows], k, raw, dtype, n_out)
-        assert np.array_equal(part.view(np.uint32), full[rows].view(np.uint32)), f"{len(rows)} rows differ"
+    for gemv in (None, "8"):
+        if gemv is None:
+            monkeypatch.delenv("STRATA_INT_GEMV", raising=False)
+        else:
+            monkeypatch.setenv("STRATA_INT_GEMV", gemv)
+        full = run_ex(cuda_ctx, x, k, raw, dtype, n_out)
+        for rows in (np.array([0]), np.array([39]), np.arange(2), rng.permutation(40)[:3], np.arange(4, 8),
+                     np.arange(30, 38), rng.permutation(40)[:9]):
+            part = run_ex(cuda_ctx, x[rows], k, raw, dtype, n_out)
+            assert np.array_equal(part.view(np.uint32), full[rows].view(np.uint32)), f"{len(rows)} rows differ"
 
 
 def test_unknown_gemv_value_is_refused(cuda_ctx, rng, monkeypatch):
