@@ -8,6 +8,7 @@ the whole step, and the number of kernels it launches, are printed beside the
 sum for comparison.
 
     python bench/gpu_profile.py --model /tmp/strata-synth/synth-8b-Q4_0.gguf --rows 1
+    python bench/gpu_profile.py --model /tmp/strata-synth/synth-8b-Q4_0.gguf --prefill 512
 """
 
 from __future__ import annotations
@@ -51,9 +52,12 @@ class TimingProxy:
         return timed
 
     def _label(self, name, args):
-        if name != "matmul":
+        if name == "matmul":
+            n_rows, k, dtype, n_out = args[3], args[4], args[7], args[8]
+        elif name == "matmul_ex":
+            n_rows, k, dtype, n_out = args[4], args[5], args[8], args[9]
+        else:
             return name
-        n_rows, k, dtype, n_out = args[3], args[4], args[7], args[8]
         return f"matmul {_ffi.DType(dtype).name} {n_out}x{k}"
 
 
@@ -63,28 +67,41 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--rows", type=int, default=1, help="decode rows (concurrent sequences)")
     ap.add_argument("--context", type=int, default=128, help="tokens already in each slot")
+    ap.add_argument("--prefill", type=int, default=0,
+                    help="profile one prompt chunk of this many tokens (one sequence) instead of decode rows")
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args(argv)
 
     ctx = _ffi.Context(args.device)
     model = load_model(args.model, ctx)
     spec = model.spec
-    cfg = EngineConfig(batch=args.rows, chunk=64, ctx=max(args.context + 16, 256)).resolve(
+    n = args.prefill
+    batch, chunk = (1, n) if n else (args.rows, 64)
+    cfg = EngineConfig(batch=batch, chunk=chunk, ctx=max(args.context + 16, n, 256)).resolve(
         "cuda" if args.device.startswith("cuda") else "cpu", spec.ctx_train)
     runner = ModelRunner(ctx, model, cfg)
-    io, rows = runner.io, args.rows
-    for slot in range(rows):
-        positions = np.repeat(np.arange(args.context + 1, dtype=np.int32)[:, None], 4, axis=1)
-        runner.slots.write_positions(slot, 0, positions)
-    io.ids[:rows] = 100
-    io.rows[:rows, 0] = np.arange(rows)
-    io.rows[:rows, 1] = args.context
-    io.logit_idx[:rows] = np.arange(rows)
-    io.clear(rows, rows)
+    io = runner.io
+    if n:       # one sequence's prompt chunk: positions 0..n-1 of slot 0, the last row sampled
+        rows, n_decode, n_logits = n, 0, 1
+        runner.slots.write_positions(0, 0, np.repeat(np.arange(n, dtype=np.int32)[:, None], 4, axis=1))
+        io.ids[:n] = 100
+        io.rows[:n, 0] = 0
+        io.rows[:n, 1] = np.arange(n)
+        io.logit_idx[0] = n - 1
+    else:
+        rows = n_decode = n_logits = args.rows
+        for slot in range(rows):
+            positions = np.repeat(np.arange(args.context + 1, dtype=np.int32)[:, None], 4, axis=1)
+            runner.slots.write_positions(slot, 0, positions)
+        io.ids[:rows] = 100
+        io.rows[:rows, 0] = np.arange(rows)
+        io.rows[:rows, 1] = args.context
+        io.logit_idx[:rows] = np.arange(rows)
+    io.clear(rows, n_logits)
     io.upload()
 
     def step():
-        model.decoder.record(io, runner.act, runner.slots, rows, rows, rows)
+        model.decoder.record(io, runner.act, runner.slots, rows, n_decode, n_logits)
 
     step()
     ctx.synchronize()
@@ -117,8 +134,8 @@ def main(argv=None) -> int:
         per_step = sum(times) / args.repeat
         rows_out.append((per_step, label, len(times) // args.repeat))
     total = sum(r[0] for r in rows_out)
-    print(f"model {model.path.name}: {model.weights.nbytes / 2**20:,.0f} MiB of weights, {rows} decode rows, "
-          f"context {args.context}, device {args.device}")
+    what = f"a prompt chunk of {n} tokens" if n else f"{rows} decode rows, context {args.context}"
+    print(f"model {model.path.name}: {model.weights.nbytes / 2**20:,.0f} MiB of weights, {what}, device {args.device}")
     print(f"captured graph: {graph_ms:.3f} ms/step ({rows * 1e3 / graph_ms:,.0f} tokens/s), {kernels} kernels/step; "
           f"weights at 4.27 TB/s: {model.weights.nbytes / 4.27e12 * 1e3:.3f} ms")
     print(f"sum of synchronized kernels: {total * 1e3:.3f} ms/step; sync overhead ~{sync_us:.0f} us per call")

@@ -121,8 +121,6 @@ class Decoder:
         for index, layer in enumerate(self.layers):
             self._attention_block(index, layer, io, act, slots, n_rows)
             self._mlp_block(layer, act, n_rows)
-        if n_logits == 0:            # prefill chunks that complete no prompt: nothing to sample
-            return
         if n_logits == 0:
             return          # a prompt chunk that does not end its prompt: nothing to sample yet
         F.gather_rows(ctx, A, act.x, n_rows, s.hidden * 4, io_buf, io.logit_idx_off, n_logits, A, act.xs)
