@@ -3,18 +3,19 @@
 // reference of the canonical integer-matmul arithmetic (its main renamed away)
 // and requires, for Q4_0, Q8_0, Q4_1, Q4_K and Q6_K, every prologue, bias and
 // accumulate, 1 to 8 rows with each row template that holds them (1, 2, 4, 8),
-// every weight alignment path (16-byte windows, words, halves: aligned rows,
-// rows of 324 bytes as at k = 576, 2-byte aligned weights), k of one partial
-// slice, full + partial slices and several slices per thread, n_out not a
-// multiple of the CTA, and the CTA shapes of few and many SMs:
+// aligned and unaligned weight rows (pads of 0, 2, 4, 6 bytes; rows of 324
+// bytes at k = 576, whose slices sit at every 16-byte phase), k of 1 slice,
+// 2.25 slices (a partial last slice), 5.25, 16 (two rows per warp unit), 32
+// and 56 (a row in two chunks), n_out not a multiple of a unit, and persistent
+// grids of one SM (many units per warp, both stages cycling) and of 132:
 //  - every output bit-identical to the reference, and to the older dp4a
 //    kernel (int_dot_kernel) on the same inputs for part of the cases;
-//  - gemv_shape's choices at the 8B / 1B / 135M shapes on 132 SMs fit the
-//    limits (threads, shared memory) and give every SM a CTA.
+//  - gemv_shape's choices at the 8B / 1B / 135M shapes on an H200 (132 SMs,
+//    227 KB per CTA, 228 KB per SM) fit and give every SM work.
 // Negative controls: the reference with two slices folded in the other order,
 // the Q6_K reference with each block's two half scales swapped, and the kernel
-// on weights with one block scale changed, must each differ
-// from the kernel's output in some bit (so the comparisons can fail).
+// on weights with one block scale changed, must each differ from the kernel's
+// output in some bit (so the comparisons can fail).
 // Usage: test_int_gemv [smoke]
 #define main test_int_main
 #include "test_int.cpp"
@@ -23,30 +24,33 @@
 
 namespace TG = strata::cuda::T_cuda_int_gemv;
 
+constexpr int64_t kSmemCta = 227 * 1024, kSmemSm = 228 * 1024;  // the H200's limits
+
 template <int kDt, int kR>
-static void run_gemv_r(const TG::GemvParams& p, int align) {
-    const unsigned nt = (unsigned)p.threads;
-    if (align == 16) run_grid((unsigned)p.n_tiles, 1, nt, [p] { TG::int_gemv_kernel<kDt, kR, 16>(p); });
-    else if (align == 4) run_grid((unsigned)p.n_tiles, 1, nt, [p] { TG::int_gemv_kernel<kDt, kR, 4>(p); });
-    else run_grid((unsigned)p.n_tiles, 1, nt, [p] { TG::int_gemv_kernel<kDt, kR, 2>(p); });
+static void run_gemv_r(const TG::GemvParams& p) {
+    static int pending = 0;
+    run_grid((unsigned)p.ctas, 1, 32 * p.warps, [p] {
+        TG::int_gemv_kernel<kDt, kR>(p);
+        if (emu_pending_copies() != 0) pending++;
+    });
+    CHECK(pending == 0, "cp.async copies left pending");
 }
 
 template <int kDt>
-static void run_gemv_dt(const TG::GemvParams& p, int kr, int align) {
-    if (kr == 1) run_gemv_r<kDt, 1>(p, align);
-    else if (kr == 2) run_gemv_r<kDt, 2>(p, align);
-    else if (kr == 4) run_gemv_r<kDt, 4>(p, align);
-    else run_gemv_r<kDt, 8>(p, align);
+static void run_gemv_dt(const TG::GemvParams& p, int kr) {
+    if (kr == 1) run_gemv_r<kDt, 1>(p);
+    else if (kr == 2) run_gemv_r<kDt, 2>(p);
+    else if (kr == 4) run_gemv_r<kDt, 4>(p);
+    else run_gemv_r<kDt, 8>(p);
 }
 
-static int align_seen[17];
+static int phase_seen[17], multi_unit = 0, chunked = 0;
 
-// The pre-pass (as launch_int_matmul runs it), then the gemv kernel with kr rows per thread, the CTA
-// shape gemv_shape picks for `sms` SMs and weight alignment path `align` (0, or wider than the weights
-// allow: the launcher's choice).
+// The pre-pass (as launch_int_matmul runs it), then the gemv kernel with kr rows per thread and the
+// persistent grid gemv_shape picks for `sms` SMs.
 static void run_gemv(int dt, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k, const uint8_t* w,
                      int64_t n_out, const float* g, float eps, const float* bias, float* y, bool accumulate, int kr,
-                     int sms, int align) {
+                     int sms) {
     const int64_t nb = k / 32;
     const int nchunks = (int)((nb + 7) / 8), nbp = (int)((nb + 1) / 2 * 2);
     std::vector<uint8_t> xq(n_rows * k + 16);
@@ -64,29 +68,29 @@ static void run_gemv(int dt, int pro, const float* x, int64_t x_stride, int64_t 
     p.xq = xq16; p.meta = meta16; p.ssq = ssq.data();
     p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = rowbytes(dt, k);
     p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
-    p.w = w; p.bias = bias; p.y = y; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
-    const bool ok = TG::gemv_shape(p, kr, sms);
+    p.w = w; p.w_end = w + n_out * p.w_row_bytes;
+    p.bias = bias; p.y = y; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
+    const bool ok = TG::gemv_shape(p, kr, slicebytes(dt), sms, kSmemCta, kSmemSm);
     CHECK(ok, "gemv_shape refused k %ld kr %d", (long)k, kr);
     if (!ok) return;
-    const int64_t smem = TG::gemv_smem(p.n_slices, p.no, kr);
-    CHECK(smem <= TG::kGemvSmem && p.threads <= TG::kGemvThreads && p.threads % 32 == 0 && p.no * p.sl <= p.threads,
-          "shape no %d sl %d threads %d smem %ld", p.no, p.sl, p.threads, (long)smem);
-    const int launcher = TG::gemv_align(w, p.w_row_bytes);
-    if (align == 0 || align > launcher) align = launcher;
-    if (dt == STRATA_Q6_K) align = 2;  // the launcher's only Q6_K path (Q6Src: any 2-byte phase)  // a narrower path than the launcher's is always valid
-    align_seen[align]++;
-    memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));  // partials never written read as NaN
-    if (dt == STRATA_Q4_0) run_gemv_dt<STRATA_Q4_0>(p, kr, align);
-    else if (dt == STRATA_Q8_0) run_gemv_dt<STRATA_Q8_0>(p, kr, align);
-    else if (dt == STRATA_Q4_1) run_gemv_dt<STRATA_Q4_1>(p, kr, align);
-    else if (dt == STRATA_Q4_K) run_gemv_dt<STRATA_Q4_K>(p, kr, align);
-    else run_gemv_dt<STRATA_Q6_K>(p, kr, align);
+    const int64_t smem = TG::gemv_smem(p);
+    CHECK(smem <= kSmemCta && smem <= (int64_t)sizeof(g_emu_smem) && p.ctas >= 1, "shape smem %ld ctas %d", (long)smem,
+          p.ctas);
+    for (int64_t r = 0; r < std::min<int64_t>(n_out, 64); ++r) phase_seen[(reinterpret_cast<uintptr_t>(w) + r * p.w_row_bytes) % 16]++;
+    multi_unit += p.n_groups * p.chunks > (int64_t)p.ctas * p.warps * TG::kGemvStages;  // stages reused
+    chunked += p.chunks > 1;
+    memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));  // shared memory never written reads as NaN
+    if (dt == STRATA_Q4_0) run_gemv_dt<STRATA_Q4_0>(p, kr);
+    else if (dt == STRATA_Q8_0) run_gemv_dt<STRATA_Q8_0>(p, kr);
+    else if (dt == STRATA_Q4_1) run_gemv_dt<STRATA_Q4_1>(p, kr);
+    else if (dt == STRATA_Q4_K) run_gemv_dt<STRATA_Q4_K>(p, kr);
+    else run_gemv_dt<STRATA_Q6_K>(p, kr);
 }
 
 static int kr_for(int64_t rows) { return rows <= 1 ? 1 : (rows <= 2 ? 2 : (rows <= 4 ? 4 : 8)); }
 
 static void one_gemv(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, int pad, bool bias_on, bool acc_on,
-                     int kr, int sms, int align, bool with_old) {
+                     int kr, int sms, bool with_old) {
     const int64_t in_k = pro == STRATA_PROLOGUE_SILU_MUL ? 2 * k : k;
     const int64_t stride = in_k + (rng() % 3);
     std::vector<float> x(n_rows * stride + 8), g(k), bias(n_out), y(n_rows * n_out), y0;
@@ -100,7 +104,7 @@ static void one_gemv(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, 
     const uint8_t* wp = w.data() + pad;
     const float eps = 1e-5f;
     const float* bp = bias_on ? bias.data() : nullptr;
-    run_gemv(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, y.data(), acc_on, kr, sms, align);
+    run_gemv(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, y.data(), acc_on, kr, sms);
     int bad_old = 0;
     if (with_old) {  // the older dp4a kernel (one row, or 8-row tiles) on the same inputs
         std::vector<float> yo = y0;
@@ -116,8 +120,8 @@ static void one_gemv(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, 
             if (bits(ref) != bits(y[r * n_out + o])) ++bad;
         }
     }
-    CHECK(bad == 0, "gemv kr %d sms %d align %d dt %d pro %d k %ld n_out %ld rows %ld pad %d: %d outputs differ from the canonical bits",
-          kr, sms, align, dt, pro, (long)k, (long)n_out, (long)n_rows, pad, bad);
+    CHECK(bad == 0, "gemv kr %d sms %d dt %d pro %d k %ld n_out %ld rows %ld pad %d: %d outputs differ from the canonical bits",
+          kr, sms, dt, pro, (long)k, (long)n_out, (long)n_rows, pad, bad);
     CHECK(bad_old == 0, "gemv kr %d dt %d pro %d k %ld n_out %ld rows %ld: %d outputs differ from int_dot_kernel", kr, dt,
           pro, (long)k, (long)n_out, (long)n_rows, bad_old);
 }
@@ -127,62 +131,78 @@ int main(int argc, char** argv) {
     const bool smoke = argc > 1 && std::string(argv[1]) == "smoke";
     const int dts[5] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1, STRATA_Q4_K, STRATA_Q6_K};
     if (smoke) {
-        one_gemv(STRATA_Q4_0, 1, 576, 77, 1, 0, true, false, 1, 132, 0, true);
-        one_gemv(STRATA_Q8_0, 2, 32 * 8 * 5 + 64, 70, 5, 2, false, true, 8, 1, 0, true);
-        one_gemv(STRATA_Q4_K, 0, 512, 40, 3, 0, true, true, 4, 132, 0, true);
-        one_gemv(STRATA_Q6_K, 1, 768, 21, 2, 2, false, false, 2, 132, 0, true);
+        one_gemv(STRATA_Q4_0, 1, 576, 77, 1, 0, true, false, 1, 132, true);
+        one_gemv(STRATA_Q8_0, 2, 32 * 8 * 5 + 64, 70, 5, 2, false, true, 8, 1, true);
+        one_gemv(STRATA_Q4_K, 0, 512, 40, 3, 0, true, true, 4, 132, true);
+        one_gemv(STRATA_Q6_K, 1, 768, 21, 2, 2, false, false, 2, 132, true);
     }
-    {  // the 16-byte path's partial slice (Q4_1: 12 blocks = 240-byte rows) and its 8-row template
-        one_gemv(STRATA_Q4_1, 2, 384, 19, 3, 0, true, true, 4, 132, 16, true);
-        one_gemv(STRATA_Q4_0, 1, 4096, 21, 8, 0, false, true, 8, 1, 16, true);
+    {  // one row at the 8B shapes' k (16 slices: two rows a unit; 56: two chunks a row), many units per warp
+        one_gemv(STRATA_Q4_0, 1, 4096, 301, 1, 0, false, true, 1, 1, true);
+        one_gemv(STRATA_Q8_0, 0, 4096, 77, 1, 0, true, false, 1, 1, true);
+        one_gemv(STRATA_Q4_0, 2, 14336, 37, 1, 0, true, true, 1, 1, false);
+        one_gemv(STRATA_Q8_0, 2, 14336, 21, 1, 0, false, false, 1, 132, false);
+        one_gemv(STRATA_Q4_1, 2, 384, 19, 3, 0, true, true, 4, 132, true);
     }
     if (!smoke) {
         // k: one partial slice (3 blocks); 2 full + 1 partial (k = 576: rows of 324 / 612 / 360 bytes);
-        // 5 full + 1 partial; 16 slices (rows 16-byte aligned for every type). Q4_K: whole super-blocks.
-        const int64_t ks[4] = {96, 576, 32 * 8 * 5 + 64, 4096};
-        const int64_t ks_k[4] = {256, 512, 32 * 8 * 5, 4096};
+        // 5 full + 1 partial; 16 slices (rows 16-byte aligned for every type); one slice (8 blocks);
+        // 32 slices. Q4_K / Q6_K: whole super-blocks.
+        const int64_t ks[6] = {96, 576, 32 * 8 * 5 + 64, 4096, 256, 8192};
+        const int64_t ks_k[6] = {256, 512, 32 * 8 * 5, 4096, 256, 8192};
         int cfg = 0;
         for (int dt : dts)
             for (int pro = 0; pro < 3; ++pro)
                 for (int64_t rows = 1; rows <= 8; ++rows) {
                     ++cfg;
-                    const int64_t k = (dt == STRATA_Q4_K || dt == STRATA_Q6_K ? ks_k : ks)[(cfg + rows) % 4];
+                    const int64_t k = (dt == STRATA_Q4_K || dt == STRATA_Q6_K ? ks_k : ks)[(cfg + rows) % 6];
                     const int64_t n_out = k >= 4096 ? 37 : 77;
                     // Row templates: the launcher's (kr_for), and sometimes the next wider one (fewer live rows).
                     const int kr = cfg % 5 == 0 && rows < 8 ? std::min(8, 2 * kr_for(rows)) : kr_for(rows);
-                    // Weight alignment: pads 0, 2, 4, 6 bytes (Q6_K: 210-byte slices, every phase in each row), and paths forced narrower than the launcher's.
+                    // Weight alignment: pads 0, 2, 4, 6 bytes (Q6_K: 210-byte slices, every phase in each row).
                     const int pad = 2 * (cfg % 4);
-                    const int align = cfg % 3 == 0 ? 2 : (cfg % 3 == 1 && pad % 4 == 0 ? 4 : 0);
-                    one_gemv(dt, pro, k, n_out, rows, pad, cfg % 2 == 0, cfg % 3 == 1, kr, cfg % 2 ? 132 : 1, align,
+                    one_gemv(dt, pro, k, n_out, rows, pad, cfg % 2 == 0, cfg % 3 == 1, kr, cfg % 2 ? 132 : 1,
                              cfg % 4 == 1);
                     if (rows == 8)
                         printf("dt %d pro %d: rows 1..8 done, %d checks, %d failures so far\n", dt, pro, checks, fails);
                 }
-        // The aligned 16-byte path at several slices per thread (k = 14336 at 4 outputs: 56 slices, 32 lanes).
-        one_gemv(STRATA_Q4_0, 1, 14336, 9, 1, 0, false, false, 1, 132, 16, false);
-        one_gemv(STRATA_Q8_0, 2, 8192, 13, 2, 0, true, true, 2, 132, 16, false);
-        one_gemv(STRATA_Q4_K, 0, 8192, 11, 7, 0, false, true, 8, 1, 16, true);
-        one_gemv(STRATA_Q4_1, 0, 8192, 11, 4, 0, true, false, 4, 132, 16, false);
-        one_gemv(STRATA_Q6_K, 2, 14336, 9, 8, 0, true, true, 8, 132, 0, false);
+        // 56 slices (two chunks a row) for every type, several rows; unaligned rows at 56 slices.
+        one_gemv(STRATA_Q4_0, 1, 14336, 9, 3, 0, false, false, 4, 132, false);
+        one_gemv(STRATA_Q4_0, 0, 14336, 9, 1, 6, true, false, 1, 1, false);
+        one_gemv(STRATA_Q8_0, 2, 14336, 13, 2, 0, true, true, 2, 132, false);
+        one_gemv(STRATA_Q4_K, 0, 14336, 11, 7, 0, false, true, 8, 1, true);
+        one_gemv(STRATA_Q4_1, 0, 14336, 11, 4, 2, true, false, 4, 132, false);
+        one_gemv(STRATA_Q6_K, 2, 14336, 9, 8, 0, true, true, 8, 132, false);
+        one_gemv(STRATA_Q6_K, 1, 14336, 9, 1, 4, false, true, 1, 1, false);
     }
-    // gemv_shape at the shapes of the 8B (hidden 4096, ffn 14336), 1B (2048, 8192) and 135M (576, 1536)
-    // models, Q4_0, 132 SMs: within the limits, and at least one CTA per SM where there are outputs to share.
+    // gemv_shape at the shapes of the 8B (hidden 4096, ffn 14336, vocab 128256), 1B (2048, 8192) and
+    // 135M (576, 1536, 49152) models, Q4_0 and Q8_0, on an H200: within its limits, every SM busy where
+    // there are at least as many work groups as warps.
     {
         struct S { int64_t n_out, k; } shapes[] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336},
-                                                   {49152, 4096}, {3072, 2048}, {2048, 2048}, {16384, 2048},
-                                                   {2048, 8192}, {576, 576}, {192, 576}, {3072, 576}, {576, 1536}};
-        for (auto s : shapes)
-            for (int kr : {1, 8}) {
-                TG::GemvParams q{};
-                q.n_rows = kr; q.n_out = s.n_out; q.k = s.k; q.nb = (int)(s.k / 32); q.n_slices = (q.nb + 7) / 8;
-                const bool ok = TG::gemv_shape(q, kr, 132);
-                const int64_t smem = TG::gemv_smem(q.n_slices, q.no, kr);
-                CHECK(ok && smem <= TG::kGemvSmem && q.threads <= 256 && (q.n_tiles >= 132 || q.no == 4),
-                      "gemv_shape n_out %ld k %ld kr %d: no %d sl %d CTAs %d", (long)s.n_out, (long)s.k, kr, q.no, q.sl,
-                      q.n_tiles);
-                printf("gemv_shape %ldx%ld kr %d: %d outputs x %d slice lanes per CTA (%d threads), %d CTAs, %ld B\n",
-                       (long)s.n_out, (long)s.k, kr, q.no, q.sl, q.threads, q.n_tiles, (long)smem);
-            }
+                                                   {128256, 4096}, {3072, 2048}, {2048, 2048}, {16384, 2048},
+                                                   {2048, 8192}, {960, 576}, {576, 576}, {3072, 576}, {576, 1536},
+                                                   {49152, 576}};
+        for (int dt : {STRATA_Q4_0, STRATA_Q8_0})
+            for (auto s : shapes)
+                for (int kr : {1, 8}) {
+                    TG::GemvParams q{};
+                    q.n_rows = kr; q.n_out = s.n_out; q.k = s.k; q.nb = (int)(s.k / 32); q.n_slices = (q.nb + 7) / 8;
+                    const bool ok = TG::gemv_shape(q, kr, slicebytes(dt), 132, kSmemCta, kSmemSm);
+                    const int64_t smem = TG::gemv_smem(q);
+                    const int64_t units = q.n_groups * q.chunks;
+                    if (!ok) {  // int_gemv_choice then keeps the older kernels (one row always fits)
+                        CHECK(kr > 1, "gemv_shape refused dt %d n_out %ld k %ld at one row", dt, (long)s.n_out, (long)s.k);
+                        printf("gemv_shape dt %d %ldx%ld kr %d: refused (does not fit)\n", dt, (long)s.n_out, (long)s.k, kr);
+                        continue;
+                    }
+                    CHECK(smem <= kSmemCta && (q.ctas >= 132 || q.n_groups < 132 * q.warps),
+                          "gemv_shape dt %d n_out %ld k %ld kr %d: ctas %d", dt, (long)s.n_out, (long)s.k, kr, q.ctas);
+                    if (kr == 1 || dt == STRATA_Q4_0)
+                        printf("gemv_shape dt %d %ldx%ld kr %d: %d rows a unit, %d chunks, %ld units, %d CTAs x %d warps "
+                               "(%.2f groups a warp), %ld B a CTA\n", dt, (long)s.n_out, (long)s.k, kr, q.u, q.chunks,
+                               (long)units, q.ctas, q.warps, (double)q.n_groups / (q.ctas * q.warps),
+                               (long)smem);
+                }
     }
     // Negative controls: (1) the reference with slices 1 and 2 folded the other way must differ from the
     // kernel's output somewhere (the bit comparison sees fold order); (2) one changed block scale must
@@ -192,7 +212,7 @@ int main(int argc, char** argv) {
         std::vector<float> x(n_rows * k), y1(n_rows * n_out, 0.0f), y2(n_rows * n_out, 0.0f);
         for (auto& v : x) v = randn();
         auto w = random_weights(STRATA_Q4_0, n_out, k, 0);
-        run_gemv(STRATA_Q4_0, 0, x.data(), k, n_rows, k, w.data(), n_out, nullptr, 0, nullptr, y1.data(), false, 2, 132, 0);
+        run_gemv(STRATA_Q4_0, 0, x.data(), k, n_rows, k, w.data(), n_out, nullptr, 0, nullptr, y1.data(), false, 2, 132);
         int same = 0, swapped = 0;
         for (int64_t r = 0; r < n_rows; ++r) {
             const Act a = ref_act(0, x.data() + r * k, nullptr, k);
@@ -205,13 +225,13 @@ int main(int argc, char** argv) {
         CHECK(same == n_rows * n_out, "negative control setup: %d of %ld outputs match", same, (long)(n_rows * n_out));
         CHECK(swapped > 0, "the negative control (slices folded in another order) changed no bit");
         w[18 * 5] ^= 0x10;  // row 0, block 5: scale bits
-        run_gemv(STRATA_Q4_0, 0, x.data(), k, n_rows, k, w.data(), n_out, nullptr, 0, nullptr, y2.data(), false, 2, 132, 0);
+        run_gemv(STRATA_Q4_0, 0, x.data(), k, n_rows, k, w.data(), n_out, nullptr, 0, nullptr, y2.data(), false, 2, 132);
         int differ = 0;
         for (size_t i = 0; i < y1.size(); ++i) differ += bits(y1[i]) != bits(y2[i]);
         CHECK(differ > 0, "the negative control (a changed weight scale) changed no bit");
         // Q6_K: the reference with each block's half scales swapped must differ from the kernel.
         auto w6 = random_weights(STRATA_Q6_K, n_out, k, 0);
-        run_gemv(STRATA_Q6_K, 0, x.data(), k, n_rows, k, w6.data(), n_out, nullptr, 0, nullptr, y1.data(), false, 2, 132, 0);
+        run_gemv(STRATA_Q6_K, 0, x.data(), k, n_rows, k, w6.data(), n_out, nullptr, 0, nullptr, y1.data(), false, 2, 132);
         int same6 = 0, swapped6 = 0;
         for (int64_t r = 0; r < n_rows; ++r) {
             const Act a = ref_act(0, x.data() + r * k, nullptr, k);
@@ -225,8 +245,11 @@ int main(int argc, char** argv) {
         CHECK(same6 == n_rows * n_out, "Q6_K negative control setup: %d of %ld outputs match", same6, (long)(n_rows * n_out));
         CHECK(swapped6 > 0, "the negative control (Q6_K half scales swapped) changed no bit");
     }
-    printf("alignment paths run: 16-byte %d, words %d, halves %d\n", align_seen[16], align_seen[4], align_seen[2]);
-    CHECK(smoke || (align_seen[16] > 0 && align_seen[4] > 0 && align_seen[2] > 0), "an alignment path never ran");
+    printf("weight rows at 16-byte phases 0/2/4/6/8/10/12/14: %d %d %d %d %d %d %d %d; runs with reused stages %d, "
+           "chunked rows %d\n", phase_seen[0], phase_seen[2], phase_seen[4], phase_seen[6], phase_seen[8],
+           phase_seen[10], phase_seen[12], phase_seen[14], multi_unit, chunked);
+    for (int ph = 0; ph < 16; ph += 2) CHECK(phase_seen[ph] > 0, "no weight row at 16-byte phase %d", ph);
+    CHECK(multi_unit > 0 && chunked > 0, "the stage reuse or the chunked rows never ran");
     printf("test_int_gemv: %d checks, %d failures\n", checks, fails);
     return fails ? 1 : 0;
 }

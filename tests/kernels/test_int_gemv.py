@@ -6,7 +6,8 @@ kernels as before). Each case runs the same buffers under several values, so a r
 computed by the gemv kernel in one run and by another kernel in the next: every output must have
 the same bits. Q4_0, Q8_0, Q4_K and Q6_K (the types routed to the integer path), every prologue, bias
 and accumulate, 1 to 9 rows (8 = the widest row template, 9 = the first row count it never
-takes), k with partial slices and rows that are not 16-byte aligned (k = 576: 324-byte Q4_0 rows),
+takes), k of 1, 2.25 (a partial last slice), 16, 32 and 56 slices (a row in two chunks), rows that are not
+16-byte aligned (k = 576: 324-byte Q4_0 rows),
 misaligned weights, and the matrices of the 8B, 1B and 135M benchmark models; the results also
 within kernel_refs' float64 tolerance. Q4_1 (implemented, not routed) is covered by
 libstrata/cuda_emu/test_int_gemv.cpp. An unknown value is refused with an error naming the
@@ -33,12 +34,15 @@ CASES = [  # (n_rows, k, n_out, w_pad)
     (7, 14336, 33, 0),
     (8, 2080, 70, 2),
     (9, 1056, 99, 0),
+    (1, 256, 50, 0),  # one slice
+    (1, 14336, 300, 2),  # 56 slices (a row in two chunks of 32), rows not 16-byte aligned
+    (6, 8192, 21, 4),  # 32 slices: one row a warp unit
 ]
 SETTINGS = ("0", "1", "4", "8")  # off (the default); one row only; up to 4; up to 8
 MODEL_SHAPES = [  # (n_out, k): Llama-3.1-8B, Llama-3.2-1B and SmolLM2-135M projections (bench/gpu_matmul.py)
-    (6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (49152, 4096),
+    (6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (128256, 4096),
     (3072, 2048), (2048, 2048), (16384, 2048), (2048, 8192),
-    (960, 576), (576, 576), (3072, 576), (576, 1536),
+    (960, 576), (576, 576), (3072, 576), (576, 1536), (49152, 576),
 ]
 
 

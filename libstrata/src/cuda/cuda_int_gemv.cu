@@ -2,41 +2,43 @@
 // to stream the weights at memory speed, computing per output element exactly
 // the canonical arithmetic of cuda_int_matmul.cu (per block the exact integer
 // product and int_block_fold's float steps, blocks ascending inside a slice of
-// 8, slice totals added in slice order, the same RMSNORM factor, bias and
-// accumulate).
+// 8 from acc = 0, slice totals added in slice order, the same RMSNORM factor,
+// bias and accumulate).
 //
 // Why a kernel of its own (docs/cuda_backend.md, "integer matmul"): the dot
-// kernel's one-row path stages weights through shared memory with cp.async,
-// re-reads them with alignment shifts and folds through shared memory per part;
-// on the H200 it issued ~157 thread instructions per Q4_0 block and stayed
-// issue-bound at 37-55 % of DRAM bandwidth. Here nothing but the slice partials
-// touches shared memory:
-//  - a thread owns (output, slice) units: it reads its slice's weight blocks
-//    straight from global memory (16-byte loads where rows are 16-byte aligned,
-//    a full slice's windows all issued before its first block so ~144 bytes per
-//    thread are in flight; 4- or 2-byte loads otherwise: one alignment per
-//    launch, so no divergence),
-//    decodes each block once with the cuda_int_blocks.cuh / cuda_int_kquant.cuh /
-//    cuda_int_q6k.cuh helpers (Q6_K's 210-byte slices: 2-byte phases, Q6Src) and runs the block's dp4a chain for each of its kR rows;
-//  - a CTA owns NO outputs (32, 16, 8 or 4) x all slices; thread t takes output
-//    t % NO and slices t / NO, t / NO + SL, ... (SL = slice lanes), so a warp's
-//    lanes are NO consecutive outputs at 32 / NO slices: the activation loads
-//    (int8 values and block meta from the pre-pass, through L1) are the same
-//    address for NO lanes (a broadcast), and every weight byte is read once;
-//  - every slice's partial (one float per row) goes to shared memory
-//    [slice][output][row]; after one barrier, one thread per (output, row) adds
-//    them in slice order, then RMSNORM's factor, bias, accumulate;
-//  - before pdl_wait() each thread asks L2 for the lines of its first slice
-//    (early_gemv_prefetch: weights only, which no kernel writes), so the first
-//    wave's weights stream while the previous kernel drains.
-// Which thread computes an element and how many rows the launch has never
-// change its operations (checked bit for bit by
+// kernel gives each thread one slice per CTA, so its set-up, staging index
+// arithmetic, barriers and shared-memory fold are paid per 8 blocks, and it
+// stayed issue-bound at 37-55 % of DRAM bandwidth on the H200. Here:
+//  - the grid is persistent (the CTAs that fit at once); warp w of the grid
+//    takes work groups w, w + W, w + 2W, ... (W = all warps of the grid), a
+//    group being u = 32 / S consecutive weight rows when a row has S <= 32
+//    slices (k = 4096: 2 rows, k = 2048: 4, k = 576: 10), else one row walked
+//    in chunks of 32 slices (k = 14336: 2 chunks);
+//  - weights stream coalesced: a unit's bytes (u whole rows, or a chunk of a
+//    row) are contiguous, and the warp copies them with cp.async 16-byte pieces,
+//    consecutive lanes on consecutive pieces, from the 16-byte aligned address
+//    at or below the first byte (so byte g lands at offset g & 15 of its window,
+//    as the dot kernel's staging does), into one of two per-warp stages: the
+//    next unit is in flight while this one is computed; only __syncwarp and
+//    cp.async.wait_group, no CTA barrier in the loop;
+//  - lane = slice: lane l computes slice l % ls of row l / ls of the unit from
+//    the stage with compile-time offsets (load_block, cuda_int_slice.cuh: the
+//    slice's phase 0/4/8/12, any other even phase through int_block_any; Q6_K
+//    through Q6Src), one dp4a chain per block and row; 144- and 272-byte lane
+//    strides make the 16-byte shared loads conflict free;
+//  - activations once per CTA: the pre-pass's int8 values and block meta of all
+//    rows go to shared memory at kernel start, slices padded to 272 / 72 bytes
+//    so that lanes on consecutive slices hit distinct banks;
+//  - the fold: each lane's slice partial (one float per row) goes to a per-warp
+//    buffer; then one lane per (output, row) adds its unit's partials in slice
+//    order (carrying the running total across a row's chunks), applies
+//    RMSNORM's factor (computed once per CTA and row, the same expression),
+//    bias and accumulate.
+// Before pdl_wait() each warp issues the copies of its first two units (weights
+// only, which no kernel writes, into the warp's own stages: early_gemv_stages).
+// Which lane, warp or CTA computes an element and how many rows the launch has
+// never change its operations (checked bit for bit by
 // libstrata/cuda_emu/test_int_gemv.cpp and tests/kernels/test_int_gemv.py).
-//
-// Per Q4_0 block and row the inner loop is ~1.2 weight loads (a slice is 9
-// windows of 16 bytes), the scale conversion, 4 word shifts and 8 nibble masks
-// (once for all rows), then per row 2 activation loads + 1 meta load, 8 dp4a
-// and the fold's 4 operations.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -47,6 +49,7 @@
 #include "cuda_int_gemv.cuh"
 #include "cuda_int_kquant.cuh"
 #include "cuda_int_q6k.cuh"
+#include "cuda_int_slice.cuh"
 #include "core/dtype.h"
 #include "cuda_kernels.cuh"
 #include "cuda_mma.cuh"
@@ -56,8 +59,10 @@ namespace strata {
 namespace cuda {
 namespace {
 
-constexpr int kGemvThreads = 256;
-constexpr int kGemvSmem = 48 * 1024;  // slice partials per CTA at most (no opt-in attribute needed)
+constexpr int kGemvThreads = 256, kGemvMaxWarps = kGemvThreads / 32;  // warps per CTA: 1 to 8 (gemv_shape)
+constexpr int kGemvStages = 2;        // per-warp weight stages (the next unit in flight while one is computed)
+constexpr int kGemvXSlice = 272;      // shared bytes per slice of int8 activations (256 + 16: no bank conflicts)
+constexpr int kGemvMSlice = 72;       // shared bytes per slice of block meta (64 + 8: no bank conflicts)
 
 struct GemvParams {
     const int8_t* xq;   // [row][k]
@@ -66,198 +71,253 @@ struct GemvParams {
     int64_t n_rows, k, n_out, w_row_bytes;
     int nb, nbp, n_slices;
     const uint8_t* w;
+    const uint8_t* w_end;  // one past the last weight byte (nothing at or past it is read)
     const float* bias;
     float* y;
     int accumulate, prologue;
     float eps;
-    int no, sl, threads, n_tiles;  // outputs per CTA, slice lanes, threads per CTA, CTAs
+    // The shape (gemv_shape): lanes per row in a unit (min(S, 32)), rows per group, chunks per row,
+    // groups; shared memory: activations (a_rows rows of xrow + mrow bytes), then per warp the partials
+    // (32 x kR floats) and kGemvStages stages of stage_bytes; warp_off / warp_bytes locate a warp's part.
+    int ls, u, chunks;
+    int64_t n_groups;
+    int a_rows, xrow, mrow, warp_off, warp_bytes, stage_bytes, warps, ctas;
 };
 
-// Shared memory of the slice partials: [n_slices][no][kr] floats.
-inline int64_t gemv_smem(int64_t n_slices, int no, int kr) { return n_slices * no * kr * (int64_t)sizeof(float); }
+// Dynamic shared memory of a CTA.
+inline int64_t gemv_smem(const GemvParams& p) { return p.warp_off + (int64_t)p.warps * p.warp_bytes; }
 
-// The CTA shape for kr rows per thread on `sms` SMs: 32 outputs per CTA, halved
-// (to 4 at least) while that gives fewer than two CTAs per SM or more than
-// kGemvSmem of partials; slice lanes so that a CTA has at most kGemvThreads
-// threads and no more lanes than slices. False where 4 outputs do not fit.
-inline bool gemv_shape(GemvParams& p, int kr, int sms) {
-    int no = 32;
-    while (no > 4 && (p.n_out + no - 1) / no < 2 * (int64_t)sms) no /= 2;
-    while (no > 4 && gemv_smem(p.n_slices, no, kr) > kGemvSmem) no /= 2;
-    if (gemv_smem(p.n_slices, no, kr) > kGemvSmem) return false;
-    p.no = no;
-    p.sl = std::min(p.n_slices, kGemvThreads / no);
-    p.threads = 32 * ((no * p.sl + 31) / 32);
-    p.n_tiles = (int)std::min<int64_t>((p.n_out + no - 1) / no, INT32_MAX);
+// Shared bytes of one weight stage: 32 slices and the bytes before the first in its 16-byte window.
+inline int gemv_stage_bytes(int sb) { return (32 * sb + 16 + 15) / 16 * 16; }
+
+// The shape for kr rows per thread (n_rows <= kr): work groups, shared-memory layout and the
+// persistent grid (as many CTAs as fit on `sms` SMs of `smem_sm` shared bytes each, at most one warp
+// per group). False where the activations and two stages per warp do not fit in `smem_cta` bytes.
+inline bool gemv_shape(GemvParams& p, int kr, int sb, int sms, int64_t smem_cta, int64_t smem_sm) {
+    const int S = p.n_slices;
+    p.ls = std::min(S, 32);
+    p.u = 32 / p.ls;
+    p.chunks = (S + 31) / 32;
+    p.n_groups = (p.n_out + p.u - 1) / p.u;
+    p.a_rows = (int)std::min<int64_t>(kr, p.n_rows);
+    p.xrow = S * kGemvXSlice;
+    p.mrow = S * kGemvMSlice;
+    p.stage_bytes = gemv_stage_bytes(sb);
+    p.warp_off = (p.a_rows * (p.xrow + p.mrow) + 32 + 15) / 16 * 16;  // + RMSNORM's factor per row (8 floats)
+    p.warp_bytes = 32 * kr * 4 + kGemvStages * p.stage_bytes;
+    // Warps per CTA: 8, or fewer where there are fewer groups than 8 per SM (small matrices spread over
+    // every SM), or where the activations of many rows leave no room for 8 warps' stages.
+    p.warps = (int)std::max<int64_t>(1, std::min<int64_t>(kGemvMaxWarps, (p.n_groups + sms - 1) / sms));
+    while (p.warps > 1 && gemv_smem(p) > smem_cta) --p.warps;
+    const int64_t smem = gemv_smem(p);
+    if (smem > smem_cta) return false;
+    const int64_t per_sm = std::max<int64_t>(1, std::min<int64_t>(smem_sm / (smem + 1024), 2048 / (32 * p.warps)));
+    const int64_t need = (p.n_groups + p.warps - 1) / p.warps;
+    p.ctas = (int)std::max<int64_t>(1, std::min<int64_t>(per_sm * sms, need));
     return true;
 }
 
-// Block kJ (compile-time) of the slice starting at sp (global memory): kA is
-// the alignment every slice start of the launch has (16: 16-byte windows,
-// fetched once each after the compiler merges the repeats of neighbouring
-// blocks; 4: words; 2: halves). The same bytes, so the same IntBlock, whatever kA.
-template <int kDtype, int kA, int kJ>
-__device__ __forceinline__ IntBlock<kDtype> gemv_block(const uint8_t* sp) {
-    if constexpr (kDtype == STRATA_Q6_K) {  // 210-byte slices: any 2-byte phase, through Q6Src's aligned words
-        return int_block_q6k(Q6Src(sp), kJ);
-    } else if constexpr (kIntSuper<kDtype>) {  // Q4_K: from the slice's (= super-block's) first byte
-        return int_kblock<kDtype, kA>(sp, kJ);
-    } else {
-        constexpr int Bt = IntW<kDtype>::kBytes, B = kJ * Bt;
-        if constexpr (kA == 16) {
-            constexpr int W0 = B / 16, NW = (B + Bt - 1) / 16 - W0 + 1;
-            uint32_t w[4 * NW];
-            const uint4* wp = reinterpret_cast<const uint4*>(sp) + W0;
-#pragma unroll
-            for (int i = 0; i < NW; ++i) {
-                const uint4 v = __ldg(wp + i);
-                w[4 * i] = v.x; w[4 * i + 1] = v.y; w[4 * i + 2] = v.z; w[4 * i + 3] = v.w;
-            }
-            return int_block<kDtype, B - 16 * W0, 0>(w);
-        } else if constexpr (kA == 4) {
-            constexpr int W0 = B / 4, NW = (B + Bt - 1) / 4 - W0 + 1;
-            uint32_t w[NW];
-            const uint32_t* wp = reinterpret_cast<const uint32_t*>(sp) + W0;
-#pragma unroll
-            for (int i = 0; i < NW; ++i) w[i] = __ldg(wp + i);
-            return int_block<kDtype, B - 4 * W0, 0>(w);
-        } else {
-            return int_block_any<kDtype>(sp + B);
-        }
+// A warp's walk over its work: group g (rows [g*u, g*u + u)), chunk c of it (S > 32: slices
+// [32c, 32c + 32) of row g). Units follow each other chunk by chunk, then by a stride of all the
+// grid's warps, so one warp runs every chunk of a row in order.
+struct GemvUnit {
+    int64_t g;
+    int c;
+    __device__ __forceinline__ void next(const GemvParams& p, int64_t stride) {
+        if (++c == p.chunks) c = 0, g += stride;
+    }
+};
+
+// The first byte of a unit's weights (its first row's slice 32c).
+template <int kDtype>
+__device__ __forceinline__ const uint8_t* gemv_unit_start(const GemvParams& p, const GemvUnit& t) {
+    return p.w + t.g * p.u * p.w_row_bytes + (int64_t)t.c * 32 * kIntSliceBytes<kDtype>;
+}
+
+// Copies unit t's weight bytes into `stage` (cp.async, not committed): 16-byte pieces from the
+// aligned address at or below its first byte, lane l on pieces l, l + 32, ...; nothing at or past
+// w_end is read (zero-filled instead). Weights only: no kernel writes them, so it may run before
+// pdl_wait().
+template <int kDtype>
+__device__ __forceinline__ void gemv_stage_unit(const GemvParams& p, uint8_t* stage, const GemvUnit& t, int lane) {
+    constexpr int SB = kIntSliceBytes<kDtype>;
+    const uint8_t* s = gemv_unit_start<kDtype>(p, t);
+    const uint8_t* e = p.chunks > 1 ? p.w + t.g * p.w_row_bytes + min((int64_t)(t.c + 1) * 32 * SB, p.w_row_bytes)
+                                    : p.w + min((t.g + 1) * p.u, p.n_out) * p.w_row_bytes;
+    const uint8_t* a = s - (reinterpret_cast<uintptr_t>(s) & 15);
+    const int np = (int)((e - a + 15) >> 4);
+    for (int pc = lane; pc < np; pc += 32) {
+        const uint8_t* src = a + 16 * pc;
+        const int64_t left = p.w_end - src;
+        cp_async16z(stage + 16 * pc, src, left >= 16 ? 16 : (left > 0 ? (int)left : 0));
     }
 }
 
-// Block kJ's dp4a chain and int_block_fold for each of the kR rows: xs / ms are
-// the slice's activations and meta of row 0 (rows p.k bytes / p.nbp entries apart).
+// Before pdl_wait() (cuda_pdl.cuh): each warp's first kGemvStages units into its stages, one
+// committed group each (an empty group where the warp has fewer units), so they stream in while the
+// previous kernel drains. Reads only the weights and writes only the warp's own stages.
+template <int kDtype, int kR>
+__device__ __forceinline__ void early_gemv_stages(const GemvParams& p) {
+    const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
+    const int64_t stride = (int64_t)gridDim.x * p.warps;
+    uint8_t* stages = mma_smem() + p.warp_off + warp * p.warp_bytes + 32 * kR * 4;
+    GemvUnit t{(int64_t)warp * gridDim.x + blockIdx.x, 0};
+    for (int i = 0; i < kGemvStages; ++i) {
+        if (t.g < p.n_groups) gemv_stage_unit<kDtype>(p, stages + i * p.stage_bytes, t, lane);
+        cp_async_commit_group();
+        t.next(p, stride);
+    }
+}
+
+// Block kJ's dp4a chain and int_block_fold for each of the kR rows: xs / ms are the slice's
+// activations and meta of row 0 in shared memory (rows xrow / mrow bytes apart).
 template <int kDtype, int kR, int kJ>
-__device__ __forceinline__ void gemv_rows(const GemvParams& p, const IntBlock<kDtype>& wb, const int8_t* xs,
-                                          const uint2* ms, int nr, float (&acc)[kR]) {
+__device__ __forceinline__ void gemv_rows(const IntBlock<kDtype>& wb, const uint8_t* xs, const uint8_t* ms, int xrow,
+                                          int mrow, int nr, float (&acc)[kR]) {
 #pragma unroll
     for (int r = 0; r < kR; ++r) {
         if (kR == 1 || r < nr) {
-            const uint4* xp = reinterpret_cast<const uint4*>(xs + r * p.k + 32 * kJ);
-            const uint4 xa = __ldg(xp), xb = __ldg(xp + 1);
-            const uint2 m = __ldg(ms + r * p.nbp + kJ);
+            const uint4* xp = reinterpret_cast<const uint4*>(xs + r * xrow + 32 * kJ);
+            const uint4 xa = xp[0], xb = xp[1];
+            const uint2 m = *reinterpret_cast<const uint2*>(ms + r * mrow + 8 * kJ);
             const int dot = int_block_dot<kDtype>(wb, xa, xb);
             acc[r] = int_block_fold<kDtype>(acc[r], wb.d, wb.m, dot, __uint_as_float(m.x), (int)m.y);
         }
     }
 }
 
-// Blocks kJ.. of one slice in order, each loaded on its own (kFull: all 8, no bounds checks).
-template <int kDtype, int kR, int kA, int kJ, bool kFull>
-__device__ __forceinline__ void gemv_blocks(const GemvParams& p, const uint8_t* sp, const int8_t* xs, const uint2* ms,
-                                            int nbs, int nr, float (&acc)[kR]) {
+// Blocks kJ.. of one slice in order from the stage (kFull: all 8, no bounds checks). kC: the
+// slice's phase in its 16-byte window (0, 4, 8, 12), or -1: any even phase (int_block_any), or
+// Q6_K (Q6Src reads any 2-byte phase). `base` is the slice's first byte rounded down to 16.
+template <int kDtype, int kR, int kC, int kJ, bool kFull>
+__device__ __forceinline__ void gemv_blocks(const uint8_t* base, int delta, const uint8_t* xs, const uint8_t* ms,
+                                            int xrow, int mrow, int nbs, int nr, float (&acc)[kR]) {
     if constexpr (kJ < kIntSliceBlocks) {
-        if (kFull || kJ < nbs) gemv_rows<kDtype, kR, kJ>(p, gemv_block<kDtype, kA, kJ>(sp), xs, ms, nr, acc);
-        gemv_blocks<kDtype, kR, kA, kJ + 1, kFull>(p, sp, xs, ms, nbs, nr, acc);
+        if (kFull || kJ < nbs) {
+            IntBlock<kDtype> wb;
+            if constexpr (kDtype == STRATA_Q6_K) wb = int_block_q6k(Q6Src(base + delta), kJ);
+            else if constexpr (kC >= 0) wb = load_block<kDtype, kC, kJ>(base);
+            else if constexpr (kIntSuper<kDtype>) wb = int_kblock<kDtype, 2>(base + delta, kJ);
+            else wb = int_block_any<kDtype>(base + delta + kJ * IntW<kDtype>::kBytes);
+            gemv_rows<kDtype, kR, kJ>(wb, xs, ms, xrow, mrow, nr, acc);
+        }
+        gemv_blocks<kDtype, kR, kC, kJ + 1, kFull>(base, delta, xs, ms, xrow, mrow, nbs, nr, acc);
     }
 }
 
-// Blocks kJ.. of a full slice whose 16-byte windows are already in registers (w).
-template <int kDtype, int kR, int kJ, int N>
-__device__ __forceinline__ void gemv_blocks_regs(const GemvParams& p, const uint32_t (&w)[N], const int8_t* xs,
-                                                 const uint2* ms, int nr, float (&acc)[kR]) {
-    if constexpr (kJ < kIntSliceBlocks) {
-        IntBlock<kDtype> wb;
-        if constexpr (kIntSuper<kDtype>) wb = int_kblock<kDtype, 16>(reinterpret_cast<const uint8_t*>(w), kJ);
-        else wb = int_block<kDtype, 0, kJ>(w);
-        gemv_rows<kDtype, kR, kJ>(p, wb, xs, ms, nr, acc);
-        gemv_blocks_regs<kDtype, kR, kJ + 1>(p, w, xs, ms, nr, acc);
+template <int kDtype, int kR, int kC>
+__device__ __forceinline__ void gemv_slice_at(const uint8_t* base, int delta, const uint8_t* xs, const uint8_t* ms,
+                                              int xrow, int mrow, int nbs, int nr, float (&acc)[kR]) {
+    if (nbs == kIntSliceBlocks) gemv_blocks<kDtype, kR, kC, 0, true>(base, delta, xs, ms, xrow, mrow, nbs, nr, acc);
+    else gemv_blocks<kDtype, kR, kC, 0, false>(base, delta, xs, ms, xrow, mrow, nbs, nr, acc);
+}
+
+// The pre-pass's activations and meta of rows [0, a_rows) into shared memory, slices padded (the
+// values are copies: no arithmetic), and RMSNORM's factor per row by the dot kernel's expression.
+template <int kR>
+__device__ __forceinline__ void gemv_load_acts(const GemvParams& p, uint8_t* smem) {
+    uint8_t* ax = smem;
+    uint8_t* am = smem + p.a_rows * p.xrow;
+    float* rms = reinterpret_cast<float*>(am + p.a_rows * p.mrow);
+    const int n2 = 2 * p.nb;
+    for (int i = threadIdx.x; i < p.a_rows * n2; i += (int)blockDim.x) {
+        const int r = i / n2, q = i - r * n2, b = q >> 1;
+        *reinterpret_cast<uint4*>(ax + r * p.xrow + (b >> 3) * kGemvXSlice + (b & 7) * 32 + (q & 1) * 16) =
+            __ldg(reinterpret_cast<const uint4*>(p.xq + r * p.k + 16 * q));
+    }
+    for (int i = threadIdx.x; i < p.a_rows * p.nb; i += (int)blockDim.x) {
+        const int r = i / p.nb, b = i - r * p.nb;
+        *reinterpret_cast<uint2*>(am + r * p.mrow + (b >> 3) * kGemvMSlice + (b & 7) * 8) = __ldg(p.meta + r * p.nbp + b);
+    }
+    if (p.prologue == STRATA_PROLOGUE_RMSNORM && (int)threadIdx.x < p.a_rows) {
+        const float* sq = p.ssq + threadIdx.x * p.n_slices;
+        float ss = sq[0];
+        for (int c = 1; c < p.n_slices; ++c) ss = __fadd_rn(ss, sq[c]);
+        rms[threadIdx.x] = __frsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)p.k), p.eps));
     }
 }
 
-// A full slice on the 16-byte path: all its windows are loaded first (9 for Q4_0 / Q4_K, 17 for
-// Q8_0), so a thread has its whole slice in flight at once rather than a window or two per block.
 template <int kDtype, int kR>
-__device__ __forceinline__ void gemv_slice_regs(const GemvParams& p, const uint8_t* sp, const int8_t* xs,
-                                                const uint2* ms, int nr, float (&acc)[kR]) {
-    constexpr int NW = kIntSliceBytes<kDtype> / 16;
-    alignas(16) uint32_t w[4 * NW];
-    const uint4* wp = reinterpret_cast<const uint4*>(sp);
-#pragma unroll
-    for (int i = 0; i < NW; ++i) {
-        const uint4 v = __ldg(wp + i);
-        w[4 * i] = v.x; w[4 * i + 1] = v.y; w[4 * i + 2] = v.z; w[4 * i + 3] = v.w;
-    }
-    gemv_blocks_regs<kDtype, kR, 0>(p, w, xs, ms, nr, acc);
-}
-
-// Before pdl_wait() (cuda_pdl.cuh): an L2 prefetch of the lines of this thread's
-// first slice. Reads only the weights (which no kernel writes) and writes nothing.
-template <int kDtype>
-__device__ __forceinline__ void early_gemv_prefetch(const GemvParams& p) {
-#if defined(__CUDA_ARCH__)
-    constexpr int SB = kIntSliceBytes<kDtype>;
-    const int o_l = (int)threadIdx.x % p.no, sl = (int)threadIdx.x / p.no;
-    const int64_t o = (int64_t)blockIdx.x * p.no + o_l;
-    if (sl >= p.sl || o >= p.n_out) return;
-    const int nbs = min(kIntSliceBlocks, p.nb - sl * kIntSliceBlocks);
-    const uintptr_t a = reinterpret_cast<uintptr_t>(p.w + o * p.w_row_bytes + (int64_t)sl * SB);
-    for (uintptr_t l = a & ~(uintptr_t)127; l < a + (uintptr_t)(nbs * SB / kIntSliceBlocks); l += 128)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(l));
-#endif
-}
-
-template <int kDtype, int kR, int kA>
 __global__ void __launch_bounds__(kGemvThreads) int_gemv_kernel(const GemvParams p) {
-    early_gemv_prefetch<kDtype>(p);  // weights only, before the wait
+    early_gemv_stages<kDtype, kR>(p);  // weights only, before the wait
     pdl_wait();
     pdl_launch_dependents();
-    constexpr int SB = kIntSliceBytes<kDtype>;  // bytes per slice, a multiple of 16 (Q6_K: 210, any phase)
+    constexpr int SB = kIntSliceBytes<kDtype>;  // a multiple of 16 (Q6_K: 210, read through Q6Src)
     static_assert(SB % 16 == 0 || kDtype == STRATA_Q6_K, "a slice must span whole 16-byte windows");
-    float* part = reinterpret_cast<float*>(mma_smem());  // [n_slices][no][kR]
-    const int t = threadIdx.x;
-    const int o_l = t % p.no, sl = t / p.no;
-    const int64_t o0 = (int64_t)blockIdx.x * p.no;
-    const int no = (int)min((int64_t)p.no, p.n_out - o0);
-    const int nr = (int)min((int64_t)kR, p.n_rows);
-    if (sl < p.sl && o_l < no) {
-        const uint8_t* row = p.w + (o0 + o_l) * p.w_row_bytes;
-        for (int s = sl; s < p.n_slices; s += p.sl) {
-            const int nbs = min(kIntSliceBlocks, p.nb - s * kIntSliceBlocks);
-            const uint8_t* sp = row + (int64_t)s * SB;
-            const int8_t* xs = p.xq + (int64_t)s * kIntSliceBlocks * 32;
-            const uint2* ms = p.meta + s * kIntSliceBlocks;
+    uint8_t* smem = mma_smem();
+    gemv_load_acts<kR>(p, smem);
+    __syncthreads();  // the only CTA barrier: activations in place
+    const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
+    const uint8_t* ax = smem;
+    const uint8_t* am = smem + p.a_rows * p.xrow;
+    const float* rms = reinterpret_cast<const float*>(am + p.a_rows * p.mrow);
+    float* part = reinterpret_cast<float*>(smem + p.warp_off + warp * p.warp_bytes);  // [32][kR]
+    uint8_t* stages = reinterpret_cast<uint8_t*>(part) + 32 * kR * 4;
+    const int nr = p.a_rows;
+    const int64_t stride = (int64_t)gridDim.x * p.warps;
+    const int rl = lane / p.ls, ll = lane - rl * p.ls;  // this lane's row in a unit and slice in a chunk
+    GemvUnit t{(int64_t)warp * gridDim.x + blockIdx.x, 0};  // the unit computed
+    GemvUnit nx = t;                                        // the next unit to stage
+    for (int i = 0; i < kGemvStages; ++i) nx.next(p, stride);
+    float total = 0.0f;
+    for (int i = 0; t.g < p.n_groups; ++i) {
+        cp_async_wait_group<kGemvStages - 1>();
+        __syncwarp();  // every lane's pieces of this stage have landed
+        uint8_t* stage = stages + (i % kGemvStages) * p.stage_bytes;
+        const int sl = t.c * 32 + ll;
+        const int64_t o = t.g * p.u + rl;
+        const int nsl = min(p.ls, p.n_slices - t.c * 32);  // slices of this chunk
+        if (rl < p.u && o < p.n_out && ll < nsl) {
+            const uint8_t* us = gemv_unit_start<kDtype>(p, t);
+            const int64_t off = rl * p.w_row_bytes + (int64_t)ll * SB + (int64_t)(reinterpret_cast<uintptr_t>(us) & 15);
+            const int delta = (int)(off & 15);
+            const uint8_t* base = stage + (off - delta);
+            const uint8_t* xs = ax + sl * kGemvXSlice;
+            const uint8_t* ms = am + sl * kGemvMSlice;
+            const int nbs = min(kIntSliceBlocks, p.nb - sl * kIntSliceBlocks);
             float acc[kR];
 #pragma unroll
             for (int r = 0; r < kR; ++r) acc[r] = 0.0f;
-            if constexpr (kA == 16 && kDtype != STRATA_Q6_K) {
-                if (nbs == kIntSliceBlocks) gemv_slice_regs<kDtype, kR>(p, sp, xs, ms, nr, acc);
-                else gemv_blocks<kDtype, kR, kA, 0, false>(p, sp, xs, ms, nbs, nr, acc);
-            } else if (nbs == kIntSliceBlocks) gemv_blocks<kDtype, kR, kA, 0, true>(p, sp, xs, ms, nbs, nr, acc);
-            else gemv_blocks<kDtype, kR, kA, 0, false>(p, sp, xs, ms, nbs, nr, acc);
-            float* pp = part + ((int64_t)s * p.no + o_l) * kR;
+            if constexpr (kDtype == STRATA_Q6_K) {
+                gemv_blocks<kDtype, kR, 0, 0, true>(base, delta, xs, ms, p.xrow, p.mrow, nbs, nr, acc);
+            } else {
+                switch (delta) {
+                case 0: gemv_slice_at<kDtype, kR, 0>(base, delta, xs, ms, p.xrow, p.mrow, nbs, nr, acc); break;
+                case 4: gemv_slice_at<kDtype, kR, 4>(base, delta, xs, ms, p.xrow, p.mrow, nbs, nr, acc); break;
+                case 8: gemv_slice_at<kDtype, kR, 8>(base, delta, xs, ms, p.xrow, p.mrow, nbs, nr, acc); break;
+                case 12: gemv_slice_at<kDtype, kR, 12>(base, delta, xs, ms, p.xrow, p.mrow, nbs, nr, acc); break;
+                default: gemv_slice_at<kDtype, kR, -1>(base, delta, xs, ms, p.xrow, p.mrow, nbs, nr, acc); break;
+                }
+            }
 #pragma unroll
-            for (int r = 0; r < kR; ++r)
-                if (r < nr) pp[r] = acc[r];
+            for (int r = 0; r < kR; ++r) part[lane * kR + r] = acc[r];
         }
-    }
-    __syncthreads();
-    for (int e = t; e < no * nr; e += (int)blockDim.x) {
-        const int fo = e / nr, fr = e - fo * nr;
-        float total = part[fo * kR + fr];
-        for (int s = 1; s < p.n_slices; ++s) total = __fadd_rn(total, part[(s * p.no + fo) * kR + fr]);
-        const int64_t row = fr, o = o0 + fo;
-        if (p.prologue == STRATA_PROLOGUE_RMSNORM) {
-            const float* sq = p.ssq + row * p.n_slices;
-            float ss = sq[0];
-            for (int c = 1; c < p.n_slices; ++c) ss = __fadd_rn(ss, sq[c]);
-            total = __fmul_rn(total, __frsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)p.k), p.eps)));
+        __syncwarp();  // partials written; the stage is free again
+        if (nx.g < p.n_groups) gemv_stage_unit<kDtype>(p, stage, nx, lane);
+        cp_async_commit_group();
+        nx.next(p, stride);
+        // Fold: lane e = (output e / kR, row e % kR) of the unit (and e + 32, ... where a unit has more than
+        // 32 of them: chunked rows have u = 1, so a running total only ever lives in the first pass) adds
+        // the unit's slice partials of its element in slice order.
+        for (int e = lane; e < p.u * kR; e += 32) {
+            const int fo = e / kR, fr = e % kR;
+            const int64_t fout = t.g * p.u + fo;
+            if (fr < nr && fout < p.n_out) {
+                const float* pp = part + fo * p.ls * kR + fr;
+                int s0 = 0;
+                if (t.c == 0) total = pp[0], s0 = 1;
+                for (int s = s0; s < nsl; ++s) total = __fadd_rn(total, pp[s * kR]);
+                if (t.c == p.chunks - 1) {
+                    if (p.prologue == STRATA_PROLOGUE_RMSNORM) total = __fmul_rn(total, rms[fr]);
+                    if (p.bias) total = __fadd_rn(total, __ldg(p.bias + fout));
+                    float* yp = p.y + fr * p.n_out + fout;
+                    *yp = p.accumulate ? __fadd_rn(*yp, total) : total;
+                }
+            }
         }
-        if (p.bias) total = __fadd_rn(total, __ldg(p.bias + o));
-        float* yp = p.y + row * p.n_out + o;
-        *yp = p.accumulate ? __fadd_rn(*yp, total) : total;
+        t.next(p, stride);
     }
-}
-
-// The alignment every slice start of the launch has: 16 where the weights and
-// their rows are 16-byte aligned (slices span whole windows), else 4 or 2.
-inline int gemv_align(const uint8_t* w, int64_t row_bytes) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(w);
-    if (a % 16 == 0 && row_bytes % 16 == 0) return 16;
-    if (a % 4 == 0 && row_bytes % 4 == 0) return 4;
-    return 2;
+    cp_async_wait_group<0>();  // no copy outlives the kernel (the trailing groups are empty)
 }
 
 }  // namespace
@@ -265,8 +325,7 @@ inline int gemv_align(const uint8_t* w, int64_t row_bytes) {
 namespace {
 
 constexpr int kGemvMaxDevices = 64;
-// STRATA_INT_GEMV unset: off. On the H200 (2026-12-02, bench/RESULTS.md) the kernel lost to the
-// dot kernel at 8B (tg128 274 against 383 tok/s) and at 1B (1,113 against 1,229); it stays for A/B.
+// STRATA_INT_GEMV unset: off until the H200 A/B of this kernel (bench/RESULTS.md) says otherwise.
 constexpr int kGemvDefaultRows = 0;
 
 // STRATA_INT_GEMV, strictly "0" to "8" (unset or empty: the default).
@@ -286,70 +345,79 @@ bool matmul_env_forces() {
                    std::strncmp(env, "tiles", 5) == 0);
 }
 
-int gemv_sms(int dev) {
-    static std::once_flag once[kGemvMaxDevices];
-    static int sms[kGemvMaxDevices];
-    std::call_once(once[dev], [dev] {
-        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // a host query, not stream work
-        (void)cudaThreadExchangeStreamCaptureMode(&mode);
-        if (cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-            (void)cudaGetLastError();
-            sms[dev] = 0;
-        }
-        (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    });
-    if (sms[dev] <= 0) fail(STRATA_ERR_DEVICE, "cuda matmul: cannot read the SM count");
-    return sms[dev];
+int gemv_slice_bytes(int32_t w_dtype) {
+    switch (w_dtype) {
+    case STRATA_Q4_0: return kIntSliceBytes<STRATA_Q4_0>;
+    case STRATA_Q8_0: return kIntSliceBytes<STRATA_Q8_0>;
+    case STRATA_Q4_1: return kIntSliceBytes<STRATA_Q4_1>;
+    case STRATA_Q4_K: return kIntSliceBytes<STRATA_Q4_K>;
+    case STRATA_Q6_K: return kIntSliceBytes<STRATA_Q6_K>;
+    default: return 0;
+    }
 }
+
+int kr_for_rows(int64_t n_rows) { return n_rows <= 1 ? 1 : (n_rows <= 2 ? 2 : (n_rows <= 4 ? 4 : 8)); }
 
 using GemvKernel = void (*)(GemvParams);
 
-template <int kDtype, int kR>
-GemvKernel gemv_kernel_align(int align) {
-    if constexpr (kDtype == STRATA_Q6_K) return int_gemv_kernel<kDtype, kR, 2>;  // one path for every phase
-    else return align == 16 ? int_gemv_kernel<kDtype, kR, 16>
-                       : (align == 4 ? int_gemv_kernel<kDtype, kR, 4> : int_gemv_kernel<kDtype, kR, 2>);
-}
-
 template <int kDtype>
-GemvKernel gemv_kernel_rows(int kr, int align) {
+GemvKernel gemv_kernel_rows(int kr) {
     switch (kr) {
-    case 1: return gemv_kernel_align<kDtype, 1>(align);
-    case 2: return gemv_kernel_align<kDtype, 2>(align);
-    case 4: return gemv_kernel_align<kDtype, 4>(align);
-    default: return gemv_kernel_align<kDtype, 8>(align);
+    case 1: return int_gemv_kernel<kDtype, 1>;
+    case 2: return int_gemv_kernel<kDtype, 2>;
+    case 4: return int_gemv_kernel<kDtype, 4>;
+    default: return int_gemv_kernel<kDtype, 8>;
     }
 }
 
 // The weight types this kernel implements. Another block type joins with its IntW
-// specialization (and int_kblock for super-blocks), a case here and one in int_gemv_choice.
-GemvKernel gemv_kernel_for(int32_t w_dtype, int kr, int align) {
+// specialization (and int_kblock for super-blocks), a case here and in gemv_slice_bytes.
+GemvKernel gemv_kernel_for(int32_t w_dtype, int kr) {
     switch (w_dtype) {
-    case STRATA_Q4_0: return gemv_kernel_rows<STRATA_Q4_0>(kr, align);
-    case STRATA_Q8_0: return gemv_kernel_rows<STRATA_Q8_0>(kr, align);
-    case STRATA_Q4_1: return gemv_kernel_rows<STRATA_Q4_1>(kr, align);
-    case STRATA_Q4_K: return gemv_kernel_rows<STRATA_Q4_K>(kr, align);
-    case STRATA_Q6_K: return gemv_kernel_rows<STRATA_Q6_K>(kr, 2);  // Q6Src reads any 2-byte phase
+    case STRATA_Q4_0: return gemv_kernel_rows<STRATA_Q4_0>(kr);
+    case STRATA_Q8_0: return gemv_kernel_rows<STRATA_Q8_0>(kr);
+    case STRATA_Q4_1: return gemv_kernel_rows<STRATA_Q4_1>(kr);
+    case STRATA_Q4_K: return gemv_kernel_rows<STRATA_Q4_K>(kr);
+    case STRATA_Q6_K: return gemv_kernel_rows<STRATA_Q6_K>(kr);
     default: return nullptr;
     }
 }
 
-}  // namespace
+struct GemvDevice {
+    int sms = 0, smem_cta = 0, smem_sm = 0;
+};
 
-int int_gemv_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype) {
-    const int limit = gemv_env_rows();  // parsed first: a typo is refused whatever the shape
-    if (limit == 0 || n_rows < 1 || n_rows > limit || n_out < 1 || k < 32) return 0;
-    if (w_dtype != STRATA_Q4_0 && w_dtype != STRATA_Q8_0 && w_dtype != STRATA_Q4_1 && w_dtype != STRATA_Q4_K &&
-        w_dtype != STRATA_Q6_K)
-        return 0;
-    if (matmul_env_forces()) return 0;
-    const int kr = n_rows <= 1 ? 1 : (n_rows <= 2 ? 2 : (n_rows <= 4 ? 4 : 8));
-    if (gemv_smem((k / 32 + kIntSliceBlocks - 1) / kIntSliceBlocks, 4, kr) > kGemvSmem) return 0;
-    return kr;
+// The SM count and shared-memory limits of `dev`, and (once) the opt-in to the largest dynamic
+// shared memory for every instance of the kernel.
+GemvDevice gemv_device(int dev) {
+    static std::once_flag once[kGemvMaxDevices];
+    static GemvDevice info[kGemvMaxDevices];
+    std::call_once(once[dev], [dev] {
+        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // host queries, not stream work
+        (void)cudaThreadExchangeStreamCaptureMode(&mode);
+        GemvDevice d;
+        bool ok = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+                  cudaDeviceGetAttribute(&d.smem_cta, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess &&
+                  cudaDeviceGetAttribute(&d.smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) == cudaSuccess;
+        const int32_t dts[5] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1, STRATA_Q4_K, STRATA_Q6_K};
+        for (int32_t dt : dts)
+            for (int kr : {1, 2, 4, 8})
+                if (ok)
+                    ok = cudaFuncSetAttribute((const void*)gemv_kernel_for(dt, kr),
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize, d.smem_cta) == cudaSuccess;
+        (void)cudaThreadExchangeStreamCaptureMode(&mode);
+        if (!ok) {
+            (void)cudaGetLastError();
+            d = GemvDevice{};
+        }
+        info[dev] = d;
+    });
+    if (info[dev].sms <= 0) fail(STRATA_ERR_DEVICE, "cuda matmul: cannot read the device limits for the gemv kernel");
+    return info[dev];
 }
 
-void launch_int_gemv(const IntTilesArgs& a, int kr, int dev, cudaStream_t stream) {
-    if (dev < 0 || dev >= kGemvMaxDevices) fail(STRATA_ERR_INTERNAL, "cuda matmul: device index out of range");
+// The parameters of matmul `a` up to the shape (no device query).
+GemvParams gemv_params(const IntTilesArgs& a) {
     GemvParams p{};
     p.xq = a.xq;
     p.meta = a.meta;
@@ -362,17 +430,54 @@ void launch_int_gemv(const IntTilesArgs& a, int kr, int dev, cudaStream_t stream
     p.nbp = a.nbp;
     p.n_slices = (p.nb + kIntSliceBlocks - 1) / kIntSliceBlocks;
     p.w = static_cast<const uint8_t*>(a.w);
+    p.w_end = p.w + a.n_out * p.w_row_bytes;
     p.bias = a.bias;
     p.y = a.y;
     p.accumulate = a.accumulate ? 1 : 0;
     p.prologue = a.prologue;
     p.eps = a.eps;
-    if (a.n_rows > kr || !gemv_shape(p, kr, gemv_sms(dev)))
-        fail(STRATA_ERR_INTERNAL, "cuda matmul: integer gemv shape out of range");
-    if ((a.n_out + p.no - 1) / p.no > INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer gemv has too many CTAs");
-    const GemvKernel fn = gemv_kernel_for(a.w_dtype, kr, gemv_align(p.w, p.w_row_bytes));
+    return p;
+}
+
+}  // namespace
+
+int int_gemv_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, int64_t smem_cta) {
+    const int limit = gemv_env_rows();  // parsed first: a typo is refused whatever the shape
+    if (limit == 0 || n_rows < 1 || n_rows > limit || n_out < 1 || k < 32 || k / 32 > INT32_MAX / 512) return 0;
+    const int sb = gemv_slice_bytes(w_dtype);
+    if (sb == 0 || matmul_env_forces()) return 0;
+    const int kr = kr_for_rows(n_rows);
+    GemvParams p{};
+    p.n_rows = n_rows;
+    p.n_out = n_out;
+    p.k = k;
+    p.nb = (int)(k / 32);
+    p.n_slices = (p.nb + kIntSliceBlocks - 1) / kIntSliceBlocks;
+    // Activations of all rows and two stages per warp must fit one CTA's shared memory (k up to
+    // ~90k at one row and ~20k at 8 rows on the H200); larger shapes keep the other kernels.
+    return gemv_shape(p, kr, sb, 1, smem_cta, smem_cta) ? kr : 0;
+}
+
+void launch_int_gemv(const IntTilesArgs& a, int kr, int dev, cudaStream_t stream) {
+    if (dev < 0 || dev >= kGemvMaxDevices) fail(STRATA_ERR_INTERNAL, "cuda matmul: device index out of range");
+    const GemvDevice d = gemv_device(dev);
+    GemvParams p = gemv_params(a);
+    const GemvKernel fn = gemv_kernel_for(a.w_dtype, kr);
     if (!fn) fail(STRATA_ERR_INTERNAL, "cuda matmul: no integer gemv for dtype " + std::to_string(a.w_dtype));
-    launch_k(fn, (unsigned)p.n_tiles, p.threads, (size_t)gemv_smem(p.n_slices, p.no, kr), stream, p);
+    if (a.n_rows > kr || !gemv_shape(p, kr, gemv_slice_bytes(a.w_dtype), d.sms, d.smem_cta, d.smem_sm))
+        fail(STRATA_ERR_INTERNAL, "cuda matmul: integer gemv shape out of range");
+    const int smem = (int)gemv_smem(p);
+    {  // the CTAs that really fit at once (registers too), when the runtime can tell
+        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+        (void)cudaThreadExchangeStreamCaptureMode(&mode);
+        int per_sm = 0;
+        const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void*)fn, 32 * p.warps,
+                                                                              (size_t)smem);
+        (void)cudaThreadExchangeStreamCaptureMode(&mode);
+        if (err != cudaSuccess) (void)cudaGetLastError();
+        else if (per_sm > 0) p.ctas = (int)std::min<int64_t>(p.ctas, (int64_t)per_sm * d.sms);
+    }
+    launch_k(fn, (unsigned)p.ctas, 32 * p.warps, (size_t)smem, stream, p);
     check_launch("matmul (integer, gemv)");
 }
 

@@ -15,15 +15,14 @@ constexpr int kGemvMaxRows = 8;  // the largest STRATA_INT_GEMV value (the kerne
 
 // Rows per thread the kernel would use for this matmul (1, 2, 4 or 8: the
 // least template holding n_rows), or 0 where the other kernels run.
-// STRATA_INT_GEMV (read per call, strata/env.py): 0 = never (the routing
-// before this kernel), N in 1..8 = every matmul of 1..N rows on a routed
-// weight type (Q4_0, Q8_0, Q4_1, Q4_K, Q6_K), unset or empty = the default (8).
-// Other values are refused with STRATA_ERR_INVALID_ARGUMENT. An explicit
-// STRATA_INT_MATMUL that forces a kernel (legacy, rows*, tiles*) keeps that
-// kernel; shapes whose per-CTA slice partials would not fit in 48 KB of
-// shared memory at 4 outputs per CTA (k beyond ~98k at 8 rows) keep the
-// older kernels too.
-int int_gemv_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype);
+// STRATA_INT_GEMV (read per call, strata/env.py): 0 = never (the default: the
+// routing before this kernel), N in 1..8 = every matmul of 1..N rows on a
+// routed weight type (Q4_0, Q8_0, Q4_1, Q4_K, Q6_K). Other values are refused
+// with STRATA_ERR_INVALID_ARGUMENT. An explicit STRATA_INT_MATMUL that forces
+// a kernel (legacy, rows*, tiles*) keeps that kernel; shapes whose activations
+// and weight stages do not fit in `smem_cta` bytes of shared memory (the
+// device's per-CTA opt-in limit) keep the older kernels too.
+int int_gemv_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, int64_t smem_cta);
 
 // Runs y = the canonical integer matmul of `a` with `kr` rows per thread
 // (int_gemv_choice's answer): the same bits as every other integer kernel.

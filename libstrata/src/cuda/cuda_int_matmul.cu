@@ -47,6 +47,7 @@
 #include "cuda_int_mma.cuh"
 #include "cuda_int_q6k.cuh"
 #include "cuda_int_rows.cuh"
+#include "cuda_int_slice.cuh"
 #include "cuda_int_tiles.cuh"
 #include "core/dtype.h"
 #include "cuda_kernels.cuh"
@@ -225,26 +226,6 @@ __device__ __forceinline__ void early_weights(const IntParams& p, int tile_no) {
     if (tile >= p.n_tiles) return;
     const int64_t o0 = (int64_t)(tile / p.n_row_tiles) * tile_no;
     stage_weights<kDtype>(p, mma_smem(), 0, o0, (int)min((int64_t)tile_no, p.n_out - o0));
-}
-
-// Block kJ of a slice whose first byte is at byte kC of the 16-byte aligned
-// `base` (shared memory): only the windows holding its bytes are loaded.
-template <int kDtype, int kC, int kJ>
-__device__ __forceinline__ IntBlock<kDtype> load_block(const uint8_t* base) {
-    if constexpr (kIntSuper<kDtype>) {  // Q4_K: from the slice's first byte
-        return int_kblock<kDtype, kKqAlign<kC>>(base + kC, kJ);
-    } else {
-        constexpr int B = kC + kJ * IntW<kDtype>::kBytes;
-        constexpr int W0 = B / 16, W1 = (B + IntW<kDtype>::kBytes - 1) / 16, NW = W1 - W0 + 1;
-        uint32_t w[4 * NW];
-        const uint4* wp = reinterpret_cast<const uint4*>(base) + W0;
-#pragma unroll
-        for (int i = 0; i < NW; ++i) {
-            const uint4 v = wp[i];
-            w[4 * i] = v.x; w[4 * i + 1] = v.y; w[4 * i + 2] = v.z; w[4 * i + 3] = v.w;
-        }
-        return int_block<kDtype, B - 16 * W0, 0>(w);
-    }
 }
 
 // Block j of the slice for every row of the tile: xs/ms point at the slice's
@@ -820,7 +801,7 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     // 1 to STRATA_INT_GEMV rows: the memory-bound kernel (cuda_int_gemv.cu) after the pre-pass, the same
     // bits again; it comes before the few-row and tile kernels (not before an explicit STRATA_INT_FUSE_ROUNDS
     // that applies, nor a kernel forced by STRATA_INT_MATMUL).
-    const int gemv_kr = int_gemv_choice(a.n_rows, a.n_out, k, a.w_dtype);
+    const int gemv_kr = int_gemv_choice(a.n_rows, a.n_out, k, a.w_dtype, lim.smem_optin);
     if (gemv_kr > 0) tiles = -1, rows_kr = 0;
 
     IntParams p{};
