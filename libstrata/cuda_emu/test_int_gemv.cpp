@@ -1,7 +1,8 @@
 // test_int_gemv.cpp — the memory-bound integer matmul for 1 to 8 rows
 // (cuda_int_gemv.cu) under the host emulator. Reuses test_int.cpp's host
 // reference of the canonical integer-matmul arithmetic (its main renamed away)
-// and requires, for Q4_0, Q8_0, Q4_1, Q4_K and Q6_K, every prologue, bias and
+// and requires, for Q4_0, Q8_0, Q4_1, Q4_K and Q6_K, after the pre-pass and with
+// the kernel quantizing its rows itself (STRATA_INT_GEMV_FUSE), every prologue, bias and
 // accumulate, 1 to 8 rows with each row template that holds them (1, 2, 4, 8),
 // aligned and unaligned weight rows (pads of 0, 2, 4, 6 bytes; rows of 324
 // bytes at k = 576, whose slices sit at every 16-byte phase), k of 1 slice,
@@ -27,30 +28,32 @@ namespace TG = strata::cuda::T_cuda_int_gemv;
 constexpr int64_t kSmemCta = 227 * 1024, kSmemSm = 228 * 1024;  // the H200's limits
 
 template <int kDt, int kR>
-static void run_gemv_r(const TG::GemvParams& p) {
+static void run_gemv_r(const TG::GemvParams& p, bool fused) {
     static int pending = 0;
-    run_grid((unsigned)p.ctas, 1, 32 * p.warps, [p] {
-        TG::int_gemv_kernel<kDt, kR>(p);
+    run_grid((unsigned)p.ctas, 1, 32 * p.warps, [p, fused] {
+        if (fused) TG::int_gemv_kernel<kDt, kR, true>(p);
+        else TG::int_gemv_kernel<kDt, kR, false>(p);
         if (emu_pending_copies() != 0) pending++;
     });
     CHECK(pending == 0, "cp.async copies left pending");
 }
 
 template <int kDt>
-static void run_gemv_dt(const TG::GemvParams& p, int kr) {
-    if (kr == 1) run_gemv_r<kDt, 1>(p);
-    else if (kr == 2) run_gemv_r<kDt, 2>(p);
-    else if (kr == 4) run_gemv_r<kDt, 4>(p);
-    else run_gemv_r<kDt, 8>(p);
+static void run_gemv_dt(const TG::GemvParams& p, int kr, bool fused) {
+    if (kr == 1) run_gemv_r<kDt, 1>(p, fused);
+    else if (kr == 2) run_gemv_r<kDt, 2>(p, fused);
+    else if (kr == 4) run_gemv_r<kDt, 4>(p, fused);
+    else run_gemv_r<kDt, 8>(p, fused);
 }
 
 static int phase_seen[17], multi_unit = 0, chunked = 0;
 
 // The pre-pass (as launch_int_matmul runs it), then the gemv kernel with kr rows per thread and the
-// persistent grid gemv_shape picks for `sms` SMs.
+// persistent grid gemv_shape picks for `sms` SMs; `fused`: no pre-pass, the kernel quantizes x itself
+// (STRATA_INT_GEMV_FUSE=1) and gets no pre-pass buffers.
 static void run_gemv(int dt, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k, const uint8_t* w,
                      int64_t n_out, const float* g, float eps, const float* bias, float* y, bool accumulate, int kr,
-                     int sms) {
+                     int sms, bool fused = false) {
     const int64_t nb = k / 32;
     const int nchunks = (int)((nb + 7) / 8), nbp = (int)((nb + 1) / 2 * 2);
     std::vector<uint8_t> xq(n_rows * k + 16);
@@ -59,7 +62,7 @@ static void run_gemv(int dt, int pro, const float* x, int64_t x_stride, int64_t 
     int8_t* xq16 = reinterpret_cast<int8_t*>(xq.data() + (16 - reinterpret_cast<uintptr_t>(xq.data()) % 16) % 16);
     uint2* meta16 = reinterpret_cast<uintptr_t>(meta.data()) % 16 ? meta.data() + 1 : meta.data();
     I::PreParams pp{x, x_stride, k, (int)nb, nbp, nchunks, pro, g, xq16, meta16, ssq.data()};
-    run_grid((unsigned)n_rows, (unsigned)nchunks, 256, [&] {
+    if (!fused) run_grid((unsigned)n_rows, (unsigned)nchunks, 256, [&] {
         if (pro == STRATA_PROLOGUE_RMSNORM) I::int_prepass_kernel<STRATA_PROLOGUE_RMSNORM>(pp);
         else if (pro == STRATA_PROLOGUE_SILU_MUL) I::int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL>(pp);
         else I::int_prepass_kernel<STRATA_PROLOGUE_NONE>(pp);
@@ -70,7 +73,8 @@ static void run_gemv(int dt, int pro, const float* x, int64_t x_stride, int64_t 
     p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
     p.w = w; p.w_end = w + n_out * p.w_row_bytes;
     p.bias = bias; p.y = y; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
-    const bool ok = TG::gemv_shape(p, kr, slicebytes(dt), sms, kSmemCta, kSmemSm);
+    if (fused) p.xq = nullptr, p.meta = nullptr, p.ssq = nullptr, p.x = x, p.x_stride = x_stride, p.norm = g;
+    const bool ok = TG::gemv_shape(p, kr, slicebytes(dt), sms, kSmemCta, kSmemSm, fused);
     CHECK(ok, "gemv_shape refused k %ld kr %d", (long)k, kr);
     if (!ok) return;
     const int64_t smem = TG::gemv_smem(p);
@@ -80,11 +84,11 @@ static void run_gemv(int dt, int pro, const float* x, int64_t x_stride, int64_t 
     multi_unit += p.n_groups * p.chunks > (int64_t)p.ctas * p.warps * TG::kGemvStages;  // stages reused
     chunked += p.chunks > 1;
     memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));  // shared memory never written reads as NaN
-    if (dt == STRATA_Q4_0) run_gemv_dt<STRATA_Q4_0>(p, kr);
-    else if (dt == STRATA_Q8_0) run_gemv_dt<STRATA_Q8_0>(p, kr);
-    else if (dt == STRATA_Q4_1) run_gemv_dt<STRATA_Q4_1>(p, kr);
-    else if (dt == STRATA_Q4_K) run_gemv_dt<STRATA_Q4_K>(p, kr);
-    else run_gemv_dt<STRATA_Q6_K>(p, kr);
+    if (dt == STRATA_Q4_0) run_gemv_dt<STRATA_Q4_0>(p, kr, fused);
+    else if (dt == STRATA_Q8_0) run_gemv_dt<STRATA_Q8_0>(p, kr, fused);
+    else if (dt == STRATA_Q4_1) run_gemv_dt<STRATA_Q4_1>(p, kr, fused);
+    else if (dt == STRATA_Q4_K) run_gemv_dt<STRATA_Q4_K>(p, kr, fused);
+    else run_gemv_dt<STRATA_Q6_K>(p, kr, fused);
 }
 
 static int kr_for(int64_t rows) { return rows <= 1 ? 1 : (rows <= 2 ? 2 : (rows <= 4 ? 4 : 8)); }
@@ -105,6 +109,10 @@ static void one_gemv(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, 
     const float eps = 1e-5f;
     const float* bp = bias_on ? bias.data() : nullptr;
     run_gemv(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, y.data(), acc_on, kr, sms);
+    std::vector<float> yf = y0;  // the same matmul with the kernel quantizing its rows itself
+    run_gemv(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, yf.data(), acc_on, kr, sms, true);
+    int bad_fused = 0;
+    for (size_t i = 0; i < y.size(); ++i) bad_fused += bits(yf[i]) != bits(y[i]);
     int bad_old = 0;
     if (with_old) {  // the older dp4a kernel (one row, or 8-row tiles) on the same inputs
         std::vector<float> yo = y0;
@@ -122,6 +130,8 @@ static void one_gemv(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, 
     }
     CHECK(bad == 0, "gemv kr %d sms %d dt %d pro %d k %ld n_out %ld rows %ld pad %d: %d outputs differ from the canonical bits",
           kr, sms, dt, pro, (long)k, (long)n_out, (long)n_rows, pad, bad);
+    CHECK(bad_fused == 0, "gemv kr %d sms %d dt %d pro %d k %ld n_out %ld rows %ld: %d outputs differ with the kernel "
+          "quantizing its rows itself", kr, sms, dt, pro, (long)k, (long)n_out, (long)n_rows, bad_fused);
     CHECK(bad_old == 0, "gemv kr %d dt %d pro %d k %ld n_out %ld rows %ld: %d outputs differ from int_dot_kernel", kr, dt,
           pro, (long)k, (long)n_out, (long)n_rows, bad_old);
 }
@@ -187,7 +197,7 @@ int main(int argc, char** argv) {
                 for (int kr : {1, 8}) {
                     TG::GemvParams q{};
                     q.n_rows = kr; q.n_out = s.n_out; q.k = s.k; q.nb = (int)(s.k / 32); q.n_slices = (q.nb + 7) / 8;
-                    const bool ok = TG::gemv_shape(q, kr, slicebytes(dt), 132, kSmemCta, kSmemSm);
+                    const bool ok = TG::gemv_shape(q, kr, slicebytes(dt), 132, kSmemCta, kSmemSm, false);
                     const int64_t smem = TG::gemv_smem(q);
                     const int64_t units = q.n_groups * q.chunks;
                     if (!ok) {  // int_gemv_choice then keeps the older kernels (one row always fits)

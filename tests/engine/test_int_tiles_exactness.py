@@ -14,9 +14,10 @@ so the matmuls of a step see different row counts and tile positions. On CUDA th
 is repeated with STRATA_INT_MATMUL=legacy (no tile kernel), =tiles (the tile kernel at every
 row count, single-row decode included), =rows (the few-row kernel, cuda_int_rows.cu, at every row
 count: at `auto` it takes 2 to 32 rows at k > 1024 on matrices of at most 4096 outputs only,
-beyond this model) and =norows, and with the gemv kernel (cuda_int_gemv.cu: 1 to 8 rows, on by
-default, so the solo runs' decode uses it) off (STRATA_INT_GEMV=0), for single rows only (=1) and
-for 1-4 rows (=4): all must equal the solo runs bit for bit. The streams must
+beyond this model) and =norows, and with the gemv kernel (cuda_int_gemv.cu: 1 to 8 rows, off by
+default) for 1-8 rows (STRATA_INT_GEMV=8, after the pre-pass and, with STRATA_INT_GEMV_FUSE=1,
+quantizing its rows itself), single rows only (=1) and 1-4 rows (=4): all must equal the solo runs
+bit for bit. The streams must
 differ from each other (a degenerate model would make every check trivial).
 """
 
@@ -73,10 +74,13 @@ async def test_many_row_steps_equal_solo_runs(loaded, make_engine, monkeypatch):
     assert len({tuple(t) for t in expected}) == len(expected), f"streams are degenerate: {expected}"
     kernels = ["auto", "legacy", "tiles", "rows", "norows"] if device.startswith("cuda") else ["auto"]
     settings = [(kernel, None) for kernel in kernels]
-    if device.startswith("cuda"):  # the gemv kernel (off by default) for 1-8 rows, single rows, 1-4 rows
-        settings += [("auto", "8"), ("norows", "1"), ("auto", "4")]
+    if device.startswith("cuda"):  # the gemv kernel (off by default) for 1-8 rows, single rows, 1-4 rows,
+        # and for 1-8 rows quantizing its rows itself (STRATA_INT_GEMV_FUSE=1: no pre-pass launch)
+        settings += [("auto", "8"), ("norows", "1"), ("auto", "4"), ("auto", "8+fuse")]
     for kernel, gemv in settings:
         monkeypatch.setenv("STRATA_INT_MATMUL", kernel)
+        monkeypatch.setenv("STRATA_INT_GEMV_FUSE", "1" if gemv and gemv.endswith("+fuse") else "0")
+        gemv = gemv.removesuffix("+fuse") if gemv else gemv
         if gemv is None:
             monkeypatch.delenv("STRATA_INT_GEMV", raising=False)
         else:

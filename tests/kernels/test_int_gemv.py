@@ -2,7 +2,8 @@
 decode) against the routing without it, bit for bit on the device.
 
 STRATA_INT_GEMV=N runs the kernel for matmuls of 1..N rows, =0 never (the few-row, tile and dot
-kernels as before). Each case runs the same buffers under several values, so a row count is
+kernels as before); STRATA_INT_GEMV_FUSE=1 has it quantize its rows itself (no pre-pass launch), and
+every case runs both ways. Each case runs the same buffers under several values, so a row count is
 computed by the gemv kernel in one run and by another kernel in the next: every output must have
 the same bits. Q4_0, Q8_0, Q4_K and Q6_K (the types routed to the integer path), every prologue, bias
 and accumulate, 1 to 9 rows (8 = the widest row template, 9 = the first row count it never
@@ -39,6 +40,7 @@ CASES = [  # (n_rows, k, n_out, w_pad)
     (6, 8192, 21, 4),  # 32 slices: one row a warp unit
 ]
 SETTINGS = ("0", "1", "4", "8")  # off (the default); one row only; up to 4; up to 8
+FUSE = ("0", "1")  # STRATA_INT_GEMV_FUSE: after the pre-pass launch; the kernel quantizing its rows itself
 MODEL_SHAPES = [  # (n_out, k): Llama-3.1-8B, Llama-3.2-1B and SmolLM2-135M projections (bench/gpu_matmul.py)
     (6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (128256, 4096),
     (3072, 2048), (2048, 2048), (16384, 2048), (2048, 8192),
@@ -51,14 +53,17 @@ def k_for(dtype, k):
     return max(256, k // 256 * 256) if dtype in (S.DType.Q4_K, S.DType.Q6_K) else k
 
 
-def under(monkeypatch, run, values):
-    """run() once per STRATA_INT_GEMV value, with STRATA_INT_MATMUL at its default."""
+def under(monkeypatch, run, values, fuse="0"):
+    """run() once per STRATA_INT_GEMV value, with STRATA_INT_MATMUL at its default and
+    STRATA_INT_GEMV_FUSE=fuse."""
     monkeypatch.delenv("STRATA_INT_MATMUL", raising=False)
+    monkeypatch.setenv("STRATA_INT_GEMV_FUSE", fuse)
     out = []
     for value in values:
         monkeypatch.setenv("STRATA_INT_GEMV", value)
         out.append(run())
     monkeypatch.delenv("STRATA_INT_GEMV")
+    monkeypatch.delenv("STRATA_INT_GEMV_FUSE")
     return out
 
 
@@ -85,9 +90,13 @@ def test_gemv_bit_identical_to_the_other_kernels(cuda_ctx, rng, monkeypatch, dty
                           w_pad)
 
         outs = under(monkeypatch, run, SETTINGS)
-        for value, other in zip(SETTINGS[1:], outs[1:]):
+        fused = under(monkeypatch, run, SETTINGS[1:], fuse="1")
+        for value, other, other_fused in zip(SETTINGS[1:], outs[1:], fused):
             d = differ(outs[0], other)
             assert d == 0, f"{n_rows}x{k}->{n_out}: {d} outputs differ between STRATA_INT_GEMV=0 and ={value}"
+            d = differ(outs[0], other_fused)
+            assert d == 0, (f"{n_rows}x{k}->{n_out}: {d} outputs differ between STRATA_INT_GEMV=0 and ={value} "
+                            "with STRATA_INT_GEMV_FUSE=1")
         check(cuda_ctx, outs[-1], prologue_f64(x, prologue, k, norm), w, dtype, k, bias, y0)
 
 
@@ -95,15 +104,19 @@ def test_gemv_bit_identical_to_the_other_kernels(cuda_ctx, rng, monkeypatch, dty
 @pytest.mark.parametrize("n_rows", [1, 2, 3, 4, 8, 9])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_gemv_bit_identical_on_model_shapes(cuda_ctx, rng, monkeypatch, dtype, n_rows):
-    """The benchmark models' matrices with RMSNORM (k = 576: rows not 16-byte aligned): on and off agree."""
+    """The benchmark models' matrices with RMSNORM (k = 576: rows not 16-byte aligned): on (after the
+    pre-pass, and quantizing its rows itself) and off agree."""
     for n_out, k0 in MODEL_SHAPES:
         k = k_for(dtype, k0)
         raw = random_blocks(rng, dtype, n_out, k)
         x = rng.standard_normal((n_rows, k), dtype=np.float32)
         norm = (1 + 0.1 * rng.standard_normal(k)).astype(np.float32)
-        on, off = under(monkeypatch, lambda: run_ex(cuda_ctx, x, k, raw, dtype, n_out, P.RMSNORM, norm), ("8", "0"))
-        d = differ(on, off)
-        assert d == 0, f"{n_rows}x{k}->{n_out}: {d} outputs differ between STRATA_INT_GEMV=8 and =0"
+        run = lambda: run_ex(cuda_ctx, x, k, raw, dtype, n_out, P.RMSNORM, norm)  # noqa: E731
+        on, off = under(monkeypatch, run, ("8", "0"))
+        (on_fused,) = under(monkeypatch, run, ("8",), fuse="1")
+        for name, got in (("", on), (" with STRATA_INT_GEMV_FUSE=1", on_fused)):
+            d = differ(got, off)
+            assert d == 0, f"{n_rows}x{k}->{n_out}: {d} outputs differ between STRATA_INT_GEMV=8{name} and =0"
 
 
 @pytest.mark.exactness
@@ -115,7 +128,8 @@ def test_gemv_rows_independent_of_batch(cuda_ctx, rng, monkeypatch, dtype):
     raw = random_blocks(rng, dtype, n_out, k)
     x = rng.standard_normal((40, k), dtype=np.float32)
     monkeypatch.delenv("STRATA_INT_MATMUL", raising=False)
-    for gemv in (None, "8"):
+    for gemv, fuse in ((None, "0"), ("8", "0"), ("8", "1")):
+        monkeypatch.setenv("STRATA_INT_GEMV_FUSE", fuse)
         if gemv is None:
             monkeypatch.delenv("STRATA_INT_GEMV", raising=False)
         else:
@@ -128,7 +142,8 @@ def test_gemv_rows_independent_of_batch(cuda_ctx, rng, monkeypatch, dtype):
 
 
 def test_unknown_gemv_value_is_refused(cuda_ctx, rng, monkeypatch):
-    """A value outside 0..8 is an error naming the choices, and y is left as it was."""
+    """A STRATA_INT_GEMV value outside 0..8, or a STRATA_INT_GEMV_FUSE value other than 0 and 1, is an
+    error naming the choices, and y is left as it was."""
     k, n_out = 2048, 40
     raw, _ = make_weights(rng, S.DType.Q4_0, n_out, k)
     x = rng.standard_normal((4, k), dtype=np.float32)
@@ -139,6 +154,11 @@ def test_unknown_gemv_value_is_refused(cuda_ctx, rng, monkeypatch):
         with pytest.raises(S.StrataError, match=r"STRATA_INT_GEMV=.*expected 0 \(off\) or 1 to 8"):
             S.matmul(cuda_ctx, bx, 0, 4, k, bw, 0, S.DType.Q4_0, n_out, None, 0, by, 0, False)
     monkeypatch.delenv("STRATA_INT_GEMV")
+    for bad in ("2", "on", "01", " 1"):
+        monkeypatch.setenv("STRATA_INT_GEMV_FUSE", bad)
+        with pytest.raises(S.StrataError, match=r"STRATA_INT_GEMV_FUSE=.*expected 0 .* or 1"):
+            S.matmul(cuda_ctx, bx, 0, 4, k, bw, 0, S.DType.Q4_0, n_out, None, 0, by, 0, False)
+    monkeypatch.delenv("STRATA_INT_GEMV_FUSE")
     cuda_ctx.synchronize()
     assert np.array_equal(by.to_numpy(np.float32, (4, n_out)).view(np.uint32), y0.view(np.uint32))
     for b in (bx, bw, by):

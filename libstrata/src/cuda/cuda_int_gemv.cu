@@ -42,9 +42,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <tuple>
 #include <string>
 
+#include "cuda_int_act.cuh"
 #include "cuda_int_blocks.cuh"
 #include "cuda_int_gemv.cuh"
 #include "cuda_int_kquant.cuh"
@@ -76,6 +79,13 @@ struct GemvParams {
     float* y;
     int accumulate, prologue;
     float eps;
+    // kFused (STRATA_INT_GEMV_FUSE): no pre-pass; each CTA quantizes the rows of x itself (x_stride
+    // floats apart; RMSNORM's norm weights), into the same shared layout, plus RMSNORM's ssq per chunk
+    // and per block (ssq_off: a_rows x (n_slices + nb) floats).
+    const float* x;
+    int64_t x_stride;
+    const float* norm;
+    int ssq_off;
     // The shape (gemv_shape): lanes per row in a unit (min(S, 32)), rows per group, chunks per row,
     // groups; shared memory: activations (a_rows rows of xrow + mrow bytes), then per warp the partials
     // (32 x kR floats) and kGemvStages stages of stage_bytes; warp_off / warp_bytes locate a warp's part.
@@ -90,10 +100,11 @@ inline int64_t gemv_smem(const GemvParams& p) { return p.warp_off + (int64_t)p.w
 // Shared bytes of one weight stage: 32 slices and the bytes before the first in its 16-byte window.
 inline int gemv_stage_bytes(int sb) { return (32 * sb + 16 + 15) / 16 * 16; }
 
-// The shape for kr rows per thread (n_rows <= kr): work groups, shared-memory layout and the
+// The shape for kr rows per thread (n_rows <= kr; `fused`: the kernel quantizes them itself): work
+// groups, shared-memory layout and the
 // persistent grid (as many CTAs as fit on `sms` SMs of `smem_sm` shared bytes each, at most one warp
 // per group). False where the activations and two stages per warp do not fit in `smem_cta` bytes.
-inline bool gemv_shape(GemvParams& p, int kr, int sb, int sms, int64_t smem_cta, int64_t smem_sm) {
+inline bool gemv_shape(GemvParams& p, int kr, int sb, int sms, int64_t smem_cta, int64_t smem_sm, bool fused) {
     const int S = p.n_slices;
     p.ls = std::min(S, 32);
     p.u = 32 / p.ls;
@@ -103,7 +114,9 @@ inline bool gemv_shape(GemvParams& p, int kr, int sb, int sms, int64_t smem_cta,
     p.xrow = S * kGemvXSlice;
     p.mrow = S * kGemvMSlice;
     p.stage_bytes = gemv_stage_bytes(sb);
-    p.warp_off = (p.a_rows * (p.xrow + p.mrow) + 32 + 15) / 16 * 16;  // + RMSNORM's factor per row (8 floats)
+    p.ssq_off = p.a_rows * (p.xrow + p.mrow) + 32;  // after RMSNORM's factor per row (8 floats)
+    const int ssq_bytes = fused ? p.a_rows * (S + p.nb) * 4 : 0;
+    p.warp_off = (p.ssq_off + ssq_bytes + 15) / 16 * 16;
     p.warp_bytes = 32 * kr * 4 + kGemvStages * p.stage_bytes;
     // Warps per CTA: 8, or fewer where there are fewer groups than 8 per SM (small matrices spread over
     // every SM), or where the activations of many rows leave no room for 8 warps' stages.
@@ -237,7 +250,43 @@ __device__ __forceinline__ void gemv_load_acts(const GemvParams& p, uint8_t* sme
     }
 }
 
-template <int kDtype, int kR>
+// The shared layout of the activations for int_quant_rows (cuda_int_act.cuh): the same padded
+// slices gemv_load_acts fills, RMSNORM's ssq per chunk and per block after them.
+struct GemvActLayout {
+    uint8_t* smem;
+    int rows, xrow, mrow, ssq_off, n_slices, nb;
+    __device__ __forceinline__ int8_t* xq(int r, int e) const {
+        return reinterpret_cast<int8_t*>(smem + r * xrow + (e >> 8) * kGemvXSlice + (e & 255));
+    }
+    __device__ __forceinline__ uint2* meta(int r, int b) const {
+        return reinterpret_cast<uint2*>(smem + rows * xrow + r * mrow + (b >> 3) * kGemvMSlice + (b & 7) * 8);
+    }
+    __device__ __forceinline__ float* ssq(int r) const { return reinterpret_cast<float*>(smem + ssq_off) + r * n_slices; }
+    __device__ __forceinline__ float* wsq(int r) const {
+        return reinterpret_cast<float*>(smem + ssq_off) + rows * n_slices + r * nb;
+    }
+};
+
+// kFused: rows [0, a_rows) of x quantized into shared memory by this CTA (the pre-pass's bits), then
+// RMSNORM's factor per row from the ssq it left, by the dot kernel's expression.
+template <int kPro>
+__device__ __forceinline__ void gemv_quant_acts(const GemvParams& p, uint8_t* smem) {
+    const IntActSrc src{p.x, p.x_stride, p.k, p.norm, p.nb, p.n_slices, (int)blockDim.x};
+    const GemvActLayout lay{smem, p.a_rows, p.xrow, p.mrow, p.ssq_off, p.n_slices, p.nb};
+    int_quant_rows<kPro>(src, lay, 0, p.a_rows);
+    if (kPro == STRATA_PROLOGUE_RMSNORM) {
+        __syncthreads();  // every row's ssq per chunk written
+        float* rms = reinterpret_cast<float*>(smem + p.a_rows * (p.xrow + p.mrow));
+        if ((int)threadIdx.x < p.a_rows) {
+            const float* sq = lay.ssq(threadIdx.x);
+            float ss = sq[0];
+            for (int c = 1; c < p.n_slices; ++c) ss = __fadd_rn(ss, sq[c]);
+            rms[threadIdx.x] = __frsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)p.k), p.eps));
+        }
+    }
+}
+
+template <int kDtype, int kR, bool kFused>
 __global__ void __launch_bounds__(kGemvThreads) int_gemv_kernel(const GemvParams p) {
     early_gemv_stages<kDtype, kR>(p);  // weights only, before the wait
     pdl_wait();
@@ -245,8 +294,16 @@ __global__ void __launch_bounds__(kGemvThreads) int_gemv_kernel(const GemvParams
     constexpr int SB = kIntSliceBytes<kDtype>;  // a multiple of 16 (Q6_K: 210, read through Q6Src)
     static_assert(SB % 16 == 0 || kDtype == STRATA_Q6_K, "a slice must span whole 16-byte windows");
     uint8_t* smem = mma_smem();
-    gemv_load_acts<kR>(p, smem);
-    __syncthreads();  // the only CTA barrier: activations in place
+    if constexpr (kFused) {
+        switch (p.prologue) {
+        case STRATA_PROLOGUE_RMSNORM: gemv_quant_acts<STRATA_PROLOGUE_RMSNORM>(p, smem); break;
+        case STRATA_PROLOGUE_SILU_MUL: gemv_quant_acts<STRATA_PROLOGUE_SILU_MUL>(p, smem); break;
+        default: gemv_quant_acts<STRATA_PROLOGUE_NONE>(p, smem); break;
+        }
+    } else {
+        gemv_load_acts<kR>(p, smem);
+    }
+    __syncthreads();  // the last CTA barrier: activations in place
     const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
     const uint8_t* ax = smem;
     const uint8_t* am = smem + p.a_rows * p.xrow;
@@ -338,6 +395,16 @@ int gemv_env_rows() {
                                           "1 to N rows)");
 }
 
+// STRATA_INT_GEMV_FUSE, strictly "0" or "1" (unset or empty: 0).
+bool gemv_env_fuse() {
+    const char* env = std::getenv("STRATA_INT_GEMV_FUSE");  // read per call, like STRATA_INT_GEMV
+    if (!env || !*env) return false;
+    if ((env[0] == '0' || env[0] == '1') && env[1] == '\0') return env[0] == '1';
+    fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_GEMV_FUSE=") + env +
+                                          ": expected 0 (the activation pre-pass launch) or 1 (the gemv kernel "
+                                          "quantizes its rows itself)");
+}
+
 // Whether STRATA_INT_MATMUL names a kernel to force (int_tiles_choice and int_rows_choice validate it).
 bool matmul_env_forces() {
     const char* env = std::getenv("STRATA_INT_MATMUL");
@@ -360,25 +427,30 @@ int kr_for_rows(int64_t n_rows) { return n_rows <= 1 ? 1 : (n_rows <= 2 ? 2 : (n
 
 using GemvKernel = void (*)(GemvParams);
 
-template <int kDtype>
+template <int kDtype, bool kFused>
 GemvKernel gemv_kernel_rows(int kr) {
     switch (kr) {
-    case 1: return int_gemv_kernel<kDtype, 1>;
-    case 2: return int_gemv_kernel<kDtype, 2>;
-    case 4: return int_gemv_kernel<kDtype, 4>;
-    default: return int_gemv_kernel<kDtype, 8>;
+    case 1: return int_gemv_kernel<kDtype, 1, kFused>;
+    case 2: return int_gemv_kernel<kDtype, 2, kFused>;
+    case 4: return int_gemv_kernel<kDtype, 4, kFused>;
+    default: return int_gemv_kernel<kDtype, 8, kFused>;
     }
+}
+
+template <int kDtype>
+GemvKernel gemv_kernel_fuse(int kr, bool fused) {
+    return fused ? gemv_kernel_rows<kDtype, true>(kr) : gemv_kernel_rows<kDtype, false>(kr);
 }
 
 // The weight types this kernel implements. Another block type joins with its IntW
 // specialization (and int_kblock for super-blocks), a case here and in gemv_slice_bytes.
-GemvKernel gemv_kernel_for(int32_t w_dtype, int kr) {
+GemvKernel gemv_kernel_for(int32_t w_dtype, int kr, bool fused) {
     switch (w_dtype) {
-    case STRATA_Q4_0: return gemv_kernel_rows<STRATA_Q4_0>(kr);
-    case STRATA_Q8_0: return gemv_kernel_rows<STRATA_Q8_0>(kr);
-    case STRATA_Q4_1: return gemv_kernel_rows<STRATA_Q4_1>(kr);
-    case STRATA_Q4_K: return gemv_kernel_rows<STRATA_Q4_K>(kr);
-    case STRATA_Q6_K: return gemv_kernel_rows<STRATA_Q6_K>(kr);
+    case STRATA_Q4_0: return gemv_kernel_fuse<STRATA_Q4_0>(kr, fused);
+    case STRATA_Q8_0: return gemv_kernel_fuse<STRATA_Q8_0>(kr, fused);
+    case STRATA_Q4_1: return gemv_kernel_fuse<STRATA_Q4_1>(kr, fused);
+    case STRATA_Q4_K: return gemv_kernel_fuse<STRATA_Q4_K>(kr, fused);
+    case STRATA_Q6_K: return gemv_kernel_fuse<STRATA_Q6_K>(kr, fused);
     default: return nullptr;
     }
 }
@@ -402,9 +474,10 @@ GemvDevice gemv_device(int dev) {
         const int32_t dts[5] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1, STRATA_Q4_K, STRATA_Q6_K};
         for (int32_t dt : dts)
             for (int kr : {1, 2, 4, 8})
-                if (ok)
-                    ok = cudaFuncSetAttribute((const void*)gemv_kernel_for(dt, kr),
-                                              cudaFuncAttributeMaxDynamicSharedMemorySize, d.smem_cta) == cudaSuccess;
+                for (bool fused : {false, true})
+                    if (ok)
+                        ok = cudaFuncSetAttribute((const void*)gemv_kernel_for(dt, kr, fused),
+                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, d.smem_cta) == cudaSuccess;
         (void)cudaThreadExchangeStreamCaptureMode(&mode);
         if (!ok) {
             (void)cudaGetLastError();
@@ -414,6 +487,27 @@ GemvDevice gemv_device(int dev) {
     });
     if (info[dev].sms <= 0) fail(STRATA_ERR_DEVICE, "cuda matmul: cannot read the device limits for the gemv kernel");
     return info[dev];
+}
+
+// CTAs of `fn` (warps x 32 threads, smem bytes) that fit on one SM at once, registers included: the
+// runtime's answer, cached per (device, kernel, warps, smem) since the launcher runs per matmul; INT32_MAX (no
+// limit beyond gemv_shape's) where the runtime cannot tell.
+int gemv_resident(int dev, GemvKernel fn, int warps, int smem) {
+    static std::mutex mu;
+    static std::map<std::tuple<int, GemvKernel, int, int>, int> cache;
+    std::lock_guard<std::mutex> lock(mu);
+    const auto key = std::make_tuple(dev, fn, warps, smem);
+    const auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // a host query, not stream work
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    int n = 0;
+    const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, (const void*)fn, 32 * warps, (size_t)smem);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    if (err != cudaSuccess) (void)cudaGetLastError();
+    const int r = err == cudaSuccess && n > 0 ? n : INT32_MAX;
+    cache.emplace(key, r);
+    return r;
 }
 
 // The parameters of matmul `a` up to the shape (no device query).
@@ -443,6 +537,7 @@ GemvParams gemv_params(const IntTilesArgs& a) {
 
 int int_gemv_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, int64_t smem_cta) {
     const int limit = gemv_env_rows();  // parsed first: a typo is refused whatever the shape
+    const bool fused = gemv_env_fuse();
     if (limit == 0 || n_rows < 1 || n_rows > limit || n_out < 1 || k < 32 || k / 32 > INT32_MAX / 512) return 0;
     const int sb = gemv_slice_bytes(w_dtype);
     if (sb == 0 || matmul_env_forces()) return 0;
@@ -455,30 +550,28 @@ int int_gemv_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, i
     p.n_slices = (p.nb + kIntSliceBlocks - 1) / kIntSliceBlocks;
     // Activations of all rows and two stages per warp must fit one CTA's shared memory (k up to
     // ~90k at one row and ~20k at 8 rows on the H200); larger shapes keep the other kernels.
-    return gemv_shape(p, kr, sb, 1, smem_cta, smem_cta) ? kr : 0;
+    return gemv_shape(p, kr, sb, 1, smem_cta, smem_cta, fused) ? kr : 0;
 }
 
-void launch_int_gemv(const IntTilesArgs& a, int kr, int dev, cudaStream_t stream) {
+bool int_gemv_fuse() { return gemv_env_fuse(); }
+
+void launch_int_gemv(const IntTilesArgs& a, int kr, int dev, cudaStream_t stream, const float* x, int64_t x_stride,
+                     const float* norm) {
     if (dev < 0 || dev >= kGemvMaxDevices) fail(STRATA_ERR_INTERNAL, "cuda matmul: device index out of range");
     const GemvDevice d = gemv_device(dev);
     GemvParams p = gemv_params(a);
-    const GemvKernel fn = gemv_kernel_for(a.w_dtype, kr);
+    const bool fused = x != nullptr;
+    p.x = x;
+    p.x_stride = x_stride;
+    p.norm = norm;
+    const GemvKernel fn = gemv_kernel_for(a.w_dtype, kr, fused);
     if (!fn) fail(STRATA_ERR_INTERNAL, "cuda matmul: no integer gemv for dtype " + std::to_string(a.w_dtype));
-    if (a.n_rows > kr || !gemv_shape(p, kr, gemv_slice_bytes(a.w_dtype), d.sms, d.smem_cta, d.smem_sm))
+    if (a.n_rows > kr || !gemv_shape(p, kr, gemv_slice_bytes(a.w_dtype), d.sms, d.smem_cta, d.smem_sm, fused))
         fail(STRATA_ERR_INTERNAL, "cuda matmul: integer gemv shape out of range");
     const int smem = (int)gemv_smem(p);
-    {  // the CTAs that really fit at once (registers too), when the runtime can tell
-        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-        (void)cudaThreadExchangeStreamCaptureMode(&mode);
-        int per_sm = 0;
-        const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void*)fn, 32 * p.warps,
-                                                                              (size_t)smem);
-        (void)cudaThreadExchangeStreamCaptureMode(&mode);
-        if (err != cudaSuccess) (void)cudaGetLastError();
-        else if (per_sm > 0) p.ctas = (int)std::min<int64_t>(p.ctas, (int64_t)per_sm * d.sms);
-    }
+    p.ctas = (int)std::min<int64_t>(p.ctas, (int64_t)gemv_resident(dev, fn, p.warps, smem) * d.sms);
     launch_k(fn, (unsigned)p.ctas, 32 * p.warps, (size_t)smem, stream, p);
-    check_launch("matmul (integer, gemv)");
+    check_launch(fused ? "matmul (integer, gemv, quantizing its rows)" : "matmul (integer, gemv)");
 }
 
 }  // namespace cuda

@@ -24,9 +24,18 @@ constexpr int kGemvMaxRows = 8;  // the largest STRATA_INT_GEMV value (the kerne
 // device's per-CTA opt-in limit) keep the older kernels too.
 int int_gemv_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, int64_t smem_cta);
 
+// STRATA_INT_GEMV_FUSE (read per call, strata/env.py): 1 = the gemv kernel
+// quantizes its rows of x itself (no pre-pass launch), 0 or unset = after the
+// pre-pass. Other values are refused with STRATA_ERR_INVALID_ARGUMENT.
+bool int_gemv_fuse();
+
 // Runs y = the canonical integer matmul of `a` with `kr` rows per thread
 // (int_gemv_choice's answer): the same bits as every other integer kernel.
-void launch_int_gemv(const IntTilesArgs& a, int kr, int dev, cudaStream_t stream);
+// With x (int_gemv_fuse()): no pre-pass ran; a.xq / a.meta / a.ssq are unused
+// and each CTA quantizes rows of x (x_stride floats apart; `norm`: RMSNORM's
+// weights) with the pre-pass's bits.
+void launch_int_gemv(const IntTilesArgs& a, int kr, int dev, cudaStream_t stream, const float* x = nullptr,
+                     int64_t x_stride = 0, const float* norm = nullptr);
 
 }  // namespace cuda
 }  // namespace strata

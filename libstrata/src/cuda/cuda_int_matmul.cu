@@ -41,6 +41,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "cuda_int_act.cuh"
 #include "cuda_int_blocks.cuh"
 #include "cuda_int_gemv.cuh"
 #include "cuda_int_kquant.cuh"
@@ -107,29 +108,7 @@ struct IntParams {
 
 // ---------------------------------------------------------------- activation quantization
 
-// The per-element steps of step 1, shared by the pre-pass and the fused dot
-// kernel (which distribute the work differently: the max is exact in any
-// order and the block sum is an integer, so only these expressions decide the
-// bits). `x` is the raw value of element e; `aux` the norm weights (RMSNORM)
-// or the row's second half (SILU_MUL).
-template <int kPro>
-__device__ __forceinline__ float int_act_value(float x, const float* aux, int64_t e) {
-    if (kPro == STRATA_PROLOGUE_RMSNORM) return __fmul_rn(x, __ldg(aux + e));
-    if (kPro == STRATA_PROLOGUE_SILU_MUL) return __fmul_rn(__fdiv_rn(x, __fadd_rn(1.0f, expf(-x))), aux[e]);
-    return x;
-}
-__device__ __forceinline__ float int_act_abs(float v) {
-    const float a = fabsf(v);
-    return a <= 3.402823466e38f ? a : __int_as_float(0x7f800000);  // NaN and inf: +inf
-}
-__device__ __forceinline__ float int_act_scale(float amax) { return __fdiv_rn(amax, 127.0f); }
-__device__ __forceinline__ int int_act_quant(float v, float d) {
-    return d > 0.0f && d <= 3.402823466e38f ? max(-127, min(127, __float2int_rn(__fdiv_rn(v, d)))) : 0;
-}
-template <int kPro>
-__device__ __forceinline__ const float* int_act_aux(const float* xr, const float* norm, int64_t k) {
-    return kPro == STRATA_PROLOGUE_RMSNORM ? norm : xr + k;
-}
+// The per-element steps (int_act_*) live in cuda_int_act.cuh, shared with the in-kernel quantizers.
 
 template <int kPro>
 __global__ void __launch_bounds__(kPreThreads) int_prepass_kernel(const PreParams p) {
@@ -292,76 +271,28 @@ __device__ __forceinline__ void slice_q6k(const IntParams& p, const uint8_t* sb,
 }
 
 // The fused kernel's pre-pass: rows [r0, r0 + nr) of x quantized into shared
-// memory by the pre-pass's per-element expressions. Four lanes per block of 32
-// values (lane j of the four: values j, j+4, …, j+28), a whole warp there: the
-// same bits, since the max is exact in any order, the block sum is an integer
-// and the per-value steps are int_act_*. RMSNORM's ssq keeps the pre-pass's
-// reduction shape exactly: per block warp_sum's butterfly as lane 0 sees it
-// (steps 16, 8, 4 inside a lane's values, 2 and 1 across the four lanes, own
-// value first), then per chunk the 8 block totals in order, +0 for the blocks
-// past the end (block_sum over the chunk's 8 warps).
+// memory (int_quant_rows, cuda_int_act.cuh: the pre-pass's bits) at act: int8
+// values at row stride xbytes, meta at mbytes, then RMSNORM's ssq per chunk and
+// the per-block sums of squares it is folded from.
+struct DotActLayout {
+    uint8_t* act;
+    int rows, xbytes, mbytes, n_slices, nb;
+    __device__ __forceinline__ int8_t* xq(int r, int e) const { return reinterpret_cast<int8_t*>(act + r * xbytes + e); }
+    __device__ __forceinline__ uint2* meta(int r, int b) const {
+        return reinterpret_cast<uint2*>(act + rows * xbytes + r * mbytes) + b;
+    }
+    __device__ __forceinline__ float* ssq(int r) const {
+        return reinterpret_cast<float*>(act + rows * (xbytes + mbytes)) + r * n_slices;
+    }
+    __device__ __forceinline__ float* wsq(int r) const {
+        return reinterpret_cast<float*>(act + rows * (xbytes + mbytes)) + rows * n_slices + r * nb;
+    }
+};
+
 template <int kPro>
 __device__ __forceinline__ void fused_quant_rows(const IntParams& p, uint8_t* act, int64_t r0, int nr) {
-    int8_t* axq = reinterpret_cast<int8_t*>(act);
-    uint2* ameta = reinterpret_cast<uint2*>(act + p.act_rows * p.xbytes);
-    float* assq = reinterpret_cast<float*>(act + p.act_rows * (p.xbytes + p.mbytes));
-    float* awsq = assq + p.act_rows * p.n_slices;
-    const int lane = threadIdx.x & 31, j = lane & 3;
-    const int units = nr * p.nb;
-    // Whole warps run every iteration (the shuffles need all 32 lanes); 8 blocks per warp.
-    for (int base = (threadIdx.x >> 5) * 8; base < units; base += (p.threads >> 5) * 8) {
-        const int u = base + (lane >> 2);
-        const bool ok = u < units;
-        const int r = ok ? u / p.nb : 0, b = ok ? u - r * p.nb : 0;
-        const float* xr = p.x + (r0 + r) * p.x_stride;
-        const float* aux = int_act_aux<kPro>(xr, p.norm, p.k);
-        const int64_t e0 = (int64_t)32 * b + j;
-        float xv[8], v[8];
-        float amax = 0.0f;  // |v| >= +0: the max of the 32 values whatever the order
-#pragma unroll
-        for (int m = 0; m < 8; ++m) xv[m] = ok ? xr[e0 + 4 * m] : 0.0f;
-#pragma unroll
-        for (int m = 0; m < 8; ++m) {
-            v[m] = ok ? int_act_value<kPro>(xv[m], aux, e0 + 4 * m) : 0.0f;
-            amax = fmaxf(amax, int_act_abs(v[m]));
-        }
-        amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, 1));
-        amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, 2));
-        const float d = int_act_scale(amax);
-        int sum = 0;
-        int8_t* dst = axq + r * p.xbytes + e0;
-#pragma unroll
-        for (int m = 0; m < 8; ++m) {
-            const int q = int_act_quant(v[m], d);
-            sum += q;
-            if (ok) dst[4 * m] = (int8_t)q;
-        }
-        sum += __shfl_xor_sync(kFullMask, sum, 1);
-        sum += __shfl_xor_sync(kFullMask, sum, 2);
-        if (ok && j == 0) ameta[r * (p.mbytes / 8) + b] = make_uint2(__float_as_uint(d), (uint32_t)sum);
-        if (kPro == STRATA_PROLOGUE_RMSNORM) {
-#pragma unroll
-            for (int m = 0; m < 8; ++m) xv[m] = fmaf(xv[m], xv[m], 0.0f);
-#pragma unroll
-            for (int h = 4; h > 0; h >>= 1)  // butterfly steps 16, 8, 4: values 4 * h apart, same lane
-#pragma unroll
-                for (int m = 0; m < h; ++m) xv[m] = __fadd_rn(xv[m], xv[m + h]);
-            float w = xv[0];
-            w = __fadd_rn(w, __shfl_xor_sync(kFullMask, w, 2));
-            w = __fadd_rn(w, __shfl_xor_sync(kFullMask, w, 1));
-            if (ok && j == 0) awsq[r * p.nb + b] = w;
-        }
-    }
-    if (kPro == STRATA_PROLOGUE_RMSNORM) {
-        __syncthreads();
-        for (int u = threadIdx.x; u < nr * p.n_slices; u += p.threads) {
-            const int r = u / p.n_slices, c = u - r * p.n_slices;
-            const float* ws = awsq + r * p.nb + c * kPreChunkBlocks;
-            float ss = ws[0];
-            for (int i = 1; i < kPreChunkBlocks; ++i) ss = __fadd_rn(ss, c * kPreChunkBlocks + i < p.nb ? ws[i] : 0.0f);
-            assq[r * p.n_slices + c] = ss;
-        }
-    }
+    const IntActSrc src{p.x, p.x_stride, p.k, p.norm, p.nb, p.n_slices, p.threads};
+    int_quant_rows<kPro>(src, DotActLayout{act, p.act_rows, p.xbytes, p.mbytes, p.n_slices, p.nb}, r0, nr);
 }
 
 __device__ __forceinline__ void fused_quant(const IntParams& p, uint8_t* act, int64_t r0, int nr) {
@@ -857,6 +788,12 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
             p = f;
             fused = true;
         }
+    }
+    if (!fused && gemv_kr > 0 && int_gemv_fuse()) {  // the gemv kernel quantizes its rows itself: one launch
+        launch_int_gemv(IntTilesArgs{nullptr, nullptr, nullptr, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w, a.bias,
+                                     a.y, a.accumulate, a.prologue, a.eps},
+                        gemv_kr, dev, stream, a.x, x_stride, a.norm_weight);
+        return;
     }
     if (!fused) {
         // Scratch: xq [n_rows][k] int8, meta [n_rows][nbp] uint2, ssq [n_rows][nchunks] float.
