@@ -39,7 +39,7 @@ CASES = [  # (n_rows, k, n_out, w_pad)
     (1, 14336, 300, 2),  # 56 slices (a row in two chunks of 32), rows not 16-byte aligned
     (6, 8192, 21, 4),  # 32 slices: one row a warp unit
 ]
-SETTINGS = ("0", "1", "4", "8")  # off (the default); one row only; up to 4; up to 8
+SETTINGS = ("0", "1", "4", "8", "auto")  # off; one row only; up to 4; up to 8; the default routing
 FUSE = ("0", "1")  # STRATA_INT_GEMV_FUSE: after the pre-pass launch; the kernel quantizing its rows itself
 MODEL_SHAPES = [  # (n_out, k): Llama-3.1-8B, Llama-3.2-1B and SmolLM2-135M projections (bench/gpu_matmul.py)
     (6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (128256, 4096),
@@ -122,8 +122,8 @@ def test_gemv_bit_identical_on_model_shapes(cuda_ctx, rng, monkeypatch, dtype, n
 @pytest.mark.exactness
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_gemv_rows_independent_of_batch(cuda_ctx, rng, monkeypatch, dtype):
-    """Default routing (the gemv kernel off) and with it for 1-8 rows: every row the same alone and in
-    batches of 2 to 9 and 40 rows (other kernels)."""
+    """Default routing (auto), and the gemv kernel for 1-8 rows (also quantizing its rows itself): every
+    row the same alone and in batches of 2 to 9 and 40 rows (other kernels)."""
     k, n_out = 4096, 131
     raw = random_blocks(rng, dtype, n_out, k)
     x = rng.standard_normal((40, k), dtype=np.float32)
@@ -142,7 +142,7 @@ def test_gemv_rows_independent_of_batch(cuda_ctx, rng, monkeypatch, dtype):
 
 
 def test_unknown_gemv_value_is_refused(cuda_ctx, rng, monkeypatch):
-    """A STRATA_INT_GEMV value outside 0..8, or a STRATA_INT_GEMV_FUSE value other than 0 and 1, is an
+    """A STRATA_INT_GEMV value other than auto and 0..8, or a STRATA_INT_GEMV_FUSE value other than 0 and 1, is an
     error naming the choices, and y is left as it was."""
     k, n_out = 2048, 40
     raw, _ = make_weights(rng, S.DType.Q4_0, n_out, k)
@@ -151,7 +151,7 @@ def test_unknown_gemv_value_is_refused(cuda_ctx, rng, monkeypatch):
     bx, bw, by = (S.Buffer.from_array(cuda_ctx, a) for a in (x, raw, y0))
     for bad in ("9", "16", "on", "-1", "08", " 4"):
         monkeypatch.setenv("STRATA_INT_GEMV", bad)
-        with pytest.raises(S.StrataError, match=r"STRATA_INT_GEMV=.*expected 0 \(off\) or 1 to 8"):
+        with pytest.raises(S.StrataError, match=r"STRATA_INT_GEMV=.*expected auto \(the default\), 0 \(off\) or 1 to 8"):
             S.matmul(cuda_ctx, bx, 0, 4, k, bw, 0, S.DType.Q4_0, n_out, None, 0, by, 0, False)
     monkeypatch.delenv("STRATA_INT_GEMV")
     for bad in ("2", "on", "01", " 1"):

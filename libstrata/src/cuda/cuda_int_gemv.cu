@@ -118,13 +118,23 @@ inline bool gemv_shape(GemvParams& p, int kr, int sb, int sms, int64_t smem_cta,
     const int ssq_bytes = fused ? p.a_rows * (S + p.nb) * 4 : 0;
     p.warp_off = (p.ssq_off + ssq_bytes + 15) / 16 * 16;
     p.warp_bytes = 32 * kr * 4 + kGemvStages * p.stage_bytes;
-    // Warps per CTA: 8, or fewer where there are fewer groups than 8 per SM (small matrices spread over
-    // every SM), or where the activations of many rows leave no room for 8 warps' stages.
-    p.warps = (int)std::max<int64_t>(1, std::min<int64_t>(kGemvMaxWarps, (p.n_groups + sms - 1) / sms));
-    while (p.warps > 1 && gemv_smem(p) > smem_cta) --p.warps;
+    // Warps per CTA: the count (8 at most) that puts the most warps on an SM at once given the shared
+    // memory (each CTA holds its own copy of the activations; the runtime reserves 1 KB per CTA), the
+    // larger on a tie; fewer where there are fewer groups than that per SM (small matrices spread over
+    // every SM). H200, Q4_0 at one row, k = 4096: 7 warps, 3 CTAs per SM (8 would fit only 2).
+    const int cap = (int)std::max<int64_t>(1, std::min<int64_t>(kGemvMaxWarps, (p.n_groups + sms - 1) / sms));
+    int best = 0, best_resident = 0;
+    for (int w = cap; w >= 1; --w) {
+        p.warps = w;
+        const int64_t sm = gemv_smem(p);
+        if (sm > smem_cta) continue;
+        const int64_t resident = w * std::min<int64_t>(std::min<int64_t>(smem_sm / (sm + 1024), 32), 64 / w);
+        if (resident > best_resident) best = w, best_resident = (int)resident;
+    }
+    if (best == 0) return false;
+    p.warps = best;
     const int64_t smem = gemv_smem(p);
-    if (smem > smem_cta) return false;
-    const int64_t per_sm = std::max<int64_t>(1, std::min<int64_t>(smem_sm / (smem + 1024), 2048 / (32 * p.warps)));
+    const int64_t per_sm = std::max<int64_t>(1, std::min<int64_t>(smem_sm / (smem + 1024), 64 / p.warps));
     const int64_t need = (p.n_groups + p.warps - 1) / p.warps;
     p.ctas = (int)std::max<int64_t>(1, std::min<int64_t>(per_sm * sms, need));
     return true;
@@ -159,10 +169,15 @@ __device__ __forceinline__ void gemv_stage_unit(const GemvParams& p, uint8_t* st
                                     : p.w + min((t.g + 1) * p.u, p.n_out) * p.w_row_bytes;
     const uint8_t* a = s - (reinterpret_cast<uintptr_t>(s) & 15);
     const int np = (int)((e - a + 15) >> 4);
-    for (int pc = lane; pc < np; pc += 32) {
-        const uint8_t* src = a + 16 * pc;
-        const int64_t left = p.w_end - src;
-        cp_async16z(stage + 16 * pc, src, left >= 16 ? 16 : (left > 0 ? (int)left : 0));
+    const uint8_t* src = a + 16 * lane;
+    uint8_t* dst = stage + 16 * lane;
+    if (a + 16 * (int64_t)np <= p.w_end) {  // every unit but the weights' last: whole pieces, no clamp
+        for (int pc = lane; pc < np; pc += 32, src += 512, dst += 512) cp_async16z(dst, src, 16);
+    } else {
+        for (int pc = lane; pc < np; pc += 32, src += 512, dst += 512) {
+            const int64_t left = p.w_end - src;
+            cp_async16z(dst, src, left >= 16 ? 16 : (left > 0 ? (int)left : 0));
+        }
     }
 }
 
@@ -308,7 +323,7 @@ __global__ void __launch_bounds__(kGemvThreads) int_gemv_kernel(const GemvParams
     const uint8_t* ax = smem;
     const uint8_t* am = smem + p.a_rows * p.xrow;
     const float* rms = reinterpret_cast<const float*>(am + p.a_rows * p.mrow);
-    float* part = reinterpret_cast<float*>(smem + p.warp_off + warp * p.warp_bytes);  // [32][kR]
+    float* part = reinterpret_cast<float*>(smem + p.warp_off + warp * p.warp_bytes);  // [kR][32 lanes]
     uint8_t* stages = reinterpret_cast<uint8_t*>(part) + 32 * kR * 4;
     const int nr = p.a_rows;
     const int64_t stride = (int64_t)gridDim.x * p.warps;
@@ -347,7 +362,7 @@ __global__ void __launch_bounds__(kGemvThreads) int_gemv_kernel(const GemvParams
                 }
             }
 #pragma unroll
-            for (int r = 0; r < kR; ++r) part[lane * kR + r] = acc[r];
+            for (int r = 0; r < kR; ++r) part[r * 32 + lane] = acc[r];
         }
         __syncwarp();  // partials written; the stage is free again
         if (nx.g < p.n_groups) gemv_stage_unit<kDtype>(p, stage, nx, lane);
@@ -360,10 +375,16 @@ __global__ void __launch_bounds__(kGemvThreads) int_gemv_kernel(const GemvParams
             const int fo = e / kR, fr = e % kR;
             const int64_t fout = t.g * p.u + fo;
             if (fr < nr && fout < p.n_out) {
-                const float* pp = part + fo * p.ls * kR + fr;
-                int s0 = 0;
-                if (t.c == 0) total = pp[0], s0 = 1;
-                for (int s = s0; s < nsl; ++s) total = __fadd_rn(total, pp[s * kR]);
+                const float* pp = part + fr * 32 + fo * p.ls;  // this element's nsl slice partials, in order
+                int s = 0;
+                if ((p.ls & 3) == 0) {  // 16-byte aligned: four partials a load, still added one by one
+                    for (; s + 4 <= nsl; s += 4) {
+                        const float4 v = *reinterpret_cast<const float4*>(pp + s);
+                        total = s == 0 && t.c == 0 ? v.x : __fadd_rn(total, v.x);
+                        total = __fadd_rn(__fadd_rn(__fadd_rn(total, v.y), v.z), v.w);
+                    }
+                }
+                for (; s < nsl; ++s) total = s == 0 && t.c == 0 ? pp[0] : __fadd_rn(total, pp[s]);
                 if (t.c == p.chunks - 1) {
                     if (p.prologue == STRATA_PROLOGUE_RMSNORM) total = __fmul_rn(total, rms[fr]);
                     if (p.bias) total = __fadd_rn(total, __ldg(p.bias + fout));
@@ -382,17 +403,21 @@ __global__ void __launch_bounds__(kGemvThreads) int_gemv_kernel(const GemvParams
 namespace {
 
 constexpr int kGemvMaxDevices = 64;
-// STRATA_INT_GEMV unset: off until the H200 A/B of this kernel (bench/RESULTS.md) says otherwise.
-constexpr int kGemvDefaultRows = 0;
+constexpr int kGemvAuto = -1;
+// STRATA_INT_GEMV unset or "auto": 1 to 8 rows of Q4_0 / Q8_0 on matrices of k >= 2048 and n_out >=
+// 2048. On the H200 (2026-12-02, 8B Q4_0) the kernel beat the dot kernel at 8B shapes (gate_up 24.8
+// against 25.8 us, down 17.2 against 18.9; decode 1 sequence 364 -> 377 tok/s, 4 sequences 787 -> 929)
+// and lost at the 135M model's k = 576 (4 sequences 2,601 -> 1,437 tok/s).
+constexpr int kGemvAutoMinK = 2048, kGemvAutoMinOut = 2048;
 
-// STRATA_INT_GEMV, strictly "0" to "8" (unset or empty: the default).
+// STRATA_INT_GEMV: "auto" (or unset, empty), or strictly "0" to "8".
 int gemv_env_rows() {
     const char* env = std::getenv("STRATA_INT_GEMV");  // read per call: tests switch it within a process
-    if (!env || !*env) return kGemvDefaultRows;
+    if (!env || !*env || std::strcmp(env, "auto") == 0) return kGemvAuto;
     if (env[0] >= '0' && env[0] <= '0' + kGemvMaxRows && env[1] == '\0') return env[0] - '0';
     fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_GEMV=") + env +
-                                          ": expected 0 (off) or 1 to 8 (the memory-bound kernel for matmuls of "
-                                          "1 to N rows)");
+                                          ": expected auto (the default), 0 (off) or 1 to 8 (the memory-bound "
+                                          "kernel for every matmul of 1 to N rows)");
 }
 
 // STRATA_INT_GEMV_FUSE, strictly "0" or "1" (unset or empty: 0).
@@ -536,8 +561,12 @@ GemvParams gemv_params(const IntTilesArgs& a) {
 }  // namespace
 
 int int_gemv_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, int64_t smem_cta) {
-    const int limit = gemv_env_rows();  // parsed first: a typo is refused whatever the shape
+    int limit = gemv_env_rows();  // parsed first: a typo is refused whatever the shape
     const bool fused = gemv_env_fuse();
+    if (limit == kGemvAuto)  // the shapes and types where it measured faster (kGemvAutoMinK)
+        limit = k >= kGemvAutoMinK && n_out >= kGemvAutoMinOut && (w_dtype == STRATA_Q4_0 || w_dtype == STRATA_Q8_0)
+                    ? kGemvMaxRows
+                    : 0;
     if (limit == 0 || n_rows < 1 || n_rows > limit || n_out < 1 || k < 32 || k / 32 > INT32_MAX / 512) return 0;
     const int sb = gemv_slice_bytes(w_dtype);
     if (sb == 0 || matmul_env_forces()) return 0;

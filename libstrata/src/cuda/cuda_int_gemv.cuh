@@ -15,10 +15,12 @@ constexpr int kGemvMaxRows = 8;  // the largest STRATA_INT_GEMV value (the kerne
 
 // Rows per thread the kernel would use for this matmul (1, 2, 4 or 8: the
 // least template holding n_rows), or 0 where the other kernels run.
-// STRATA_INT_GEMV (read per call, strata/env.py): 0 = never (the default: the
-// routing before this kernel), N in 1..8 = every matmul of 1..N rows on a
-// routed weight type (Q4_0, Q8_0, Q4_1, Q4_K, Q6_K). Other values are refused
-// with STRATA_ERR_INVALID_ARGUMENT. An explicit STRATA_INT_MATMUL that forces
+// STRATA_INT_GEMV (read per call, strata/env.py): auto (unset, empty: the
+// default) = 1..8 rows of Q4_0 / Q8_0 on matrices of k >= 2048 and n_out >=
+// 2048 (where it measured faster on the H200), 0 = never (the routing before
+// this kernel), N in 1..8 = every matmul of 1..N rows on a routed weight type
+// (Q4_0, Q8_0, Q4_1, Q4_K, Q6_K). Other values are refused with
+// STRATA_ERR_INVALID_ARGUMENT. An explicit STRATA_INT_MATMUL that forces
 // a kernel (legacy, rows*, tiles*) keeps that kernel; shapes whose activations
 // and weight stages do not fit in `smem_cta` bytes of shared memory (the
 // device's per-CTA opt-in limit) keep the older kernels too.
