@@ -40,3 +40,31 @@ def test_sample_rows_equal_their_solo_draws_at_any_row_count(ctx, rng, n_vocab, 
     draws = run_sample(ctx, np.repeat(logits[0:1], 16, axis=0), [dict(rows[0], temperature=1.0, top_k=0, top_p=1.0,
                                                                      min_p=0.0, seed=s) for s in range(16)])
     assert len(set(draws.tolist())) > 1
+
+
+def test_sample_vocab_beyond_the_slices_is_refused_on_cuda(ctx, backend, rng):
+    """500,000 ids do not fit 8 slices of a CTA's shared memory: CUDA refuses the call with a
+    clear error (and stays usable); the CPU samples it."""
+    from kernel_refs import buffer_of
+    from strata import _ffi as S
+
+    n = 500_000
+    logits = rng.standard_normal((1, n)).astype(np.float32)
+    rows = [dict(temperature=0.8, top_p=0.9, top_k=0, min_p=0.0, seed=1, position=2)]
+    if backend == "cpu":
+        assert 0 <= run_sample(ctx, logits, rows)[0] < n
+        return
+    from test_sampling import params_array
+    bl, _ = buffer_of(ctx, logits)
+    bp, p_off = buffer_of(ctx, params_array(rows), 8)
+    out = S.Buffer(ctx, 4)
+    try:
+        with pytest.raises(S.StrataError) as e:
+            S.sample(ctx, bl, 0, 1, n, bp, p_off, out, 0)
+        assert e.value.status == S.Status.ERR_INVALID_ARGUMENT
+        assert "shared memory" in e.value.message, e.value.message
+    finally:
+        for b in (bl, bp, out):
+            b.close()
+    small = rng.standard_normal((1, 1000)).astype(np.float32)
+    assert 0 <= run_sample(ctx, small, rows)[0] < 1000  # still serving

@@ -408,8 +408,8 @@ __global__ void __launch_bounds__(kThreads) sample_cluster_kernel(const SampleAr
         const uint32_t key = cluster_select<false>(sm, s, len, ch, top_p_target(prm.top_p, total), ph,
                                                    [](float w, uint32_t* k, u64* m) {
                                                        *k = __float_as_uint(w);
-                                                       *m = mass_of(w);
-                                                       return w >= 0.0f;
+                                                       *m = w >= 0.0f ? mass_of(w) : 0;
+                                                       return *m != 0;  // massless weights change no sum
                                                    });
         w_min = __uint_as_float(key);
     }
