@@ -7,8 +7,9 @@
 //  - float64: strata.h's rule with float64 sums (what the CPU backend and the
 //    Python tests approximate), which random rows must match; adversarial rows
 //    that differ are counted (rounding may decide them);
-//  - batch invariance: a row alone, among others in another order, and in
-//    launches of other row counts gives the same token; a negative control
+//  - batch invariance: a row alone, among others in another order, in
+//    launches of other row counts, and with the wide cluster (twice the
+//    CTAs) gives the same token; a negative control
 //    (SAMPLE_LEAK makes a row's logits depend on the next row) proves that
 //    check can fail.
 // Rows: random logits and settings, and adversarial ones (ties, NaN and ±inf
@@ -105,14 +106,16 @@ static int ref_f64(const float* l, int64_t n, const strata_sampling_params& p) {
     return -1;
 }
 
-// The cluster sampler over n_rows rows (kCtas CTAs, one cluster, per row).
+// The cluster sampler over n_rows rows (C CTAs, one cluster, per row; the
+// device uses C = kCtas and, for large rows, kCtasWide).
+template <int C = T_cuda_sample_cluster::kCtas>
 static std::vector<int32_t> run_sample(const float* logits, int n_rows, int64_t n, const strata_sampling_params* prm) {
     namespace K = T_cuda_sample_cluster;
     std::vector<int32_t> out(n_rows, -7);
     SampleArgs a{logits, n_rows, n, prm, out.data()};
-    const int64_t slice = K::sample_slice(n);
+    const int64_t slice = K::sample_slice(n, C);
     const size_t smem = sizeof(K::ClusterShared) + (size_t)slice * sizeof(float);
-    run_grid_ex((unsigned)(n_rows * K::kCtas), 1, K::kThreads, K::kCtas, smem, [&] { K::sample_cluster_kernel(a, slice); });
+    run_grid_ex((unsigned)(n_rows * C), 1, K::kThreads, C, smem, [&] { K::sample_cluster_kernel<C>(a, slice); });
     return out;
 }
 
@@ -203,6 +206,16 @@ int main(int argc, char** argv) {
         for (int r : pick) {
             const std::vector<int32_t> one = run_sample(&logits[r * n], 1, n, &prm[r]);
             ++inv_rows; if (one[0] != out[r]) { ++inv_miss; printf("batch invariance broken: n=%ld row %d alone %d, in the batch %d\n", (long)n, r, one[0], out[r]); }
+        }
+        // The wide cluster (twice the CTAs, other slice and chunk bounds) must give the same tokens.
+        {
+            std::vector<float> sub; std::vector<strata_sampling_params> subp;
+            for (int r : pick) { sub.insert(sub.end(), logits.begin() + r * n, logits.begin() + (r + 1) * n); subp.push_back(prm[r]); }
+            const std::vector<int32_t> wide = run_sample<T_cuda_sample_cluster::kCtasWide>(sub.data(), (int)pick.size(), n, subp.data());
+            for (size_t j = 0; j < pick.size(); ++j) {
+                ++inv_rows;
+                if (wide[j] != out[pick[j]]) { ++inv_miss; printf("cluster size changed a token: n=%ld row %d: %d vs %d\n", (long)n, pick[j], wide[j], out[pick[j]]); }
+            }
         }
         std::vector<float> sub; std::vector<strata_sampling_params> subp;
         for (int j = (int)pick.size() - 1; j >= 0; --j) {

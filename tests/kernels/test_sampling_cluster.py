@@ -1,8 +1,8 @@
 """Seeded sampling at vocabulary sizes around the CUDA sampler's split points: a row
-is split into 8 slices of a multiple of 4 ids (one per CTA of a cluster), each
-slice into per-thread chunks of an odd length over 256 threads, so sizes below 32
-leave CTAs empty, and sizes around 8 x 4 x 256 change the chunk length; 262,144
-ids fill most of a CTA's shared memory. Every row must equal the float64
+is split into 8 slices of a multiple of 4 ids (one per CTA of a cluster; 16 slices
+above 65,536 ids), each slice into per-thread chunks of an odd length over 256
+threads, so sizes below 32 leave CTAs empty, sizes around 8 x 4 x 256 change the
+chunk length, and 65,536 / 65,537 switch the cluster size. Every row must equal the float64
 reference of strata.h's rule (where no decision is within rounding of a
 boundary), and its own draw sampled alone and among other row counts
 (exactness); the CPU runs the same checks. The CUDA sampler's exact integer
@@ -14,7 +14,7 @@ import pytest
 from test_sampling import run_sample
 from test_sampling_blocks import check_reference, rows_for, shaped_logits
 
-SPLITS = [5, 31, 32, 33, 2047, 2048, 2049, 8191, 8193, 262144]
+SPLITS = [5, 31, 32, 33, 2047, 2048, 2049, 8191, 8193, 65536, 65537, 262144]
 
 
 @pytest.mark.parametrize("n_vocab", SPLITS)
@@ -43,12 +43,12 @@ def test_sample_rows_equal_their_solo_draws_at_any_row_count(ctx, rng, n_vocab, 
 
 
 def test_sample_vocab_beyond_the_slices_is_refused_on_cuda(ctx, backend, rng):
-    """500,000 ids do not fit 8 slices of a CTA's shared memory: CUDA refuses the call with a
+    """1,000,000 ids do not fit 16 slices of a CTA's shared memory: CUDA refuses the call with a
     clear error (and stays usable); the CPU samples it."""
     from kernel_refs import buffer_of
     from strata import _ffi as S
 
-    n = 500_000
+    n = 1_000_000
     logits = rng.standard_normal((1, n)).astype(np.float32)
     rows = [dict(temperature=0.8, top_p=0.9, top_k=0, min_p=0.0, seed=1, position=2)]
     if backend == "cpu":

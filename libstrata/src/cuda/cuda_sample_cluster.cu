@@ -1,5 +1,5 @@
 // cuda_sample_cluster.cu — seeded sampling on the device: one thread-block
-// cluster of kCtas CTAs per row, every mass an exact integer.
+// cluster of 8 or 16 CTAs per row, every mass an exact integer.
 //
 // The contract (strata.h; docs/cuda_backend.md, "sample"), with m = the
 // largest non-NaN logit and T > 0:
@@ -23,7 +23,7 @@
 // would be drawn with probability below 2^-40 / K anyway).
 //
 // Why it is fast and still exact. Masses are integers, so every sum, prefix
-// and histogram may be formed in any order: a row is split into kCtas
+// and histogram may be formed in any order: a row is split into C
 // contiguous slices (one per CTA of a cluster, held in shared memory), CTAs
 // publish per-slice results in their shared memory and read the others'
 // through distributed shared memory (cluster_map), and all of them compute
@@ -63,7 +63,11 @@ using u64 = unsigned long long;
 #define SAMPLE_CTAS 8
 #define SAMPLE_THREADS 256
 #endif
-constexpr int kCtas = SAMPLE_CTAS;      // CTAs per row: one cluster (8: the portable cluster size)
+// CTAs per row (one cluster): kCtas (8, the portable cluster size), or
+// kCtasWide for rows of more than kWideFrom ids where the device can schedule
+// it (less shared memory per CTA, so 64 rows of 152k ids fit one wave).
+constexpr int kCtas = SAMPLE_CTAS, kCtasWide = 2 * SAMPLE_CTAS;
+constexpr int64_t kWideFrom = 65536;
 constexpr int kThreads = SAMPLE_THREADS;  // threads per CTA
 constexpr int kWarps = kThreads / 32;
 constexpr int kBins = 256;        // radix digits of 8 bits
@@ -168,7 +172,7 @@ __device__ __forceinline__ void hist_add(u64* h, uint32_t bin, u64 m, u64* stage
 // whether slice element x counts. Requires target <= the row's total mass
 // (then exactly one digit qualifies in every pass). ph: the running
 // histogram-buffer parity of the row (one cluster barrier per digit).
-template <bool kCount, class KeyOf>
+template <int C, bool kCount, class KeyOf>
 __device__ __forceinline__ uint32_t cluster_select(ClusterShared& sm, const float* s, int len, int ch, u64 target,
                                                    int& ph, KeyOf key_of) {
     const int tid = threadIdx.x, warp = tid >> 5;
@@ -191,7 +195,7 @@ __device__ __forceinline__ uint32_t cluster_select(ClusterShared& sm, const floa
         for (int k = 0; k < kBinsPer; ++k) {
             const int d = tid * kBinsPer + k;
             hd[k] = 0;
-            for (int c = 0; c < kCtas; ++c) hd[k] += cluster_map(&sm.hist[ph & 1][d], c)[0];
+            for (int c = 0; c < C; ++c) hd[k] += cluster_map(&sm.hist[ph & 1][d], c)[0];
             sm.hist[(ph + 1) & 1][d] = 0;  // last read remotely before the barrier above
             mine += hd[k];
         }
@@ -260,18 +264,19 @@ __device__ __forceinline__ uint32_t random_u24(uint64_t seed, int64_t position) 
 }
 
 // Ids per CTA slice: a multiple of 4 (16-byte loads when the row allows).
-__host__ __device__ __forceinline__ int64_t sample_slice(int64_t n) { return ((n + kCtas - 1) / kCtas + 3) / 4 * 4; }
+__host__ __device__ __forceinline__ int64_t sample_slice(int64_t n, int c) { return ((n + c - 1) / c + 3) / 4 * 4; }
 
-// Grid: kCtas CTAs (one cluster) per row. Dynamic shared memory:
+// Grid: C CTAs (one cluster) per row. Dynamic shared memory:
 // ClusterShared, then `slice` floats.
-__global__ void __launch_bounds__(kThreads) sample_cluster_kernel(const SampleArgs a, int64_t slice) {
+template <int C>
+__global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const SampleArgs a, int64_t slice) {
     pdl_wait();  // first: see cuda_pdl.cuh
     pdl_launch_dependents();
     ClusterShared& sm = *dynamic_smem<ClusterShared>();
     float* const s = reinterpret_cast<float*>(&sm + 1);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int rank = (int)(blockIdx.x % kCtas);  // the CTA's rank in its (1-D) cluster
-    const int64_t row = blockIdx.x / kCtas, n = a.n_vocab;
+    const int rank = (int)(blockIdx.x % C);  // the CTA's rank in its (1-D) cluster
+    const int64_t row = blockIdx.x / C, n = a.n_vocab;
     const int64_t s0 = (int64_t)rank * slice < n ? (int64_t)rank * slice : n;
     const int len = (int)((s0 + slice < n ? s0 + slice : n) - s0);
     const int ch = ((len + kThreads - 1) / kThreads) | 1;  // odd: a warp's chunk starts hit 32 banks
@@ -351,7 +356,7 @@ __global__ void __launch_bounds__(kThreads) sample_cluster_kernel(const SampleAr
     cluster_sync();  // the slices, best and n_ok of every CTA
     Best best{__int_as_float(0xff800000), INT32_MAX};
     int64_t n_ok = 0;
-    for (int c = 0; c < kCtas; ++c) {  // a selection under a total order and an integer sum: any order
+    for (int c = 0; c < C; ++c) {  // a selection under a total order and an integer sum: any order
         const ClusterShared* o = cluster_map(&sm, c);
         best = better(best, o->best);
         n_ok += o->n_ok;
@@ -370,7 +375,7 @@ __global__ void __launch_bounds__(kThreads) sample_cluster_kernel(const SampleAr
     rule.use_k = prm.top_k > 0 && (int64_t)prm.top_k < n_ok;
     rule.thr_l = 0.0f;
     if (rule.use_k) {
-        const uint32_t key = cluster_select<true>(sm, s, len, ch, (u64)prm.top_k, ph,
+        const uint32_t key = cluster_select<C, true>(sm, s, len, ch, (u64)prm.top_k, ph,
                                                   [](float l, uint32_t* k, u64* m) {
                                                       *k = order_key(l);
                                                       *m = 1;
@@ -396,7 +401,7 @@ __global__ void __launch_bounds__(kThreads) sample_cluster_kernel(const SampleAr
     cluster_sync();
     // The cluster's mass, and (for the draw) the mass of the slices before this one and of this one.
     u64 total = 0, before = 0, own = 0;
-    for (int c = 0; c < kCtas; ++c) {
+    for (int c = 0; c < C; ++c) {
         const u64 m = cluster_map(&sm.mass_w, c)[0];
         total += m;
         if (c < rank) before += m;
@@ -405,7 +410,7 @@ __global__ void __launch_bounds__(kThreads) sample_cluster_kernel(const SampleAr
 
     float w_min = 0.0f;
     if (prm.top_p < 1.0f) {
-        const uint32_t key = cluster_select<false>(sm, s, len, ch, top_p_target(prm.top_p, total), ph,
+        const uint32_t key = cluster_select<C, false>(sm, s, len, ch, top_p_target(prm.top_p, total), ph,
                                                    [](float w, uint32_t* k, u64* m) {
                                                        *k = __float_as_uint(w);
                                                        *m = w >= 0.0f ? mass_of(w) : 0;
@@ -428,7 +433,7 @@ __global__ void __launch_bounds__(kThreads) sample_cluster_kernel(const SampleAr
         if (tid == 0) sm.mass_d = cta_mass;
         cluster_sync();
         total = before = own = 0;
-        for (int c = 0; c < kCtas; ++c) {
+        for (int c = 0; c < C; ++c) {
             const u64 m = cluster_map(&sm.mass_d, c)[0];
             total += m;
             if (c < rank) before += m;
@@ -463,28 +468,95 @@ __global__ void __launch_bounds__(kThreads) sample_cluster_kernel(const SampleAr
 
 namespace {
 
-// Raises the kernel's dynamic shared memory limit to the device's opt-in
-// maximum once per device and returns that maximum. A function attribute, not
-// stream work: relaxed capture mode around it keeps a first call during graph
-// recording harmless (as in cuda_attention.cu).
-int64_t sample_cluster_smem_limit() {
+// Per device, once: raises both kernels' dynamic shared memory limit to the
+// opt-in maximum (returned) and allows the wide kernel's non-portable cluster
+// size (*wide_ok: whether the device accepted it). Function attributes, not
+// stream work: relaxed capture mode around them keeps a first call during
+// graph recording harmless (as in cuda_attention.cu).
+int64_t sample_cluster_setup(bool* wide_ok) {
     constexpr int kMaxDevices = 64;
     static std::mutex mu;
     static int limit[kMaxDevices] = {};
+    static bool wide[kMaxDevices] = {};
     int dev = 0;
     check(cudaGetDevice(&dev), "cudaGetDevice");
     std::lock_guard<std::mutex> lock(mu);
-    if (dev >= 0 && dev < kMaxDevices && limit[dev] > 0) return limit[dev];
+    if (dev >= 0 && dev < kMaxDevices && limit[dev] > 0) {
+        *wide_ok = wide[dev];
+        return limit[dev];
+    }
     int optin = 0;
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
     cudaError_t err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     if (err == cudaSuccess)
-        err = cudaFuncSetAttribute(sample_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+        err = cudaFuncSetAttribute(sample_cluster_kernel<kCtas>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+    if (err == cudaSuccess)
+        err = cudaFuncSetAttribute(sample_cluster_kernel<kCtasWide>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   optin);
+    bool w = false;
+    if (err == cudaSuccess) {
+        w = cudaFuncSetAttribute(sample_cluster_kernel<kCtasWide>, cudaFuncAttributeNonPortableClusterSizeAllowed,
+                                 1) == cudaSuccess;
+        (void)cudaGetLastError();  // a refusal only means 8-CTA clusters
+    }
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
     check(err, "cudaFuncSetAttribute (sample shared memory)");
-    if (dev >= 0 && dev < kMaxDevices) limit[dev] = optin;
+    if (dev >= 0 && dev < kMaxDevices) {
+        limit[dev] = optin;
+        wide[dev] = w;
+    }
+    *wide_ok = w;
     return optin;
+}
+
+template <int C>
+cudaLaunchConfig_t sample_config(const SampleArgs& a, cudaStream_t stream, size_t smem, cudaLaunchAttribute* attr) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(a.n_rows * C));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = C;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl_add_attr(attr, 1);  // programmatic launch: cuda_pdl.cuh
+    return cfg;
+}
+
+// Whether a 16-CTA cluster with `smem` bytes per CTA can be resident on the
+// device (asked once per device and size; a host query, not stream work).
+bool wide_fits(size_t smem) {
+    static std::mutex mu;
+    static int known_dev = -1;
+    static size_t known_smem = 0;
+    static bool known = false;
+    int dev = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    std::lock_guard<std::mutex> lock(mu);
+    if (dev == known_dev && smem == known_smem) return known;
+    SampleArgs probe{};
+    probe.n_rows = 1;
+    cudaLaunchAttribute attr[2];
+    cudaLaunchConfig_t cfg = sample_config<kCtasWide>(probe, nullptr, smem, attr);
+    cfg.numAttrs = 1;  // the cluster shape only
+    int clusters = 0;
+    const bool ok = cudaOccupancyMaxActiveClusters(&clusters, sample_cluster_kernel<kCtasWide>, &cfg) == cudaSuccess &&
+                    clusters >= 1;
+    (void)cudaGetLastError();
+    known_dev = dev;
+    known_smem = smem;
+    known = ok;
+    return ok;
+}
+
+template <int C>
+void launch_c(const SampleArgs& a, cudaStream_t stream, int64_t slice, size_t smem) {
+    cudaLaunchAttribute attr[2];
+    cudaLaunchConfig_t cfg = sample_config<C>(a, stream, smem, attr);
+    check(cudaLaunchKernelEx(&cfg, sample_cluster_kernel<C>, a, slice), "sample launch");
 }
 
 }  // namespace
@@ -494,27 +566,27 @@ void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
     if (a.n_rows <= 0 || a.n_vocab <= 0) return;
     if (a.n_vocab >= kMaxVocab)
         fail(STRATA_ERR_INVALID_ARGUMENT, "sample: n_vocab " + std::to_string(a.n_vocab) + " must be below 2^24");
-    if (a.n_rows > (int64_t)INT_MAX / kCtas)
+    if (a.n_rows > (int64_t)INT_MAX / kCtasWide)
         fail(STRATA_ERR_INVALID_ARGUMENT, "sample: n_rows " + std::to_string(a.n_rows) + " too large for one launch");
-    const int64_t slice = sample_slice(a.n_vocab);
+    bool wide_ok = false;
+    const int64_t limit = sample_cluster_setup(&wide_ok);
+    // Tokens do not depend on the cluster size (the file comment): pick the faster one.
+    if (a.n_vocab > kWideFrom && wide_ok) {
+        const int64_t slice = sample_slice(a.n_vocab, kCtasWide);
+        const size_t smem = sizeof(ClusterShared) + (size_t)slice * sizeof(float);
+        if ((int64_t)smem <= limit && wide_fits(smem)) {
+            launch_c<kCtasWide>(a, stream, slice, smem);
+            check_launch("sample");
+            return;
+        }
+    }
+    const int64_t slice = sample_slice(a.n_vocab, kCtas);
     const size_t smem = sizeof(ClusterShared) + (size_t)slice * sizeof(float);
-    if ((int64_t)smem > sample_cluster_smem_limit())
+    if ((int64_t)smem > limit)
         fail(STRATA_ERR_INVALID_ARGUMENT, "sample: n_vocab " + std::to_string(a.n_vocab) +
                                               " does not fit the sampler's shared memory (" + std::to_string(kCtas) +
                                               " slices)");
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)(a.n_rows * kCtas));
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = kCtas;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl_add_attr(attr, 1);  // programmatic launch: cuda_pdl.cuh
-    check(cudaLaunchKernelEx(&cfg, sample_cluster_kernel, a, slice), "sample launch");
+    launch_c<kCtas>(a, stream, slice, smem);
     check_launch("sample");
 }
 
