@@ -543,9 +543,12 @@ bool wide_fits(size_t smem) {
     cudaLaunchConfig_t cfg = sample_config<kCtasWide>(probe, nullptr, smem, attr);
     cfg.numAttrs = 1;  // the cluster shape only
     int clusters = 0;
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // harmless during graph recording
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
     const bool ok = cudaOccupancyMaxActiveClusters(&clusters, sample_cluster_kernel<kCtasWide>, &cfg) == cudaSuccess &&
                     clusters >= 1;
     (void)cudaGetLastError();
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
     known_dev = dev;
     known_smem = smem;
     known = ok;
