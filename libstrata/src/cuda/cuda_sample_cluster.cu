@@ -9,7 +9,9 @@
 //         row of fewer than 2^24 ids sums to less than 2^64: exact in any
 //         order, which is what makes this canonical definition independent of
 //         the launch shape);
-//   top-k: keep l_i >= the k-th largest non-NaN logit (ties kept);
+//   top-k: keep l_i >= the k-th largest non-NaN logit (ties kept; for
+//          k <= kThreads found over candidates gathered from the cluster,
+//          topk_gathered);
 //   top-p: keep w_i >= w*, the largest weight value whose mass
 //          S(w*) = Σ q_i over kept w_i >= w* reaches ceil(top_p · Q) (at least
 //          1), Q the mass top-k kept; top_p <= 0 keeps the ties of the max;
@@ -68,6 +70,8 @@ using u64 = unsigned long long;
 // it (less shared memory per CTA, so 64 rows of 152k ids fit one wave).
 constexpr int kCtas = SAMPLE_CTAS, kCtasWide = 2 * SAMPLE_CTAS;
 constexpr int64_t kWideFrom = 65536;
+constexpr int kCandCap = 128;     // top-k candidates a CTA may publish (the gathered route)
+constexpr int kGatherCap = 1536;  // candidates of a whole cluster (the gathered route)
 constexpr int kThreads = SAMPLE_THREADS;  // threads per CTA
 constexpr int kWarps = kThreads / 32;
 constexpr int kBins = 256;        // radix digits of 8 bits
@@ -99,6 +103,17 @@ struct alignas(16) ClusterShared {
     // Broadcast within the CTA.
     u64 above;
     uint32_t digit;
+    // The gathered top-k route (topk_gathered).
+    float tmax[kThreads];  // each thread's largest logit in pass 1 (−inf: none)
+    float bound, kth;
+    int n_cand;            // published: this CTA's candidate count
+    int gcount[32];        // the cluster's candidate counts
+    uint32_t wstar;
+    int32_t token;
+    float cand_v[kCandCap];  // published: this CTA's candidates (logits >= bound) and their ids
+    int32_t cand_i[kCandCap];
+    float gv[kGatherCap];    // the whole cluster's candidates (logits, then weights)
+    int32_t gi[kGatherCap];
 };
 
 __device__ __forceinline__ u64 mass_of(float w) { return (u64)(w * kMassScale); }  // w in [0, 1]
@@ -162,7 +177,12 @@ __device__ __forceinline__ void hist_add(u64* h, uint32_t bin, u64 m, u64* stage
         } else {
             for (unsigned p = peers; p != 0u; p &= p - 1u) sum += stage[__ffs(p) - 1];
         }
-        atomicAdd(&h[bin], sum);
+        // Two native 32-bit atomics instead of a 64-bit compare-and-swap loop:
+        // the low word's carry goes into the high word, so h[bin] ends exact.
+        unsigned* const w32 = reinterpret_cast<unsigned*>(&h[bin]);  // little-endian: low word first
+        const unsigned lo = (unsigned)sum, old = atomicAdd(&w32[0], lo);
+        const unsigned carry = (unsigned)(old + lo < old);
+        if ((sum >> 32) != 0u || carry != 0u) atomicAdd(&w32[1], (unsigned)(sum >> 32) + carry);
     }
     if (!kCount) __syncwarp();  // stage is rewritten by the next call
 }
@@ -263,6 +283,134 @@ __device__ __forceinline__ uint32_t random_u24(uint64_t seed, int64_t position) 
     return (uint32_t)(splitmix64(seed ^ splitmix64((uint64_t)position)) >> 40);
 }
 
+// The top-k route for k <= kThreads: every logit the top k can keep, gathered
+// into every CTA, and the rest of the row's sampling done there on few ids.
+// A bound per CTA: the k-th largest of its threads' pass-1 maxima (at least k
+// of its logits are >= it, so its k-th largest logit, which is at most the
+// row's, is >= it); each CTA lists its logits >= its bound; the union of the
+// lists holds every logit >= the row's k-th largest. Over the union, exactly
+// as over the row: the k-th largest by ranking, the kept weights and masses,
+// w* as the largest kept weight whose S(w) reaches the target, the draw as
+// the lowest kept id whose running mass (ids at or below it) exceeds D. The
+// same integers as the radix route, so the same token. Returns false
+// (cluster-uniform: every CTA reads the same counts) when a list overflows;
+// the caller then takes the radix route. Passes one cluster barrier when it
+// falls back, two when it samples.
+template <int C>
+__device__ bool topk_gathered(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int64_t row, int rank,
+                              const strata_sampling_params& prm, const RowRule& rule0, int32_t* out) {
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int k = prm.top_k;
+    {
+        const float v = sm.tmax[tid];
+        int gt = 0, ge = 0;
+        for (int t = 0; t < kThreads; ++t) {
+            const float o = sm.tmax[t];
+            gt += o > v;
+            ge += o >= v;
+        }
+        if (tid == 0) sm.n_cand = 0;
+        if (gt < k && k <= ge) sm.bound = v;  // the writers' values compare equal
+    }
+    __syncthreads();
+    const float bound = sm.bound;
+    for (int j = 0; j < ch; ++j) {  // the same trip count in every lane
+        const int e = tid * ch + j;
+        const float l = e < len ? s[e] : __int_as_float(0x7fc00000);  // NaN: never a candidate
+        const bool is = l >= bound;
+        const unsigned mask = __ballot_sync(kFullMask, is);
+        if (mask == 0u) continue;  // warp-uniform
+        int first = lane == __ffs(mask) - 1 ? atomicAdd(&sm.n_cand, __popc(mask)) : 0;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) first += __shfl_xor_sync(kFullMask, first, off);  // to every lane
+        const int at = first + __popc(mask & ((1u << lane) - 1u));
+        if (is && at < kCandCap) {
+            sm.cand_v[at] = l;
+            sm.cand_i[at] = (int32_t)(s0 + e);
+        }
+    }
+    cluster_sync();  // every CTA's list and count
+    if (tid < C) sm.gcount[tid] = cluster_map(&sm.n_cand, tid)[0];
+    __syncthreads();
+    int m = 0;
+    bool fits = true;
+    for (int c = 0; c < C; ++c) {
+        fits = fits && sm.gcount[c] <= kCandCap;
+        m += sm.gcount[c];
+    }
+    if (!fits || m > kGatherCap) return false;
+    for (int e = tid; e < m; e += kThreads) {
+        int c = 0, idx = e;
+        while (idx >= sm.gcount[c]) idx -= sm.gcount[c++];
+        sm.gv[e] = cluster_map(&sm.cand_v[idx], c)[0];
+        sm.gi[e] = cluster_map(&sm.cand_i[idx], c)[0];
+    }
+    cluster_sync();  // every remote read is done: no CTA touches another's shared memory after this
+    for (int j = tid; j < m; j += kThreads) {
+        const float v = sm.gv[j];
+        int gt = 0, ge = 0;
+        for (int i = 0; i < m; ++i) {
+            const float o = sm.gv[i];
+            gt += o > v;
+            ge += o >= v;
+        }
+        if (gt < k && k <= ge) sm.kth = v;  // the writers' values compare equal
+    }
+    __syncthreads();
+    RowRule rule = rule0;
+    rule.thr_l = sm.kth;
+    u64 q = 0;
+    for (int j = tid; j < m; j += kThreads) {
+        const float w = rule.kept_weight(sm.gv[j]);
+        sm.gv[j] = w;
+        if (w >= 0.0f) q += mass_of(w);
+    }
+    u64 total = 0;
+    (void)block_scan(q, sm, &total);  // its barriers also publish the weights
+    float w_min = 0.0f;
+    if (prm.top_p < 1.0f) {
+        const u64 target = top_p_target(prm.top_p, total);
+        if (tid == 0) sm.wstar = 0;
+        __syncthreads();
+        for (int j = tid; j < m; j += kThreads) {
+            const float v = sm.gv[j];
+            if (!(v >= 0.0f) || mass_of(v) == 0) continue;
+            u64 at_or_above = 0;
+            for (int i = 0; i < m; ++i) {
+                const float o = sm.gv[i];
+                if (o >= v) at_or_above += mass_of(o);
+            }
+            if (at_or_above >= target) atomicMax(&sm.wstar, __float_as_uint(v));  // w >= 0: bits order as values
+        }
+        __syncthreads();
+        w_min = __uint_as_float(sm.wstar);
+    }
+    if (prm.min_p > 0.0f) w_min = fmaxf(w_min, fminf(prm.min_p, 1.0f));
+    q = 0;
+    for (int j = tid; j < m; j += kThreads) {
+        const float w = sm.gv[j];
+        if (w >= w_min && w >= 0.0f) q += mass_of(w);
+    }
+    (void)block_scan(q, sm, &total);
+    const u64 target = (u64)(((unsigned __int128)random_u24(prm.seed, prm.position) * total) >> 24);
+    if (tid == 0) sm.token = INT32_MAX;
+    __syncthreads();
+    for (int j = tid; j < m; j += kThreads) {
+        const float v = sm.gv[j];
+        if (!(v >= w_min && v >= 0.0f)) continue;
+        const int32_t id = sm.gi[j];
+        u64 run = 0;
+        for (int i = 0; i < m; ++i) {
+            const float o = sm.gv[i];
+            if (o >= w_min && o >= 0.0f && sm.gi[i] <= id) run += mass_of(o);
+        }
+        if (run > target) atomicMin(&sm.token, id);
+    }
+    __syncthreads();
+    if (rank == 0 && tid == 0) out[row] = sm.token;
+    return true;
+}
+
 // Ids per CTA slice: a multiple of 4 (16-byte loads when the row allows).
 __host__ __device__ __forceinline__ int64_t sample_slice(int64_t n, int c) { return ((n + c - 1) / c + 3) / 4 * 4; }
 
@@ -330,6 +478,7 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
         s[i] = l;
         consider(b, ok, l, s0 + i);
     }
+    sm.tmax[tid] = b.v;
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) {
         Best o;
@@ -374,6 +523,9 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
     rule.T = prm.temperature;
     rule.use_k = prm.top_k > 0 && (int64_t)prm.top_k < n_ok;
     rule.thr_l = 0.0f;
+    if (rule.use_k && prm.top_k <= kThreads &&
+        topk_gathered<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids))
+        return;
     if (rule.use_k) {
         const uint32_t key = cluster_select<C, true>(sm, s, len, ch, (u64)prm.top_k, ph,
                                                   [](float l, uint32_t* k, u64* m) {
