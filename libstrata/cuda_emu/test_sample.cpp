@@ -29,6 +29,8 @@
 static bool g_leak = false;  // the negative control: row r's logits pick up row r + 1's
 #define SAMPLE_LEAK(args, row, id, value) \
     ((g_leak && (row) + 1 < (args).n_rows) ? (value) + (args).logits[((row) + 1) * (args).n_vocab + (id)] : (value))
+static std::atomic<int> g_routes[2];  // top-k rows by route: [0] radix (a list overflowed), [1] gathered
+#define SAMPLE_ROUTE(gathered) (g_routes[(gathered)]++)
 #include "cuda_sample.cu"
 #include "cuda_sample_cluster.cu"
 #include "core/rng.h"
@@ -238,6 +240,7 @@ int main(int argc, char** argv) {
     printf("sample: %d rows, %d off the exact reference; float64 reference: %d of %d random rows differ, %d adversarial rows differ; "
            "argmax: %d wrong; batch invariance: %d of %d draws differ; negative control (rows leaking into each other): %d of %d draws differ\n",
            rows, exact_miss, f64_rand_miss, f64_rand, f64_adv_miss, argmax_miss, inv_miss, inv_rows, leak_differs, leak_rows);
+    printf("top-k rows (k <= threads per CTA) by route: %d gathered, %d radix after a list overflowed\n", g_routes[1].load(), g_routes[0].load());
     const bool blunt = leak_rows > 0 && leak_differs == 0;
     if (blunt) printf("negative control failed: the invariance comparison saw no leak\n");
     return exact_miss != 0 || f64_rand_miss != 0 || argmax_miss != 0 || inv_miss != 0 || blunt;

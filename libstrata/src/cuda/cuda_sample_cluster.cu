@@ -52,6 +52,10 @@
 #ifndef SAMPLE_LEAK
 #define SAMPLE_LEAK(args, row, id, value) (value)
 #endif
+// Test hook: counts which top-k route a row took (1 gathered, 0 radix).
+#ifndef SAMPLE_ROUTE
+#define SAMPLE_ROUTE(gathered)
+#endif
 
 namespace strata {
 namespace cuda {
@@ -338,7 +342,10 @@ __device__ bool topk_gathered(ClusterShared& sm, const float* s, int len, int ch
         fits = fits && sm.gcount[c] <= kCandCap;
         m += sm.gcount[c];
     }
-    if (!fits || m > kGatherCap) return false;
+    if (!fits || m > kGatherCap) {
+        if (rank == 0 && tid == 0) SAMPLE_ROUTE(0);
+        return false;
+    }
     for (int e = tid; e < m; e += kThreads) {
         int c = 0, idx = e;
         while (idx >= sm.gcount[c]) idx -= sm.gcount[c++];
@@ -407,7 +414,10 @@ __device__ bool topk_gathered(ClusterShared& sm, const float* s, int len, int ch
         if (run > target) atomicMin(&sm.token, id);
     }
     __syncthreads();
-    if (rank == 0 && tid == 0) out[row] = sm.token;
+    if (rank == 0 && tid == 0) {
+        out[row] = sm.token;
+        SAMPLE_ROUTE(1);
+    }
     return true;
 }
 
