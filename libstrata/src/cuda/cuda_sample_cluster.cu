@@ -684,7 +684,7 @@ cudaLaunchConfig_t sample_config(const SampleArgs& a, cudaStream_t stream, size_
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = pdl_add_attr(attr, 1);  // programmatic launch: cuda_pdl.cuh
+    cfg.numAttrs = 1;  // the cluster shape; launch_c adds PDL
     return cfg;
 }
 
@@ -703,7 +703,6 @@ bool wide_fits(size_t smem) {
     probe.n_rows = 1;
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfg = sample_config<kCtasWide>(probe, nullptr, smem, attr);
-    cfg.numAttrs = 1;  // the cluster shape only
     int clusters = 0;
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // harmless during graph recording
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
@@ -721,6 +720,7 @@ template <int C>
 void launch_c(const SampleArgs& a, cudaStream_t stream, int64_t slice, size_t smem) {
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfg = sample_config<C>(a, stream, smem, attr);
+    cfg.numAttrs = pdl_add_attr(attr, 1);  // programmatic launch: cuda_pdl.cuh
     check(cudaLaunchKernelEx(&cfg, sample_cluster_kernel<C>, a, slice), "sample launch");
 }
 
