@@ -6,10 +6,10 @@ setting (greedy, temperature only, top-k, top-p, top-k + top-p, min-p), one CUDA
 graph records `--calls` sample calls on the same logits (normal, std 3: a
 realistic spread of a model's logits) and is launched a few times; the time
 per call is the wall time over launches x calls (bench/gpu_kernels.py's
-method). Issue 11's target: under 30 us per call at 64 rows. The kernel keeps
-a row of up to ~49.6k ids in shared memory (docs/cuda_backend.md, "sample"),
-so the 49k column shows the shared path and the larger vocabularies its mix
-of shared head and global tail.
+method). Issue 11's target: under 30 us per call at 64 rows. The CUDA sampler
+runs a cluster of 8 CTAs per row, each holding an eighth of the row in shared
+memory (docs/cuda_backend.md, "sample"): 24 KB a CTA at 49k ids, 76 KB at
+152k (fewer CTAs per SM, so 64 rows of 152k take two waves).
 
     python bench/gpu_sample.py                      # cuda:0, the full table
     python bench/gpu_sample.py --device cpu --calls 2 --launches 1 --vocabs 4096   # a smoke run

@@ -102,6 +102,16 @@ template <class T> inline T __shfl_xor_sync(unsigned, T v, int off) {
     t_block->warp_bars[warp]->arrive_and_wait();
     T r; std::memcpy(&r, &o, sizeof(T)); return r;
 }
+// The value of lane (this lane - off), or this lane's own below lane off.
+template <class T> inline T __shfl_up_sync(unsigned, T v, int off) {
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    uint64_t bits = 0; std::memcpy(&bits, &v, sizeof(T));
+    t_block->xchg[warp][lane] = bits;
+    t_block->warp_bars[warp]->arrive_and_wait();
+    uint64_t o = lane >= (unsigned)off ? t_block->xchg[warp][lane - off] : bits;
+    t_block->warp_bars[warp]->arrive_and_wait();
+    T r; std::memcpy(&r, &o, sizeof(T)); return r;
+}
 // The lanes of the (full) warp whose value equals this lane's.
 inline unsigned __match_any_sync(unsigned, unsigned v) {
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -127,6 +137,10 @@ inline unsigned __ballot_sync(unsigned, int pred) {
 inline int __ffs(unsigned x) { return x ? __builtin_ctz(x) + 1 : 0; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline unsigned atomicMax(unsigned* p, unsigned v) { unsigned o = __atomic_load_n(p, __ATOMIC_SEQ_CST); while (o < v && !__atomic_compare_exchange_n(p, &o, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {} return o; }
+inline int atomicMin(int* p, int v) { int o = __atomic_load_n(p, __ATOMIC_SEQ_CST); while (o > v && !__atomic_compare_exchange_n(p, &o, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {} return o; }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 template <class T> inline T __ldcg(const T* p) { return *p; }
 // Runs kernel() for every block of a gx x gy grid, `cluster` consecutive blocks

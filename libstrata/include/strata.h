@@ -519,7 +519,9 @@ typedef struct strata_sampling_params {
  * kept. Then
  * u = strata_random_uniform(seed, position) picks the first kept token, in
  * ascending id order, whose running weight sum exceeds u * (kept total).
- * The draw depends only on (seed, position) and the row's logits. */
+ * The draw depends only on (seed, position) and the row's logits. (CUDA
+ * sums integer masses floor(w_i * 2^40), exact in any order; the CPU sums
+ * floats in id order: both follow this rule up to rounding.) */
 int32_t strata_sample(strata_context *ctx, strata_buffer *logits, uint64_t logits_offset, int64_t n_rows,
                       int64_t n_vocab, strata_buffer *params, uint64_t params_offset, strata_buffer *out_ids,
                       uint64_t out_offset);

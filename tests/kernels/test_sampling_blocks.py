@@ -1,8 +1,7 @@
-"""Seeded sampling across the CUDA sampler's launch shapes: row counts below, at and
-above its 128-block cap (a block then samples rows blockIdx.x, +128, ...), and the
-routes its top-k takes inside a 1024-thread block (a short candidate list, a radix
-select over the list or the whole row for k > 256, many tied logits at the k-th,
-rows masked to -inf but for a few ids). Every row must equal the float64
+"""Seeded sampling across row counts (127 and 129: around the previous CUDA sampler's
+128-block cap; the cluster sampler launches one 8-CTA cluster per row) and top-k
+settings (k 256 / 300 / 2000, many tied logits at the k-th, rows masked to -inf but
+for a few ids). Every row must equal the float64
 reference of strata.h's rule (where no decision is within rounding of a
 boundary) and its own draw sampled alone (exactness); the CPU runs the same
 checks."""

@@ -1,7 +1,6 @@
 """Seeded sampling at real vocabulary sizes (49,152: SmolLM2; 151,936: Qwen2.5;
-50,001: odd, so rows after the first are not 16-byte aligned), where the CUDA
-sampler keeps the whole row in shared memory (49k) or a shared head and a
-global tail (152k, 50,001 on devices with less shared memory): every filter
+50,001: odd, so rows after the first are not 16-byte aligned, nor the CUDA
+sampler's slices; 152k: 76 KB of shared memory per CTA of its cluster): every filter
 setting against the float64 reference of strata.h's rule, and each row's token
 equal to that row sampled alone and in a permuted batch (exactness)."""
 

@@ -40,7 +40,7 @@ void launch_gelu(const UnaryArgs& a, cudaStream_t stream);               // cuda
 void launch_scale(const UnaryArgs& a, cudaStream_t stream);              // cuda_elementwise.cu
 void launch_add(const BinaryArgs& a, cudaStream_t stream);               // cuda_elementwise.cu
 void launch_argmax(const ArgmaxArgs& a, cudaStream_t stream);            // cuda_sample.cu
-void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch);  // cuda_sample.cu
+void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch);  // cuda_sample_cluster.cu
 void launch_step_advance(const StepAdvanceArgs& a, cudaStream_t stream); // cuda_step.cu
 void launch_logits_adjust(const LogitsAdjustArgs& a, cudaStream_t stream);  // cuda_logits.cu
 
