@@ -41,6 +41,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cuda_attention_route.cuh"
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
 #include "cuda_kv_layout.cuh"
@@ -60,6 +61,8 @@ struct DecodePlan {
     int32_t max_chunks;     // chunks of the longest possible row: ceil(n_ctx / 256)
     float* states;          // S > 1: [item][max_chunks][worker][NQ (2 + HD)] raw worker states
     int32_t* arrivals;      // S > 1: [item] blocks of the item done (zero between calls)
+    int32_t prompt_rows;    // > 0: after the prompt kernel (cuda_attention_prompt.cu) with blocks of
+                            // this many rows: rows of its blocks that read one slot are skipped
 };
 
 namespace {
@@ -103,6 +106,9 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
     const int kvh = rest % s.n_kv_heads, r = rest / s.n_kv_heads;
     const int h0 = kvh * P.group + hg * P.heads_per_cta;
     const int nh = min(P.heads_per_cta, P.group - hg * P.heads_per_cta);
+    // Served by the prompt kernel (the whole block returns: before any barrier, S = 1).
+    if (P.prompt_rows > 0 && prompt_block_single_slot(a, (int64_t)(r / P.prompt_rows) * P.prompt_rows, P.prompt_rows))
+        return;
     const int32_t slot = a.rows[2 * r], ix = a.rows[2 * r + 1];
     const bool valid = a.layer >= 0 && a.layer < s.n_layers && nh > 0 && slot >= 0 && slot < s.n_slots && ix >= 0 &&
                        ix < s.n_ctx;
@@ -416,12 +422,16 @@ void launch_variant(const DecodePlan& P, bool int8, unsigned grid, cudaStream_t 
 
 }  // namespace
 
-bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch) {
+namespace {
+
+// prompt_rows > 0: the rows the prompt kernel left (launch_attention_decode_rest), unsplit.
+bool decode_launch(const AttentionArgs& a, cudaStream_t stream, Scratch* scratch, int32_t prompt_rows) {
     const SlotsView& s = a.slots;
     const int hd = s.head_dim;
-    if (attention_legacy_selected()) return false;
+    if (prompt_rows <= 0 && attention_legacy_selected()) return false;
     if (hd != 64 && hd != 128) return false;  // other widths (Gemma's 256, odd ones): the legacy kernel
-    if (a.n_rows >= 256) return false;        // prompt-sized launches: the legacy kernel shares staged tiles
+    // Prompt-sized launches: the prompt kernel (cuda_attention_prompt.cu) or the legacy kernel.
+    if (prompt_rows <= 0 && a.n_rows >= 256) return false;
     const bool int8 = s.kv_dtype == STRATA_KV_INT8;
     const void* base = int8 ? static_cast<const void*>(s.kv8) : static_cast<const void*>(s.kv);
     if (base == nullptr || reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
@@ -430,6 +440,7 @@ bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratc
 
     DecodePlan P{};
     P.a = a;
+    P.prompt_rows = prompt_rows;
     P.group = a.n_heads / s.n_kv_heads;
     const int nq = P.group <= 4 ? 4 : 8;
     P.heads_per_cta = P.group < nq ? P.group : nq;
@@ -454,14 +465,14 @@ bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratc
     const size_t ws_floats = (size_t)nq * (2 + hd);
     const size_t state_bytes = (size_t)items * P.max_chunks * kWorkers * ws_floats * sizeof(float);
     int split = 1;
-    if (state_bytes <= kMaxStateBytes && items <= (int64_t)(kCounterBytes / sizeof(int32_t)))
+    if (prompt_rows <= 0 && state_bytes <= kMaxStateBytes && items <= (int64_t)(kCounterBytes / sizeof(int32_t)))
         while (split < kMaxSplit && items * split * 2 <= target && split * 2 <= P.max_chunks) split *= 2;
     P.split = split;
     if (items * split > (int64_t)INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda attention: too many rows for one launch");
     if (split > 1) {
         // A fixed counter region at the buffer's start (states never overlap it, whatever the call).
         unsigned char* buf = static_cast<unsigned char*>(
-            scratch.get_zeroed(kCounterBytes + state_bytes, kCounterBytes, stream));
+            scratch->get_zeroed(kCounterBytes + state_bytes, kCounterBytes, stream));
         P.arrivals = reinterpret_cast<int32_t*>(buf);
         P.states = reinterpret_cast<float*>(buf + kCounterBytes);
     }
@@ -476,6 +487,17 @@ bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratc
     }
     check_launch("attention (decode)");
     return true;
+}
+
+}  // namespace
+
+bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch) {
+    return decode_launch(a, stream, &scratch, 0);
+}
+
+void launch_attention_decode_rest(const AttentionArgs& a, int32_t prompt_rows, cudaStream_t stream) {
+    if (!decode_launch(a, stream, nullptr, prompt_rows))
+        fail(STRATA_ERR_INTERNAL, "cuda attention: the decode kernel refused the rows the prompt kernel left");
 }
 
 }  // namespace cuda

@@ -1,0 +1,434 @@
+// cuda_attention_prompt.cu — the causal attention kernel for prompt-sized launches (256 rows or
+// more, head_dim 64 or 128, F16 or int8 KV pages): the canonical bits of cuda_attention.cu, with
+// every staged K/V tile shared by all the query vectors of a block of consecutive rows.
+//
+// The arithmetic of one query vector is the canonical one that cuda_attention.cu's header comment
+// defines (tiles of 32 cells, chunks of 8 tiles, worker w of chunk k taking tiles 8k+w then 8k+w+4
+// with an online softmax, the (chunk, worker) fold, out = acc / l); every expression below that
+// touches a value is that file's expression, in that order, with the same explicit roundings
+// (__fmul_rn, __fadd_rn, fmaf, expf, warp_sum, warp_max). What changes is how the work is spread:
+//   - a block serves R consecutive rows of the launch and every query head of one KV head: R·G
+//     query vectors (G = n_heads / n_kv_heads), NV of them per warp (vector v: row v / G, head
+//     v % G). Its rows must all read one slot (cuda_attention_route.cuh); a block whose rows read
+//     several slots returns at once and the decode kernel, launched right after, serves them;
+//   - the block walks the tiles in the canonical worker order, chunk by chunk: tiles 8k, 8k+4
+//     (worker 0), 8k+1, 8k+5 (worker 1), ..., 8k+3, 8k+7 (worker 3). Each tile is staged ONCE in
+//     shared memory for all the block's vectors (cp.async, two tiles ahead, one barrier per tile),
+//     up to the block's last row: cells past that row are never copied, and a vector masks cells
+//     past its own row (score −inf, never in its PV), so NaN there cannot leak in;
+//   - a warp keeps, per vector, the row state and ONE worker state in registers: the worker state
+//     starts empty at the worker's first tile and is folded into the row state after its second,
+//     so the fold is the canonical (chunk, worker) left fold, element by element (m and l are the
+//     same for every dim of a vector, so each lane keeps one copy);
+//   - scores: lane c scores cell c of every active vector of its warp (K row from shared memory,
+//     q broadcast from shared memory), even and odd dims in two FMA chains, ascending; PV: lane l
+//     owns dims HD/32·l .. HD/32·l + HD/32 − 1, cells ascending, p from shared memory;
+//   - tiles wholly below a vector's sliding window come, in its worker, before any visible cell
+//     and add nothing: skipped, as the other kernels do (no bit changes);
+//   - blocks are ordered longest first (the last rows of a chunk see the most cells).
+// STRATA_ATTENTION=legacy (every call on the general kernel) and STRATA_ATTENTION=noprompt
+// (prompt-sized launches on the general kernel, decode-sized ones on the decode kernel) turn it
+// off, for A/B and bit-identity tests.
+#include <cuda_fp16.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "cuda_async.cuh"
+#include "cuda_attention_route.cuh"
+#include "cuda_common.cuh"
+#include "cuda_kernels.cuh"
+#include "cuda_kv_layout.cuh"
+#include "cuda_pdl.cuh"
+
+namespace strata {
+namespace cuda {
+
+// The launch plan of one prompt attention call (decided on the host, see launch_attention_prompt).
+struct PromptPlan {
+    AttentionArgs a;
+    int32_t group;         // G: query heads per KV head
+    int32_t rows_per_cta;  // R: consecutive rows per block (R·G <= warps · NV)
+    int32_t n_blocks;      // ceil(n_rows / R)
+    int32_t walk_xor;      // 0. The emulator's negative control (test_attention_prompt.cpp) sets 2: each
+                           // chunk's workers then run, and fold, in the order 1, 0, 3, 2 (wrong bits)
+};
+
+namespace {
+
+// The canonical geometry (cuda_attention.cu's header comment).
+constexpr int kTile = 32;
+constexpr int kChunkTiles = 8;
+constexpr int kStages = 3;  // staged tiles in flight: the one in use and two ahead
+constexpr int kWarps = 8;   // warps per block
+
+// Query vectors per warp (registers: two states of NV x HD/32 floats per lane), and the rows per
+// block: as many consecutive rows as the block's kWarps·NV vectors hold with all G query heads.
+__host__ __device__ constexpr int vectors_per_warp(int hd) { return hd == 64 ? 8 : 4; }
+__host__ __device__ constexpr int prompt_rows_per_cta(int group, int hd) {
+    return group > 0 ? kWarps * vectors_per_warp(hd) / group : 0;
+}
+constexpr float kNegInf = -__builtin_huge_valf();
+
+static_assert(kPageCells % kTile == 0, "a key tile must not straddle two KV pages (kv_row)");
+
+// One stage: 32 K rows, 32 V rows (F16: HD + 8 halves each, so lane c's 16-byte loads of row c
+// hit distinct banks; int8: HD + 16 bytes), then for int8 the 32 K and the 32 V scales.
+template <int HD, bool INT8>
+struct PromptStage {
+    static constexpr int kRowBytes = INT8 ? HD + 16 : 2 * (HD + 8);
+    static constexpr int kBytes = 2 * kTile * kRowBytes + (INT8 ? 2 * kTile * 4 : 0);
+};
+
+// Shared memory of one block, bytes: the stages, then q [warp][NV][HD] floats, then p [warp][NV][32].
+template <int HD, int NW, int NV, bool INT8>
+__host__ __device__ constexpr int prompt_smem_bytes() {
+    return kStages * PromptStage<HD, INT8>::kBytes + NW * NV * HD * 4 + NW * NV * kTile * 4;
+}
+
+// Step n of a block's walk is tile tile_of(n): chunk n / 8, then worker (n % 8) / 2's two tiles.
+__device__ __forceinline__ int prompt_tile_of(int n) { return (n >> 3) * kChunkTiles + ((n & 7) >> 1) + 4 * (n & 1); }
+
+__device__ __forceinline__ float prompt_i8(int8_t q, float scale) { return __fmul_rn((float)q, scale); }
+
+// HD: head_dim (64 or 128); NW: warps per block; NV: query vectors per warp; INT8: int8 pool.
+template <int HD, int NW, int NV, bool INT8>
+__global__ void __launch_bounds__(NW * 32, 2) attention_prompt_kernel(const PromptPlan P) {
+    pdl_wait();  // first: see cuda_pdl.cuh
+    pdl_launch_dependents();
+    constexpr int DPL = HD / 32;  // PV: dims per lane
+    constexpr int kThreads = NW * 32;
+    constexpr int kRow = PromptStage<HD, INT8>::kRowBytes, kStage = PromptStage<HD, INT8>::kBytes;
+    static_assert(HD == 64 || HD == 128, "head_dim 64 or 128");
+
+    const AttentionArgs& a = P.a;
+    const SlotsView& s = a.slots;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int n_kv = s.n_kv_heads, G = P.group, R = P.rows_per_cta;
+    const int kvh = (int)(blockIdx.x % (unsigned)n_kv);
+    const int64_t r0 = (int64_t)(P.n_blocks - 1 - (int)(blockIdx.x / (unsigned)n_kv)) * R;  // longest first
+    const int nr = (int)min((int64_t)R, a.n_rows - r0);
+    if (!prompt_block_single_slot(a, r0, nr)) return;  // the decode kernel serves these rows
+    const bool plane_ok = a.layer >= 0 && a.layer < s.n_layers;
+
+    // The block's slot, its last row's cell and (sliding window) its lowest visible cell.
+    int slot = -1, max_last = -1, min_first = INT32_MAX;
+    for (int i = 0; i < nr; ++i) {
+        const int32_t sl = a.rows[2 * (r0 + i)], ix = a.rows[2 * (r0 + i) + 1];
+        if (!plane_ok || !attn_row_valid(s, sl, ix)) continue;
+        slot = sl;
+        max_last = max(max_last, (int)ix);
+        min_first = min(min_first, a.window > 0 ? max(0, (int)ix - a.window + 1) : 0);
+    }
+
+    unsigned char* smem = dynamic_smem<unsigned char>();
+    float* q_s = reinterpret_cast<float*>(smem + kStages * kStage) + warp * NV * HD;
+    float* p_s = reinterpret_cast<float*>(smem + kStages * kStage) + NW * NV * HD + warp * NV * kTile;
+
+    // This warp's vectors: vector i is the block's vector warp·NV + i (row r0 + its / G, head
+    // kvh·G + its % G) when that is below nr·G; vlast: its row's last cell (-1: none or padding);
+    // vfirst: its first visible cell. Its query goes to q_s (zero for padding).
+    auto vrow = [&](int i) { return r0 + (warp * NV + i) / G; };
+    auto vhead = [&](int i) { return kvh * G + (warp * NV + i) % G; };
+    auto vout = [&](int i) { return warp * NV + i < nr * G; };
+    int vlast[NV], vfirst[NV];
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        vlast[i] = -1;
+        vfirst[i] = 0;
+        if (vout(i)) {
+            const int32_t sl = a.rows[2 * vrow(i)], ix = a.rows[2 * vrow(i) + 1];
+            if (plane_ok && attn_row_valid(s, sl, ix)) {
+                vlast[i] = ix;
+                vfirst[i] = a.window > 0 ? max(0, (int)ix - a.window + 1) : 0;
+            }
+        }
+    }
+    for (int e = lane; e < NV * HD; e += 32) {
+        const int i = e / HD, d = e - i * HD;
+        const int32_t sl = vout(i) ? a.rows[2 * vrow(i)] : -1, ix = vout(i) ? a.rows[2 * vrow(i) + 1] : -1;
+        q_s[e] = plane_ok && attn_row_valid(s, sl, ix) ? a.q[vrow(i) * a.q_row_stride + (int64_t)vhead(i) * HD + d] : 0.0f;
+    }
+    __syncwarp();
+
+    const int n_tiles = max_last < 0 ? 0 : max_last / kTile + 1;
+    const int n_chunks = (n_tiles + kChunkTiles - 1) / kChunkTiles;
+    const int chunk0 = max_last < 0 ? 0 : min_first / (kTile * kChunkTiles);  // chunks below the window add nothing
+    const int step0 = chunk0 * kChunkTiles, n_steps = max(0, n_chunks - chunk0) * kChunkTiles;
+    auto live = [&](int t) { return t < n_tiles && (t + 1) * kTile > min_first; };
+
+    // The whole block stages step i's tile into stage i % kStages (rows up to the block's last cell).
+    auto issue = [&](int i) {
+        if (i < n_steps) {
+            const int t = prompt_tile_of((step0 + i) ^ P.walk_xor);
+            if (live(t)) {
+                unsigned char* st = smem + (i % kStages) * kStage;
+                const int cell0 = t * kTile, count = min(kTile, max_last + 1 - cell0);
+                const size_t kb = kv_row(s, slot, a.layer, 0, kvh, cell0), vb = kv_row(s, slot, a.layer, 1, kvh, cell0);
+                constexpr int kPieces = (INT8 ? HD : 2 * HD) / 16;  // 16-byte pieces per row
+                for (int e = tid; e < 2 * kTile * kPieces; e += kThreads) {
+                    const int which = e / (kTile * kPieces), c = (e / kPieces) % kTile, j = e % kPieces;
+                    if (c >= count) continue;
+                    const size_t src = (which ? vb : kb) + (size_t)c * HD;
+                    unsigned char* dst = st + (which * kTile + c) * kRow + 16 * j;
+                    if (INT8) cp_async16(dst, s.kv8 + src + 16 * j);
+                    else cp_async16(dst, reinterpret_cast<const __half*>(s.kv) + src + 8 * j);
+                }
+                if (INT8 && tid < 2 * kTile && (tid & 31) < count) {
+                    float* scales = reinterpret_cast<float*>(st + 2 * kTile * kRow);
+                    cp_async4(scales + tid, s.kv_scale + ((tid < kTile ? kb : vb) / HD + (tid & 31)));
+                }
+            }
+        }
+        cp_async_commit();
+    };
+
+    float rm[NV], rl[NV], racc[NV][DPL];  // row states
+    float wm[NV], wl[NV], wacc[NV][DPL];  // the current worker's states
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+        rm[v] = wm[v] = kNegInf;
+        rl[v] = wl[v] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < DPL; ++j) racc[v][j] = wacc[v][j] = 0.0f;
+    }
+
+#pragma unroll
+    for (int i = 0; i < kStages - 1; ++i) issue(i);
+    for (int i = 0; i < n_steps; ++i) {
+        cp_async_wait<kStages - 2>();
+        __syncthreads();      // step i's tile is in; every warp is done with step i - 1's stage
+        issue(i + kStages - 1);  // into step i - 1's stage
+        const int n = step0 + i, t = prompt_tile_of(n ^ P.walk_xor);
+        if ((n & 1) == 0) {  // the worker's first tile: its state starts empty
+#pragma unroll
+            for (int v = 0; v < NV; ++v) {
+                wm[v] = kNegInf;
+                wl[v] = 0.0f;
+#pragma unroll
+                for (int j = 0; j < DPL; ++j) wacc[v][j] = 0.0f;
+            }
+        }
+        if (live(t)) {
+            const unsigned char* st = smem + (i % kStages) * kStage;
+            const int cell0 = t * kTile;
+            // cnt[v]: the vector's cells in this tile; act[v]: the vector takes the tile.
+            int cnt[NV];
+            bool act[NV];
+            bool any = false;
+#pragma unroll
+            for (int v = 0; v < NV; ++v) {
+                cnt[v] = max(0, min(kTile, vlast[v] + 1 - cell0));
+                act[v] = cnt[v] > 0 && (t + 1) * kTile > vfirst[v];
+                any = any || act[v];
+            }
+            if (any) {
+                // Scores: lane c takes cell c (rows past the copied ones are stale and masked below).
+                float se[NV], so[NV];
+#pragma unroll
+                for (int v = 0; v < NV; ++v) se[v] = so[v] = 0.0f;
+                const unsigned char* krow_p = st + lane * kRow;
+                const float kscale = INT8 ? reinterpret_cast<const float*>(st + 2 * kTile * kRow)[lane] : 0.0f;
+#pragma unroll 4
+                for (int d0 = 0; d0 < HD; d0 += 8) {
+                    float2 k01, k23, k45, k67;
+                    if (INT8) {
+                        const uint2 raw = *reinterpret_cast<const uint2*>(krow_p + d0);
+                        const int8_t* b = reinterpret_cast<const int8_t*>(&raw);
+                        k01 = make_float2(prompt_i8(b[0], kscale), prompt_i8(b[1], kscale));
+                        k23 = make_float2(prompt_i8(b[2], kscale), prompt_i8(b[3], kscale));
+                        k45 = make_float2(prompt_i8(b[4], kscale), prompt_i8(b[5], kscale));
+                        k67 = make_float2(prompt_i8(b[6], kscale), prompt_i8(b[7], kscale));
+                    } else {
+                        const uint4 raw = *reinterpret_cast<const uint4*>(krow_p + 2 * d0);
+                        k01 = half2_bits_to_float2(raw.x), k23 = half2_bits_to_float2(raw.y);
+                        k45 = half2_bits_to_float2(raw.z), k67 = half2_bits_to_float2(raw.w);
+                    }
+#pragma unroll
+                    for (int v = 0; v < NV; ++v) {
+                        if (act[v]) {
+                            const float4 qa = *reinterpret_cast<const float4*>(q_s + v * HD + d0);
+                            const float4 qb = *reinterpret_cast<const float4*>(q_s + v * HD + d0 + 4);
+                            se[v] = fmaf(qa.x, k01.x, se[v]);
+                            so[v] = fmaf(qa.y, k01.y, so[v]);
+                            se[v] = fmaf(qa.z, k23.x, se[v]);
+                            so[v] = fmaf(qa.w, k23.y, so[v]);
+                            se[v] = fmaf(qb.x, k45.x, se[v]);
+                            so[v] = fmaf(qb.y, k45.y, so[v]);
+                            se[v] = fmaf(qb.z, k67.x, se[v]);
+                            so[v] = fmaf(qb.w, k67.y, so[v]);
+                        }
+                    }
+                }
+
+                // Online softmax per vector (the canonical expressions).
+                int max_cnt = 0;
+#pragma unroll
+                for (int v = 0; v < NV; ++v) {
+                    if (act[v]) {
+                        const bool seen = lane < cnt[v] && cell0 + lane >= vfirst[v];  // causal and in the window
+                        const float sc = seen ? __fmul_rn(__fadd_rn(se[v], so[v]), a.scale) : kNegInf;
+                        const float m_new = fmaxf(wm[v], warp_max(sc));
+                        if (m_new == kNegInf) {
+                            act[v] = false;  // every score so far is -inf: nothing to add
+                        } else {
+                            const float alpha = expf(__fsub_rn(wm[v], m_new));
+                            const float p = expf(__fsub_rn(sc, m_new));
+                            wl[v] = __fadd_rn(__fmul_rn(wl[v], alpha), warp_sum(p));
+#pragma unroll
+                            for (int j = 0; j < DPL; ++j) wacc[v][j] = __fmul_rn(wacc[v][j], alpha);
+                            wm[v] = m_new;
+                            p_s[v * kTile + lane] = p;
+                            max_cnt = max(max_cnt, cnt[v]);
+                        }
+                    }
+                }
+                __syncwarp();
+
+                // PV: cells in ascending order; lane owns dims DPL·lane .. DPL·lane + DPL − 1.
+                const unsigned char* vrows = st + kTile * kRow;
+                const float* vscales = reinterpret_cast<const float*>(st + 2 * kTile * kRow) + kTile;
+                for (int c = 0; c < max_cnt; ++c) {
+                    float vf[DPL];
+                    if (INT8) {
+                        const int8_t* vp = reinterpret_cast<const int8_t*>(vrows + c * kRow) + DPL * lane;
+                        const float vscale = vscales[c];
+                        if constexpr (DPL == 4) {
+                            const uint32_t w = *reinterpret_cast<const uint32_t*>(vp);
+#pragma unroll
+                            for (int j = 0; j < 4; ++j) vf[j] = prompt_i8((int8_t)((w >> (8 * j)) & 0xffu), vscale);
+                        } else {
+                            const uint32_t w = *reinterpret_cast<const uint16_t*>(vp);
+#pragma unroll
+                            for (int j = 0; j < 2; ++j) vf[j] = prompt_i8((int8_t)((w >> (8 * j)) & 0xffu), vscale);
+                        }
+                    } else {
+                        const unsigned char* vp = vrows + c * kRow + 2 * DPL * lane;
+                        if constexpr (DPL == 4) {
+                            const uint2 raw = *reinterpret_cast<const uint2*>(vp);
+                            const float2 x0 = half2_bits_to_float2(raw.x), x1 = half2_bits_to_float2(raw.y);
+                            vf[0] = x0.x;
+                            vf[1] = x0.y;
+                            vf[2] = x1.x;
+                            vf[3] = x1.y;
+                        } else {
+                            const float2 x0 = half2_bits_to_float2(*reinterpret_cast<const uint32_t*>(vp));
+                            vf[0] = x0.x;
+                            vf[1] = x0.y;
+                        }
+                    }
+#pragma unroll
+                    for (int v = 0; v < NV; ++v) {
+                        if (act[v] && c < cnt[v]) {
+                            const float p = p_s[v * kTile + c];
+#pragma unroll
+                            for (int j = 0; j < DPL; ++j) wacc[v][j] = fmaf(p, vf[j], wacc[v][j]);
+                        }
+                    }
+                }
+                __syncwarp();  // p_s is rewritten by the next tile
+            }
+        }
+        if (n & 1) {  // the worker's second tile: fold its state into the row state (canonical fold)
+#pragma unroll
+            for (int v = 0; v < NV; ++v) {
+                if (wm[v] == kNegInf) continue;
+                if (rm[v] == kNegInf) {
+                    rm[v] = wm[v];
+                    rl[v] = wl[v];
+#pragma unroll
+                    for (int j = 0; j < DPL; ++j) racc[v][j] = wacc[v][j];
+                } else {
+                    const float mn = fmaxf(rm[v], wm[v]);
+                    const float al = expf(__fsub_rn(rm[v], mn)), be = expf(__fsub_rn(wm[v], mn));
+                    rl[v] = fmaf(wl[v], be, __fmul_rn(rl[v], al));
+#pragma unroll
+                    for (int j = 0; j < DPL; ++j) racc[v][j] = fmaf(wacc[v][j], be, __fmul_rn(racc[v][j], al));
+                    rm[v] = mn;
+                }
+            }
+        }
+    }
+    cp_async_wait<0>();  // no copy outlives the block
+
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+        if (!vout(v)) continue;
+        float* o = a.out + vrow(v) * ((int64_t)a.n_heads * HD) + (int64_t)vhead(v) * HD + DPL * lane;
+#pragma unroll
+        for (int j = 0; j < DPL; ++j) o[j] = rl[v] > 0.0f ? __fdiv_rn(racc[v][j], rl[v]) : 0.0f;
+    }
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ host
+
+bool attention_prompt_off() {
+    const char* v = std::getenv("STRATA_ATTENTION");
+    return v != nullptr && (std::strcmp(v, "legacy") == 0 || std::strcmp(v, "noprompt") == 0);
+}
+
+namespace {
+
+template <int HD, bool INT8>
+void launch_prompt_variant(const PromptPlan& P, unsigned grid, cudaStream_t stream) {
+    constexpr int NV = vectors_per_warp(HD);
+    auto* fn = attention_prompt_kernel<HD, kWarps, NV, INT8>;
+    constexpr int smem = prompt_smem_bytes<HD, kWarps, NV, INT8>();
+    // A function attribute, not stream work: set in relaxed capture mode so that a first call made
+    // while a graph is being recorded cannot invalidate the recording (as cuda_attention.cu does).
+    static bool raised[64] = {};
+    int dev = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    if (dev < 0 || dev >= 64 || !raised[dev]) {
+        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+        (void)cudaThreadExchangeStreamCaptureMode(&mode);
+        const cudaError_t err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        (void)cudaThreadExchangeStreamCaptureMode(&mode);
+        check(err, "cudaFuncSetAttribute (prompt attention shared memory)");
+        if (dev >= 0 && dev < 64) raised[dev] = true;
+    }
+    launch_k(fn, grid, kWarps * 32, smem, stream, P);
+}
+
+}  // namespace
+
+bool launch_attention_prompt(const AttentionArgs& a, cudaStream_t stream) {
+    const SlotsView& s = a.slots;
+    const int hd = s.head_dim;
+    if (attention_prompt_off()) return false;
+    if (a.n_rows < 256) return false;         // decode-sized launches: the decode kernel
+    if (hd != 64 && hd != 128) return false;  // other widths (Gemma's 256, odd ones): the general kernel
+    const bool int8 = s.kv_dtype == STRATA_KV_INT8;
+    const void* base = int8 ? static_cast<const void*>(s.kv8) : static_cast<const void*>(s.kv);
+    if (base == nullptr || reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
+    if (int8 && (s.kv_scale == nullptr || reinterpret_cast<uintptr_t>(s.kv_scale) % 4 != 0)) return false;
+    if (s.n_kv_heads <= 0 || a.n_heads % s.n_kv_heads != 0) return false;  // the general launcher reports it
+    const int group = a.n_heads / s.n_kv_heads;
+    const int R = prompt_rows_per_cta(group, hd);
+    if (R < 1) return false;  // more query heads per KV head than a block holds: the general kernel
+
+    PromptPlan P{};
+    P.a = a;
+    P.group = group;
+    P.rows_per_cta = R;
+    const int64_t blocks = (a.n_rows + R - 1) / R;
+    if (blocks * s.n_kv_heads > (int64_t)INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda attention: too many rows for one launch");
+    P.n_blocks = (int32_t)blocks;
+    const unsigned grid = (unsigned)(blocks * s.n_kv_heads);
+    if (hd == 64) {
+        if (int8) launch_prompt_variant<64, true>(P, grid, stream);
+        else launch_prompt_variant<64, false>(P, grid, stream);
+    } else {
+        if (int8) launch_prompt_variant<128, true>(P, grid, stream);
+        else launch_prompt_variant<128, false>(P, grid, stream);
+    }
+    check_launch("attention (prompt)");
+    // The rows of blocks that read several slots: the decode kernel, same bits.
+    launch_attention_decode_rest(a, R, stream);
+    return true;
+}
+
+}  // namespace cuda
+}  // namespace strata
