@@ -20,9 +20,11 @@
 //     starts empty at the worker's first tile and is folded into the row state after its second,
 //     so the fold is the canonical (chunk, worker) left fold, element by element (m and l are the
 //     same for every dim of a vector, so each lane keeps one copy);
-//   - scores: lane c scores cell c of every active vector of its warp (K row from shared memory,
-//     q broadcast from shared memory), even and odd dims in two FMA chains, ascending; PV: lane l
-//     owns dims HD/32·l .. HD/32·l + HD/32 − 1, cells ascending, p from shared memory;
+//   - scores: lane c scores cell c of every vector of its warp (K row from shared memory, q
+//     broadcast from shared memory; inactive vectors' scores are computed and dropped, cheaper
+//     than a branch per vector), even and odd dims in two FMA chains, ascending; PV: lane l owns
+//     dims HD/32·l .. HD/32·l + HD/32 − 1, cells ascending, p from shared memory (no guard when
+//     every vector of the warp takes all 32 cells of the tile);
 //   - tiles wholly below a vector's sliding window come, in its worker, before any visible cell
 //     and add nothing: skipped, as the other kernels do (no bit changes);
 //   - blocks are ordered longest first (the last rows of a chunk see the most cells).
@@ -33,6 +35,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "cuda_async.cuh"
 #include "cuda_attention_route.cuh"
@@ -64,7 +67,7 @@ constexpr int kWarps = 8;   // warps per block
 
 // Query vectors per warp (registers: two states of NV x HD/32 floats per lane), and the rows per
 // block: as many consecutive rows as the block's kWarps·NV vectors hold with all G query heads.
-__host__ __device__ constexpr int vectors_per_warp(int hd) { return hd == 64 ? 8 : 4; }
+__host__ __device__ constexpr int vectors_per_warp(int hd) { return hd > 0 ? 4 : 0; }  // 8 at head_dim 64 spilled
 __host__ __device__ constexpr int prompt_rows_per_cta(int group, int hd) {
     return group > 0 ? kWarps * vectors_per_warp(hd) / group : 0;
 }
@@ -244,25 +247,25 @@ __global__ void __launch_bounds__(NW * 32, 2) attention_prompt_kernel(const Prom
                         k01 = half2_bits_to_float2(raw.x), k23 = half2_bits_to_float2(raw.y);
                         k45 = half2_bits_to_float2(raw.z), k67 = half2_bits_to_float2(raw.w);
                     }
+                    // Every vector, active or not (no branch per vector; unused scores are dropped).
 #pragma unroll
                     for (int v = 0; v < NV; ++v) {
-                        if (act[v]) {
-                            const float4 qa = *reinterpret_cast<const float4*>(q_s + v * HD + d0);
-                            const float4 qb = *reinterpret_cast<const float4*>(q_s + v * HD + d0 + 4);
-                            se[v] = fmaf(qa.x, k01.x, se[v]);
-                            so[v] = fmaf(qa.y, k01.y, so[v]);
-                            se[v] = fmaf(qa.z, k23.x, se[v]);
-                            so[v] = fmaf(qa.w, k23.y, so[v]);
-                            se[v] = fmaf(qb.x, k45.x, se[v]);
-                            so[v] = fmaf(qb.y, k45.y, so[v]);
-                            se[v] = fmaf(qb.z, k67.x, se[v]);
-                            so[v] = fmaf(qb.w, k67.y, so[v]);
-                        }
+                        const float4 qa = *reinterpret_cast<const float4*>(q_s + v * HD + d0);
+                        const float4 qb = *reinterpret_cast<const float4*>(q_s + v * HD + d0 + 4);
+                        se[v] = fmaf(qa.x, k01.x, se[v]);
+                        so[v] = fmaf(qa.y, k01.y, so[v]);
+                        se[v] = fmaf(qa.z, k23.x, se[v]);
+                        so[v] = fmaf(qa.w, k23.y, so[v]);
+                        se[v] = fmaf(qb.x, k45.x, se[v]);
+                        so[v] = fmaf(qb.y, k45.y, so[v]);
+                        se[v] = fmaf(qb.z, k67.x, se[v]);
+                        so[v] = fmaf(qb.w, k67.y, so[v]);
                     }
                 }
 
                 // Online softmax per vector (the canonical expressions).
                 int max_cnt = 0;
+                bool full = true;  // every vector takes all 32 cells: the PV step needs no guard
 #pragma unroll
                 for (int v = 0; v < NV; ++v) {
                     if (act[v]) {
@@ -282,47 +285,71 @@ __global__ void __launch_bounds__(NW * 32, 2) attention_prompt_kernel(const Prom
                             max_cnt = max(max_cnt, cnt[v]);
                         }
                     }
+                    full = full && act[v] && cnt[v] == kTile;
                 }
                 __syncwarp();
 
-                // PV: cells in ascending order; lane owns dims DPL·lane .. DPL·lane + DPL − 1.
+                // PV: cells in ascending order; lane owns dims DPL·lane .. DPL·lane + DPL − 1. Four
+                // cells at a time: their V values, then per vector their four p (one 16-byte load);
+                // rows and p past a vector's cells are stale and never used.
                 const unsigned char* vrows = st + kTile * kRow;
                 const float* vscales = reinterpret_cast<const float*>(st + 2 * kTile * kRow) + kTile;
-                for (int c = 0; c < max_cnt; ++c) {
-                    float vf[DPL];
-                    if (INT8) {
-                        const int8_t* vp = reinterpret_cast<const int8_t*>(vrows + c * kRow) + DPL * lane;
-                        const float vscale = vscales[c];
-                        if constexpr (DPL == 4) {
-                            const uint32_t w = *reinterpret_cast<const uint32_t*>(vp);
+                for (int c0 = 0; c0 < max_cnt; c0 += 4) {
+                    float vf[4][DPL];
 #pragma unroll
-                            for (int j = 0; j < 4; ++j) vf[j] = prompt_i8((int8_t)((w >> (8 * j)) & 0xffu), vscale);
-                        } else {
-                            const uint32_t w = *reinterpret_cast<const uint16_t*>(vp);
+                    for (int k = 0; k < 4; ++k) {
+                        const int c = c0 + k;
+                        if (INT8) {
+                            const int8_t* vp = reinterpret_cast<const int8_t*>(vrows + c * kRow) + DPL * lane;
+                            const float vscale = vscales[c];
+                            if constexpr (DPL == 4) {
+                                const uint32_t w = *reinterpret_cast<const uint32_t*>(vp);
 #pragma unroll
-                            for (int j = 0; j < 2; ++j) vf[j] = prompt_i8((int8_t)((w >> (8 * j)) & 0xffu), vscale);
-                        }
-                    } else {
-                        const unsigned char* vp = vrows + c * kRow + 2 * DPL * lane;
-                        if constexpr (DPL == 4) {
-                            const uint2 raw = *reinterpret_cast<const uint2*>(vp);
-                            const float2 x0 = half2_bits_to_float2(raw.x), x1 = half2_bits_to_float2(raw.y);
-                            vf[0] = x0.x;
-                            vf[1] = x0.y;
-                            vf[2] = x1.x;
-                            vf[3] = x1.y;
+                                for (int j = 0; j < 4; ++j) vf[k][j] = prompt_i8((int8_t)((w >> (8 * j)) & 0xffu), vscale);
+                            } else {
+                                const uint32_t w = *reinterpret_cast<const uint16_t*>(vp);
+#pragma unroll
+                                for (int j = 0; j < 2; ++j) vf[k][j] = prompt_i8((int8_t)((w >> (8 * j)) & 0xffu), vscale);
+                            }
                         } else {
-                            const float2 x0 = half2_bits_to_float2(*reinterpret_cast<const uint32_t*>(vp));
-                            vf[0] = x0.x;
-                            vf[1] = x0.y;
+                            const unsigned char* vp = vrows + c * kRow + 2 * DPL * lane;
+                            if constexpr (DPL == 4) {
+                                const uint2 raw = *reinterpret_cast<const uint2*>(vp);
+                                const float2 x0 = half2_bits_to_float2(raw.x), x1 = half2_bits_to_float2(raw.y);
+                                vf[k][0] = x0.x;
+                                vf[k][1] = x0.y;
+                                vf[k][2] = x1.x;
+                                vf[k][3] = x1.y;
+                            } else {
+                                const float2 x0 = half2_bits_to_float2(*reinterpret_cast<const uint32_t*>(vp));
+                                vf[k][0] = x0.x;
+                                vf[k][1] = x0.y;
+                            }
                         }
                     }
+                    if (full) {
 #pragma unroll
-                    for (int v = 0; v < NV; ++v) {
-                        if (act[v] && c < cnt[v]) {
-                            const float p = p_s[v * kTile + c];
+                        for (int v = 0; v < NV; ++v) {
+                            const float4 p4 = *reinterpret_cast<const float4*>(p_s + v * kTile + c0);
+                            const float pk[4] = {p4.x, p4.y, p4.z, p4.w};
 #pragma unroll
-                            for (int j = 0; j < DPL; ++j) wacc[v][j] = fmaf(p, vf[j], wacc[v][j]);
+                            for (int k = 0; k < 4; ++k)
+#pragma unroll
+                                for (int j = 0; j < DPL; ++j) wacc[v][j] = fmaf(pk[k], vf[k][j], wacc[v][j]);
+                        }
+                    } else {
+#pragma unroll
+                        for (int v = 0; v < NV; ++v) {
+                            if (act[v] && c0 < cnt[v]) {
+                                const float4 p4 = *reinterpret_cast<const float4*>(p_s + v * kTile + c0);
+                                const float pk[4] = {p4.x, p4.y, p4.z, p4.w};
+#pragma unroll
+                                for (int k = 0; k < 4; ++k)
+                                    if (c0 + k < cnt[v]) {
+#pragma unroll
+                                        for (int j = 0; j < DPL; ++j) wacc[v][j] = fmaf(pk[k], vf[k][j], wacc[v][j]);
+                                    }
+                            }
                         }
                     }
                 }
@@ -378,9 +405,11 @@ void launch_prompt_variant(const PromptPlan& P, unsigned grid, cudaStream_t stre
     constexpr int smem = prompt_smem_bytes<HD, kWarps, NV, INT8>();
     // A function attribute, not stream work: set in relaxed capture mode so that a first call made
     // while a graph is being recorded cannot invalidate the recording (as cuda_attention.cu does).
+    static std::mutex mu;
     static bool raised[64] = {};
     int dev = 0;
     check(cudaGetDevice(&dev), "cudaGetDevice");
+    std::unique_lock<std::mutex> lock(mu);
     if (dev < 0 || dev >= 64 || !raised[dev]) {
         cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
         (void)cudaThreadExchangeStreamCaptureMode(&mode);
@@ -389,6 +418,7 @@ void launch_prompt_variant(const PromptPlan& P, unsigned grid, cudaStream_t stre
         check(err, "cudaFuncSetAttribute (prompt attention shared memory)");
         if (dev >= 0 && dev < 64) raised[dev] = true;
     }
+    lock.unlock();
     launch_k(fn, grid, kWarps * 32, smem, stream, P);
 }
 
