@@ -56,7 +56,7 @@ static void run_prompt_plan(const AttentionArgs& a, int walk_xor) {
     const size_t smem = T_cuda_attention_prompt::prompt_smem_bytes<HD, NW, NV, I8>();
     run_grid_ex((unsigned)(P.n_blocks * a.slots.n_kv_heads), 1, NW * 32, 1, smem,
                 [&] { T_cuda_attention_prompt::attention_prompt_kernel<HD, NW, NV, I8>(P); });
-    // The decode kernel over the whole launch, unsplit, skipping the rows served above.
+    // The decode kernel over the whole launch, skipping the rows served above.
     const int g = P.group, nq = g <= 4 ? 4 : 8;
     DecodePlan D{};
     D.a = a;
@@ -64,11 +64,20 @@ static void run_prompt_plan(const AttentionArgs& a, int walk_xor) {
     D.group = g;
     D.heads_per_cta = std::min(g, nq);
     D.n_hgroups = (g + D.heads_per_cta - 1) / D.heads_per_cta;
-    D.split = 1;
+    // Split in two, blocks in reverse order (the other block of each item arrives last and folds):
+    // blocks of items the prompt kernel served return before arriving, so every counter stays 0.
+    D.split = 2;
     D.max_chunks = (a.slots.n_ctx + 255) / 256;
-    const unsigned grid = (unsigned)(a.n_rows * a.slots.n_kv_heads * D.n_hgroups);
-    if (nq == 4) run_grid_ex(grid, 1, 128, 1, 0, [&] { T_cuda_attention_decode::attention_decode_kernel<HD, 4, I8>(D); });
-    else run_grid_ex(grid, 1, 128, 1, 0, [&] { T_cuda_attention_decode::attention_decode_kernel<HD, 8, I8>(D); });
+    const int64_t items = a.n_rows * a.slots.n_kv_heads * D.n_hgroups;
+    std::vector<float> states(items * D.max_chunks * 4 * nq * (2 + HD), NAN);
+    std::vector<int32_t> arrivals(items, 0);
+    D.states = states.data();
+    D.arrivals = arrivals.data();
+    const unsigned grid = (unsigned)(items * D.split);
+    auto rev = [grid] { blockIdx.x = grid - 1 - blockIdx.x; };
+    if (nq == 4) run_grid_ex(grid, 1, 128, 1, 0, [&] { rev(); T_cuda_attention_decode::attention_decode_kernel<HD, 4, I8>(D); });
+    else run_grid_ex(grid, 1, 128, 1, 0, [&] { rev(); T_cuda_attention_decode::attention_decode_kernel<HD, 8, I8>(D); });
+    for (int32_t c : arrivals) CHECK(c == 0, "decode kernel after the prompt kernel: an arrival counter was left at %d", c);
 }
 static void run_prompt(const AttentionArgs& a, int walk_xor = 0) {
     const bool i8 = a.slots.kv_dtype == STRATA_KV_INT8;

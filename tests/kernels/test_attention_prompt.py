@@ -1,8 +1,8 @@
-"""The CUDA prompt attention kernel (libstrata/src/cuda/cuda_attention_prompt.cu: launches of 256 rows
+"""The CUDA prompt attention kernel (libstrata/src/cuda/cuda_attention_prompt.cu: launches of 128 rows
 or more, head_dim 64 or 128) against the general kernel (STRATA_ATTENTION=legacy) and the pre-prompt
 routing (STRATA_ATTENTION=noprompt), both read on every call, and against float64: the same bits for
-prompt chunks from cell 0 and from mid-context (256, 300 and 512 rows), for short chunks (1, 31, 32,
-33 rows) riding in a launch with other slots' chunks, decode rows and padding rows (blocks that read
+prompt chunks from cell 0 and from mid-context (128, 256, 300 and 512 rows), for short chunks (1, 31,
+32, 33 rows) riding in a launch with other slots' chunks, decode rows and padding rows (blocks that read
 several slots go to the decode kernel), GQA groups 1, 3, 4, 8 and 16, F16 and int8 pools, sliding
 windows on and off, NaN in every cell past each slot's written ones; and a recorded graph replays the
 bits with new rows each time. GPU only: on the CPU backend the switch selects nothing."""
@@ -41,8 +41,11 @@ LAUNCHES = {
     "512 at 1536": chunk(1, 1536, 512),
     "300 from 0": chunk(1, 0, 300),
     "256 at 517": chunk(1, 517, 256),
+    "128 at 900": chunk(1, 900, 128),
     "mixed": [(0, 700), (2, 37), (-1, 5), (0, 1099)] + chunk(1, 250, 280) + chunk(2, 64, 40) + chunk(0, 1000, 33)
              + chunk(2, 500, 31) + chunk(1, 2000, 32) + chunk(0, 5, 1) + [(-1, 0)] * 7,
+    "mixed 150": [(0, 1099), (2, 600), (1, 2047)] + [(0, 900 + i) for i in range(4)] + chunk(1, 1500, 130)
+                 + chunk(2, 0, 13),
 }
 
 SHAPES = [(32, 8, 128), (32, 8, 64), (9, 3, 64), (8, 8, 64), (16, 2, 128), (32, 2, 64)]  # 8B, 1B, 135M, G=1, 8, 16

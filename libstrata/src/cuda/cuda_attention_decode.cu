@@ -106,7 +106,8 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
     const int kvh = rest % s.n_kv_heads, r = rest / s.n_kv_heads;
     const int h0 = kvh * P.group + hg * P.heads_per_cta;
     const int nh = min(P.heads_per_cta, P.group - hg * P.heads_per_cta);
-    // Served by the prompt kernel (the whole block returns: before any barrier, S = 1).
+    // Served by the prompt kernel: the whole block returns, before any barrier and (split plans)
+    // before arriving; every block of the item decides the same.
     if (P.prompt_rows > 0 && prompt_block_single_slot(a, (int64_t)(r / P.prompt_rows) * P.prompt_rows, P.prompt_rows))
         return;
     const int32_t slot = a.rows[2 * r], ix = a.rows[2 * r + 1];
@@ -424,8 +425,9 @@ void launch_variant(const DecodePlan& P, bool int8, unsigned grid, cudaStream_t 
 
 namespace {
 
-// prompt_rows > 0: the rows the prompt kernel left (launch_attention_decode_rest), unsplit.
-bool decode_launch(const AttentionArgs& a, cudaStream_t stream, Scratch* scratch, int32_t prompt_rows) {
+// prompt_rows > 0: the rows the prompt kernel left (launch_attention_decode_rest). Split plans work
+// as usual: every block of a skipped item returns before arriving, so its counter stays zero.
+bool decode_launch(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch, int32_t prompt_rows) {
     const SlotsView& s = a.slots;
     const int hd = s.head_dim;
     if (prompt_rows <= 0 && attention_legacy_selected()) return false;
@@ -465,14 +467,14 @@ bool decode_launch(const AttentionArgs& a, cudaStream_t stream, Scratch* scratch
     const size_t ws_floats = (size_t)nq * (2 + hd);
     const size_t state_bytes = (size_t)items * P.max_chunks * kWorkers * ws_floats * sizeof(float);
     int split = 1;
-    if (prompt_rows <= 0 && state_bytes <= kMaxStateBytes && items <= (int64_t)(kCounterBytes / sizeof(int32_t)))
+    if (state_bytes <= kMaxStateBytes && items <= (int64_t)(kCounterBytes / sizeof(int32_t)))
         while (split < kMaxSplit && items * split * 2 <= target && split * 2 <= P.max_chunks) split *= 2;
     P.split = split;
     if (items * split > (int64_t)INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda attention: too many rows for one launch");
     if (split > 1) {
         // A fixed counter region at the buffer's start (states never overlap it, whatever the call).
         unsigned char* buf = static_cast<unsigned char*>(
-            scratch->get_zeroed(kCounterBytes + state_bytes, kCounterBytes, stream));
+            scratch.get_zeroed(kCounterBytes + state_bytes, kCounterBytes, stream));
         P.arrivals = reinterpret_cast<int32_t*>(buf);
         P.states = reinterpret_cast<float*>(buf + kCounterBytes);
     }
@@ -492,11 +494,11 @@ bool decode_launch(const AttentionArgs& a, cudaStream_t stream, Scratch* scratch
 }  // namespace
 
 bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch) {
-    return decode_launch(a, stream, &scratch, 0);
+    return decode_launch(a, stream, scratch, 0);
 }
 
-void launch_attention_decode_rest(const AttentionArgs& a, int32_t prompt_rows, cudaStream_t stream) {
-    if (!decode_launch(a, stream, nullptr, prompt_rows))
+void launch_attention_decode_rest(const AttentionArgs& a, int32_t prompt_rows, cudaStream_t stream, Scratch& scratch) {
+    if (!decode_launch(a, stream, scratch, prompt_rows))
         fail(STRATA_ERR_INTERNAL, "cuda attention: the decode kernel refused the rows the prompt kernel left");
 }
 

@@ -1,4 +1,4 @@
-// cuda_attention_prompt.cu — the causal attention kernel for prompt-sized launches (256 rows or
+// cuda_attention_prompt.cu — the causal attention kernel for prompt-sized launches (128 rows or
 // more, head_dim 64 or 128, F16 or int8 KV pages): the canonical bits of cuda_attention.cu, with
 // every staged K/V tile shared by all the query vectors of a block of consecutive rows.
 //
@@ -10,7 +10,8 @@
 //   - a block serves R consecutive rows of the launch and every query head of one KV head: R·G
 //     query vectors (G = n_heads / n_kv_heads), NV of them per warp (vector v: row v / G, head
 //     v % G). Its rows must all read one slot (cuda_attention_route.cuh); a block whose rows read
-//     several slots returns at once and the decode kernel, launched right after, serves them;
+//     several slots (a mixed step's decode rows, the seam of two chunks) returns at once and the
+//     decode kernel, launched right after over the whole launch with its usual plan, serves them;
 //   - the block walks the tiles in the canonical worker order, chunk by chunk: tiles 8k, 8k+4
 //     (worker 0), 8k+1, 8k+5 (worker 1), ..., 8k+3, 8k+7 (worker 3). Each tile is staged ONCE in
 //     shared memory for all the block's vectors (cp.async, two tiles ahead, one barrier per tile),
@@ -398,6 +399,8 @@ bool attention_prompt_off() {
 
 namespace {
 
+constexpr int64_t kMinRows = 128;
+
 template <int HD, bool INT8>
 void launch_prompt_variant(const PromptPlan& P, unsigned grid, cudaStream_t stream) {
     constexpr int NV = vectors_per_warp(HD);
@@ -424,11 +427,15 @@ void launch_prompt_variant(const PromptPlan& P, unsigned grid, cudaStream_t stre
 
 }  // namespace
 
-bool launch_attention_prompt(const AttentionArgs& a, cudaStream_t stream) {
+bool launch_attention_prompt(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch) {
     const SlotsView& s = a.slots;
     const int hd = s.head_dim;
     if (attention_prompt_off()) return false;
-    if (a.n_rows < 256) return false;         // decode-sized launches: the decode kernel
+    // Smaller launches: the decode kernel. From 128 rows a launch is mostly prompt chunks (a mixed
+    // step: decode rows, then chunks) or a large decode batch, which the decode kernel would run
+    // unsplit anyway (128 rows x 3+ KV heads fill the SMs), so the hand-off costs one early-exit
+    // launch; a chunk mid-context read once per block of rows instead of once per row is the gain.
+    if (a.n_rows < kMinRows) return false;
     if (hd != 64 && hd != 128) return false;  // other widths (Gemma's 256, odd ones): the general kernel
     const bool int8 = s.kv_dtype == STRATA_KV_INT8;
     const void* base = int8 ? static_cast<const void*>(s.kv8) : static_cast<const void*>(s.kv);
@@ -456,7 +463,7 @@ bool launch_attention_prompt(const AttentionArgs& a, cudaStream_t stream) {
     }
     check_launch("attention (prompt)");
     // The rows of blocks that read several slots: the decode kernel, same bits.
-    launch_attention_decode_rest(a, R, stream);
+    launch_attention_decode_rest(a, R, stream, scratch);
     return true;
 }
 
