@@ -14,7 +14,7 @@
 //     decode kernel, launched right after over the whole launch with its usual plan, serves them;
 //   - the block walks the tiles in the canonical worker order, chunk by chunk: tiles 8k, 8k+4
 //     (worker 0), 8k+1, 8k+5 (worker 1), ..., 8k+3, 8k+7 (worker 3). Each tile is staged ONCE in
-//     shared memory for all the block's vectors (cp.async, two tiles ahead, one barrier per tile),
+//     shared memory for all the block's vectors (cp.async, four stages, one barrier per tile),
 //     up to the block's last row: cells past that row are never copied, and a vector masks cells
 //     past its own row (score −inf, never in its PV), so NaN there cannot leak in;
 //   - a warp keeps, per vector, the row state and ONE worker state in registers: the worker state
@@ -23,7 +23,9 @@
 //     same for every dim of a vector, so each lane keeps one copy);
 //   - scores: lane c scores cell c of every vector of its warp (K row from shared memory, q
 //     broadcast from shared memory; inactive vectors' scores are computed and dropped, cheaper
-//     than a branch per vector), even and odd dims in two FMA chains, ascending; PV: lane l owns
+//     than a branch per vector), even and odd dims in two FMA chains, ascending; a worker's two
+//     tiles are scored together at its first step (each q load feeds both; scores do not depend
+//     on the online state, so their order is free); PV: lane l owns
 //     dims HD/32·l .. HD/32·l + HD/32 − 1, cells ascending, p from shared memory (no guard when
 //     every vector of the warp takes all 32 cells of the tile);
 //   - tiles wholly below a vector's sliding window come, in its worker, before any visible cell
@@ -63,7 +65,7 @@ namespace {
 // The canonical geometry (cuda_attention.cu's header comment).
 constexpr int kTile = 32;
 constexpr int kChunkTiles = 8;
-constexpr int kStages = 3;  // staged tiles in flight: the one in use and two ahead
+constexpr int kStages = 4;  // staged tiles in flight: a worker's two in use and two ahead
 constexpr int kWarps = 8;   // warps per block
 
 // Query vectors per warp (registers: two states of NV x HD/32 floats per lane), and the rows per
@@ -94,6 +96,11 @@ __host__ __device__ constexpr int prompt_smem_bytes() {
 __device__ __forceinline__ int prompt_tile_of(int n) { return (n >> 3) * kChunkTiles + ((n & 7) >> 1) + 4 * (n & 1); }
 
 __device__ __forceinline__ float prompt_i8(int8_t q, float scale) { return __fmul_rn((float)q, scale); }
+
+template <bool B>
+struct PromptFlag {
+    static constexpr bool value = B;
+};
 
 // HD: head_dim (64 or 128); NW: warps per block; NV: query vectors per warp; INT8: int8 pool.
 template <int HD, int NW, int NV, bool INT8>
@@ -197,14 +204,93 @@ __global__ void __launch_bounds__(NW * 32, 2) attention_prompt_kernel(const Prom
         for (int j = 0; j < DPL; ++j) racc[v][j] = wacc[v][j] = 0.0f;
     }
 
+    // cnt[v]: the vector's cells in tile t; act[v]: the vector takes the tile; true if any does.
+    auto tile_act = [&](int t, int (&cnt)[NV], bool (&act)[NV]) {
+        bool any = false;
+#pragma unroll
+        for (int v = 0; v < NV; ++v) {
+            cnt[v] = max(0, min(kTile, vlast[v] + 1 - t * kTile));
+            act[v] = cnt[v] > 0 && (t + 1) * kTile > vfirst[v];
+            any = any || act[v];
+        }
+        return live(t) && any;
+    };
+    // Lane c's K row of a stage, dims d0 .. d0 + 7, as floats (the F16 value or float(q) * scale).
+    auto load_k = [&](const unsigned char* st, int d0, float (&k)[8]) {
+        const unsigned char* krow_p = st + lane * kRow;
+        if (INT8) {
+            const float kscale = reinterpret_cast<const float*>(st + 2 * kTile * kRow)[lane];
+            const uint2 raw = *reinterpret_cast<const uint2*>(krow_p + d0);
+            const int8_t* b = reinterpret_cast<const int8_t*>(&raw);
+#pragma unroll
+            for (int j = 0; j < 8; ++j) k[j] = prompt_i8(b[j], kscale);
+        } else {
+            const uint4 raw = *reinterpret_cast<const uint4*>(krow_p + 2 * d0);
+            const float2 k01 = half2_bits_to_float2(raw.x), k23 = half2_bits_to_float2(raw.y);
+            const float2 k45 = half2_bits_to_float2(raw.z), k67 = half2_bits_to_float2(raw.w);
+            k[0] = k01.x, k[1] = k01.y, k[2] = k23.x, k[3] = k23.y;
+            k[4] = k45.x, k[5] = k45.y, k[6] = k67.x, k[7] = k67.y;
+        }
+    };
+    // The canonical chains over dims d0 .. d0 + 7: even dims into se, odd dims into so, ascending.
+    auto fma8 = [](const float4& qa, const float4& qb, const float (&k)[8], float& se, float& so) {
+        se = fmaf(qa.x, k[0], se);
+        so = fmaf(qa.y, k[1], so);
+        se = fmaf(qa.z, k[2], se);
+        so = fmaf(qa.w, k[3], so);
+        se = fmaf(qb.x, k[4], se);
+        so = fmaf(qb.y, k[5], so);
+        se = fmaf(qb.z, k[6], se);
+        so = fmaf(qb.w, k[7], so);
+    };
+    // Raw scores (se + so) · scale of every vector of the warp (active or not: no branch per
+    // vector; unused ones are dropped) for the tiles of one stage, or of two stages at once (a
+    // worker's two tiles: each q load then feeds both). Lane c takes cell c; rows past the copied
+    // ones are stale, and masked in the softmax.
+    auto scores = [&](auto two, const unsigned char* st0, const unsigned char* st1, float (&r0)[NV], float (&r1)[NV]) {
+        constexpr bool kTwo = decltype(two)::value;
+        float se0[NV], so0[NV], se1[NV], so1[NV];
+#pragma unroll
+        for (int v = 0; v < NV; ++v) se0[v] = so0[v] = se1[v] = so1[v] = 0.0f;
+#pragma unroll 2
+        for (int d0 = 0; d0 < HD; d0 += 8) {
+            float k0[8], k1[8];
+            load_k(st0, d0, k0);
+            if (kTwo) load_k(st1, d0, k1);
+#pragma unroll
+            for (int v = 0; v < NV; ++v) {
+                const float4 qa = *reinterpret_cast<const float4*>(q_s + v * HD + d0);
+                const float4 qb = *reinterpret_cast<const float4*>(q_s + v * HD + d0 + 4);
+                fma8(qa, qb, k0, se0[v], so0[v]);
+                if (kTwo) fma8(qa, qb, k1, se1[v], so1[v]);
+            }
+        }
+#pragma unroll
+        for (int v = 0; v < NV; ++v) {
+            r0[v] = __fmul_rn(__fadd_rn(se0[v], so0[v]), a.scale);
+            r1[v] = __fmul_rn(__fadd_rn(se1[v], so1[v]), a.scale);
+        }
+    };
+
+    float raw_next[NV];  // the worker's second tile's raw scores, computed with its first tile's
+#pragma unroll
+    for (int v = 0; v < NV; ++v) raw_next[v] = 0.0f;
+
 #pragma unroll
     for (int i = 0; i < kStages - 1; ++i) issue(i);
     for (int i = 0; i < n_steps; ++i) {
-        cp_async_wait<kStages - 2>();
-        __syncthreads();      // step i's tile is in; every warp is done with step i - 1's stage
+        // A worker's first step needs both of its tiles in; its second step nothing new.
+        if ((i & 1) == 0) cp_async_wait<kStages - 3>();
+        else cp_async_wait<kStages - 2>();
+        __syncthreads();         // the tiles are in; every warp is done with step i - 1's stage
         issue(i + kStages - 1);  // into step i - 1's stage
         const int n = step0 + i, t = prompt_tile_of(n ^ P.walk_xor);
-        if ((n & 1) == 0) {  // the worker's first tile: its state starts empty
+        const unsigned char* st = smem + (i % kStages) * kStage;
+        int cnt[NV];
+        bool act[NV];
+        const bool on = tile_act(t, cnt, act);
+        float raw[NV];
+        if ((n & 1) == 0) {  // the worker's first tile: its state starts empty; both tiles' scores
 #pragma unroll
             for (int v = 0; v < NV; ++v) {
                 wm[v] = kNegInf;
@@ -212,58 +298,20 @@ __global__ void __launch_bounds__(NW * 32, 2) attention_prompt_kernel(const Prom
 #pragma unroll
                 for (int j = 0; j < DPL; ++j) wacc[v][j] = 0.0f;
             }
+            int cnt1[NV];
+            bool act1[NV];
+            const bool on1 = tile_act(prompt_tile_of((n + 1) ^ P.walk_xor), cnt1, act1);
+            const unsigned char* st1 = smem + ((i + 1) % kStages) * kStage;
+            if (on && on1) scores(PromptFlag<true>(), st, st1, raw, raw_next);
+            else if (on) scores(PromptFlag<false>(), st, st, raw, raw_next);
+            else if (on1) scores(PromptFlag<false>(), st1, st1, raw_next, raw);
+        } else {
+#pragma unroll
+            for (int v = 0; v < NV; ++v) raw[v] = raw_next[v];
         }
-        if (live(t)) {
-            const unsigned char* st = smem + (i % kStages) * kStage;
+        if (on) {
             const int cell0 = t * kTile;
-            // cnt[v]: the vector's cells in this tile; act[v]: the vector takes the tile.
-            int cnt[NV];
-            bool act[NV];
-            bool any = false;
-#pragma unroll
-            for (int v = 0; v < NV; ++v) {
-                cnt[v] = max(0, min(kTile, vlast[v] + 1 - cell0));
-                act[v] = cnt[v] > 0 && (t + 1) * kTile > vfirst[v];
-                any = any || act[v];
-            }
-            if (any) {
-                // Scores: lane c takes cell c (rows past the copied ones are stale and masked below).
-                float se[NV], so[NV];
-#pragma unroll
-                for (int v = 0; v < NV; ++v) se[v] = so[v] = 0.0f;
-                const unsigned char* krow_p = st + lane * kRow;
-                const float kscale = INT8 ? reinterpret_cast<const float*>(st + 2 * kTile * kRow)[lane] : 0.0f;
-#pragma unroll 4
-                for (int d0 = 0; d0 < HD; d0 += 8) {
-                    float2 k01, k23, k45, k67;
-                    if (INT8) {
-                        const uint2 raw = *reinterpret_cast<const uint2*>(krow_p + d0);
-                        const int8_t* b = reinterpret_cast<const int8_t*>(&raw);
-                        k01 = make_float2(prompt_i8(b[0], kscale), prompt_i8(b[1], kscale));
-                        k23 = make_float2(prompt_i8(b[2], kscale), prompt_i8(b[3], kscale));
-                        k45 = make_float2(prompt_i8(b[4], kscale), prompt_i8(b[5], kscale));
-                        k67 = make_float2(prompt_i8(b[6], kscale), prompt_i8(b[7], kscale));
-                    } else {
-                        const uint4 raw = *reinterpret_cast<const uint4*>(krow_p + 2 * d0);
-                        k01 = half2_bits_to_float2(raw.x), k23 = half2_bits_to_float2(raw.y);
-                        k45 = half2_bits_to_float2(raw.z), k67 = half2_bits_to_float2(raw.w);
-                    }
-                    // Every vector, active or not (no branch per vector; unused scores are dropped).
-#pragma unroll
-                    for (int v = 0; v < NV; ++v) {
-                        const float4 qa = *reinterpret_cast<const float4*>(q_s + v * HD + d0);
-                        const float4 qb = *reinterpret_cast<const float4*>(q_s + v * HD + d0 + 4);
-                        se[v] = fmaf(qa.x, k01.x, se[v]);
-                        so[v] = fmaf(qa.y, k01.y, so[v]);
-                        se[v] = fmaf(qa.z, k23.x, se[v]);
-                        so[v] = fmaf(qa.w, k23.y, so[v]);
-                        se[v] = fmaf(qb.x, k45.x, se[v]);
-                        so[v] = fmaf(qb.y, k45.y, so[v]);
-                        se[v] = fmaf(qb.z, k67.x, se[v]);
-                        so[v] = fmaf(qb.w, k67.y, so[v]);
-                    }
-                }
-
+            {
                 // Online softmax per vector (the canonical expressions).
                 int max_cnt = 0;
                 bool full = true;  // every vector takes all 32 cells: the PV step needs no guard
@@ -271,7 +319,7 @@ __global__ void __launch_bounds__(NW * 32, 2) attention_prompt_kernel(const Prom
                 for (int v = 0; v < NV; ++v) {
                     if (act[v]) {
                         const bool seen = lane < cnt[v] && cell0 + lane >= vfirst[v];  // causal and in the window
-                        const float sc = seen ? __fmul_rn(__fadd_rn(se[v], so[v]), a.scale) : kNegInf;
+                        const float sc = seen ? raw[v] : kNegInf;
                         const float m_new = fmaxf(wm[v], warp_max(sc));
                         if (m_new == kNegInf) {
                             act[v] = false;  // every score so far is -inf: nothing to add
