@@ -5,7 +5,8 @@
 // cell past the chunk's last row. A mixed launch (decode rows of other slots, padding, a chunk,
 // a second chunk) checks the hand-off of multi-slot blocks to the decode kernel; a negative
 // control (workers walked and folded in the order 1, 0, 3, 2) must be caught.
-// Usage: test_attention_prompt [full] (run.sh attention runs the default set after test_kernels).
+// Usage: test_attention_prompt [full|long] (run.sh attention runs the default set after test_kernels;
+// full adds the long chunks, long runs only them).
 #define STRATA_CUDA_EMU 1
 #include "emu.h"
 #include "cuda_attention.cu"
@@ -212,18 +213,21 @@ static void run_case(const Case& cs) {
 int main(int argc, char** argv) {
     // The emulation costs about rows x tiles x heads; the default set keeps it to minutes, `full`
     // adds the long chunks (512 rows from cell 0, 300 and 256 rows mid-context; tens of minutes).
-    const bool full = argc > 1 && std::string(argv[1]) == "full";
-    // The 8B group and head_dim (G = 4, 128) at the chunk-length edges, from cell 0 and mid-context.
-    run_case({128, 1, 4, 0, false, {{{1, 0, 100}}, {{1, 0, 1}}, {{1, 0, 31}}, {{1, 0, 32}}, {{1, 0, 33}}, {{1, 300, 33}}}});
-    // Mixed launch: decode rows of slots 0 and 2, a padding row, a chunk of slot 1, a chunk of slot 2.
-    run_case({128, 1, 4, 0, false, {{{0, 400, 1}, {2, 37, 1}, {-1, 5, 1}, {0, 901, 1}, {1, 250, 40}, {2, 64, 40}}}});
-    // SmolLM2 (G = 3, head_dim 64), G = 1, 8 and 16; int8 pools; sliding windows.
-    run_case({64, 1, 3, 0, false, {{{1, 0, 70}}, {{2, 517, 20}}}});
-    run_case({64, 1, 1, 0, true, {{{1, 0, 256}}, {{1, 600, 31}}}});
-    run_case({128, 1, 8, 0, true, {{{1, 0, 64}}, {{1, 300, 20}}}});
-    run_case({64, 1, 16, 0, false, {{{1, 0, 33}}, {{1, 100, 8}}}});
-    run_case({64, 1, 4, 45, false, {{{1, 0, 100}}, {{1, 700, 50}}}});
-    run_case({128, 1, 4, 200, true, {{{1, 300, 64}}, {{2, 9, 1}, {1, 0, 64}}}});
+    const std::string arg = argc > 1 ? argv[1] : "";
+    const bool full = arg == "full" || arg == "long", quick = arg != "long";  // long: only the long chunks
+    if (quick) {
+        // The 8B group and head_dim (G = 4, 128) at the chunk-length edges, from cell 0 and mid-context.
+        run_case({128, 1, 4, 0, false, {{{1, 0, 100}}, {{1, 0, 1}}, {{1, 0, 31}}, {{1, 0, 32}}, {{1, 0, 33}}, {{1, 300, 33}}}});
+        // Mixed launch: decode rows of slots 0 and 2, a padding row, a chunk of slot 1, a chunk of slot 2.
+        run_case({128, 1, 4, 0, false, {{{0, 400, 1}, {2, 37, 1}, {-1, 5, 1}, {0, 901, 1}, {1, 250, 40}, {2, 64, 40}}}});
+        // SmolLM2 (G = 3, head_dim 64), G = 1, 8 and 16; int8 pools; sliding windows.
+        run_case({64, 1, 3, 0, false, {{{1, 0, 70}}, {{2, 517, 20}}}});
+        run_case({64, 1, 1, 0, true, {{{1, 0, 256}}, {{1, 600, 31}}}});
+        run_case({128, 1, 8, 0, true, {{{1, 0, 64}}, {{1, 300, 20}}}});
+        run_case({64, 1, 16, 0, false, {{{1, 0, 33}}, {{1, 100, 8}}}});
+        run_case({64, 1, 4, 45, false, {{{1, 0, 100}}, {{1, 700, 50}}}});
+        run_case({128, 1, 4, 200, true, {{{1, 300, 64}}, {{2, 9, 1}, {1, 0, 64}}}});
+    }
     if (full) {
         run_case({128, 2, 8, 0, false, {{{1, 0, 512}}, {{1, 0, 256}}, {{1, 0, 300}}, {{1, 517, 256}}}});
         run_case({128, 2, 8, 0, false, {{{0, 400, 1}, {2, 37, 1}, {-1, 5, 1}, {0, 901, 1}, {1, 250, 280}, {2, 64, 40}}}});
