@@ -34,6 +34,12 @@ void launch_attention(const AttentionArgs& a, cudaStream_t stream, Scratch& scra
 // The lean decode kernel (cuda_attention_decode.cu): false when it does not cover the call (or
 // STRATA_ATTENTION=legacy is set); launch_attention then runs the general kernel, same bits.
 bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch);
+// The prompt kernel (cuda_attention_prompt.cu) for launches of 128+ rows with head_dim 64 or 128,
+// followed by the decode kernel for the rows of its blocks that read several slots: false when it
+// does not cover the call (or STRATA_ATTENTION=legacy / noprompt is set); same bits.
+bool launch_attention_prompt(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch);
+void launch_attention_decode_rest(const AttentionArgs& a, int32_t prompt_rows, cudaStream_t stream,
+                                  Scratch& scratch);  // cuda_attention_decode.cu
 void launch_attention_dense(const DenseAttentionArgs& a, cudaStream_t stream);  // cuda_attention_dense.cu
 void launch_silu_mul(const SiluMulArgs& a, cudaStream_t stream);         // cuda_elementwise.cu
 void launch_gelu(const UnaryArgs& a, cudaStream_t stream);               // cuda_elementwise.cu
