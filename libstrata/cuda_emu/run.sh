@@ -1,6 +1,6 @@
 #!/bin/sh
 # run.sh — builds and runs the host emulation checks of the CUDA kernels
-# (no GPU needed): libstrata/cuda_emu/run.sh [quant|sample|mma|int|int_tiles|int_rows|int_gemv|matmul|attention|dense|rope|misc]
+# (no GPU needed): libstrata/cuda_emu/run.sh [quant|sample|mma|int|int_tiles|int_rows|int_gemv|matmul|attention|fused|dense|rope|misc]
 # Takes a few minutes in all (one OS thread per emulated CUDA thread).
 set -e
 here=$(cd "$(dirname "$0")" && pwd)

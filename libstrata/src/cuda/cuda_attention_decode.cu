@@ -44,6 +44,7 @@
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
 #include "cuda_kv_layout.cuh"
+#include "cuda_rope.cuh"
 #include "cuda_scratch.cuh"
 #include "cuda_pdl.cuh"
 
@@ -60,6 +61,7 @@ struct DecodePlan {
     int32_t max_chunks;     // chunks of the longest possible row: ceil(n_ctx / 256)
     float* states;          // S > 1: [item][max_chunks][worker][NQ (2 + HD)] raw worker states
     int32_t* arrivals;      // S > 1: [item] blocks of the item done (zero between calls)
+    RopeKvStoreArgs rope;   // the fused launch (strata_rope_kv_store_attention) only: a.q is rope.qkv
 };
 
 namespace {
@@ -78,8 +80,24 @@ __device__ __forceinline__ float dec_i8(uint32_t word, int byte, float scale) {
     return __fmul_rn((float)(int8_t)((word >> (8 * byte)) & 0xffu), scale);
 }
 
-// HD: head_dim (64 or 128); NQ: query vectors per block; INT8: int8 pool (STRATA_KV_INT8).
-template <int HD, int NQ, bool INT8>
+// The fused launch (FUSED != 0): strata_rope_kv_store followed by this attention, in one kernel,
+// for launches whose rows read no cell another row of the launch writes (decode rows of distinct
+// slots). Every block of (row r, KV head kvh, head group) first does rope_kv_store's work for what
+// it reads, with rope_kv_store's expressions (cuda_rope.cuh, cuda_kv_store.cu store_head):
+//   - it rotates its query heads as they are loaded (cos/sin of the row's table cell computed by the
+//     block, rope_inverse_frequency / rope_cos_sin), and rank 0 of the item writes them back to qkv;
+//   - it rotates its KV head's k, rounds k and v to the cache's form (F16 round to nearest even, or
+//     the int8 rule with the warp's exact max) into shared memory; the item (kvh, head group 0,
+//     rank 0) writes the rotated k back to qkv and the rounded k, v (and int8 scales) into the cell;
+//   - the attention then reads cell `index` from that shared copy (the values AS STORED, so the
+//     bits are those of reading the cache after the store) and every other cell from the cache.
+// A row whose cell is not stored (an unmapped page) reads the cache as the separate attention does;
+// a row without a table cell is not rotated (strata_rope's padding rule). FUSED == 2 is a deliberately
+// wrong variant (the new cell taken before rounding) that only the emulator's negative control runs.
+constexpr int kFusedUnroundedForTests = 2;
+
+// HD: head_dim (64 or 128); NQ: query vectors per block; INT8: int8 pool (STRATA_KV_INT8); FUSED: above.
+template <int HD, int NQ, bool INT8, int FUSED = 0>
 __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_kernel(const DecodePlan P) {
     pdl_wait();  // first: see cuda_pdl.cuh
     pdl_launch_dependents();
@@ -91,6 +109,13 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
     __shared__ float p_all[kWorkers][NQ][kTile];
     __shared__ float4 ws4[2 * kWorkers * kWs / 4];  // S = 1: [parity][worker][kWs], float2-aligned parts
     __shared__ int last_block;
+    // FUSED: cos/sin of the row's cell for q and k, the rotated k head (F32), and cell `index` as the
+    // cache holds it after the store (F16 bits or int8 values as 16-byte words, the int8 scales).
+    constexpr int kFH = FUSED ? HD / 2 : 1;
+    __shared__ float f_cos_q[kFH], f_sin_q[kFH], f_cos_k[kFH], f_sin_k[kFH];
+    __shared__ float f_k[FUSED ? HD : 1];
+    __shared__ uint4 f_new[FUSED ? 2 * HD * (INT8 ? 1 : 2) / 16 : 1];  // [K | V] rows of the new cell
+    __shared__ float f_scale[2];
     const float* q_s = reinterpret_cast<const float*>(q4);
     auto ws = [&](int parity, int w) { return reinterpret_cast<float*>(ws4) + (parity * kWorkers + w) * kWs; };
 
@@ -115,11 +140,94 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
     const int t_first = first / kTile;
     const int n_rounds = rank < n_chunks ? (n_chunks - rank + S - 1) / S : 0;
 
-    if (n_rounds > 0) {
+    if (n_rounds > 0 || FUSED) {
         // The block's query vectors (zero past its heads).
         for (int e = tid; e < NQ * HD; e += kThreads) {
             const int v = e / HD, d = e - v * HD;
             reinterpret_cast<float*>(q4)[e] = v < nh ? a.q[(int64_t)r * a.q_row_stride + (int64_t)(h0 + v) * HD + d] : 0.0f;
+        }
+    }
+    // FUSED: whether cell `index` comes from f_new (the row's cell is stored by this launch).
+    bool fused_new = false;
+    if constexpr (FUSED != 0) {
+        const RopeKvStoreArgs& R = P.rope;
+        const strata_rope_params& pq = R.q_params;
+        const strata_rope_params& pk = R.k_params;
+        const int32_t* cell = rope_table_cell(s, slot, ix);
+        fused_new = kv_row_valid(s, a.layer, slot, ix);
+        const bool owner = hg == 0 && rank == 0;  // writes k and the cache cell (once per KV head)
+        float* qrow = R.qkv + (int64_t)r * R.row_stride;
+        float* krow = qrow + (int64_t)pq.n_heads * HD + (int64_t)kvh * HD;
+        const float* vrow = qrow + (int64_t)(pq.n_heads + s.n_kv_heads) * HD + (int64_t)kvh * HD;
+        for (int d = tid; d < HD; d += kThreads) f_k[d] = krow[d];
+        const int half_q = pq.rot_dim / 2, half_k = pk.rot_dim / 2;
+        if (cell != nullptr) {
+            for (int j = tid; j < half_q; j += kThreads)
+                rope_cos_sin(pq, j, rope_inverse_frequency(pq, j, R.freq_factors), cell, &f_cos_q[j], &f_sin_q[j]);
+            for (int j = tid; j < half_k; j += kThreads)
+                rope_cos_sin(pk, j, rope_inverse_frequency(pk, j, R.freq_factors), cell, &f_cos_k[j], &f_sin_k[j]);
+        }
+        __syncthreads();
+        if (cell != nullptr) {  // rotate: pair (vector v, frequency j) of q, then the pairs of k
+            const bool adj_q = pq.mode == STRATA_ROPE_ADJACENT, adj_k = pk.mode == STRATA_ROPE_ADJACENT;
+            float* qs = reinterpret_cast<float*>(q4);
+            for (int e = tid; e < nh * half_q; e += kThreads) {
+                const int v = e / half_q, j = e - v * half_q;
+                const int i0 = adj_q ? 2 * j : j, i1 = adj_q ? 2 * j + 1 : j + half_q;
+                float* x = qs + v * HD;
+                rope_rotate_values(x[i0], x[i1], f_cos_q[j], f_sin_q[j], &x[i0], &x[i1]);
+                if (rank == 0) {
+                    float* g = qrow + (int64_t)(h0 + v) * HD;
+                    g[i0] = x[i0];
+                    g[i1] = x[i1];
+                }
+            }
+            for (int j = tid; j < half_k; j += kThreads) {
+                const int i0 = adj_k ? 2 * j : j, i1 = adj_k ? 2 * j + 1 : j + half_k;
+                rope_rotate_values(f_k[i0], f_k[i1], f_cos_k[j], f_sin_k[j], &f_k[i0], &f_k[i1]);
+                if (owner) {
+                    krow[i0] = f_k[i0];
+                    krow[i1] = f_k[i1];
+                }
+            }
+        }
+        __syncthreads();
+        if (fused_new) {  // the cell as the store writes it
+            if constexpr (INT8) {
+                // Warp 0 rounds K, warp 1 V: store_head's rule (an exact max over the warp).
+                int8_t* nb = reinterpret_cast<int8_t*>(f_new);
+                if (warp < 2) {
+                    const float* x = warp == 0 ? f_k : vrow;
+                    float amax = 0.0f;
+                    for (int i = lane; i < HD; i += 32) amax = fmaxf(amax, fabsf(x[i]));
+                    amax = warp_max(amax);
+                    const float sc = __fdiv_rn(amax, 127.0f);
+                    if (lane == 0) f_scale[warp] = sc;
+                    for (int i = lane; i < HD; i += 32) {
+                        const float rr = sc > 0.0f ? rintf(__fdiv_rn(x[i], sc)) : 0.0f;
+                        const int8_t q8 = (int8_t)fminf(127.0f, fmaxf(-127.0f, rr));
+                        nb[warp * HD + i] = q8;
+                        if (owner) {
+                            const size_t at = kv_row(s, slot, a.layer, warp, kvh, ix);
+                            s.kv8[at + i] = q8;
+                            if (i == 0) s.kv_scale[at / HD] = sc;
+                        }
+                    }
+                }
+            } else {
+                __half* nb = reinterpret_cast<__half*>(f_new);
+                __half* kc = reinterpret_cast<__half*>(s.kv) + kv_row(s, slot, a.layer, 0, kvh, ix);
+                __half* vc = reinterpret_cast<__half*>(s.kv) + kv_row(s, slot, a.layer, 1, kvh, ix);
+                for (int d = tid; d < HD; d += kThreads) {
+                    const __half kh = __float2half_rn(f_k[d]), vh = __float2half_rn(vrow[d]);
+                    nb[d] = kh;
+                    nb[HD + d] = vh;
+                    if (owner) {
+                        kc[d] = kh;
+                        vc[d] = vh;
+                    }
+                }
+            }
         }
     }
     __syncthreads();
@@ -203,14 +311,21 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
             if (INT8) {
                 const int8_t* kp = s.kv8 + kb + (size_t)lane * HD;
                 const float kscale = __ldg(s.kv_scale + kb / HD + lane);
+                const bool mine_new = FUSED && fused_new && cell0 + lane == ix;  // cell `index`: f_new
+                const float kscale_used = mine_new ? f_scale[0] : kscale;
 #pragma unroll
                 for (int d0 = 0; d0 < HD; d0 += 16) {
-                    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(kp + d0));
+                    uint4 raw = __ldg(reinterpret_cast<const uint4*>(kp + d0));
+                    if (FUSED && mine_new) raw = f_new[d0 / 16];
                     const uint32_t w4[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
                     for (int i2 = 0; i2 < 8; ++i2) {
-                        const float k0 = dec_i8(w4[i2 >> 1], 2 * (i2 & 1), kscale);
-                        const float k1 = dec_i8(w4[i2 >> 1], 2 * (i2 & 1) + 1, kscale);
+                        float k0 = dec_i8(w4[i2 >> 1], 2 * (i2 & 1), kscale_used);
+                        float k1 = dec_i8(w4[i2 >> 1], 2 * (i2 & 1) + 1, kscale_used);
+                        if (FUSED == kFusedUnroundedForTests && mine_new) {
+                            k0 = f_k[d0 + 2 * i2];
+                            k1 = f_k[d0 + 2 * i2 + 1];
+                        }
 #pragma unroll
                         for (int v = 0; v < NQ; ++v) {
                             if (v < nh) {
@@ -223,11 +338,19 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
                 }
             } else {
                 const __half* kp = kvh16 + kb + (size_t)lane * HD;
+                const bool mine_new = FUSED && fused_new && cell0 + lane == ix;  // cell `index`: f_new
 #pragma unroll
                 for (int d0 = 0; d0 < HD; d0 += 8) {
-                    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(kp + d0));
-                    const float2 k01 = half2_bits_to_float2(raw.x), k23 = half2_bits_to_float2(raw.y);
-                    const float2 k45 = half2_bits_to_float2(raw.z), k67 = half2_bits_to_float2(raw.w);
+                    uint4 raw = __ldg(reinterpret_cast<const uint4*>(kp + d0));
+                    if (FUSED && mine_new) raw = f_new[d0 / 8];
+                    float2 k01 = half2_bits_to_float2(raw.x), k23 = half2_bits_to_float2(raw.y);
+                    float2 k45 = half2_bits_to_float2(raw.z), k67 = half2_bits_to_float2(raw.w);
+                    if (FUSED == kFusedUnroundedForTests && mine_new) {
+                        k01 = make_float2(f_k[d0], f_k[d0 + 1]);
+                        k23 = make_float2(f_k[d0 + 2], f_k[d0 + 3]);
+                        k45 = make_float2(f_k[d0 + 4], f_k[d0 + 5]);
+                        k67 = make_float2(f_k[d0 + 6], f_k[d0 + 7]);
+                    }
 #pragma unroll
                     for (int v = 0; v < NQ; ++v) {
                         if (v < nh) {
@@ -251,24 +374,33 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
 #pragma unroll
                 for (int i2 = 0; i2 < 8; ++i2) {
                     const int c = c0 + i2;
+                    // FUSED: cell `index` (a warp-uniform test) comes from f_new, the rest from the page.
+                    const bool is_new = FUSED && fused_new && cell0 + c == ix;
                     if (INT8) {
-                        const int8_t* vp = s.kv8 + vb + (size_t)c * HD + DPL * lane;
-                        const float vscale = __ldg(s.kv_scale + vb / HD + c);
-                        const uint32_t word = DPL == 4 ? __ldg(reinterpret_cast<const unsigned int*>(vp))
-                                                       : (uint32_t)__ldg(reinterpret_cast<const unsigned short*>(vp));
+                        const int8_t* vp = is_new ? reinterpret_cast<const int8_t*>(f_new) + HD + DPL * lane
+                                                  : s.kv8 + vb + (size_t)c * HD + DPL * lane;
+                        const float vscale = is_new ? f_scale[1] : __ldg(s.kv_scale + vb / HD + c);
+                        const uint32_t word = is_new ? (DPL == 4 ? *reinterpret_cast<const unsigned int*>(vp)
+                                                                 : (uint32_t)*reinterpret_cast<const unsigned short*>(vp))
+                                              : DPL == 4 ? __ldg(reinterpret_cast<const unsigned int*>(vp))
+                                                         : (uint32_t)__ldg(reinterpret_cast<const unsigned short*>(vp));
 #pragma unroll
                         for (int j = 0; j < DPL; ++j) dst[i2][j] = dec_i8(word, j, vscale);
                     } else {
-                        const __half* vp = kvh16 + vb + (size_t)c * HD + DPL * lane;
+                        const __half* vp = is_new ? reinterpret_cast<const __half*>(f_new) + HD + DPL * lane
+                                                  : kvh16 + vb + (size_t)c * HD + DPL * lane;
                         if constexpr (DPL == 4) {
-                            const uint2 raw = __ldg(reinterpret_cast<const uint2*>(vp));
+                            const uint2 raw = is_new ? *reinterpret_cast<const uint2*>(vp)
+                                                     : __ldg(reinterpret_cast<const uint2*>(vp));
                             const float2 x0 = half2_bits_to_float2(raw.x), x1 = half2_bits_to_float2(raw.y);
                             dst[i2][0] = x0.x;
                             dst[i2][1] = x0.y;
                             dst[i2][2] = x1.x;
                             dst[i2][3] = x1.y;
                         } else {
-                            const float2 x0 = half2_bits_to_float2(__ldg(reinterpret_cast<const unsigned int*>(vp)));
+                            const float2 x0 = half2_bits_to_float2(
+                                is_new ? *reinterpret_cast<const unsigned int*>(vp)
+                                       : __ldg(reinterpret_cast<const unsigned int*>(vp)));
                             dst[i2][0] = x0.x;
                             dst[i2][1] = x0.y;
                         }
@@ -409,14 +541,19 @@ int decode_sm_count() {
 }
 
 template <int HD, int NQ>
-void launch_variant(const DecodePlan& P, bool int8, unsigned grid, cudaStream_t stream) {
-    if (int8) launch_k(attention_decode_kernel<HD, NQ, true>, grid, kThreads, 0, stream, P);
-    else launch_k(attention_decode_kernel<HD, NQ, false>, grid, kThreads, 0, stream, P);
+void launch_variant(const DecodePlan& P, bool int8, bool fused, unsigned grid, cudaStream_t stream) {
+    if (fused) {
+        if (int8) launch_k(attention_decode_kernel<HD, NQ, true, 1>, grid, kThreads, 0, stream, P);
+        else launch_k(attention_decode_kernel<HD, NQ, false, 1>, grid, kThreads, 0, stream, P);
+    } else {
+        if (int8) launch_k(attention_decode_kernel<HD, NQ, true>, grid, kThreads, 0, stream, P);
+        else launch_k(attention_decode_kernel<HD, NQ, false>, grid, kThreads, 0, stream, P);
+    }
 }
 
-}  // namespace
-
-bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch) {
+// Plans and launches the decode kernel; `rope` non-null: the fused launch. False when the call is
+// not decode-sized (nothing launched).
+bool decode_launch(const AttentionArgs& a, const RopeKvStoreArgs* rope, cudaStream_t stream, Scratch& scratch) {
     const SlotsView& s = a.slots;
     const int hd = s.head_dim;
     if (attention_legacy_selected()) return false;
@@ -430,6 +567,7 @@ bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratc
 
     DecodePlan P{};
     P.a = a;
+    if (rope != nullptr) P.rope = *rope;
     P.group = a.n_heads / s.n_kv_heads;
     const int nq = P.group <= 4 ? 4 : 8;
     P.heads_per_cta = P.group < nq ? P.group : nq;
@@ -467,15 +605,35 @@ bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratc
     }
 
     const unsigned grid = (unsigned)(items * split);
+    const bool fused = rope != nullptr;
     if (hd == 64) {
-        if (nq == 4) launch_variant<64, 4>(P, int8, grid, stream);
-        else launch_variant<64, 8>(P, int8, grid, stream);
+        if (nq == 4) launch_variant<64, 4>(P, int8, fused, grid, stream);
+        else launch_variant<64, 8>(P, int8, fused, grid, stream);
     } else {
-        if (nq == 4) launch_variant<128, 4>(P, int8, grid, stream);
-        else launch_variant<128, 8>(P, int8, grid, stream);
+        if (nq == 4) launch_variant<128, 4>(P, int8, fused, grid, stream);
+        else launch_variant<128, 8>(P, int8, fused, grid, stream);
     }
-    check_launch("attention (decode)");
+    check_launch(fused ? "rope_kv_store + attention (decode, fused)" : "attention (decode)");
     return true;
+}
+
+}  // namespace
+
+bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch) {
+    return decode_launch(a, nullptr, stream, scratch);
+}
+
+bool launch_rope_kv_store_attention(const RopeKvStoreArgs& r, const AttentionArgs& a, cudaStream_t stream,
+                                    Scratch& scratch) {
+    // The fused kernel reads the queries where rope_kv_store rotates them and covers head_dim 64 and
+    // 128 with one q and one k rotation of that width (rot_dim <= head_dim: the API checks it).
+    const int hd = a.slots.head_dim;
+    if (r.n_rows <= 0) return true;
+    if (a.q != r.qkv || a.q_row_stride != r.row_stride || a.n_rows != r.n_rows || a.rows != r.rows ||
+        a.layer != r.layer || a.n_heads != r.q_params.n_heads || r.k_params.n_heads != a.slots.n_kv_heads ||
+        r.q_params.head_dim != hd || r.k_params.head_dim != hd)
+        return false;
+    return decode_launch(a, &r, stream, scratch);
 }
 
 }  // namespace cuda
