@@ -61,6 +61,7 @@ struct DecodePlan {
     int32_t max_chunks;     // chunks of the longest possible row: ceil(n_ctx / 256)
     float* states;          // S > 1: [item][max_chunks][worker][NQ (2 + HD)] raw worker states
     int32_t* arrivals;      // S > 1: [item] blocks of the item done (zero between calls)
+    int32_t* kv_arrivals;   // FUSED: [row][KV head] blocks that loaded their q and k (zero between calls)
     RopeKvStoreArgs rope;   // the fused launch (strata_rope_kv_store_attention) only: a.q is rope.qkv
 };
 
@@ -85,12 +86,17 @@ __device__ __forceinline__ float dec_i8(uint32_t word, int byte, float scale) {
 // slots). Every block of (row r, KV head kvh, head group) first does rope_kv_store's work for what
 // it reads, with rope_kv_store's expressions (cuda_rope.cuh, cuda_kv_store.cu store_head):
 //   - it rotates its query heads as they are loaded (cos/sin of the row's table cell computed by the
-//     block, rope_inverse_frequency / rope_cos_sin), and rank 0 of the item writes them back to qkv;
-//   - it rotates its KV head's k, rounds k and v to the cache's form (F16 round to nearest even, or
-//     the int8 rule with the warp's exact max) into shared memory; the item (kvh, head group 0,
-//     rank 0) writes the rotated k back to qkv and the rounded k, v (and int8 scales) into the cell;
+//     block, rope_inverse_frequency / rope_cos_sin) and its KV head's k, and rounds k and v to the
+//     cache's form (F16 round to nearest even, or the int8 rule with the warp's exact max) into
+//     shared memory; the block (KV head, head group 0, rank 0) stores that cell (values, int8
+//     scales) into the page;
 //   - the attention then reads cell `index` from that shared copy (the values AS STORED, so the
-//     bits are those of reading the cache after the store) and every other cell from the cache.
+//     bits are those of reading the cache after the store) and every other cell from the cache;
+//   - the rotated q and k go back to the qkv row only once no block still reads the originals:
+//     every block of (row, KV head) counts itself in P.kv_arrivals after loading (the atomic's
+//     result is awaited only at the block's end), and the last one rotates the KV head's G query
+//     heads again from the originals (the same expressions, so the same values) and writes them
+//     and its k, then resets the counter to 0 for the next call and every graph replay.
 // A row whose cell is not stored (an unmapped page) reads the cache as the separate attention does;
 // a row without a table cell is not rotated (strata_rope's padding rule). FUSED == 2 is a deliberately
 // wrong variant (the new cell taken before rounding) that only the emulator's negative control runs.
@@ -147,15 +153,18 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
             reinterpret_cast<float*>(q4)[e] = v < nh ? a.q[(int64_t)r * a.q_row_stride + (int64_t)(h0 + v) * HD + d] : 0.0f;
         }
     }
-    // FUSED: whether cell `index` comes from f_new (the row's cell is stored by this launch).
+    // FUSED: whether cell `index` comes from f_new (the row's cell is stored by this launch); the
+    // blocks that read this KV head's q and k originals, and this block's place among them.
     bool fused_new = false;
+    const int kv_blocks = P.n_hgroups * S;
+    int kv_old = 0;
     if constexpr (FUSED != 0) {
         const RopeKvStoreArgs& R = P.rope;
         const strata_rope_params& pq = R.q_params;
         const strata_rope_params& pk = R.k_params;
         const int32_t* cell = rope_table_cell(s, slot, ix);
         fused_new = kv_row_valid(s, a.layer, slot, ix);
-        const bool owner = hg == 0 && rank == 0;  // writes k and the cache cell (once per KV head)
+        const bool owner = hg == 0 && rank == 0;  // stores the cache cell (once per KV head)
         float* qrow = R.qkv + (int64_t)r * R.row_stride;
         float* krow = qrow + (int64_t)pq.n_heads * HD + (int64_t)kvh * HD;
         const float* vrow = qrow + (int64_t)(pq.n_heads + s.n_kv_heads) * HD + (int64_t)kvh * HD;
@@ -176,22 +185,14 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
                 const int i0 = adj_q ? 2 * j : j, i1 = adj_q ? 2 * j + 1 : j + half_q;
                 float* x = qs + v * HD;
                 rope_rotate_values(x[i0], x[i1], f_cos_q[j], f_sin_q[j], &x[i0], &x[i1]);
-                if (rank == 0) {
-                    float* g = qrow + (int64_t)(h0 + v) * HD;
-                    g[i0] = x[i0];
-                    g[i1] = x[i1];
-                }
             }
             for (int j = tid; j < half_k; j += kThreads) {
                 const int i0 = adj_k ? 2 * j : j, i1 = adj_k ? 2 * j + 1 : j + half_k;
                 rope_rotate_values(f_k[i0], f_k[i1], f_cos_k[j], f_sin_k[j], &f_k[i0], &f_k[i1]);
-                if (owner) {
-                    krow[i0] = f_k[i0];
-                    krow[i1] = f_k[i1];
-                }
             }
         }
-        __syncthreads();
+        __syncthreads();  // (also: every thread's loads of q and k are done)
+        if (tid == 0) kv_old = kv_blocks > 1 ? atomicAdd(&P.kv_arrivals[r * s.n_kv_heads + kvh], 1) : 0;
         if (fused_new) {  // the cell as the store writes it
             if constexpr (INT8) {
                 // Warp 0 rounds K, warp 1 V: store_head's rule (an exact max over the warp).
@@ -477,6 +478,36 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
         }
     }
 
+    if constexpr (FUSED != 0) {
+        // The last block of (row, KV head) to have loaded writes back the rotated q heads and k.
+        if (tid == 0) last_block = kv_old == kv_blocks - 1;
+        __syncthreads();
+        if (last_block) {
+            const RopeKvStoreArgs& R = P.rope;
+            const strata_rope_params& pq = R.q_params;
+            const int32_t* cell = rope_table_cell(s, slot, ix);
+            if (cell != nullptr) {
+                float* qrow = R.qkv + (int64_t)r * R.row_stride;
+                float* krow = qrow + (int64_t)pq.n_heads * HD + (int64_t)kvh * HD;
+                const int half_q = pq.rot_dim / 2, half_k = R.k_params.rot_dim / 2;
+                const bool adj_q = pq.mode == STRATA_ROPE_ADJACENT, adj_k = R.k_params.mode == STRATA_ROPE_ADJACENT;
+                for (int e = tid; e < P.group * half_q; e += kThreads) {
+                    const int v = e / half_q, j = e - v * half_q;
+                    const int i0 = adj_q ? 2 * j : j, i1 = adj_q ? 2 * j + 1 : j + half_q;
+                    float* x = qrow + (int64_t)(kvh * P.group + v) * HD;
+                    rope_rotate_values(x[i0], x[i1], f_cos_q[j], f_sin_q[j], &x[i0], &x[i1]);
+                }
+                for (int j = tid; j < half_k; j += kThreads) {
+                    const int i0 = adj_k ? 2 * j : j, i1 = adj_k ? 2 * j + 1 : j + half_k;
+                    krow[i0] = f_k[i0];
+                    krow[i1] = f_k[i1];
+                }
+            }
+            if (tid == 0 && kv_blocks > 1) P.kv_arrivals[r * s.n_kv_heads + kvh] = 0;  // all have arrived
+        }
+        __syncthreads();  // last_block is reused below
+    }
+
     if (S > 1) {
         // Arrive; the item's last block folds every chunk's worker states in order.
         __threadfence();
@@ -532,6 +563,9 @@ namespace {
 constexpr int kMaxSplit = 16;
 constexpr size_t kMaxStateBytes = (size_t)128 << 20;  // beyond it a call runs unsplit (still exact)
 constexpr size_t kCounterBytes = (size_t)64 << 10;     // arrival counters: up to 16384 split items
+// The scratch's zeroed prefix (the same size on every call, cuda_scratch.cuh): the split items'
+// counters, then the fused launch's (row, KV head) counters (up to 16384).
+constexpr size_t kZeroBytes = 2 * kCounterBytes;
 
 int decode_sm_count() {
     int dev = 0, n = 0;
@@ -596,12 +630,13 @@ bool decode_launch(const AttentionArgs& a, const RopeKvStoreArgs* rope, cudaStre
         while (split < kMaxSplit && items * split * 2 <= target && split * 2 <= P.max_chunks) split *= 2;
     P.split = split;
     if (items * split > (int64_t)INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda attention: too many rows for one launch");
-    if (split > 1) {
+    if (split > 1 || rope != nullptr) {
         // A fixed counter region at the buffer's start (states never overlap it, whatever the call).
         unsigned char* buf = static_cast<unsigned char*>(
-            scratch.get_zeroed(kCounterBytes + state_bytes, kCounterBytes, stream));
+            scratch.get_zeroed(kZeroBytes + (split > 1 ? state_bytes : 0), kZeroBytes, stream));
         P.arrivals = reinterpret_cast<int32_t*>(buf);
-        P.states = reinterpret_cast<float*>(buf + kCounterBytes);
+        P.kv_arrivals = reinterpret_cast<int32_t*>(buf + kCounterBytes);
+        P.states = reinterpret_cast<float*>(buf + kZeroBytes);
     }
 
     const unsigned grid = (unsigned)(items * split);
@@ -633,6 +668,7 @@ bool launch_rope_kv_store_attention(const RopeKvStoreArgs& r, const AttentionArg
         a.layer != r.layer || a.n_heads != r.q_params.n_heads || r.k_params.n_heads != a.slots.n_kv_heads ||
         r.q_params.head_dim != hd || r.k_params.head_dim != hd)
         return false;
+    if ((int64_t)r.n_rows * a.slots.n_kv_heads > (int64_t)(kCounterBytes / sizeof(int32_t))) return false;
     return decode_launch(a, &r, stream, scratch);
 }
 
