@@ -170,11 +170,15 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
         const float* vrow = qrow + (int64_t)(pq.n_heads + s.n_kv_heads) * HD + (int64_t)kvh * HD;
         for (int d = tid; d < HD; d += kThreads) f_k[d] = krow[d];
         const int half_q = pq.rot_dim / 2, half_k = pk.rot_dim / 2;
-        if (cell != nullptr) {
-            for (int j = tid; j < half_q; j += kThreads)
-                rope_cos_sin(pq, j, rope_inverse_frequency(pq, j, R.freq_factors), cell, &f_cos_q[j], &f_sin_q[j]);
-            for (int j = tid; j < half_k; j += kThreads)
-                rope_cos_sin(pk, j, rope_inverse_frequency(pk, j, R.freq_factors), cell, &f_cos_k[j], &f_sin_k[j]);
+        if (cell != nullptr) {  // q's and k's angles on different threads: one pow + sincosf deep, not two
+            for (int e = tid; e < half_q + half_k; e += kThreads) {
+                if (e < half_q) {
+                    rope_cos_sin(pq, e, rope_inverse_frequency(pq, e, R.freq_factors), cell, &f_cos_q[e], &f_sin_q[e]);
+                } else {
+                    const int j = e - half_q;
+                    rope_cos_sin(pk, j, rope_inverse_frequency(pk, j, R.freq_factors), cell, &f_cos_k[j], &f_sin_k[j]);
+                }
+            }
         }
         __syncthreads();
         if (cell != nullptr) {  // rotate: pair (vector v, frequency j) of q, then the pairs of k
