@@ -9,11 +9,13 @@ decode step, so these are the figures a step's kernel sum is made of.
 
 Rows up to 64 are decode rows (one slot each, at index context - 1); 512 rows
 are one slot's prompt chunk (indices context - 512 .. context - 1), skipped
-where the context is shorter. GB/s counts the bytes a kernel must move
+where the context is shorter; prompt-sized row counts also run at the
+--prompt-contexts (512: a prompt's first chunk, 2048: a chunk at 1536). GB/s counts the bytes a kernel must move
 (attention: the K/V cells its rows read, once per KV head and slot run).
 
     python bench/gpu_kernels.py                          # everything, cuda:0
     python bench/gpu_kernels.py --only attention,rope_kv_store --shapes 8B
+    STRATA_ATTENTION=noprompt python bench/gpu_kernels.py --only attention --rows 512   # the old prompt path
     python bench/gpu_kernels.py --only fused_attention --shapes 8B,135M --rows 1,16,64
 
 fused_attention (decode rows only) times rope_kv_store followed by attention on [q | k | v] rows
@@ -41,6 +43,7 @@ SHAPES = {  # hidden, heads, kv heads, head_dim, ffn, vocab
 }
 ROWS = [1, 16, 64, 512]
 CONTEXTS = [128, 1024, 8192]
+PROMPT_CONTEXTS = [512, 2048]  # extra contexts for prompt-sized row counts (more than 64 rows)
 KERNELS = ["attention", "fused_attention", "rope_kv_store", "rope", "kv_store", "rmsnorm", "silu_mul", "add", "embed", "gather_rows",
            "positions_decode", "argmax", "sample_greedy", "sample_topp", "attention_dense"]
 
@@ -252,6 +255,8 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--rows", default=",".join(map(str, ROWS)))
     ap.add_argument("--contexts", default=",".join(map(str, CONTEXTS)))
+    ap.add_argument("--prompt-contexts", default=",".join(map(str, PROMPT_CONTEXTS)),
+                    help="extra attention contexts for row counts above 64 (prompt chunks); '' for none")
     ap.add_argument("--only", default=",".join(KERNELS), help="comma-separated subset of: " + ", ".join(KERNELS))
     ap.add_argument("--calls", type=int, default=100, help="calls recorded per graph")
     ap.add_argument("--launches", type=int, default=5, help="graph launches timed")
@@ -271,7 +276,10 @@ def main(argv=None) -> int:
         sh = SHAPES[name]
         for n_rows in rows_list:
             if "attention" in only:
-                for context in (int(c) for c in args.contexts.split(",")):
+                contexts = [int(c) for c in args.contexts.split(",") if c]
+                if n_rows > 64:
+                    contexts = sorted(set(contexts) | {int(c) for c in args.prompt_contexts.split(",") if c})
+                for context in contexts:
                     bench.run("attention", bench.attention, name, sh, n_rows, context)
             if "fused_attention" in only:
                 for context in (int(c) for c in args.contexts.split(",")):

@@ -27,7 +27,10 @@
 //
 // Decode-sized calls (fewer than 256 rows, head_dim 64 or 128) run the leaner kernel of
 // cuda_attention_decode.cu, which follows this arithmetic expression for expression (unless
-// STRATA_ATTENTION=legacy); everything else runs the kernel below.
+// STRATA_ATTENTION=legacy); calls of 128 rows or more with head_dim 64 or 128 first go to the
+// kernel of cuda_attention_prompt.cu (which hands the rows of multi-slot blocks to the decode
+// kernel), same bits again (unless STRATA_ATTENTION=legacy or noprompt); everything else runs the
+// kernel below.
 //
 // Execution (free to change without changing a bit of the results): a block
 // of 4 warps (warp w = worker w) handles up to R rows x Gc query heads of one
@@ -517,7 +520,8 @@ int sm_count() {
 
 void launch_attention(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch) {
     if (a.n_rows <= 0 || a.n_heads <= 0) return;
-    if (launch_attention_decode(a, stream, scratch)) return;  // decode-sized calls: same bits, leaner
+    if (launch_attention_prompt(a, stream, scratch)) return;   // 128+ rows: same bits, tiles shared per row block
+    if (launch_attention_decode(a, stream, scratch)) return;   // decode-sized calls: same bits, leaner
     const SlotsView& s = a.slots;
     const int hd = s.head_dim;
     // Up to 256: a wider head's staged K/V tiles (4 warps x 2 x 32 rows) no longer fit in shared memory.

@@ -41,6 +41,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cuda_attention_route.cuh"
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
 #include "cuda_kv_layout.cuh"
@@ -63,6 +64,8 @@ struct DecodePlan {
     int32_t* arrivals;      // S > 1: [item] blocks of the item done (zero between calls)
     int32_t* kv_arrivals;   // FUSED: [row][KV head] blocks that loaded their q and k (zero between calls)
     RopeKvStoreArgs rope;   // the fused launch (strata_rope_kv_store_attention) only: a.q is rope.qkv
+    int32_t prompt_rows;    // > 0: after the prompt kernel (cuda_attention_prompt.cu) with blocks of
+                            // this many rows: rows of its blocks that read one slot are skipped
 };
 
 namespace {
@@ -134,6 +137,10 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
     const int kvh = rest % s.n_kv_heads, r = rest / s.n_kv_heads;
     const int h0 = kvh * P.group + hg * P.heads_per_cta;
     const int nh = min(P.heads_per_cta, P.group - hg * P.heads_per_cta);
+    // Served by the prompt kernel: the whole block returns, before any barrier and (split plans)
+    // before arriving; every block of the item decides the same.
+    if (P.prompt_rows > 0 && prompt_block_single_slot(a, (int64_t)(r / P.prompt_rows) * P.prompt_rows, P.prompt_rows))
+        return;
     const int32_t slot = a.rows[2 * r], ix = a.rows[2 * r + 1];
     const bool valid = a.layer >= 0 && a.layer < s.n_layers && nh > 0 && slot >= 0 && slot < s.n_slots && ix >= 0 &&
                        ix < s.n_ctx;
@@ -589,14 +596,18 @@ void launch_variant(const DecodePlan& P, bool int8, bool fused, unsigned grid, c
     }
 }
 
-// Plans and launches the decode kernel; `rope` non-null: the fused launch. False when the call is
-// not decode-sized (nothing launched).
-bool decode_launch(const AttentionArgs& a, const RopeKvStoreArgs* rope, cudaStream_t stream, Scratch& scratch) {
+// Plans and launches the decode kernel; `rope` non-null: the fused launch. prompt_rows > 0: the
+// rows the prompt kernel left (launch_attention_decode_rest); split plans work as usual: every block
+// of a skipped item returns before arriving, so its counter stays zero. False when the call is not
+// decode-sized (nothing launched).
+bool decode_launch(const AttentionArgs& a, const RopeKvStoreArgs* rope, cudaStream_t stream, Scratch& scratch,
+                   int32_t prompt_rows) {
     const SlotsView& s = a.slots;
     const int hd = s.head_dim;
-    if (attention_legacy_selected()) return false;
+    if (prompt_rows <= 0 && attention_legacy_selected()) return false;
     if (hd != 64 && hd != 128) return false;  // other widths (Gemma's 256, odd ones): the legacy kernel
-    if (a.n_rows >= 256) return false;        // prompt-sized launches: the legacy kernel shares staged tiles
+    // Prompt-sized launches: the prompt kernel (cuda_attention_prompt.cu) or the legacy kernel.
+    if (prompt_rows <= 0 && a.n_rows >= 256) return false;
     const bool int8 = s.kv_dtype == STRATA_KV_INT8;
     const void* base = int8 ? static_cast<const void*>(s.kv8) : static_cast<const void*>(s.kv);
     if (base == nullptr || reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
@@ -606,6 +617,7 @@ bool decode_launch(const AttentionArgs& a, const RopeKvStoreArgs* rope, cudaStre
     DecodePlan P{};
     P.a = a;
     if (rope != nullptr) P.rope = *rope;
+    P.prompt_rows = prompt_rows;
     P.group = a.n_heads / s.n_kv_heads;
     const int nq = P.group <= 4 ? 4 : 8;
     P.heads_per_cta = P.group < nq ? P.group : nq;
@@ -659,7 +671,7 @@ bool decode_launch(const AttentionArgs& a, const RopeKvStoreArgs* rope, cudaStre
 }  // namespace
 
 bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch) {
-    return decode_launch(a, nullptr, stream, scratch);
+    return decode_launch(a, nullptr, stream, scratch, 0);
 }
 
 bool launch_rope_kv_store_attention(const RopeKvStoreArgs& r, const AttentionArgs& a, cudaStream_t stream,
@@ -673,7 +685,12 @@ bool launch_rope_kv_store_attention(const RopeKvStoreArgs& r, const AttentionArg
         r.q_params.head_dim != hd || r.k_params.head_dim != hd)
         return false;
     if ((int64_t)r.n_rows * a.slots.n_kv_heads > (int64_t)(kCounterBytes / sizeof(int32_t))) return false;
-    return decode_launch(a, &r, stream, scratch);
+    return decode_launch(a, &r, stream, scratch, 0);
+}
+
+void launch_attention_decode_rest(const AttentionArgs& a, int32_t prompt_rows, cudaStream_t stream, Scratch& scratch) {
+    if (!decode_launch(a, nullptr, stream, scratch, prompt_rows))
+        fail(STRATA_ERR_INTERNAL, "cuda attention: the decode kernel refused the rows the prompt kernel left");
 }
 
 }  // namespace cuda

@@ -34,6 +34,12 @@ void launch_attention(const AttentionArgs& a, cudaStream_t stream, Scratch& scra
 // The lean decode kernel (cuda_attention_decode.cu): false when it does not cover the call (or
 // STRATA_ATTENTION=legacy is set); launch_attention then runs the general kernel, same bits.
 bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch);
+// The prompt kernel (cuda_attention_prompt.cu) for launches of 128+ rows with head_dim 64 or 128,
+// followed by the decode kernel for the rows of its blocks that read several slots: false when it
+// does not cover the call (or STRATA_ATTENTION=legacy / noprompt is set); same bits.
+bool launch_attention_prompt(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch);
+void launch_attention_decode_rest(const AttentionArgs& a, int32_t prompt_rows, cudaStream_t stream,
+                                  Scratch& scratch);  // cuda_attention_decode.cu
 // rope_kv_store + attention in one decode kernel (cuda_attention_decode.cu; the caller guarantees no
 // row reads a cell another row writes): false when the fused kernel does not cover the call (the
 // backend then runs the two launches, same bits).
