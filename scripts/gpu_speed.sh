@@ -11,7 +11,7 @@
 #       and the models exist.
 #   bash scripts/gpu_speed.sh serve
 #       bench/serve_load.py (64 clients) and bench/prefix_cache.py (multi-turn chats, cache on/off)
-#       against `strata serve` and llama-server on the 8B Q4_0.
+#       against `strata serve` and llama-server on the 8B Q4_0 (SERVE_PREFIX=0: serve_load only).
 #
 # Logs go under $OUT; a short summary prints last. See docs/gpu.md.
 set -uo pipefail
@@ -84,11 +84,11 @@ for _ in range(120):
         time.sleep(2)
 PY
     python3 bench/serve_load.py --url http://127.0.0.1:18091 --clients 64 --max-tokens 128 2>&1 | tee "$OUT/serve_load_strata.log" | tail -14
-    python3 bench/prefix_cache.py --url http://127.0.0.1:18091 --conversations 8 --turns 6 --max-tokens 64 2>&1 \
+    [ "${SERVE_PREFIX:-1}" = 0 ] || python3 bench/prefix_cache.py --url http://127.0.0.1:18091 --conversations 8 --turns 6 --max-tokens 64 2>&1 \
       | tee "$OUT/prefix_cache_strata.log" | tail -10
     kill $sp; wait $sp 2>/dev/null
     python3 bench/serve_load.py --url http://127.0.0.1:18092 --clients 64 --max-tokens 128 2>&1 | tee "$OUT/serve_load_llama.log" | tail -14
-    python3 bench/prefix_cache.py --url http://127.0.0.1:18092 --conversations 8 --turns 6 --max-tokens 64 2>&1 \
+    [ "${SERVE_PREFIX:-1}" = 0 ] || python3 bench/prefix_cache.py --url http://127.0.0.1:18092 --conversations 8 --turns 6 --max-tokens 64 2>&1 \
       | tee "$OUT/prefix_cache_llama.log" | tail -10
     kill $lp; wait $lp 2>/dev/null
   fi
