@@ -16,6 +16,11 @@ where the context is shorter; prompt-sized row counts also run at the
     python bench/gpu_kernels.py                          # everything, cuda:0
     python bench/gpu_kernels.py --only attention,rope_kv_store --shapes 8B
     STRATA_ATTENTION=noprompt python bench/gpu_kernels.py --only attention --rows 512   # the old prompt path
+    python bench/gpu_kernels.py --only fused_attention --shapes 8B,135M --rows 1,16,64
+
+fused_attention (decode rows only) times rope_kv_store followed by attention on [q | k | v] rows
+("rkv+attn", two launches per call) and strata_rope_kv_store_attention on the same rows
+("rkv_attn fused", one launch), each in its own graph.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ SHAPES = {  # hidden, heads, kv heads, head_dim, ffn, vocab
 ROWS = [1, 16, 64, 512]
 CONTEXTS = [128, 1024, 8192]
 PROMPT_CONTEXTS = [512, 2048]  # extra contexts for prompt-sized row counts (more than 64 rows)
-KERNELS = ["attention", "rope_kv_store", "rope", "kv_store", "rmsnorm", "silu_mul", "add", "embed", "gather_rows",
+KERNELS = ["attention", "fused_attention", "rope_kv_store", "rope", "kv_store", "rmsnorm", "silu_mul", "add", "embed", "gather_rows",
            "positions_decode", "argmax", "sample_greedy", "sample_topp", "attention_dense"]
 
 
@@ -118,6 +123,39 @@ class Bench:
                                                 1 / np.sqrt(hd), out, 0))
             self.record("attention", name, n_rows, context, t, cells * kv_w * 2 * 2)
             for b in (fill, rows, q, out):
+                b.close()
+
+    def fused_attention(self, name, sh, n_rows, context):
+        """rope_kv_store + attention as two launches, then as the fused call, on decode rows."""
+        ctx, hd, nkv, nh = self.ctx, sh["hd"], sh["kv"], sh["heads"]
+        if n_rows > 64:
+            return  # the fused call is for decode rows of distinct slots
+        kv_w, stride = nkv * hd, (nh + 2 * nkv) * hd
+        with S.Slots(ctx, n_rows, 1, context, nkv, hd) as slots:
+            fill = self.buf(self.rng.standard_normal((context, kv_w), dtype=np.float32))
+            for s in range(n_rows):
+                rows = self.buf(np.array([(s, i) for i in range(context)], np.int32))
+                S.kv_store(ctx, slots, 0, fill, 0, kv_w, fill, 0, kv_w, rows, 0, context)
+                rows.close()
+            pairs = [(s, context - 1) for s in range(n_rows)]
+            rows = self.buf(np.array(pairs, np.int32))
+            qkv = self.buf(self.rng.standard_normal((n_rows, stride), dtype=np.float32))
+            out = S.Buffer(ctx, n_rows * nh * hd * 4)
+            pq = S.rope_params(S.RopeMode.HALF, nh, hd, hd, 10000.0)
+            pk = S.rope_params(S.RopeMode.HALF, nkv, hd, hd, 10000.0)
+            scale = 1 / np.sqrt(hd)
+            nbytes = n_rows * context * kv_w * 2 * 2
+
+            def separate():
+                S.rope_kv_store(ctx, pq, pk, slots, 0, qkv, 0, stride, n_rows, rows, 0)
+                S.attention(ctx, slots, 0, qkv, 0, stride, n_rows, nh, rows, 0, scale, out, 0)
+
+            t = self.timeit(separate)
+            self.record("rkv+attn", name, n_rows, context, t, nbytes)
+            t = self.timeit(lambda: S.rope_kv_store_attention(ctx, pq, pk, slots, 0, qkv, 0, stride, n_rows, rows,
+                                                              0, None, 0, scale, 0, out, 0))
+            self.record("rkv_attn fused", name, n_rows, context, t, nbytes)
+            for b in (fill, rows, qkv, out):
                 b.close()
 
     def attention_dense(self, name, sh, n_rows, context):
@@ -243,6 +281,9 @@ def main(argv=None) -> int:
                     contexts = sorted(set(contexts) | {int(c) for c in args.prompt_contexts.split(",") if c})
                 for context in contexts:
                     bench.run("attention", bench.attention, name, sh, n_rows, context)
+            if "fused_attention" in only:
+                for context in (int(c) for c in args.contexts.split(",")):
+                    bench.run("fused_attention", bench.fused_attention, name, sh, n_rows, context)
             bench.run("row kernels", bench.row_kernels, name, sh, n_rows, only)
             bench.run("vocab kernels", bench.vocab_kernels, name, sh, n_rows, only)
     if "attention_dense" in only:

@@ -30,7 +30,7 @@ __all__ = [
     "StrataError", "DType", "RopeMode", "SAMPLING_PARAMS_DTYPE", "Context", "Buffer", "Slots", "Graph",
     "DeviceInfo", "load", "cuda_device_count", "abi_version", "build_info", "dtype_block", "random_uniform",
     "status_name", "rope_params", "embed", "rmsnorm", "matmul", "MatmulPrologue", "matmul_params", "matmul_ex",
-    "rope", "kv_store", "rope_kv_store", "attention",
+    "rope", "kv_store", "rope_kv_store", "rope_kv_store_attention", "attention",
     "attention_dense", "silu_mul", "gelu", "add", "gather_rows", "positions_decode", "argmax", "sample",
     "HostBuffer", "step_advance", "logits_adjust",
 ]
@@ -613,6 +613,19 @@ def rope_kv_store(ctx, q_params, k_params, slots, layer, qkv, qkv_offset, row_st
                                    rows._ptr or _closed(rows), rows_offset,
                                    ffi.NULL if freq_factors is None else (freq_factors._ptr or _closed(freq_factors)),
                                    freq_factors_offset)
+    if st:
+        _raise(st)
+
+
+def rope_kv_store_attention(ctx, q_params, k_params, slots, layer, qkv, qkv_offset, row_stride, n_rows, rows,
+                            rows_offset, freq_factors, freq_factors_offset, scale, window, out, out_offset):
+    """rope_kv_store then attention_window on the same rows in one call: the same bits, provided no row
+    reads a cell another row of the call writes (decode rows of distinct slots; strata.h)."""
+    st = _lib.strata_rope_kv_store_attention(
+        ctx._ptr or _closed(ctx), q_params, k_params, slots._ptr or _closed(slots), layer, qkv._ptr or _closed(qkv),
+        qkv_offset, row_stride, n_rows, rows._ptr or _closed(rows), rows_offset,
+        ffi.NULL if freq_factors is None else (freq_factors._ptr or _closed(freq_factors)), freq_factors_offset,
+        scale, window, out._ptr or _closed(out), out_offset)
     if st:
         _raise(st)
 

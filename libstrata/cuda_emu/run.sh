@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh — builds and runs the host emulation checks of the CUDA kernels
-# (no GPU needed): libstrata/cuda_emu/run.sh [quant|sample|mma|int|int_tiles|int_rows|int_gemv|matmul|attention|prompt|dense|rope|misc]
-# (attention also runs test_attention_prompt: the prompt kernel; prompt runs only that)
+# (no GPU needed): libstrata/cuda_emu/run.sh [quant|sample|mma|int|int_tiles|int_rows|int_gemv|matmul|attention|fused|prompt|dense|rope|misc]
+# (attention also runs test_attention_prompt: the prompt kernel, and the fused rope_kv_store + attention; prompt and fused run only theirs)
 # Takes a few minutes in all (one OS thread per emulated CUDA thread).
 set -e
 here=$(cd "$(dirname "$0")" && pwd)

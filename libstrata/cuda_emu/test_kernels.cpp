@@ -5,7 +5,8 @@
 // modes (padding rows and tails untouched, a debug-shared table), rmsnorm in
 // place, embed with bad ids, gather_rows, silu_mul, gelu, positions_decode;
 // and batch invariance bit for bit (a row alone vs in a batch, a segment
-// moved). Usage: test_kernels [matmul|attention|dense|rope|misc].
+// moved); rope_kv_store + attention fused (test_fused_attention.h). Usage:
+// test_kernels [matmul|attention|fused|dense|rope|misc].
 #define STRATA_CUDA_EMU 1
 #include "emu.h"
 #include "cuda_matmul.cu"
@@ -471,10 +472,13 @@ static void test_misc() {
     printf("misc done\n");
 }
 
+#include "test_fused_attention.h"
+
 int main(int argc, char** argv) {
     std::string only = argc > 1 ? argv[1] : "";
     if (only.empty() || only == "matmul") test_matmul();
     if (only.empty() || only == "attention") test_attention();
+    if (only.empty() || only == "attention" || only == "fused") test_fused();
     if (only.empty() || only == "dense") test_dense();
     if (only.empty() || only == "rope") test_rope();
     if (only.empty() || only == "misc") test_misc();

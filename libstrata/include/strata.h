@@ -445,6 +445,26 @@ int32_t strata_attention_window(strata_context *ctx, strata_slots *slots, int32_
                                 strata_buffer *rows, uint64_t rows_offset, float scale, int32_t window,
                                 strata_buffer *out, uint64_t out_offset);
 
+/* strata_rope_kv_store followed by strata_attention_window (window 0:
+ * strata_attention) on the same rows, in one call: the queries are the
+ * rotated q part of each qkv row (n_heads = q_params->n_heads, q_row_stride =
+ * row_stride), out as strata_attention's. Every result (the rotated q and k
+ * left in qkv, the KV cache cells, out) is bit-identical to the two calls on
+ * the same backend PROVIDED no row's attention reads a cell that another row
+ * of the call writes: decode rows of distinct slots. Speculative draft rows of
+ * one slot and prompt chunks break that guarantee (a row would read a
+ * neighbour's cell before it is written): use the two calls for them. The CUDA
+ * backend runs decode-sized calls (fewer than 256 rows, head_dim 64 or 128) as
+ * one kernel that uses each row's new cell as stored (after the F16 / int8
+ * rounding) straight from the block that computed it; other calls, and the
+ * CPU backend, run the two calls. out must not overlap qkv. */
+int32_t strata_rope_kv_store_attention(strata_context *ctx, const strata_rope_params *q_params,
+                                       const strata_rope_params *k_params, strata_slots *slots, int32_t layer,
+                                       strata_buffer *qkv, uint64_t qkv_offset, int64_t row_stride, int64_t n_rows,
+                                       strata_buffer *rows, uint64_t rows_offset, strata_buffer *freq_factors,
+                                       uint64_t freq_factors_offset, float scale, int32_t window, strata_buffer *out,
+                                       uint64_t out_offset);
+
 /* Bidirectional attention within segments (the vision encoder): token t of
  * segment s (segments[s] <= t < segments[s + 1], int32, n_segments + 1
  * entries, non-decreasing from 0 to n_tokens) attends to every token of its

@@ -118,6 +118,8 @@ class ModelRunner:
         n_rows, n_decode, n_logits, wants_logprobs = self._fill_inputs(plan, drafts)
         self.io.clear(n_rows, n_logits)
         self.io.upload()
+        # Only decode rows, one per slot (no drafts): no row reads a cell another row writes.
+        self.io.distinct_slots = n_decode == n_rows and not drafts
         self.model.decoder.record(self.io, self.act, self.slots, n_rows, n_decode, n_logits,
                                   inject=self.images.inject_for(plan, n_decode), adjust=self.logit_table)
         sampled = self.io.download_ids(n_logits).tolist() if n_logits else []
@@ -227,6 +229,10 @@ class ModelRunner:
     def _graph(self, bucket: int) -> F.Graph:
         """The decode graph for `bucket` rows, captured on first use (rows past the batch are padding)."""
         graph = self.graphs.get(bucket)
+        if graph is None:
+            # The graph serves every decode-only step of this bucket: its rows are of distinct slots
+            # unless a speculator may add draft rows of one slot.
+            self.io.distinct_slots = self.speculator is None
         capture = getattr(self.model.decoder, "capture", None)
         if graph is None and capture is not None:   # a layer split: a graph per stage (split_decoder.py)
             graph = self.graphs[bucket] = capture(self.io, self.act, self.slots, bucket, adjust=self.logit_table)

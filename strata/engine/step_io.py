@@ -37,6 +37,10 @@ class StepIO:
         self.logit_idx = self.host[self.logit_idx_off: self.adjust_off].view(np.int32)   # [max_logits]
         self.adjust = self.host[self.adjust_off: self.out_off].view(np.int32)            # [max_logits]
         self.adjust[:] = -1
+        # Set by whoever records a step: True when rows [0, n_rows) are decode rows of distinct slots
+        # (no prompt chunk, no draft rows), so no row reads a cell another row writes. The decoder may
+        # then fuse rope, the KV store and attention (strata_rope_kv_store_attention).
+        self.distinct_slots = False
         self._out = np.zeros(max_logits, dtype=np.int32)
 
     def clear(self, n_rows: int, n_logits: int) -> None:

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from .. import _ffi as F
+from .. import env
 from .spec import ModelSpec
 from .weights import WeightArena
 
@@ -140,10 +141,15 @@ class Decoder:
             w, width = layer.qkv, s.q_dim + 2 * s.kv_dim
             F.matmul_ex(ctx, layer.qkv_params, A, act.x, n_rows, s.hidden, w.buffer, w.offset, w.dtype, w.rows,
                         A, act.qkv)
-            F.rope_kv_store(ctx, self.rope_q, self.rope_k, slots, index, A, act.qkv, width, n_rows, io.buffer,
-                            io.rows_off, ff_buf, ff_off)
-            F.attention(ctx, slots, index, A, act.qkv, width, n_rows, s.n_heads, io.buffer, io.rows_off,
-                        self.scale, A, act.att)
+            if getattr(io, "distinct_slots", False) and fused_attention_enabled():
+                # Decode rows of distinct slots: one call (one kernel on CUDA), the same bits.
+                F.rope_kv_store_attention(ctx, self.rope_q, self.rope_k, slots, index, A, act.qkv, width, n_rows,
+                                          io.buffer, io.rows_off, ff_buf, ff_off, self.scale, 0, A, act.att)
+            else:
+                F.rope_kv_store(ctx, self.rope_q, self.rope_k, slots, index, A, act.qkv, width, n_rows, io.buffer,
+                                io.rows_off, ff_buf, ff_off)
+                F.attention(ctx, slots, index, A, act.qkv, width, n_rows, s.n_heads, io.buffer, io.rows_off,
+                            self.scale, A, act.att)
         else:
             n = layer.attn_norm
             F.rmsnorm(ctx, A, act.x, n.buffer, n.offset, A, act.h, n_rows, s.hidden, s.rms_eps)
@@ -177,6 +183,12 @@ class Decoder:
     def _matmul(self, x_off, n_rows, w, y_off, A, bias=None, accumulate=False):
         F.matmul(self.ctx, A, x_off, n_rows, w.cols, w.buffer, w.offset, w.dtype, w.rows,
                  None if bias is None else bias.buffer, 0 if bias is None else bias.offset, A, y_off, accumulate)
+
+
+def fused_attention_enabled() -> bool:
+    """STRATA_FUSED_ATTENTION (strata/env.py): whether steps of distinct-slot decode rows fuse rope, the
+    KV store and attention. Read when a step is recorded."""
+    return (env.get("STRATA_FUSED_ATTENTION") or "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def _norm_params(norm, eps: float, bias=None):

@@ -99,6 +99,51 @@ STRATA_EXPORT int32_t strata_kv_store(strata_context* ctx, strata_slots* slots, 
     });
 }
 
+namespace {
+
+// The checked arguments of strata_rope_kv_store (also the first half of the fused entry point).
+RopeKvStoreArgs rope_kv_store_args(Call& call, const strata_rope_params* q_params, const strata_rope_params* k_params,
+                                   strata_slots* slots, int32_t layer, strata_buffer* qkv, uint64_t qkv_offset,
+                                   int64_t row_stride, int64_t n_rows, strata_buffer* rows, uint64_t rows_offset,
+                                   strata_buffer* freq_factors, uint64_t freq_factors_offset) {
+    if (q_params == nullptr || k_params == nullptr) invalid("q_params and k_params must not be NULL");
+    RopeKvStoreArgs a;
+    a.q_params = *q_params;
+    a.k_params = *k_params;
+    check_rope_params(a.q_params);
+    check_rope_params(a.k_params);
+    a.slots = use_slots(call, slots, "slots")->view;
+    require_layer(slots, layer);
+    const int32_t hd = a.slots.head_dim;
+    if (a.q_params.head_dim != hd || a.k_params.head_dim != hd)
+        invalid("q_params.head_dim=" + str(a.q_params.head_dim) + " and k_params.head_dim=" +
+                str(a.k_params.head_dim) + " must equal the slot set's head_dim=" + str(hd));
+    if (a.k_params.n_heads != a.slots.n_kv_heads)
+        invalid("k_params.n_heads=" + str(a.k_params.n_heads) + " must equal the slot set's n_kv_heads=" +
+                str(a.slots.n_kv_heads));
+    require_positive("n_rows", n_rows);
+    const int64_t width = (int64_t(a.q_params.n_heads) + 2 * int64_t(a.slots.n_kv_heads)) * hd;
+    const u128 qkv_bytes = strided_bytes("qkv", n_rows, width, row_stride, 4);
+    a.qkv = reinterpret_cast<float*>(operand(call, qkv, "qkv", qkv_offset, qkv_bytes, 4, "F32"));
+    a.rows = rows_operand(call, rows, rows_offset, n_rows);
+    require_disjoint(qkv, qkv_offset, qkv_bytes, "qkv", rows, rows_offset, u128(n_rows) * 8, "rows");
+    a.freq_factors = nullptr;
+    if (freq_factors != nullptr) {
+        const int32_t rot = a.q_params.rot_dim > a.k_params.rot_dim ? a.q_params.rot_dim : a.k_params.rot_dim;
+        const u128 ff_bytes = u128(rot / 2) * 4;
+        a.freq_factors = reinterpret_cast<const float*>(
+            operand(call, freq_factors, "freq_factors", freq_factors_offset, ff_bytes, 4, "F32"));
+        require_disjoint(qkv, qkv_offset, qkv_bytes, "qkv", freq_factors, freq_factors_offset, ff_bytes,
+                         "freq_factors");
+    }
+    a.layer = layer;
+    a.row_stride = row_stride;
+    a.n_rows = n_rows;
+    return a;
+}
+
+}  // namespace
+
 STRATA_EXPORT int32_t strata_rope_kv_store(strata_context* ctx, const strata_rope_params* q_params,
                                            const strata_rope_params* k_params, strata_slots* slots, int32_t layer,
                                            strata_buffer* qkv, uint64_t qkv_offset, int64_t row_stride,
@@ -106,44 +151,45 @@ STRATA_EXPORT int32_t strata_rope_kv_store(strata_context* ctx, const strata_rop
                                            strata_buffer* freq_factors, uint64_t freq_factors_offset) {
     return guarded("strata_rope_kv_store", [&](Call& call) {
         use_context(call, ctx);
-        if (q_params == nullptr || k_params == nullptr) invalid("q_params and k_params must not be NULL");
-        RopeKvStoreArgs a;
-        a.q_params = *q_params;
-        a.k_params = *k_params;
-        check_rope_params(a.q_params);
-        check_rope_params(a.k_params);
-        a.slots = use_slots(call, slots, "slots")->view;
-        require_layer(slots, layer);
-        const int32_t hd = a.slots.head_dim;
-        if (a.q_params.head_dim != hd || a.k_params.head_dim != hd)
-            invalid("q_params.head_dim=" + str(a.q_params.head_dim) + " and k_params.head_dim=" +
-                    str(a.k_params.head_dim) + " must equal the slot set's head_dim=" + str(hd));
-        if (a.k_params.n_heads != a.slots.n_kv_heads)
-            invalid("k_params.n_heads=" + str(a.k_params.n_heads) + " must equal the slot set's n_kv_heads=" +
-                    str(a.slots.n_kv_heads));
-        require_positive("n_rows", n_rows);
-        const int64_t width = (int64_t(a.q_params.n_heads) + 2 * int64_t(a.slots.n_kv_heads)) * hd;
-        const u128 qkv_bytes = strided_bytes("qkv", n_rows, width, row_stride, 4);
-        a.qkv = reinterpret_cast<float*>(operand(call, qkv, "qkv", qkv_offset, qkv_bytes, 4, "F32"));
-        a.rows = rows_operand(call, rows, rows_offset, n_rows);
-        require_disjoint(qkv, qkv_offset, qkv_bytes, "qkv", rows, rows_offset, u128(n_rows) * 8, "rows");
-        a.freq_factors = nullptr;
-        if (freq_factors != nullptr) {
-            const int32_t rot = a.q_params.rot_dim > a.k_params.rot_dim ? a.q_params.rot_dim : a.k_params.rot_dim;
-            const u128 ff_bytes = u128(rot / 2) * 4;
-            a.freq_factors = reinterpret_cast<const float*>(
-                operand(call, freq_factors, "freq_factors", freq_factors_offset, ff_bytes, 4, "F32"));
-            require_disjoint(qkv, qkv_offset, qkv_bytes, "qkv", freq_factors, freq_factors_offset, ff_bytes,
-                             "freq_factors");
-        }
-        a.layer = layer;
-        a.row_stride = row_stride;
-        a.n_rows = n_rows;
-        ctx->backend->rope_kv_store(a);
+        ctx->backend->rope_kv_store(rope_kv_store_args(call, q_params, k_params, slots, layer, qkv, qkv_offset,
+                                                       row_stride, n_rows, rows, rows_offset, freq_factors,
+                                                       freq_factors_offset));
     });
 }
 
 namespace {
+
+// The checked arguments of strata_attention(_window) (also the second half of the fused entry point).
+AttentionArgs attention_args(Call& call, strata_slots* slots, int32_t layer, strata_buffer* q, uint64_t q_offset,
+                             int64_t q_row_stride, int64_t n_rows, int32_t n_heads, strata_buffer* rows,
+                             uint64_t rows_offset, float scale, int32_t window, strata_buffer* out,
+                             uint64_t out_offset) {
+    require_range("window", window, 0, INT32_MAX);
+    AttentionArgs a;
+    a.window = window;
+    a.slots = use_slots(call, slots, "slots")->view;
+    require_layer(slots, layer);
+    require_positive("n_rows", n_rows);
+    require_range("n_heads", n_heads, 1, 1 << 16);
+    if (n_heads % a.slots.n_kv_heads != 0)
+        invalid("n_heads=" + str(n_heads) + " is not a multiple of the slot set's n_kv_heads=" +
+                str(a.slots.n_kv_heads));
+    require_finite("scale", scale);
+    int64_t width = int64_t(n_heads) * a.slots.head_dim;
+    u128 q_bytes = strided_bytes("q", n_rows, width, q_row_stride, 4);
+    u128 out_bytes = mul_sat(u128(n_rows) * width, 4);
+    a.q = reinterpret_cast<const float*>(operand(call, q, "q", q_offset, q_bytes, 4, "F32"));
+    a.rows = rows_operand(call, rows, rows_offset, n_rows);
+    a.out = reinterpret_cast<float*>(operand(call, out, "out", out_offset, out_bytes, 4, "F32"));
+    require_disjoint(out, out_offset, out_bytes, "out", q, q_offset, q_bytes, "q");
+    require_disjoint(out, out_offset, out_bytes, "out", rows, rows_offset, u128(n_rows) * 8, "rows");
+    a.layer = layer;
+    a.q_row_stride = q_row_stride;
+    a.n_rows = n_rows;
+    a.n_heads = n_heads;
+    a.scale = scale;
+    return a;
+}
 
 // strata_attention and strata_attention_window: window 0 is plain causal attention.
 int32_t attention_entry(const char* entry, strata_context* ctx, strata_slots* slots, int32_t layer,
@@ -152,31 +198,8 @@ int32_t attention_entry(const char* entry, strata_context* ctx, strata_slots* sl
                         uint64_t out_offset) {
     return guarded(entry, [&](Call& call) {
         use_context(call, ctx);
-        require_range("window", window, 0, INT32_MAX);
-        AttentionArgs a;
-        a.window = window;
-        a.slots = use_slots(call, slots, "slots")->view;
-        require_layer(slots, layer);
-        require_positive("n_rows", n_rows);
-        require_range("n_heads", n_heads, 1, 1 << 16);
-        if (n_heads % a.slots.n_kv_heads != 0)
-            invalid("n_heads=" + str(n_heads) + " is not a multiple of the slot set's n_kv_heads=" +
-                    str(a.slots.n_kv_heads));
-        require_finite("scale", scale);
-        int64_t width = int64_t(n_heads) * a.slots.head_dim;
-        u128 q_bytes = strided_bytes("q", n_rows, width, q_row_stride, 4);
-        u128 out_bytes = mul_sat(u128(n_rows) * width, 4);
-        a.q = reinterpret_cast<const float*>(operand(call, q, "q", q_offset, q_bytes, 4, "F32"));
-        a.rows = rows_operand(call, rows, rows_offset, n_rows);
-        a.out = reinterpret_cast<float*>(operand(call, out, "out", out_offset, out_bytes, 4, "F32"));
-        require_disjoint(out, out_offset, out_bytes, "out", q, q_offset, q_bytes, "q");
-        require_disjoint(out, out_offset, out_bytes, "out", rows, rows_offset, u128(n_rows) * 8, "rows");
-        a.layer = layer;
-        a.q_row_stride = q_row_stride;
-        a.n_rows = n_rows;
-        a.n_heads = n_heads;
-        a.scale = scale;
-        ctx->backend->attention(a);
+        ctx->backend->attention(attention_args(call, slots, layer, q, q_offset, q_row_stride, n_rows, n_heads, rows,
+                                               rows_offset, scale, window, out, out_offset));
     });
 }
 
@@ -197,6 +220,34 @@ STRATA_EXPORT int32_t strata_attention_window(strata_context* ctx, strata_slots*
                                               uint64_t out_offset) {
     return attention_entry("strata_attention_window", ctx, slots, layer, q, q_offset, q_row_stride, n_rows, n_heads,
                            rows, rows_offset, scale, window, out, out_offset);
+}
+
+STRATA_EXPORT int32_t strata_rope_kv_store_attention(
+    strata_context* ctx, const strata_rope_params* q_params, const strata_rope_params* k_params, strata_slots* slots,
+    int32_t layer, strata_buffer* qkv, uint64_t qkv_offset, int64_t row_stride, int64_t n_rows, strata_buffer* rows,
+    uint64_t rows_offset, strata_buffer* freq_factors, uint64_t freq_factors_offset, float scale, int32_t window,
+    strata_buffer* out, uint64_t out_offset) {
+    return guarded("strata_rope_kv_store_attention", [&](Call& call) {
+        use_context(call, ctx);
+        const RopeKvStoreArgs r = rope_kv_store_args(call, q_params, k_params, slots, layer, qkv, qkv_offset,
+                                                     row_stride, n_rows, rows, rows_offset, freq_factors,
+                                                     freq_factors_offset);
+        // The queries are the q part of each qkv row: out must not overlap any of qkv (k and v are
+        // read after q is written), which the whole-row check below covers.
+        const AttentionArgs a = attention_args(call, slots, layer, qkv, qkv_offset, row_stride, n_rows,
+                                               q_params->n_heads, rows, rows_offset, scale, window, out, out_offset);
+        const u128 qkv_bytes = strided_bytes(
+            "qkv", n_rows, (int64_t(q_params->n_heads) + 2 * int64_t(r.slots.n_kv_heads)) * r.slots.head_dim,
+            row_stride, 4);
+        const u128 out_bytes = mul_sat(u128(n_rows) * (int64_t(q_params->n_heads) * r.slots.head_dim), 4);
+        require_disjoint(out, out_offset, out_bytes, "out", qkv, qkv_offset, qkv_bytes, "qkv");
+        if (freq_factors != nullptr) {
+            const int32_t rot = q_params->rot_dim > k_params->rot_dim ? q_params->rot_dim : k_params->rot_dim;
+            require_disjoint(out, out_offset, out_bytes, "out", freq_factors, freq_factors_offset,
+                             u128(rot / 2) * 4, "freq_factors");
+        }
+        ctx->backend->rope_kv_store_attention(r, a);
+    });
 }
 
 STRATA_EXPORT int32_t strata_attention_dense(strata_context* ctx, strata_buffer* q, uint64_t q_offset,

@@ -220,6 +220,12 @@ public:
                              a.row_stride, a.rows, a.n_rows});
     }
     virtual void attention(const AttentionArgs& a) = 0;
+    // strata_rope_kv_store_attention: must equal rope_kv_store(r) then attention(a) bit for bit, for
+    // launches whose rows read no cell another row of the launch writes; backends override it to fuse.
+    virtual void rope_kv_store_attention(const RopeKvStoreArgs& r, const AttentionArgs& a) {
+        rope_kv_store(r);
+        attention(a);
+    }
     virtual void attention_dense(const DenseAttentionArgs& a) = 0;
     virtual void silu_mul(const SiluMulArgs& a) = 0;
     virtual void gelu(const UnaryArgs& a) = 0;

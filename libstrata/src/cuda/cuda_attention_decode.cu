@@ -45,6 +45,7 @@
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
 #include "cuda_kv_layout.cuh"
+#include "cuda_rope.cuh"
 #include "cuda_scratch.cuh"
 #include "cuda_pdl.cuh"
 
@@ -61,6 +62,8 @@ struct DecodePlan {
     int32_t max_chunks;     // chunks of the longest possible row: ceil(n_ctx / 256)
     float* states;          // S > 1: [item][max_chunks][worker][NQ (2 + HD)] raw worker states
     int32_t* arrivals;      // S > 1: [item] blocks of the item done (zero between calls)
+    int32_t* kv_arrivals;   // FUSED: [row][KV head] blocks that loaded their q and k (zero between calls)
+    RopeKvStoreArgs rope;   // the fused launch (strata_rope_kv_store_attention) only: a.q is rope.qkv
     int32_t prompt_rows;    // > 0: after the prompt kernel (cuda_attention_prompt.cu) with blocks of
                             // this many rows: rows of its blocks that read one slot are skipped
 };
@@ -81,8 +84,29 @@ __device__ __forceinline__ float dec_i8(uint32_t word, int byte, float scale) {
     return __fmul_rn((float)(int8_t)((word >> (8 * byte)) & 0xffu), scale);
 }
 
-// HD: head_dim (64 or 128); NQ: query vectors per block; INT8: int8 pool (STRATA_KV_INT8).
-template <int HD, int NQ, bool INT8>
+// The fused launch (FUSED != 0): strata_rope_kv_store followed by this attention, in one kernel,
+// for launches whose rows read no cell another row of the launch writes (decode rows of distinct
+// slots). Every block of (row r, KV head kvh, head group) first does rope_kv_store's work for what
+// it reads, with rope_kv_store's expressions (cuda_rope.cuh, cuda_kv_store.cu store_head):
+//   - it rotates its query heads as they are loaded (cos/sin of the row's table cell computed by the
+//     block, rope_inverse_frequency / rope_cos_sin) and its KV head's k, and rounds k and v to the
+//     cache's form (F16 round to nearest even, or the int8 rule with the warp's exact max) into
+//     shared memory; the block (KV head, head group 0, rank 0) stores that cell (values, int8
+//     scales) into the page;
+//   - the attention then reads cell `index` from that shared copy (the values AS STORED, so the
+//     bits are those of reading the cache after the store) and every other cell from the cache;
+//   - the rotated q and k go back to the qkv row only once no block still reads the originals:
+//     every block of (row, KV head) counts itself in P.kv_arrivals after loading (the atomic's
+//     result is awaited only at the block's end), and the last one rotates the KV head's G query
+//     heads again from the originals (the same expressions, so the same values) and writes them
+//     and its k, then resets the counter to 0 for the next call and every graph replay.
+// A row whose cell is not stored (an unmapped page) reads the cache as the separate attention does;
+// a row without a table cell is not rotated (strata_rope's padding rule). FUSED == 2 is a deliberately
+// wrong variant (the new cell taken before rounding) that only the emulator's negative control runs.
+constexpr int kFusedUnroundedForTests = 2;
+
+// HD: head_dim (64 or 128); NQ: query vectors per block; INT8: int8 pool (STRATA_KV_INT8); FUSED: above.
+template <int HD, int NQ, bool INT8, int FUSED = 0>
 __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_kernel(const DecodePlan P) {
     pdl_wait();  // first: see cuda_pdl.cuh
     pdl_launch_dependents();
@@ -94,6 +118,13 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
     __shared__ float p_all[kWorkers][NQ][kTile];
     __shared__ float4 ws4[2 * kWorkers * kWs / 4];  // S = 1: [parity][worker][kWs], float2-aligned parts
     __shared__ int last_block;
+    // FUSED: cos/sin of the row's cell for q and k, the rotated k head (F32), and cell `index` as the
+    // cache holds it after the store (F16 bits or int8 values as 16-byte words, the int8 scales).
+    constexpr int kFH = FUSED ? HD / 2 : 1;
+    __shared__ float f_cos_q[kFH], f_sin_q[kFH], f_cos_k[kFH], f_sin_k[kFH];
+    __shared__ float f_k[FUSED ? HD : 1];
+    __shared__ uint4 f_new[FUSED ? 2 * HD * (INT8 ? 1 : 2) / 16 : 1];  // [K | V] rows of the new cell
+    __shared__ float f_scale[2];
     const float* q_s = reinterpret_cast<const float*>(q4);
     auto ws = [&](int parity, int w) { return reinterpret_cast<float*>(ws4) + (parity * kWorkers + w) * kWs; };
 
@@ -122,11 +153,93 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
     const int t_first = first / kTile;
     const int n_rounds = rank < n_chunks ? (n_chunks - rank + S - 1) / S : 0;
 
-    if (n_rounds > 0) {
+    if (n_rounds > 0 || FUSED) {
         // The block's query vectors (zero past its heads).
         for (int e = tid; e < NQ * HD; e += kThreads) {
             const int v = e / HD, d = e - v * HD;
             reinterpret_cast<float*>(q4)[e] = v < nh ? a.q[(int64_t)r * a.q_row_stride + (int64_t)(h0 + v) * HD + d] : 0.0f;
+        }
+    }
+    // FUSED: whether cell `index` comes from f_new (the row's cell is stored by this launch); the
+    // blocks that read this KV head's q and k originals, and this block's place among them.
+    bool fused_new = false;
+    const int kv_blocks = P.n_hgroups * S;
+    int kv_old = 0;
+    if constexpr (FUSED != 0) {
+        const RopeKvStoreArgs& R = P.rope;
+        const strata_rope_params& pq = R.q_params;
+        const strata_rope_params& pk = R.k_params;
+        const int32_t* cell = rope_table_cell(s, slot, ix);
+        fused_new = kv_row_valid(s, a.layer, slot, ix);
+        const bool owner = hg == 0 && rank == 0;  // stores the cache cell (once per KV head)
+        float* qrow = R.qkv + (int64_t)r * R.row_stride;
+        float* krow = qrow + (int64_t)pq.n_heads * HD + (int64_t)kvh * HD;
+        const float* vrow = qrow + (int64_t)(pq.n_heads + s.n_kv_heads) * HD + (int64_t)kvh * HD;
+        for (int d = tid; d < HD; d += kThreads) f_k[d] = krow[d];
+        const int half_q = pq.rot_dim / 2, half_k = pk.rot_dim / 2;
+        if (cell != nullptr) {  // q's and k's angles on different threads: one pow + sincosf deep, not two
+            for (int e = tid; e < half_q + half_k; e += kThreads) {
+                if (e < half_q) {
+                    rope_cos_sin(pq, e, rope_inverse_frequency(pq, e, R.freq_factors), cell, &f_cos_q[e], &f_sin_q[e]);
+                } else {
+                    const int j = e - half_q;
+                    rope_cos_sin(pk, j, rope_inverse_frequency(pk, j, R.freq_factors), cell, &f_cos_k[j], &f_sin_k[j]);
+                }
+            }
+        }
+        __syncthreads();
+        if (cell != nullptr) {  // rotate: pair (vector v, frequency j) of q, then the pairs of k
+            const bool adj_q = pq.mode == STRATA_ROPE_ADJACENT, adj_k = pk.mode == STRATA_ROPE_ADJACENT;
+            float* qs = reinterpret_cast<float*>(q4);
+            for (int e = tid; e < nh * half_q; e += kThreads) {
+                const int v = e / half_q, j = e - v * half_q;
+                const int i0 = adj_q ? 2 * j : j, i1 = adj_q ? 2 * j + 1 : j + half_q;
+                float* x = qs + v * HD;
+                rope_rotate_values(x[i0], x[i1], f_cos_q[j], f_sin_q[j], &x[i0], &x[i1]);
+            }
+            for (int j = tid; j < half_k; j += kThreads) {
+                const int i0 = adj_k ? 2 * j : j, i1 = adj_k ? 2 * j + 1 : j + half_k;
+                rope_rotate_values(f_k[i0], f_k[i1], f_cos_k[j], f_sin_k[j], &f_k[i0], &f_k[i1]);
+            }
+        }
+        __syncthreads();  // (also: every thread's loads of q and k are done)
+        if (tid == 0) kv_old = kv_blocks > 1 ? atomicAdd(&P.kv_arrivals[r * s.n_kv_heads + kvh], 1) : 0;
+        if (fused_new) {  // the cell as the store writes it
+            if constexpr (INT8) {
+                // Warp 0 rounds K, warp 1 V: store_head's rule (an exact max over the warp).
+                int8_t* nb = reinterpret_cast<int8_t*>(f_new);
+                if (warp < 2) {
+                    const float* x = warp == 0 ? f_k : vrow;
+                    float amax = 0.0f;
+                    for (int i = lane; i < HD; i += 32) amax = fmaxf(amax, fabsf(x[i]));
+                    amax = warp_max(amax);
+                    const float sc = __fdiv_rn(amax, 127.0f);
+                    if (lane == 0) f_scale[warp] = sc;
+                    for (int i = lane; i < HD; i += 32) {
+                        const float rr = sc > 0.0f ? rintf(__fdiv_rn(x[i], sc)) : 0.0f;
+                        const int8_t q8 = (int8_t)fminf(127.0f, fmaxf(-127.0f, rr));
+                        nb[warp * HD + i] = q8;
+                        if (owner) {
+                            const size_t at = kv_row(s, slot, a.layer, warp, kvh, ix);
+                            s.kv8[at + i] = q8;
+                            if (i == 0) s.kv_scale[at / HD] = sc;
+                        }
+                    }
+                }
+            } else {
+                __half* nb = reinterpret_cast<__half*>(f_new);
+                __half* kc = reinterpret_cast<__half*>(s.kv) + kv_row(s, slot, a.layer, 0, kvh, ix);
+                __half* vc = reinterpret_cast<__half*>(s.kv) + kv_row(s, slot, a.layer, 1, kvh, ix);
+                for (int d = tid; d < HD; d += kThreads) {
+                    const __half kh = __float2half_rn(f_k[d]), vh = __float2half_rn(vrow[d]);
+                    nb[d] = kh;
+                    nb[HD + d] = vh;
+                    if (owner) {
+                        kc[d] = kh;
+                        vc[d] = vh;
+                    }
+                }
+            }
         }
     }
     __syncthreads();
@@ -210,14 +323,21 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
             if (INT8) {
                 const int8_t* kp = s.kv8 + kb + (size_t)lane * HD;
                 const float kscale = __ldg(s.kv_scale + kb / HD + lane);
+                const bool mine_new = FUSED && fused_new && cell0 + lane == ix;  // cell `index`: f_new
+                const float kscale_used = mine_new ? f_scale[0] : kscale;
 #pragma unroll
                 for (int d0 = 0; d0 < HD; d0 += 16) {
-                    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(kp + d0));
+                    uint4 raw = __ldg(reinterpret_cast<const uint4*>(kp + d0));
+                    if (FUSED && mine_new) raw = f_new[d0 / 16];
                     const uint32_t w4[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
                     for (int i2 = 0; i2 < 8; ++i2) {
-                        const float k0 = dec_i8(w4[i2 >> 1], 2 * (i2 & 1), kscale);
-                        const float k1 = dec_i8(w4[i2 >> 1], 2 * (i2 & 1) + 1, kscale);
+                        float k0 = dec_i8(w4[i2 >> 1], 2 * (i2 & 1), kscale_used);
+                        float k1 = dec_i8(w4[i2 >> 1], 2 * (i2 & 1) + 1, kscale_used);
+                        if (FUSED == kFusedUnroundedForTests && mine_new) {
+                            k0 = f_k[d0 + 2 * i2];
+                            k1 = f_k[d0 + 2 * i2 + 1];
+                        }
 #pragma unroll
                         for (int v = 0; v < NQ; ++v) {
                             if (v < nh) {
@@ -230,11 +350,19 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
                 }
             } else {
                 const __half* kp = kvh16 + kb + (size_t)lane * HD;
+                const bool mine_new = FUSED && fused_new && cell0 + lane == ix;  // cell `index`: f_new
 #pragma unroll
                 for (int d0 = 0; d0 < HD; d0 += 8) {
-                    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(kp + d0));
-                    const float2 k01 = half2_bits_to_float2(raw.x), k23 = half2_bits_to_float2(raw.y);
-                    const float2 k45 = half2_bits_to_float2(raw.z), k67 = half2_bits_to_float2(raw.w);
+                    uint4 raw = __ldg(reinterpret_cast<const uint4*>(kp + d0));
+                    if (FUSED && mine_new) raw = f_new[d0 / 8];
+                    float2 k01 = half2_bits_to_float2(raw.x), k23 = half2_bits_to_float2(raw.y);
+                    float2 k45 = half2_bits_to_float2(raw.z), k67 = half2_bits_to_float2(raw.w);
+                    if (FUSED == kFusedUnroundedForTests && mine_new) {
+                        k01 = make_float2(f_k[d0], f_k[d0 + 1]);
+                        k23 = make_float2(f_k[d0 + 2], f_k[d0 + 3]);
+                        k45 = make_float2(f_k[d0 + 4], f_k[d0 + 5]);
+                        k67 = make_float2(f_k[d0 + 6], f_k[d0 + 7]);
+                    }
 #pragma unroll
                     for (int v = 0; v < NQ; ++v) {
                         if (v < nh) {
@@ -258,24 +386,33 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
 #pragma unroll
                 for (int i2 = 0; i2 < 8; ++i2) {
                     const int c = c0 + i2;
+                    // FUSED: cell `index` (a warp-uniform test) comes from f_new, the rest from the page.
+                    const bool is_new = FUSED && fused_new && cell0 + c == ix;
                     if (INT8) {
-                        const int8_t* vp = s.kv8 + vb + (size_t)c * HD + DPL * lane;
-                        const float vscale = __ldg(s.kv_scale + vb / HD + c);
-                        const uint32_t word = DPL == 4 ? __ldg(reinterpret_cast<const unsigned int*>(vp))
-                                                       : (uint32_t)__ldg(reinterpret_cast<const unsigned short*>(vp));
+                        const int8_t* vp = is_new ? reinterpret_cast<const int8_t*>(f_new) + HD + DPL * lane
+                                                  : s.kv8 + vb + (size_t)c * HD + DPL * lane;
+                        const float vscale = is_new ? f_scale[1] : __ldg(s.kv_scale + vb / HD + c);
+                        const uint32_t word = is_new ? (DPL == 4 ? *reinterpret_cast<const unsigned int*>(vp)
+                                                                 : (uint32_t)*reinterpret_cast<const unsigned short*>(vp))
+                                              : DPL == 4 ? __ldg(reinterpret_cast<const unsigned int*>(vp))
+                                                         : (uint32_t)__ldg(reinterpret_cast<const unsigned short*>(vp));
 #pragma unroll
                         for (int j = 0; j < DPL; ++j) dst[i2][j] = dec_i8(word, j, vscale);
                     } else {
-                        const __half* vp = kvh16 + vb + (size_t)c * HD + DPL * lane;
+                        const __half* vp = is_new ? reinterpret_cast<const __half*>(f_new) + HD + DPL * lane
+                                                  : kvh16 + vb + (size_t)c * HD + DPL * lane;
                         if constexpr (DPL == 4) {
-                            const uint2 raw = __ldg(reinterpret_cast<const uint2*>(vp));
+                            const uint2 raw = is_new ? *reinterpret_cast<const uint2*>(vp)
+                                                     : __ldg(reinterpret_cast<const uint2*>(vp));
                             const float2 x0 = half2_bits_to_float2(raw.x), x1 = half2_bits_to_float2(raw.y);
                             dst[i2][0] = x0.x;
                             dst[i2][1] = x0.y;
                             dst[i2][2] = x1.x;
                             dst[i2][3] = x1.y;
                         } else {
-                            const float2 x0 = half2_bits_to_float2(__ldg(reinterpret_cast<const unsigned int*>(vp)));
+                            const float2 x0 = half2_bits_to_float2(
+                                is_new ? *reinterpret_cast<const unsigned int*>(vp)
+                                       : __ldg(reinterpret_cast<const unsigned int*>(vp)));
                             dst[i2][0] = x0.x;
                             dst[i2][1] = x0.y;
                         }
@@ -352,6 +489,36 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
         }
     }
 
+    if constexpr (FUSED != 0) {
+        // The last block of (row, KV head) to have loaded writes back the rotated q heads and k.
+        if (tid == 0) last_block = kv_old == kv_blocks - 1;
+        __syncthreads();
+        if (last_block) {
+            const RopeKvStoreArgs& R = P.rope;
+            const strata_rope_params& pq = R.q_params;
+            const int32_t* cell = rope_table_cell(s, slot, ix);
+            if (cell != nullptr) {
+                float* qrow = R.qkv + (int64_t)r * R.row_stride;
+                float* krow = qrow + (int64_t)pq.n_heads * HD + (int64_t)kvh * HD;
+                const int half_q = pq.rot_dim / 2, half_k = R.k_params.rot_dim / 2;
+                const bool adj_q = pq.mode == STRATA_ROPE_ADJACENT, adj_k = R.k_params.mode == STRATA_ROPE_ADJACENT;
+                for (int e = tid; e < P.group * half_q; e += kThreads) {
+                    const int v = e / half_q, j = e - v * half_q;
+                    const int i0 = adj_q ? 2 * j : j, i1 = adj_q ? 2 * j + 1 : j + half_q;
+                    float* x = qrow + (int64_t)(kvh * P.group + v) * HD;
+                    rope_rotate_values(x[i0], x[i1], f_cos_q[j], f_sin_q[j], &x[i0], &x[i1]);
+                }
+                for (int j = tid; j < half_k; j += kThreads) {
+                    const int i0 = adj_k ? 2 * j : j, i1 = adj_k ? 2 * j + 1 : j + half_k;
+                    krow[i0] = f_k[i0];
+                    krow[i1] = f_k[i1];
+                }
+            }
+            if (tid == 0 && kv_blocks > 1) P.kv_arrivals[r * s.n_kv_heads + kvh] = 0;  // all have arrived
+        }
+        __syncthreads();  // last_block is reused below
+    }
+
     if (S > 1) {
         // Arrive; the item's last block folds every chunk's worker states in order.
         __threadfence();
@@ -407,6 +574,9 @@ namespace {
 constexpr int kMaxSplit = 16;
 constexpr size_t kMaxStateBytes = (size_t)128 << 20;  // beyond it a call runs unsplit (still exact)
 constexpr size_t kCounterBytes = (size_t)64 << 10;     // arrival counters: up to 16384 split items
+// The scratch's zeroed prefix (the same size on every call, cuda_scratch.cuh): the split items'
+// counters, then the fused launch's (row, KV head) counters (up to 16384).
+constexpr size_t kZeroBytes = 2 * kCounterBytes;
 
 int decode_sm_count() {
     int dev = 0, n = 0;
@@ -416,18 +586,22 @@ int decode_sm_count() {
 }
 
 template <int HD, int NQ>
-void launch_variant(const DecodePlan& P, bool int8, unsigned grid, cudaStream_t stream) {
-    if (int8) launch_k(attention_decode_kernel<HD, NQ, true>, grid, kThreads, 0, stream, P);
-    else launch_k(attention_decode_kernel<HD, NQ, false>, grid, kThreads, 0, stream, P);
+void launch_variant(const DecodePlan& P, bool int8, bool fused, unsigned grid, cudaStream_t stream) {
+    if (fused) {
+        if (int8) launch_k(attention_decode_kernel<HD, NQ, true, 1>, grid, kThreads, 0, stream, P);
+        else launch_k(attention_decode_kernel<HD, NQ, false, 1>, grid, kThreads, 0, stream, P);
+    } else {
+        if (int8) launch_k(attention_decode_kernel<HD, NQ, true>, grid, kThreads, 0, stream, P);
+        else launch_k(attention_decode_kernel<HD, NQ, false>, grid, kThreads, 0, stream, P);
+    }
 }
 
-}  // namespace
-
-namespace {
-
-// prompt_rows > 0: the rows the prompt kernel left (launch_attention_decode_rest). Split plans work
-// as usual: every block of a skipped item returns before arriving, so its counter stays zero.
-bool decode_launch(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch, int32_t prompt_rows) {
+// Plans and launches the decode kernel; `rope` non-null: the fused launch. prompt_rows > 0: the
+// rows the prompt kernel left (launch_attention_decode_rest); split plans work as usual: every block
+// of a skipped item returns before arriving, so its counter stays zero. False when the call is not
+// decode-sized (nothing launched).
+bool decode_launch(const AttentionArgs& a, const RopeKvStoreArgs* rope, cudaStream_t stream, Scratch& scratch,
+                   int32_t prompt_rows) {
     const SlotsView& s = a.slots;
     const int hd = s.head_dim;
     if (prompt_rows <= 0 && attention_legacy_selected()) return false;
@@ -442,6 +616,7 @@ bool decode_launch(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch
 
     DecodePlan P{};
     P.a = a;
+    if (rope != nullptr) P.rope = *rope;
     P.prompt_rows = prompt_rows;
     P.group = a.n_heads / s.n_kv_heads;
     const int nq = P.group <= 4 ? 4 : 8;
@@ -471,34 +646,50 @@ bool decode_launch(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch
         while (split < kMaxSplit && items * split * 2 <= target && split * 2 <= P.max_chunks) split *= 2;
     P.split = split;
     if (items * split > (int64_t)INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda attention: too many rows for one launch");
-    if (split > 1) {
+    if (split > 1 || rope != nullptr) {
         // A fixed counter region at the buffer's start (states never overlap it, whatever the call).
         unsigned char* buf = static_cast<unsigned char*>(
-            scratch.get_zeroed(kCounterBytes + state_bytes, kCounterBytes, stream));
+            scratch.get_zeroed(kZeroBytes + (split > 1 ? state_bytes : 0), kZeroBytes, stream));
         P.arrivals = reinterpret_cast<int32_t*>(buf);
-        P.states = reinterpret_cast<float*>(buf + kCounterBytes);
+        P.kv_arrivals = reinterpret_cast<int32_t*>(buf + kCounterBytes);
+        P.states = reinterpret_cast<float*>(buf + kZeroBytes);
     }
 
     const unsigned grid = (unsigned)(items * split);
+    const bool fused = rope != nullptr;
     if (hd == 64) {
-        if (nq == 4) launch_variant<64, 4>(P, int8, grid, stream);
-        else launch_variant<64, 8>(P, int8, grid, stream);
+        if (nq == 4) launch_variant<64, 4>(P, int8, fused, grid, stream);
+        else launch_variant<64, 8>(P, int8, fused, grid, stream);
     } else {
-        if (nq == 4) launch_variant<128, 4>(P, int8, grid, stream);
-        else launch_variant<128, 8>(P, int8, grid, stream);
+        if (nq == 4) launch_variant<128, 4>(P, int8, fused, grid, stream);
+        else launch_variant<128, 8>(P, int8, fused, grid, stream);
     }
-    check_launch("attention (decode)");
+    check_launch(fused ? "rope_kv_store + attention (decode, fused)" : "attention (decode)");
     return true;
 }
 
 }  // namespace
 
 bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch) {
-    return decode_launch(a, stream, scratch, 0);
+    return decode_launch(a, nullptr, stream, scratch, 0);
+}
+
+bool launch_rope_kv_store_attention(const RopeKvStoreArgs& r, const AttentionArgs& a, cudaStream_t stream,
+                                    Scratch& scratch) {
+    // The fused kernel reads the queries where rope_kv_store rotates them and covers head_dim 64 and
+    // 128 with one q and one k rotation of that width (rot_dim <= head_dim: the API checks it).
+    const int hd = a.slots.head_dim;
+    if (r.n_rows <= 0) return true;
+    if (a.q != r.qkv || a.q_row_stride != r.row_stride || a.n_rows != r.n_rows || a.rows != r.rows ||
+        a.layer != r.layer || a.n_heads != r.q_params.n_heads || r.k_params.n_heads != a.slots.n_kv_heads ||
+        r.q_params.head_dim != hd || r.k_params.head_dim != hd)
+        return false;
+    if ((int64_t)r.n_rows * a.slots.n_kv_heads > (int64_t)(kCounterBytes / sizeof(int32_t))) return false;
+    return decode_launch(a, &r, stream, scratch, 0);
 }
 
 void launch_attention_decode_rest(const AttentionArgs& a, int32_t prompt_rows, cudaStream_t stream, Scratch& scratch) {
-    if (!decode_launch(a, stream, scratch, prompt_rows))
+    if (!decode_launch(a, nullptr, stream, scratch, prompt_rows))
         fail(STRATA_ERR_INTERNAL, "cuda attention: the decode kernel refused the rows the prompt kernel left");
 }
 

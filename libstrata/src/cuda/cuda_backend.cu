@@ -204,6 +204,12 @@ public:
     void kv_store(const KvStoreArgs& a) override { use_device(); cuda::launch_kv_store(a, stream_); }
     void rope_kv_store(const RopeKvStoreArgs& a) override { use_device(); cuda::launch_rope_kv_store(a, stream_); }
     void attention(const AttentionArgs& a) override { use_device(); cuda::launch_attention(a, stream_, attn_scratch_); }
+    void rope_kv_store_attention(const RopeKvStoreArgs& r, const AttentionArgs& a) override {
+        use_device();
+        if (cuda::launch_rope_kv_store_attention(r, a, stream_, attn_scratch_)) return;
+        cuda::launch_rope_kv_store(r, stream_);  // not decode-sized or not covered: the two launches
+        cuda::launch_attention(a, stream_, attn_scratch_);
+    }
     void attention_dense(const DenseAttentionArgs& a) override {
         use_device();
         cuda::launch_attention_dense(a, stream_);

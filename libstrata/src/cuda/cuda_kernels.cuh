@@ -40,6 +40,11 @@ bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratc
 bool launch_attention_prompt(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch);
 void launch_attention_decode_rest(const AttentionArgs& a, int32_t prompt_rows, cudaStream_t stream,
                                   Scratch& scratch);  // cuda_attention_decode.cu
+// rope_kv_store + attention in one decode kernel (cuda_attention_decode.cu; the caller guarantees no
+// row reads a cell another row writes): false when the fused kernel does not cover the call (the
+// backend then runs the two launches, same bits).
+bool launch_rope_kv_store_attention(const RopeKvStoreArgs& r, const AttentionArgs& a, cudaStream_t stream,
+                                    Scratch& scratch);
 void launch_attention_dense(const DenseAttentionArgs& a, cudaStream_t stream);  // cuda_attention_dense.cu
 void launch_silu_mul(const SiluMulArgs& a, cudaStream_t stream);         // cuda_elementwise.cu
 void launch_gelu(const UnaryArgs& a, cudaStream_t stream);               // cuda_elementwise.cu

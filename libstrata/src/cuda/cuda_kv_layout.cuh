@@ -24,6 +24,19 @@ __device__ __forceinline__ size_t kv_row(const SlotsView& s, int32_t slot, int32
            ((size_t)head * kPageCells + cell % kPageCells) * s.head_dim;
 }
 
+// The pool page of (slot, cell), or -1 when unmapped (backend.h SlotsView::pages).
+__device__ __forceinline__ int32_t kv_page(const SlotsView& s, int32_t slot, int32_t cell) {
+    const int32_t p = s.pages[(size_t)slot * s.slot_pages + cell / kPageCells];
+    return p >= 0 && p < s.n_pages ? p : -1;
+}
+
+// A row is stored when it names a real cell of a mapped page (unmapped cells are skipped): the rule
+// of every KV store (cuda_kv_store.cu, and the fused store of cuda_attention_decode.cu).
+__device__ __forceinline__ bool kv_row_valid(const SlotsView& s, int32_t layer, int32_t slot, int32_t index) {
+    return slot >= 0 && slot < s.n_slots && index >= 0 && index < s.n_ctx && layer >= 0 && layer < s.n_layers &&
+           kv_page(s, slot, index) >= 0;
+}
+
 // Two F16 values (one 32-bit word of a cache row) as floats.
 __device__ __forceinline__ float2 half2_bits_to_float2(uint32_t bits) {
     __half2 h;

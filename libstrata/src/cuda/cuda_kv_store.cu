@@ -28,17 +28,7 @@ namespace strata {
 namespace cuda {
 namespace {
 
-// The pool page of (slot, cell), or -1 when unmapped (backend.h SlotsView::pages).
-__device__ __forceinline__ int32_t kv_page(const SlotsView& s, int32_t slot, int32_t cell) {
-    const int32_t p = s.pages[(size_t)slot * s.slot_pages + cell / kPageCells];
-    return p >= 0 && p < s.n_pages ? p : -1;
-}
-
-// A row is stored when it names a real cell of a mapped page (unmapped cells are skipped).
-__device__ __forceinline__ bool kv_row_valid(const SlotsView& s, int32_t layer, int32_t slot, int32_t index) {
-    return slot >= 0 && slot < s.n_slots && index >= 0 && index < s.n_ctx && layer >= 0 && layer < s.n_layers &&
-           kv_page(s, slot, index) >= 0;
-}
+// kv_row_valid (whether a row is stored): cuda_kv_layout.cuh.
 
 // Element 0 of (slot, layer, K|V, head 0) at cell `index`, in its page; heads follow at kPageCells * head_dim.
 // Only for mapped cells (kv_row_valid): kv_row's layout.
