@@ -187,8 +187,9 @@ class Decoder:
 
 def fused_attention_enabled() -> bool:
     """STRATA_FUSED_ATTENTION (strata/env.py): whether steps of distinct-slot decode rows fuse rope, the
-    KV store and attention. Read when a step is recorded."""
-    return (env.get("STRATA_FUSED_ATTENTION") or "1").strip().lower() not in ("0", "false", "no", "off")
+    KV store and attention. Read when a step is recorded. Off by default: on the H200 (2026-12-02) the
+    fused kernel made one-row decode slower (8B tg128 355 against 373 tok/s, 135M 755 against 794)."""
+    return (env.get("STRATA_FUSED_ATTENTION") or "0").strip().lower() not in ("0", "false", "no", "off")
 
 
 def _norm_params(norm, eps: float, bias=None):

@@ -1,5 +1,5 @@
 """Strata's promise with rope, the KV store and attention fused for decode steps
-(strata_rope_kv_store_attention; STRATA_FUSED_ATTENTION, default on): requests admitted at
+(strata_rope_kv_store_attention; STRATA_FUSED_ATTENTION, on and off): requests admitted at
 staggered steps (steps mix prompt chunks and decode rows, so both the fused and the separate calls
 run), greedy and seeded, on the default model, give every request its solo run's tokens bit for
 bit, with the fused path on and off (the control), and both settings give the same streams. The

@@ -35,6 +35,10 @@ class MiniModel:
         self.x = S.Buffer(ctx, 4 * N_ROWS * DIM)
         self.qkv = S.Buffer(ctx, 4 * N_ROWS * (HEADS + 2 * KV_HEADS) * HD)
         self.att = S.Buffer(ctx, 4 * N_ROWS * HEADS * HD * 4)
+        # The o-projection reads 4·HEADS·HD values a row of `att` and the forward writes only half of
+        # them: zero the rest, or the outputs depend on what the allocation held before (a test that
+        # compares two models' runs, test_pdl.py, would compare leftovers).
+        self.att.fill(0)
         self.out_ids = S.Buffer(ctx, 8 * N_ROWS)
         self.rope = S.rope_params(S.RopeMode.HALF, HEADS + KV_HEADS, HD)
 

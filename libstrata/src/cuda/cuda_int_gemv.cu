@@ -404,10 +404,11 @@ namespace {
 
 constexpr int kGemvMaxDevices = 64;
 constexpr int kGemvAuto = -1;
-// STRATA_INT_GEMV unset or "auto": 1 to 8 rows of Q4_0 / Q8_0 on matrices of k >= 2048 and n_out >=
-// 2048. On the H200 (2026-12-02, 8B Q4_0) the kernel beat the dot kernel at 8B shapes (gate_up 24.8
-// against 25.8 us, down 17.2 against 18.9; decode 1 sequence 364 -> 377 tok/s, 4 sequences 787 -> 929)
-// and lost at the 135M model's k = 576 (4 sequences 2,601 -> 1,437 tok/s).
+// STRATA_INT_GEMV unset or "auto": 2 to 8 rows of Q4_0 / Q8_0 on matrices of k >= 2048 and n_out >=
+// 2048. On the H200 (2026-12-02, 8B Q4_0) it beat the other kernels at 4 rows (4 sequences 787 -> 929
+// and 750 -> 853 tok/s in two runs), lost at the 135M model's k = 576 (4 sequences 2,601 -> 1,437),
+// and at one row the final version lost to the dot kernel (8B tg128 373 against 382 tok/s), so one
+// row stays on the dot kernel unless STRATA_INT_GEMV asks for it.
 constexpr int kGemvAutoMinK = 2048, kGemvAutoMinOut = 2048;
 
 // STRATA_INT_GEMV: "auto" (or unset, empty), or strictly "0" to "8".
@@ -563,10 +564,12 @@ GemvParams gemv_params(const IntTilesArgs& a) {
 int int_gemv_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, int64_t smem_cta) {
     int limit = gemv_env_rows();  // parsed first: a typo is refused whatever the shape
     const bool fused = gemv_env_fuse();
-    if (limit == kGemvAuto)  // the shapes and types where it measured faster (kGemvAutoMinK)
+    if (limit == kGemvAuto) {  // the shapes, types and row counts where it measured faster (kGemvAutoMinK)
         limit = k >= kGemvAutoMinK && n_out >= kGemvAutoMinOut && (w_dtype == STRATA_Q4_0 || w_dtype == STRATA_Q8_0)
                     ? kGemvMaxRows
                     : 0;
+        if (n_rows < 2) limit = 0;
+    }
     if (limit == 0 || n_rows < 1 || n_rows > limit || n_out < 1 || k < 32 || k / 32 > INT32_MAX / 512) return 0;
     const int sb = gemv_slice_bytes(w_dtype);
     if (sb == 0 || matmul_env_forces()) return 0;
