@@ -35,6 +35,16 @@ __device__ __forceinline__ const float* int_act_aux(const float* xr, const float
     return kPro == STRATA_PROLOGUE_RMSNORM ? norm : xr + k;
 }
 
+// RMSNORM's factor of one row from its ssq per chunk (step 4 of the canonical arithmetic): the
+// chunks added in order, then rsqrt(ssq / k + eps), every rounding explicit. Every integer kernel
+// calls this; they read `sq` early (before their main loop) because the chain of loads it starts
+// sits on the critical path when it is left to the epilogue.
+__device__ __forceinline__ float int_rms_factor(const float* sq, int n_slices, int64_t k, float eps) {
+    float ss = sq[0];
+    for (int c = 1; c < n_slices; ++c) ss = __fadd_rn(ss, sq[c]);
+    return __frsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)k), eps));
+}
+
 // What an in-kernel quantizer reads: rows of x (x_stride floats apart), RMSNORM's norm weights, k,
 // its blocks and chunks (= slices of 8 blocks), and the CTA's thread count.
 struct IntActSrc {

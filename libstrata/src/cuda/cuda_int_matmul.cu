@@ -318,6 +318,7 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
     const int o_l = t % p.no, s_l = t / p.no;  // this thread's unit in every part
     const int fo = t / kR, fr = t % kR;        // this thread's element in the fold
     uint8_t* act = smem + p.act_off;           // kFused: this CTA's quantized rows
+    __shared__ float rsq[kR];                  // RMSNORM's factor per row of the tile
     int act_rt = -1;                           // kFused: the row tile they belong to
     // Tiles in row-tile-major order: the CTAs of one output tile run together and share its weights in L2.
     for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x) {
@@ -333,6 +334,15 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
         if (kFused && rt != act_rt) {  // CTA-uniform; the previous tile ended with a barrier
             fused_quant(p, act, r0, nr);
             act_rt = rt;
+            if (p.prologue == STRATA_PROLOGUE_RMSNORM) __syncthreads();  // its ssq pass ends without one
+        }
+        // RMSNORM's factor per row of the tile, now, while the weights stream (its loads would
+        // otherwise start only in the epilogue); the part loop's barriers publish it.
+        if (p.prologue == STRATA_PROLOGUE_RMSNORM && t < nr) {
+            const float* sq = kFused ? reinterpret_cast<const float*>(act + p.act_rows * (p.xbytes + p.mbytes)) +
+                                           t * p.n_slices
+                                     : p.ssq + (r0 + t) * p.n_slices;
+            rsq[t] = int_rms_factor(sq, p.n_slices, p.k, p.eps);
         }
         for (int q = 0; q < p.n_parts; ++q) {
             if (q + 1 < p.n_parts) {
@@ -381,14 +391,7 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
         }
         if (fo < no && fr < nr) {
             const int64_t row = r0 + fr, o = o0 + fo;
-            if (p.prologue == STRATA_PROLOGUE_RMSNORM) {
-                const float* sq = kFused ? reinterpret_cast<const float*>(act + p.act_rows * (p.xbytes + p.mbytes)) +
-                                               fr * p.n_slices
-                                         : p.ssq + row * p.n_slices;
-                float ss = sq[0];
-                for (int c = 1; c < p.n_slices; ++c) ss = __fadd_rn(ss, sq[c]);
-                total = __fmul_rn(total, __frsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)p.k), p.eps)));
-            }
+            if (p.prologue == STRATA_PROLOGUE_RMSNORM) total = __fmul_rn(total, rsq[fr]);
             if (p.bias) total = __fadd_rn(total, __ldg(p.bias + o));
             float* yp = p.y + row * p.n_out + o;
             *yp = p.accumulate ? __fadd_rn(*yp, total) : total;
@@ -425,6 +428,7 @@ __global__ void __launch_bounds__(kMmaThreads) int_mma_kernel(const IntParams p)
     float* part = reinterpret_cast<float*>(smem + (p.n_parts > 1 ? 2 : 1) * p.stage_bytes);  // [ps][NO][kR]
     float* tot = part + p.ps * kMmaNO * kR;                                                    // [NO][kR]
     const int t = threadIdx.x, warp = t >> 5, lane = t & 31, g = lane >> 2, tq = lane & 3;
+    __shared__ float rsq[kR];  // RMSNORM's factor per row of the tile
     for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x) {
         const int rt = tile % p.n_row_tiles;
         const int64_t o0 = (int64_t)(tile / p.n_row_tiles) * kMmaNO;
@@ -434,6 +438,8 @@ __global__ void __launch_bounds__(kMmaThreads) int_mma_kernel(const IntParams p)
         if (tile != (int)blockIdx.x) stage_part<kDtype, kR>(p, smem, 0, o0, no, r0, nr);
         else stage_acts<kR>(p, smem, 0, r0, nr);  // the first tile: weights went before the wait
         cp_async_commit_group();
+        // RMSNORM's factor per row, while the weights stream (int_dot_kernel says why).
+        if (p.prologue == STRATA_PROLOGUE_RMSNORM && t < nr) rsq[t] = int_rms_factor(p.ssq + (r0 + t) * p.n_slices, p.n_slices, p.k, p.eps);
         for (int q = 0; q < p.n_parts; ++q) {
             if (q + 1 < p.n_parts) {
                 stage_part<kDtype, kR>(p, smem + ((q + 1) & 1) * p.stage_bytes, q + 1, o0, no, r0, nr);
@@ -528,12 +534,7 @@ __global__ void __launch_bounds__(kMmaThreads) int_mma_kernel(const IntParams p)
             if (fo < no && fr < nr) {
                 const int64_t row = r0 + fr, o = o0 + fo;
                 float total = tot[e];
-                if (p.prologue == STRATA_PROLOGUE_RMSNORM) {
-                    const float* sq = p.ssq + row * p.n_slices;
-                    float ss = sq[0];
-                    for (int c = 1; c < p.n_slices; ++c) ss = __fadd_rn(ss, sq[c]);
-                    total = __fmul_rn(total, __frsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)p.k), p.eps)));
-                }
+                if (p.prologue == STRATA_PROLOGUE_RMSNORM) total = __fmul_rn(total, rsq[fr]);
                 if (p.bias) total = __fadd_rn(total, __ldg(p.bias + o));
                 float* yp = p.y + row * p.n_out + o;
                 *yp = p.accumulate ? __fadd_rn(*yp, total) : total;
