@@ -627,6 +627,7 @@ bool int_matmul_supports(int32_t w_dtype) {
 namespace {
 
 constexpr int kMaxDevices = 64;
+constexpr int kIntStaticSmem = 16 * (int)sizeof(float);  // the dot and int8 mma kernels' rsq[kR] (kR <= 16)
 
 struct IntLimits {
     int sms = 0, smem_optin = 0, smem_sm = 0;
@@ -661,8 +662,15 @@ IntLimits int_limits(int dev) {
             (const void*)int_dot_kernel<STRATA_Q6_K, 1, false>, (const void*)int_dot_kernel<STRATA_Q6_K, kDotRows, false>,
             (const void*)int_dot_kernel<STRATA_Q6_K, 1, true>, (const void*)int_dot_kernel<STRATA_Q6_K, kDotRows, true>};
         cudaError_t err = cudaSuccess;
-        for (const void* f : kernels)
-            if (err == cudaSuccess) err = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, d.smem_optin);
+        for (const void* f : kernels) {
+            // Dynamic shared memory up to the opt-in limit less the kernel's static shared memory (the
+            // RMSNORM factors: kIntStaticSmem bytes at most).
+            cudaFuncAttributes fa{};
+            if (err == cudaSuccess) err = cudaFuncGetAttributes(&fa, f);
+            if (err == cudaSuccess && fa.sharedSizeBytes > (size_t)kIntStaticSmem) err = cudaErrorInvalidValue;
+            if (err == cudaSuccess)
+                err = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, d.smem_optin - kIntStaticSmem);
+        }
         (void)cudaThreadExchangeStreamCaptureMode(&mode);
         if (err != cudaSuccess) d.sms = 0;
         check(err, "cudaFuncSetAttribute (integer matmul)");
@@ -785,7 +793,7 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         dot_fuse(f, kr);
         const int64_t fs = dot_fused_smem(f), us = dot_smem(p, kr);
         const int64_t per_sm = lim.smem_sm > 0 ? lim.smem_sm : lim.smem_optin;
-        if (fs <= lim.smem_optin && per_sm / (fs + 1024) >= std::min<int64_t>(2, per_sm / (us + 1024))) {
+        if (fs <= lim.smem_optin - kIntStaticSmem && per_sm / (fs + 1024) >= std::min<int64_t>(2, per_sm / (us + 1024))) {
             p = f;
             fused = true;
         }
@@ -849,7 +857,7 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         p.ssq = pp.ssq;
     }
     const int64_t smem64 = kind >= 2 ? mma_smem_bytes(p, kr) : (fused ? dot_fused_smem(p) : dot_smem(p, kr));
-    if (smem64 > lim.smem_optin) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer path tile exceeds shared memory");
+    if (smem64 > lim.smem_optin - kIntStaticSmem) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer path tile exceeds shared memory");
     const int smem = (int)smem64;
     const int th = p.threads;
     if (kind <= 1) {
