@@ -104,6 +104,7 @@ struct IntParams {
     int64_t x_stride;
     const float* norm;
     int act_off, act_rows;
+    int rsq_off;  // the dot kernel's RMSNORM factors (kR floats) after the slice partials
 };
 
 // ---------------------------------------------------------------- activation quantization
@@ -318,7 +319,7 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
     const int o_l = t % p.no, s_l = t / p.no;  // this thread's unit in every part
     const int fo = t / kR, fr = t % kR;        // this thread's element in the fold
     uint8_t* act = smem + p.act_off;           // kFused: this CTA's quantized rows
-    __shared__ float rsq[kR];                  // RMSNORM's factor per row of the tile
+    float* rsq = reinterpret_cast<float*>(smem + p.rsq_off);  // RMSNORM's factor per row of the tile
     int act_rt = -1;                           // kFused: the row tile they belong to
     // Tiles in row-tile-major order: the CTAs of one output tile run together and share its weights in L2.
     for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x) {
@@ -428,7 +429,7 @@ __global__ void __launch_bounds__(kMmaThreads) int_mma_kernel(const IntParams p)
     float* part = reinterpret_cast<float*>(smem + (p.n_parts > 1 ? 2 : 1) * p.stage_bytes);  // [ps][NO][kR]
     float* tot = part + p.ps * kMmaNO * kR;                                                    // [NO][kR]
     const int t = threadIdx.x, warp = t >> 5, lane = t & 31, g = lane >> 2, tq = lane & 3;
-    __shared__ float rsq[kR];  // RMSNORM's factor per row of the tile
+    float* rsq = tot + kMmaNO * kR;  // [kR]: RMSNORM's factor per row of the tile
     for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x) {
         const int rt = tile % p.n_row_tiles;
         const int64_t o0 = (int64_t)(tile / p.n_row_tiles) * kMmaNO;
@@ -559,8 +560,8 @@ inline void mma_shape(IntParams& p, int slice_bytes, int kr) {
     p.stage_bytes = kMmaNO * ws + kr * (p.xbytes + p.mbytes);
 }
 
-inline int mma_smem_bytes(const IntParams& p, int kr) {
-    return (p.n_parts > 1 ? 2 : 1) * p.stage_bytes + (p.ps + 1) * kMmaNO * kr * (int)sizeof(float);
+inline int mma_smem_bytes(const IntParams& p, int kr) {  // stages, partials, totals, RMSNORM factors
+    return (p.n_parts > 1 ? 2 : 1) * p.stage_bytes + ((p.ps + 1) * kMmaNO + 1) * kr * (int)sizeof(float);
 }
 
 // The CTA shape for kR rows per tile: NO outputs (8, 16 or 32 when there are
@@ -582,10 +583,11 @@ inline void dot_shape(IntParams& p, int slice_bytes, int sms, int kr) {
     p.xbytes = p.ps * kIntSliceBlocks * 32;
     p.mbytes = p.ps * kIntSliceBlocks * 8;
     p.stage_bytes = no * ws + kr * (p.xbytes + p.mbytes);
+    p.rsq_off = (p.n_parts > 1 ? 2 : 1) * p.stage_bytes + (p.ps * p.no * kr * (int)sizeof(float) + 15) / 16 * 16;
 }
 
-inline int dot_smem(const IntParams& p, int kr) {
-    return (p.n_parts > 1 ? 2 : 1) * p.stage_bytes + p.ps * p.no * kr * (int)sizeof(float);
+inline int dot_smem(const IntParams& p, int kr) {  // stages, slice partials, RMSNORM factors
+    return p.rsq_off + kr * (int)sizeof(float);
 }
 
 // The fused dot kernel's shape, after dot_shape: the same CTA, units and fold; only weights are
@@ -596,7 +598,8 @@ inline void dot_fuse(IntParams& p, int kr) {
     p.xbytes = (int)p.k;  // a multiple of 32
     p.mbytes = p.nbp * 8;
     p.stage_bytes = p.no * p.wstride;
-    p.act_off = (p.n_parts > 1 ? 2 : 1) * p.stage_bytes + (p.ps * p.no * kr * (int)sizeof(float) + 15) / 16 * 16;
+    p.rsq_off = (p.n_parts > 1 ? 2 : 1) * p.stage_bytes + (p.ps * p.no * kr * (int)sizeof(float) + 15) / 16 * 16;
+    p.act_off = p.rsq_off + (kr * (int)sizeof(float) + 15) / 16 * 16;
 }
 
 inline int64_t dot_fused_smem(const IntParams& p) {
@@ -627,7 +630,6 @@ bool int_matmul_supports(int32_t w_dtype) {
 namespace {
 
 constexpr int kMaxDevices = 64;
-constexpr int kIntStaticSmem = 16 * (int)sizeof(float);  // the dot and int8 mma kernels' rsq[kR] (kR <= 16)
 
 struct IntLimits {
     int sms = 0, smem_optin = 0, smem_sm = 0;
@@ -662,15 +664,8 @@ IntLimits int_limits(int dev) {
             (const void*)int_dot_kernel<STRATA_Q6_K, 1, false>, (const void*)int_dot_kernel<STRATA_Q6_K, kDotRows, false>,
             (const void*)int_dot_kernel<STRATA_Q6_K, 1, true>, (const void*)int_dot_kernel<STRATA_Q6_K, kDotRows, true>};
         cudaError_t err = cudaSuccess;
-        for (const void* f : kernels) {
-            // Dynamic shared memory up to the opt-in limit less the kernel's static shared memory (the
-            // RMSNORM factors: kIntStaticSmem bytes at most).
-            cudaFuncAttributes fa{};
-            if (err == cudaSuccess) err = cudaFuncGetAttributes(&fa, f);
-            if (err == cudaSuccess && fa.sharedSizeBytes > (size_t)kIntStaticSmem) err = cudaErrorInvalidValue;
-            if (err == cudaSuccess)
-                err = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, d.smem_optin - kIntStaticSmem);
-        }
+        for (const void* f : kernels)
+            if (err == cudaSuccess) err = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, d.smem_optin);
         (void)cudaThreadExchangeStreamCaptureMode(&mode);
         if (err != cudaSuccess) d.sms = 0;
         check(err, "cudaFuncSetAttribute (integer matmul)");
@@ -793,7 +788,7 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         dot_fuse(f, kr);
         const int64_t fs = dot_fused_smem(f), us = dot_smem(p, kr);
         const int64_t per_sm = lim.smem_sm > 0 ? lim.smem_sm : lim.smem_optin;
-        if (fs <= lim.smem_optin - kIntStaticSmem && per_sm / (fs + 1024) >= std::min<int64_t>(2, per_sm / (us + 1024))) {
+        if (fs <= lim.smem_optin && per_sm / (fs + 1024) >= std::min<int64_t>(2, per_sm / (us + 1024))) {
             p = f;
             fused = true;
         }
@@ -857,7 +852,7 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         p.ssq = pp.ssq;
     }
     const int64_t smem64 = kind >= 2 ? mma_smem_bytes(p, kr) : (fused ? dot_fused_smem(p) : dot_smem(p, kr));
-    if (smem64 > lim.smem_optin - kIntStaticSmem) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer path tile exceeds shared memory");
+    if (smem64 > lim.smem_optin) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer path tile exceeds shared memory");
     const int smem = (int)smem64;
     const int th = p.threads;
     if (kind <= 1) {
