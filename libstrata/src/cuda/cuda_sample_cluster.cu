@@ -39,6 +39,8 @@
 // depends on the number of rows, the grid or the SM count: a row's token is a
 // function of its logits and parameters only.
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "cuda_async.cuh"
@@ -82,6 +84,19 @@ constexpr int kBins = 256;        // radix digits of 8 bits
 constexpr int kBinsPer = kBins / kThreads;  // bins per thread in the digit search (1 on the device)
 static_assert(kBins % kThreads == 0, "each thread takes whole bins");
 constexpr uint32_t kNoBin = 0xffffffffu;
+// The bin routes (bin_select): 41 coarse bins of 32 fine bins each over a key
+// that orders like the selected quantity (the weight for top-p, the logit for
+// top-k), 1,281 of them used; see wkey and dkey.
+constexpr int kFinePer = 32, kCoarse = 41, kFine = kCoarse * kFinePer;
+constexpr uint32_t kTopKey = 1280;  // the largest key: w = 1, or a logit within 2^-10 of the max
+constexpr int kPool = kGatherCap;  // u64 words (kGatherCap floats and as many ids): the gathered list, or the fine and coarse histograms
+static_assert(kFine + kCoarse <= kPool, "both histograms fit the pool");
+// Which top-k / top-p machinery a launch uses (STRATA_SAMPLE_ROUTE; same tokens):
+// the bin routes, the routes before them (top-k over thread-maxima candidates,
+// top-p by radix), or radix selects only.
+enum SampleRoute : int { kRouteBins = 0, kRouteLegacy = 1, kRouteRadix = 2 };
+// SAMPLE_ROUTE kinds (test counts): which machinery decided a row.
+enum RouteKind : int { kTopkRadixAfterOverflow = 0, kTopkGathered = 1, kToppBins = 2, kToppRadixAfterOverflow = 3 };
 constexpr float kMassScale = 1099511627776.0f;  // 2^40
 constexpr int64_t kMaxVocab = (int64_t)1 << 24;  // masses below 2^64
 
@@ -96,28 +111,37 @@ __device__ __forceinline__ Best better(Best a, Best b) { return (b.v > a.v || (b
 struct alignas(16) ClusterShared {
     u64 hist[2][kBins];    // this CTA's digit histogram; read by the whole cluster, double-buffered
     u64 chunk[kThreads];   // each thread's mass over its chunk (the draw)
-    u64 stage[kWarps][32]; // a warp's masses while each bin's leader lane adds them
+    u64 stage[kWarps][32]; // a warp's masses while each bin's leader lane adds them; bin_select's sums
     u64 wtot[kWarps];      // block scan: warp totals
     Best wbest[kWarps];
     int wcount[kWarps];
     // Published to the cluster: each written once per row.
     Best best;
     int n_ok;
-    u64 mass_w, mass_d;
+    u64 mass_w, mass_d, mass_r;  // this CTA's mass: all kept weights, w >= min-p, w >= w_min (radix top-p)
+    u64 above_own;               // the bin top-p route: this CTA's mass in the bins above the boundary bin
     // Broadcast within the CTA.
     u64 above;
     uint32_t digit;
-    // The gathered top-k route (topk_gathered).
+    uint32_t sel_bin;  // bin_select: the chosen coarse, then fine bin, and the mass above it
+    u64 sel_above;
+    u64 cta_kept[32];  // the bin top-p route: each CTA's mass at w >= w*
+    // The gathered routes (topk_gathered, topk_bins, topp_bins).
     float tmax[kThreads];  // each thread's largest logit in pass 1 (−inf: none)
     float bound, kth;
     int n_cand;            // published: this CTA's candidate count
     int gcount[32];        // the cluster's candidate counts
     uint32_t wstar;
     int32_t token;
-    float cand_v[kCandCap];  // published: this CTA's candidates (logits >= bound) and their ids
+    float cand_v[kCandCap];  // published: this CTA's candidates and their ids
     int32_t cand_i[kCandCap];
-    float gv[kGatherCap];    // the whole cluster's candidates (logits, then weights)
-    int32_t gi[kGatherCap];
+    // The whole cluster's candidates (gv: logits, then weights; gi: ids) once
+    // gathered; before that, the bin routes' histograms of this CTA (published).
+    u64 pool[kPool];
+    __device__ __forceinline__ float* gv() { return reinterpret_cast<float*>(pool); }
+    __device__ __forceinline__ int32_t* gi() { return reinterpret_cast<int32_t*>(pool) + kGatherCap; }
+    __device__ __forceinline__ u64* fine() { return pool; }
+    __device__ __forceinline__ u64* coarse() { return pool + kFine; }
 };
 
 __device__ __forceinline__ u64 mass_of(float w) { return (u64)(w * kMassScale); }  // w in [0, 1]
@@ -162,6 +186,16 @@ __device__ __forceinline__ u64 block_scan(u64 v, ClusterShared& sm, u64* total) 
     return base + v;
 }
 
+// *p += v in shared memory by two native 32-bit atomics instead of a 64-bit
+// compare-and-swap loop: the low word's carry goes into the high word, so *p
+// ends exact whatever the order.
+__device__ __forceinline__ void atomic_add_u64(u64* p, u64 v) {
+    unsigned* const w32 = reinterpret_cast<unsigned*>(p);  // little-endian: low word first
+    const unsigned lo = (unsigned)v, old = atomicAdd(&w32[0], lo);
+    const unsigned carry = (unsigned)(old + lo < old);
+    if ((v >> 32) != 0u || carry != 0u) atomicAdd(&w32[1], (unsigned)(v >> 32) + carry);
+}
+
 // Adds mass m to h[bin] (kNoBin: nothing); every lane of the warp calls it.
 // Lanes with the same bin add once, through their lowest lane (the logits of
 // a row share their leading digits: per-lane atomics would serialize).
@@ -181,14 +215,147 @@ __device__ __forceinline__ void hist_add(u64* h, uint32_t bin, u64 m, u64* stage
         } else {
             for (unsigned p = peers; p != 0u; p &= p - 1u) sum += stage[__ffs(p) - 1];
         }
-        // Two native 32-bit atomics instead of a 64-bit compare-and-swap loop:
-        // the low word's carry goes into the high word, so h[bin] ends exact.
-        unsigned* const w32 = reinterpret_cast<unsigned*>(&h[bin]);  // little-endian: low word first
-        const unsigned lo = (unsigned)sum, old = atomicAdd(&w32[0], lo);
-        const unsigned carry = (unsigned)(old + lo < old);
-        if ((sum >> 32) != 0u || carry != 0u) atomicAdd(&w32[1], (unsigned)(sum >> 32) + carry);
+        atomic_add_u64(&h[bin], sum);
     }
     if (!kCount) __syncwarp();  // stage is rewritten by the next call
+}
+
+// ---- The bin routes: one histogram pass, then a select among few listed elements.
+//
+// A key that orders like the selected quantity (ties allowed: x1 >= x2 gives
+// key(x1) >= key(x2)) splits the row into bins; each CTA adds its elements'
+// masses (top-p) or counts (top-k) to its fine histogram, one cluster barrier
+// publishes it, bin_select finds the one bin holding the wanted element and
+// every CTA lists its elements of that bin; the exact select then runs on
+// the listed few with the mass above the bin known. The same integers as the
+// radix select, so the same token; one histogram pass and two cluster
+// barriers instead of four digit passes and four barriers.
+
+constexpr float kMinMassWeight = 0x1p-40f;  // mass_of(w) > 0 exactly when w >= 2^-40
+
+// The key of a weight with a mass (2^-40 <= w <= 1): its float bits' top 14,
+// i.e. 32 bins per octave, 0 at 2^-40 up to kTopKey at w = 1.
+__device__ __forceinline__ uint32_t wkey(float w) { return (__float_as_uint(w) >> 18) - (0x2b800000u >> 18); }
+
+// The key of a non-NaN logit l of a row whose largest is mx: by the distance
+// d = mx − l (rounded once, so monotone in l), 64 bins per octave from 2^-10
+// to 2^10, kTopKey for d < 2^-10 and for l = mx (also when mx is +inf);
+// kNoBin (not counted) for d >= 2^10, inf included.
+__device__ __forceinline__ uint32_t dkey(float l, float mx) {
+    if (l == mx) return kTopKey;
+    const float d = __fsub_rn(mx, l);  // > 0
+    if (!(d < 1024.0f)) return kNoBin;
+    const uint32_t b = __float_as_uint(d);
+    return b < 0x3a800000u ? kTopKey : kTopKey - ((b >> 17) - (0x3a800000u >> 17));
+}
+
+// A thread's pending histogram add: consecutive adds to one bin merge (a row
+// of equal weights costs one atomic per thread, not one per element).
+struct BinRun {
+    uint32_t key = kNoBin;
+    u64 m = 0;
+    __device__ __forceinline__ void flush(u64* fine) {
+        if (key != kNoBin) atomic_add_u64(&fine[key], m);
+        key = kNoBin;
+    }
+    __device__ __forceinline__ void add(u64* fine, uint32_t k, u64 q) {
+        if (k != key) {
+            flush(fine);
+            key = k;
+            m = 0;
+        }
+        m += q;
+    }
+};
+
+// This CTA's coarse bins: each the sum of its 32 fine bins (once the fine
+// histogram is complete; published by the next cluster barrier).
+__device__ __forceinline__ void fold_coarse(ClusterShared& sm) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int cb = warp; cb < kCoarse; cb += kWarps) {
+        u64 v = sm.fine()[cb * kFinePer + lane];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kFullMask, v, off);
+        if (lane == 0) sm.coarse()[cb] = v;
+    }
+}
+
+// Warp 0 only. Lane l holds the mass of bin (top − l); finds the bin whose
+// mass above it (bins nearer the top, plus `base`) is below target while the
+// mass at or above it reaches it, and writes it and that mass to sel_bin /
+// sel_above (at most one lane qualifies: the running mass rises with l).
+__device__ __forceinline__ void warp_pick_bin(ClusterShared& sm, u64 v, int top, u64 base, u64 target) {
+    const int lane = threadIdx.x & 31;
+    u64 incl = v;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const u64 o = __shfl_up_sync(kFullMask, incl, off);
+        if (lane >= off) incl += o;
+    }
+    const u64 over = base + (incl - v);
+    if (over < target && target <= over + v) {
+        sm.sel_bin = (uint32_t)(top - lane);
+        sm.sel_above = over;
+    }
+}
+
+// The fine bin *b whose cluster-wide mass above it (larger keys) is below
+// target while the mass at or above it reaches it, and that mass above
+// (*above): every CTA's coarse bins summed (kCoarse · C remote words), the
+// coarse bin picked, then its 32 fine bins summed (32 · C) and one picked.
+// Needs the histograms published (a cluster barrier) and no barrier itself.
+// Returns false (cluster-uniform) when the histograms hold less than target.
+template <int C>
+__device__ bool bin_select(ClusterShared& sm, u64 target, uint32_t* b, u64* above) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    u64* const tot = &sm.stage[0][0];  // the cluster's coarse bins, then each warp's share of the fine ones
+    static_assert(kThreads >= 64, "tot holds 64 coarse bins");
+    for (int t = tid; t < 64; t += kThreads) {
+        u64 v = 0;
+        if (t < kCoarse)
+            for (int c = 0; c < C; ++c) v += cluster_map(sm.coarse() + t, c)[0];
+        tot[t] = v;
+    }
+    if (tid == 0) sm.sel_bin = kNoBin;
+    __syncthreads();
+    if (warp == 0) {  // two coarse bins a lane: 63 − 2l and 62 − 2l, summed, then each tried
+        const int hi = 63 - 2 * lane;
+        const u64 a = tot[hi], z = tot[hi - 1];
+        u64 incl = a + z;
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            const u64 o = __shfl_up_sync(kFullMask, incl, off);
+            if (lane >= off) incl += o;
+        }
+        const u64 over = incl - a - z;
+        if (over < target && target <= over + a) {
+            sm.sel_bin = (uint32_t)hi;
+            sm.sel_above = over;
+        }
+        if (over + a < target && target <= over + a + z) {
+            sm.sel_bin = (uint32_t)(hi - 1);
+            sm.sel_above = over + a;
+        }
+    }
+    __syncthreads();
+    const uint32_t cb = sm.sel_bin;
+    const u64 cover = sm.sel_above;
+    __syncthreads();  // sel_bin, sel_above and tot are rewritten below
+    if (cb == kNoBin) return false;
+    u64 part = 0;
+    for (int c = warp; c < C; c += kWarps) part += cluster_map(sm.fine() + cb * kFinePer + lane, c)[0];
+    sm.stage[warp][lane] = part;
+    __syncthreads();
+    if (warp == 0) {
+        const int f = kFinePer - 1 - lane;
+        u64 v = 0;
+        for (int w = 0; w < kWarps; ++w) v += sm.stage[w][f];
+        warp_pick_bin(sm, v, (int)cb * kFinePer + kFinePer - 1, cover, target);
+    }
+    __syncthreads();
+    *b = sm.sel_bin;
+    *above = sm.sel_above;
+    return true;
 }
 
 // The largest 32-bit key K whose mass (Σ over the row's elements with key >= K)
@@ -287,41 +454,21 @@ __device__ __forceinline__ uint32_t random_u24(uint64_t seed, int64_t position) 
     return (uint32_t)(splitmix64(seed ^ splitmix64((uint64_t)position)) >> 40);
 }
 
-// The top-k route for k <= kThreads: every logit the top k can keep, gathered
-// into every CTA, and the rest of the row's sampling done there on few ids.
-// A bound per CTA: the k-th largest of its threads' pass-1 maxima (at least k
-// of its logits are >= it, so its k-th largest logit, which is at most the
-// row's, is >= it); each CTA lists its logits >= its bound; the union of the
-// lists holds every logit >= the row's k-th largest. Over the union, exactly
-// as over the row: the k-th largest by ranking, the kept weights and masses,
-// w* as the largest kept weight whose S(w) reaches the target, the draw as
-// the lowest kept id whose running mass (ids at or below it) exceeds D. The
-// same integers as the radix route, so the same token. Returns false
-// (cluster-uniform: every CTA reads the same counts) when a list overflows;
-// the caller then takes the radix route. Passes one cluster barrier when it
-// falls back, two when it samples.
-template <int C>
-__device__ bool topk_gathered(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int64_t row, int rank,
-                              const strata_sampling_params& prm, const RowRule& rule0, int32_t* out) {
+// Lists the elements of this CTA's slice that pick(x, &value) selects (value:
+// what the list keeps, e.g. the weight) with their ids in cand_v / cand_i, and
+// their count in n_cand (which may exceed kCandCap: the excess is dropped and
+// gather_lists sees the overflow). Remote CTAs read the lists only after the
+// next cluster barrier.
+template <class Pick>
+__device__ __forceinline__ void list_candidates(ClusterShared& sm, const float* s, int len, int ch, int64_t s0,
+                                                Pick pick) {
     const int tid = threadIdx.x, lane = tid & 31;
-    const int k = prm.top_k;
-    {
-        const float v = sm.tmax[tid];
-        int gt = 0, ge = 0;
-        for (int t = 0; t < kThreads; ++t) {
-            const float o = sm.tmax[t];
-            gt += o > v;
-            ge += o >= v;
-        }
-        if (tid == 0) sm.n_cand = 0;
-        if (gt < k && k <= ge) sm.bound = v;  // the writers' values compare equal
-    }
+    if (tid == 0) sm.n_cand = 0;
     __syncthreads();
-    const float bound = sm.bound;
     for (int j = 0; j < ch; ++j) {  // the same trip count in every lane
         const int e = tid * ch + j;
-        const float l = e < len ? s[e] : __int_as_float(0x7fc00000);  // NaN: never a candidate
-        const bool is = l >= bound;
+        float v = 0.0f;
+        const bool is = e < len && pick(s[e], &v);
         const unsigned mask = __ballot_sync(kFullMask, is);
         if (mask == 0u) continue;  // warp-uniform
         int first = lane == __ffs(mask) - 1 ? atomicAdd(&sm.n_cand, __popc(mask)) : 0;
@@ -329,10 +476,20 @@ __device__ bool topk_gathered(ClusterShared& sm, const float* s, int len, int ch
         for (int off = 16; off > 0; off >>= 1) first += __shfl_xor_sync(kFullMask, first, off);  // to every lane
         const int at = first + __popc(mask & ((1u << lane) - 1u));
         if (is && at < kCandCap) {
-            sm.cand_v[at] = l;
+            sm.cand_v[at] = v;
             sm.cand_i[at] = (int32_t)(s0 + e);
         }
     }
+}
+
+// After every CTA's list_candidates: one cluster barrier, then every CTA
+// copies the union of the lists (in CTA order) into gv / gi (over the pool:
+// every remote read of this CTA's histograms came before the barrier).
+// Returns the number of candidates, or -1 (cluster-uniform: every CTA reads
+// the same counts) when a list or the union overflows; nothing is copied then.
+template <int C>
+__device__ int gather_lists(ClusterShared& sm) {
+    const int tid = threadIdx.x;
     cluster_sync();  // every CTA's list and count
     if (tid < C) sm.gcount[tid] = cluster_map(&sm.n_cand, tid)[0];
     __syncthreads();
@@ -342,22 +499,38 @@ __device__ bool topk_gathered(ClusterShared& sm, const float* s, int len, int ch
         fits = fits && sm.gcount[c] <= kCandCap;
         m += sm.gcount[c];
     }
-    if (!fits || m > kGatherCap) {
-        if (rank == 0 && tid == 0) SAMPLE_ROUTE(0);
-        return false;
-    }
+    if (!fits || m > kGatherCap) return -1;
+    float* const gv = sm.gv();
+    int32_t* const gi = sm.gi();
     for (int e = tid; e < m; e += kThreads) {
         int c = 0, idx = e;
         while (idx >= sm.gcount[c]) idx -= sm.gcount[c++];
-        sm.gv[e] = cluster_map(&sm.cand_v[idx], c)[0];
-        sm.gi[e] = cluster_map(&sm.cand_i[idx], c)[0];
+        gv[e] = cluster_map(&sm.cand_v[idx], c)[0];
+        gi[e] = cluster_map(&sm.cand_i[idx], c)[0];
     }
-    cluster_sync();  // every remote read is done: no CTA touches another's shared memory after this
+    __syncthreads();
+    return m;
+}
+
+// Top-k's finish on m gathered logits that hold every logit >= the row's k-th
+// largest (so a candidate's rank among them is its rank in the row): the k-th
+// largest by ranking, the kept weights and masses, w* as the largest kept
+// weight whose S(w) reaches the target, min-p, and the draw as the lowest kept
+// id whose running mass (ids at or below it) exceeds D. The same integers as
+// the radix route, so the same token. Opens the exit barrier at once (no
+// remote read follows) and closes it at the end.
+__device__ void topk_finish(ClusterShared& sm, int m, int64_t row, int rank, const strata_sampling_params& prm,
+                            const RowRule& rule0, int32_t* out) {
+    const int tid = threadIdx.x;
+    const int k = prm.top_k;
+    float* const gv = sm.gv();
+    const int32_t* const gi = sm.gi();
+    cluster_arrive();  // every remote read is done; no CTA leaves before all have arrived (cluster_wait)
     for (int j = tid; j < m; j += kThreads) {
-        const float v = sm.gv[j];
+        const float v = gv[j];
         int gt = 0, ge = 0;
         for (int i = 0; i < m; ++i) {
-            const float o = sm.gv[i];
+            const float o = gv[i];
             gt += o > v;
             ge += o >= v;
         }
@@ -368,8 +541,8 @@ __device__ bool topk_gathered(ClusterShared& sm, const float* s, int len, int ch
     rule.thr_l = sm.kth;
     u64 q = 0;
     for (int j = tid; j < m; j += kThreads) {
-        const float w = rule.kept_weight(sm.gv[j]);
-        sm.gv[j] = w;
+        const float w = rule.kept_weight(gv[j]);
+        gv[j] = w;
         if (w >= 0.0f) q += mass_of(w);
     }
     u64 total = 0;
@@ -380,11 +553,11 @@ __device__ bool topk_gathered(ClusterShared& sm, const float* s, int len, int ch
         if (tid == 0) sm.wstar = 0;
         __syncthreads();
         for (int j = tid; j < m; j += kThreads) {
-            const float v = sm.gv[j];
+            const float v = gv[j];
             if (!(v >= 0.0f) || mass_of(v) == 0) continue;
             u64 at_or_above = 0;
             for (int i = 0; i < m; ++i) {
-                const float o = sm.gv[i];
+                const float o = gv[i];
                 if (o >= v) at_or_above += mass_of(o);
             }
             if (at_or_above >= target) atomicMax(&sm.wstar, __float_as_uint(v));  // w >= 0: bits order as values
@@ -395,7 +568,7 @@ __device__ bool topk_gathered(ClusterShared& sm, const float* s, int len, int ch
     if (prm.min_p > 0.0f) w_min = fmaxf(w_min, fminf(prm.min_p, 1.0f));
     q = 0;
     for (int j = tid; j < m; j += kThreads) {
-        const float w = sm.gv[j];
+        const float w = gv[j];
         if (w >= w_min && w >= 0.0f) q += mass_of(w);
     }
     (void)block_scan(q, sm, &total);
@@ -403,22 +576,200 @@ __device__ bool topk_gathered(ClusterShared& sm, const float* s, int len, int ch
     if (tid == 0) sm.token = INT32_MAX;
     __syncthreads();
     for (int j = tid; j < m; j += kThreads) {
-        const float v = sm.gv[j];
+        const float v = gv[j];
         if (!(v >= w_min && v >= 0.0f)) continue;
-        const int32_t id = sm.gi[j];
+        const int32_t id = gi[j];
         u64 run = 0;
         for (int i = 0; i < m; ++i) {
-            const float o = sm.gv[i];
-            if (o >= w_min && o >= 0.0f && sm.gi[i] <= id) run += mass_of(o);
+            const float o = gv[i];
+            if (o >= w_min && o >= 0.0f && gi[i] <= id) run += mass_of(o);
         }
         if (run > target) atomicMin(&sm.token, id);
     }
     __syncthreads();
     if (rank == 0 && tid == 0) {
         out[row] = sm.token;
-        SAMPLE_ROUTE(1);
+        SAMPLE_ROUTE(kTopkGathered);
     }
+    cluster_wait();
+}
+
+// The top-k route before the bin route (STRATA_SAMPLE_ROUTE=legacy), for
+// k <= kThreads. A bound per CTA: the k-th largest of its threads' pass-1
+// maxima (at least k of its logits are >= it, so its k-th largest logit, which
+// is at most the row's, is >= it); each CTA lists its logits >= its bound;
+// the union of the lists holds every logit >= the row's k-th largest
+// (topk_finish). Returns false (cluster-uniform) when a list overflows; the
+// caller then takes the radix route.
+template <int C>
+__device__ bool topk_gathered(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int64_t row, int rank,
+                              const strata_sampling_params& prm, const RowRule& rule0, int32_t* out) {
+    const int tid = threadIdx.x;
+    const int k = prm.top_k;
+    {
+        const float v = sm.tmax[tid];
+        int gt = 0, ge = 0;
+        for (int t = 0; t < kThreads; ++t) {
+            const float o = sm.tmax[t];
+            gt += o > v;
+            ge += o >= v;
+        }
+        if (gt < k && k <= ge) sm.bound = v;  // the writers' values compare equal
+    }
+    __syncthreads();
+    const float bound = sm.bound;
+    list_candidates(sm, s, len, ch, s0, [bound](float l, float* v) {
+        *v = l;
+        return l >= bound;  // false for NaN
+    });
+    const int m = gather_lists<C>(sm);
+    if (m < 0) {
+        if (rank == 0 && tid == 0) SAMPLE_ROUTE(kTopkRadixAfterOverflow);
+        return false;
+    }
+    topk_finish(sm, m, row, rank, prm, rule0, out);
     return true;
+}
+
+// The top-k route (k <= kThreads): each CTA counts its logits by dkey in its
+// fine histogram; bin_select finds the bin of the k-th largest logit; every
+// CTA lists its logits in that bin or above (fewer than k above it, plus the
+// bin's own: a handful where logits are spread); topk_finish on their union.
+// Three cluster barriers and the exit barrier. Returns false (cluster-uniform)
+// when the k-th largest lies 2^10 or farther below the max (not counted) or a
+// list overflows (ties, masked rows); the caller then takes the radix route.
+template <int C>
+__device__ bool topk_bins(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int64_t row, int rank,
+                          const strata_sampling_params& prm, const RowRule& rule, int32_t* out) {
+    const int tid = threadIdx.x;
+    u64* const fine = sm.fine();
+    for (int d = tid; d < kFine; d += kThreads) fine[d] = 0;
+    __syncthreads();
+    const float mx = rule.m;
+    BinRun run;
+    for (int j = 0; j < ch; ++j) {
+        const int e = tid * ch + j;
+        const float l = e < len ? s[e] : __int_as_float(0x7fc00000);
+        const uint32_t key = l == l ? dkey(l, mx) : kNoBin;
+        if (key != kNoBin) run.add(fine, key, 1);
+    }
+    run.flush(fine);
+    __syncthreads();
+    fold_coarse(sm);
+    cluster_sync();  // every CTA's histograms
+    uint32_t b = 0;
+    u64 above = 0;
+    if (!bin_select<C>(sm, (u64)prm.top_k, &b, &above)) {
+        if (rank == 0 && tid == 0) SAMPLE_ROUTE(kTopkRadixAfterOverflow);
+        return false;
+    }
+    list_candidates(sm, s, len, ch, s0, [mx, b](float l, float* v) {
+        *v = l;
+        if (!(l == l)) return false;
+        const uint32_t key = dkey(l, mx);
+        return key != kNoBin && key >= b;
+    });
+    const int m = gather_lists<C>(sm);
+    if (m < 0) {
+        if (rank == 0 && tid == 0) SAMPLE_ROUTE(kTopkRadixAfterOverflow);
+        return false;
+    }
+    topk_finish(sm, m, row, rank, prm, rule, out);
+    return true;
+}
+
+// The top-p route (STRATA_SAMPLE_ROUTE unset): the weights pass filled each
+// CTA's fine histogram of masses by wkey and one cluster barrier published
+// them. w* lies in the bin bin_select finds for the target (the mass above
+// that bin is below the target, with it at or above), so every CTA lists its
+// weights in that bin (a handful unless weights tie or crowd) and publishes
+// its mass above the bin; over the union, w* is the largest listed weight
+// whose S(w) = (mass above the bin) + (listed masses >= w) reaches the
+// target: the radix select's w*. Each CTA's kept mass at w >= w* follows
+// (cta_kept). One cluster barrier; the caller's exit barrier must follow the
+// remote reads here. Returns false (cluster-uniform) when a list overflows.
+template <int C>
+__device__ bool topp_bins(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int rank, u64 target,
+                          float* w_star) {
+    const int tid = threadIdx.x;
+    uint32_t b = 0;
+    u64 above = 0;
+    (void)bin_select<C>(sm, target, &b, &above);  // target <= the kept mass: always found
+    list_candidates(sm, s, len, ch, s0, [b](float w, float* v) {
+        *v = w;
+        return w >= kMinMassWeight && wkey(w) == b;  // false for dropped tokens (w = −1)
+    });
+    u64 mine = 0, own = 0;
+    for (int f = (int)b + 1 + tid; f < kFine; f += kThreads) mine += sm.fine()[f];
+    (void)block_scan(mine, sm, &own);
+    if (tid == 0) {
+        sm.above_own = own;
+        sm.wstar = 0;
+    }
+    const int m = gather_lists<C>(sm);
+    if (m < 0) {
+        if (rank == 0 && tid == 0) SAMPLE_ROUTE(kToppRadixAfterOverflow);
+        return false;
+    }
+    const float* const gv = sm.gv();
+    for (int j = tid; j < m; j += kThreads) {
+        const float v = gv[j];
+        u64 at_or_above = above;
+        for (int i = 0; i < m; ++i) {
+            const float o = gv[i];
+            if (o >= v) at_or_above += mass_of(o);
+        }
+        if (at_or_above >= target) atomicMax(&sm.wstar, __float_as_uint(v));  // w > 0: bits order as values
+    }
+    __syncthreads();
+    const float ws = __uint_as_float(sm.wstar);
+    if (tid < C) {  // CTA tid's kept mass: its bins above the boundary bin and its listed weights >= w*
+        int off = 0;
+        for (int c = 0; c < tid; ++c) off += sm.gcount[c];
+        u64 kept = cluster_map(&sm.above_own, tid)[0];
+        for (int i = off; i < off + sm.gcount[tid]; ++i)
+            if (gv[i] >= ws) kept += mass_of(gv[i]);
+        sm.cta_kept[tid] = kept;
+    }
+    __syncthreads();
+    *w_star = ws;
+    if (rank == 0 && tid == 0) SAMPLE_ROUTE(kToppBins);
+    return true;
+}
+
+// The draw inside the CTA whose slice holds D (t: D less the kept mass of the
+// slices before it): each thread's chunk mass over w >= w_min (sm.chunk when
+// w_min is 0), a block scan, and the one thread whose chunk holds t walks it
+// to the first kept id whose running mass exceeds t.
+__device__ __forceinline__ void draw_in_slice(ClusterShared& sm, const float* s, int len, int ch, int64_t s0,
+                                              float w_min, u64 t, int32_t* out) {
+    const int tid = threadIdx.x;
+    u64 mine = sm.chunk[tid];
+    if (w_min > 0.0f) {
+        mine = 0;
+        for (int j = 0; j < ch; ++j) {
+            const int e = tid * ch + j;
+            if (e < len) {
+                const float w = s[e];
+                if (w >= w_min) mine += mass_of(w);
+            }
+        }
+    }
+    u64 unused = 0;
+    const u64 incl = block_scan(mine, sm, &unused);
+    u64 run = incl - mine;
+    if (run <= t && t < incl) {  // exactly one thread
+        for (int j = 0; j < ch; ++j) {
+            const int e = tid * ch + j;
+            const float w = e < len ? s[e] : -1.0f;
+            if (!(w >= w_min)) continue;
+            run += mass_of(w);
+            if (run > t) {
+                *out = (int32_t)(s0 + e);
+                break;
+            }
+        }
+    }
 }
 
 // Ids per CTA slice: a multiple of 4 (16-byte loads when the row allows).
@@ -427,7 +778,7 @@ __host__ __device__ __forceinline__ int64_t sample_slice(int64_t n, int c) { ret
 // Grid: C CTAs (one cluster) per row. Dynamic shared memory:
 // ClusterShared, then `slice` floats.
 template <int C>
-__global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const SampleArgs a, int64_t slice) {
+__global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const SampleArgs a, int64_t slice, int route) {
     pdl_wait();  // first: see cuda_pdl.cuh
     pdl_launch_dependents();
     ClusterShared& sm = *dynamic_smem<ClusterShared>();
@@ -533,8 +884,9 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
     rule.T = prm.temperature;
     rule.use_k = prm.top_k > 0 && (int64_t)prm.top_k < n_ok;
     rule.thr_l = 0.0f;
-    if (rule.use_k && prm.top_k <= kThreads &&
-        topk_gathered<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids))
+    if (rule.use_k && prm.top_k <= kThreads && route != kRouteRadix &&
+        (route == kRouteLegacy ? topk_gathered<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids)
+                               : topk_bins<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids)))
         return;
     if (rule.use_k) {
         const uint32_t key = cluster_select<C, true>(sm, s, len, ch, (u64)prm.top_k, ph,
@@ -546,82 +898,95 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
         rule.thr_l = key_value(key);
     }
 
-    // The weights, in place; each thread's chunk mass; the CTA's mass.
-    u64 mine = 0;
+    // The weights, in place; each thread's chunk mass; the CTA's mass over all
+    // kept weights and over w >= min-p; for the bin top-p route, the CTA's
+    // histogram of masses by wkey.
+    const bool bins_p = route == kRouteBins && prm.top_p < 1.0f;
+    const float mp = prm.min_p > 0.0f ? fminf(prm.min_p, 1.0f) : 0.0f;
+    u64* const fine = sm.fine();
+    if (bins_p) {  // no CTA reads this CTA's pool any more (a cluster barrier passed since)
+        for (int d = tid; d < kFine; d += kThreads) fine[d] = 0;
+        __syncthreads();
+    }
+    u64 mine = 0, mine_p = 0;
+    BinRun run;
     for (int j = 0; j < ch; ++j) {
         const int e = tid * ch + j;
         if (e < len) {
             const float w = rule.kept_weight(s[e]);
             s[e] = w;
-            if (w >= 0.0f) mine += mass_of(w);
+            if (w >= 0.0f) {
+                const u64 q = mass_of(w);
+                mine += q;
+                if (w >= mp) mine_p += q;
+                if (bins_p && w >= kMinMassWeight) run.add(fine, wkey(w), q);
+            }
         }
     }
+    if (bins_p) run.flush(fine);
     sm.chunk[tid] = mine;
     u64 cta_mass = 0;
-    (void)block_scan(mine, sm, &cta_mass);
+    (void)block_scan(mine, sm, &cta_mass);  // its barriers also complete the histogram
     if (tid == 0) sm.mass_w = cta_mass;
-    cluster_sync();
-    // The cluster's mass, and (for the draw) the mass of the slices before this one and of this one.
-    u64 total = 0, before = 0, own = 0;
-    for (int c = 0; c < C; ++c) {
-        const u64 m = cluster_map(&sm.mass_w, c)[0];
-        total += m;
-        if (c < rank) before += m;
-        if (c == rank) own = m;
+    if (mp > 0.0f) {
+        (void)block_scan(mine_p, sm, &cta_mass);
+        if (tid == 0) sm.mass_d = cta_mass;
     }
+    if (bins_p) fold_coarse(sm);
+    cluster_sync();
+    u64 total = 0;  // Q: the cluster's kept mass
+    for (int c = 0; c < C; ++c) total += cluster_map(&sm.mass_w, c)[0];
 
+    // w_min, and where each CTA's kept mass at w >= w_min comes from.
+    enum { kMassAll, kMassMinP, kMassBins, kMassRecount } from = kMassAll;
     float w_min = 0.0f;
     if (prm.top_p < 1.0f) {
-        const uint32_t key = cluster_select<C, false>(sm, s, len, ch, top_p_target(prm.top_p, total), ph,
-                                                   [](float w, uint32_t* k, u64* m) {
-                                                       *k = __float_as_uint(w);
-                                                       *m = w >= 0.0f ? mass_of(w) : 0;
-                                                       return *m != 0;  // massless weights change no sum
-                                                   });
-        w_min = __uint_as_float(key);
+        const u64 target = top_p_target(prm.top_p, total);
+        if (bins_p && topp_bins<C>(sm, s, len, ch, s0, rank, target, &w_min)) {
+            from = kMassBins;
+        } else {
+            const uint32_t key = cluster_select<C, false>(sm, s, len, ch, target, ph,
+                                                       [](float w, uint32_t* k, u64* m) {
+                                                           *k = __float_as_uint(w);
+                                                           *m = w >= 0.0f ? mass_of(w) : 0;
+                                                           return *m != 0;  // massless weights change no sum
+                                                       });
+            w_min = __uint_as_float(key);
+            from = kMassRecount;
+        }
     }
-    if (prm.min_p > 0.0f) w_min = fmaxf(w_min, fminf(prm.min_p, 1.0f));
-    if (w_min > 0.0f) {  // the kept masses again, over w >= w_min
-        mine = 0;
+    if (mp > w_min) {  // w_min = max(w*, min(min_p, 1))
+        w_min = mp;
+        from = kMassMinP;
+    }
+    if (from == kMassRecount) {  // the kept masses again, over w >= w*
+        u64 r = 0;
         for (int j = 0; j < ch; ++j) {
             const int e = tid * ch + j;
             if (e < len) {
                 const float w = s[e];
-                if (w >= w_min) mine += mass_of(w);
+                if (w >= w_min) r += mass_of(w);
             }
         }
-        sm.chunk[tid] = mine;
-        (void)block_scan(mine, sm, &cta_mass);
-        if (tid == 0) sm.mass_d = cta_mass;
+        (void)block_scan(r, sm, &cta_mass);
+        if (tid == 0) sm.mass_r = cta_mass;
         cluster_sync();
-        total = before = own = 0;
-        for (int c = 0; c < C; ++c) {
-            const u64 m = cluster_map(&sm.mass_d, c)[0];
-            total += m;
-            if (c < rank) before += m;
-            if (c == rank) own = m;
-        }
+    }
+    const u64* const published = from == kMassMinP ? &sm.mass_d : from == kMassRecount ? &sm.mass_r : &sm.mass_w;
+    u64 before = 0, own = 0;
+    total = 0;
+    for (int c = 0; c < C; ++c) {
+        const u64 m = from == kMassBins ? sm.cta_kept[c] : cluster_map(published, c)[0];
+        total += m;
+        if (c < rank) before += m;
+        if (c == rank) own = m;
     }
     // The draw: D = floor(u24 · total / 2^24) < total (total >= 2^40: the max weight is always kept).
     const u64 target = (u64)(((unsigned __int128)random_u24(prm.seed, prm.position) * total) >> 24);
-    cluster_sync();  // every remote read is done: a CTA may leave from here on
-    if (!(before <= target && target < before + own)) return;  // CTA-uniform
-    const u64 t = target - before;
-    u64 unused = 0;
-    const u64 incl = block_scan(sm.chunk[tid], sm, &unused);
-    u64 run = incl - sm.chunk[tid];
-    if (run <= t && t < incl) {  // exactly one thread
-        for (int j = 0; j < ch; ++j) {
-            const int e = tid * ch + j;
-            const float w = e < len ? s[e] : -1.0f;
-            if (!(w >= w_min)) continue;
-            run += mass_of(w);
-            if (run > t) {
-                a.out_ids[row] = (int32_t)(s0 + e);
-                break;
-            }
-        }
-    }
+    cluster_arrive();  // every remote read is done: a CTA may leave once all have arrived
+    if (before <= target && target < before + own)  // CTA-uniform
+        draw_in_slice(sm, s, len, ch, s0, w_min, target - before, &a.out_ids[row]);
+    cluster_wait();
 }
 
 }  // namespace
@@ -717,11 +1082,23 @@ bool wide_fits(size_t smem) {
 }
 
 template <int C>
-void launch_c(const SampleArgs& a, cudaStream_t stream, int64_t slice, size_t smem) {
+void launch_c(const SampleArgs& a, cudaStream_t stream, int64_t slice, size_t smem, int route) {
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfg = sample_config<C>(a, stream, smem, attr);
     cfg.numAttrs = pdl_add_attr(attr, 1);  // programmatic launch: cuda_pdl.cuh
-    check(cudaLaunchKernelEx(&cfg, sample_cluster_kernel<C>, a, slice), "sample launch");
+    check(cudaLaunchKernelEx(&cfg, sample_cluster_kernel<C>, a, slice, route), "sample launch");
+}
+
+// STRATA_SAMPLE_ROUTE: "bins" (or unset, empty), "legacy" or "radix"; the
+// same tokens for each (strata/env.py).
+int sample_env_route() {
+    const char* env = std::getenv("STRATA_SAMPLE_ROUTE");  // read per call: tests switch it within a process
+    if (!env || !*env || std::strcmp(env, "bins") == 0) return kRouteBins;
+    if (std::strcmp(env, "legacy") == 0) return kRouteLegacy;
+    if (std::strcmp(env, "radix") == 0) return kRouteRadix;
+    fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_SAMPLE_ROUTE=") + env +
+                                          ": expected bins (the default), legacy (top-k over thread-maxima "
+                                          "candidates, radix top-p) or radix (radix selects only)");
 }
 
 }  // namespace
@@ -733,6 +1110,7 @@ void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
         fail(STRATA_ERR_INVALID_ARGUMENT, "sample: n_vocab " + std::to_string(a.n_vocab) + " must be below 2^24");
     if (a.n_rows > (int64_t)INT_MAX / kCtasWide)
         fail(STRATA_ERR_INVALID_ARGUMENT, "sample: n_rows " + std::to_string(a.n_rows) + " too large for one launch");
+    const int route = sample_env_route();
     bool wide_ok = false;
     const int64_t limit = sample_cluster_setup(&wide_ok);
     // Tokens do not depend on the cluster size (the file comment): pick the faster one.
@@ -740,7 +1118,7 @@ void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
         const int64_t slice = sample_slice(a.n_vocab, kCtasWide);
         const size_t smem = sizeof(ClusterShared) + (size_t)slice * sizeof(float);
         if ((int64_t)smem <= limit && wide_fits(smem)) {
-            launch_c<kCtasWide>(a, stream, slice, smem);
+            launch_c<kCtasWide>(a, stream, slice, smem, route);
             check_launch("sample");
             return;
         }
@@ -751,7 +1129,7 @@ void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
         fail(STRATA_ERR_INVALID_ARGUMENT, "sample: n_vocab " + std::to_string(a.n_vocab) +
                                               " does not fit the sampler's shared memory (" + std::to_string(kCtas) +
                                               " slices)");
-    launch_c<kCtas>(a, stream, slice, smem);
+    launch_c<kCtas>(a, stream, slice, smem, route);
     check_launch("sample");
 }
 
