@@ -380,7 +380,7 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
         __syncthreads();
     }
     u64 mine = 0, mine_p = 0;
-    BinRun run;
+    BinRun<false> run;
     for (int j = 0; j < ch; ++j) {
         const int e = tid * ch + j;
         if (e < len) {

@@ -97,11 +97,20 @@ __device__ __forceinline__ uint32_t dkey(float l, float mx) {
 
 // A thread's pending histogram add: consecutive adds to one bin merge (a row
 // of equal weights costs one atomic per thread, not one per element).
+// kCount: the adds are counts, below 2^32 in a bin, so one 32-bit atomic on
+// the bin's low word whose result nobody waits for (little-endian; the high
+// word stays 0); masses take atomic_add_u64, which waits for its carry.
+template <bool kCount>
 struct BinRun {
     uint32_t key = kNoBin;
     u64 m = 0;
     __device__ __forceinline__ void flush(u64* fine) {
-        if (key != kNoBin) atomic_add_u64(&fine[key], m);
+        if (key != kNoBin) {
+            if (kCount)
+                atomicAdd(reinterpret_cast<unsigned*>(&fine[key]), (unsigned)m);
+            else
+                atomic_add_u64(&fine[key], m);
+        }
         key = kNoBin;
     }
     __device__ __forceinline__ void add(u64* fine, uint32_t k, u64 q) {
@@ -450,7 +459,7 @@ __device__ bool topk_bins(ClusterShared& sm, const float* s, int len, int ch, in
     for (int d = tid; d < kFine; d += kThreads) fine[d] = 0;
     __syncthreads();
     const float mx = rule.m;
-    BinRun run;
+    BinRun<true> run;
     for (int j = 0; j < ch; ++j) {
         const int e = tid * ch + j;
         const float l = e < len ? s[e] : __int_as_float(0x7fc00000);
