@@ -4,6 +4,7 @@
 // shared memory address the other blocks of the cluster running beside it.
 #pragma once
 #include <cstring>
+#include <optional>
 
 namespace strata {
 namespace cuda {
@@ -32,6 +33,9 @@ template <class T> inline T* dynamic_smem() {
 }
 
 inline void cluster_sync() { t_cluster_bar->arrive_and_wait(); }
+inline thread_local std::optional<std::barrier<>::arrival_token> t_cluster_token;
+inline void cluster_arrive() { t_cluster_token.emplace(t_cluster_bar->arrive()); }
+inline void cluster_wait() { t_cluster_bar->wait(std::move(*t_cluster_token)); t_cluster_token.reset(); }
 
 template <class T> inline const T* cluster_map(const T* p, int rank) {
     const unsigned char* mine = dynamic_smem<unsigned char>();

@@ -29,8 +29,11 @@
 static bool g_leak = false;  // the negative control: row r's logits pick up row r + 1's
 #define SAMPLE_LEAK(args, row, id, value) \
     ((g_leak && (row) + 1 < (args).n_rows) ? (value) + (args).logits[((row) + 1) * (args).n_vocab + (id)] : (value))
-static std::atomic<int> g_routes[2];  // top-k rows by route: [0] radix (a list overflowed), [1] gathered
-#define SAMPLE_ROUTE(gathered) (g_routes[(gathered)]++)
+// Rows by the machinery that decided them (the kernel's RouteKind): [0] top-k radix after the
+// candidate route gave up, [1] top-k over gathered candidates, [2] top-p over bins, [3] top-p
+// radix after a bin list overflowed.
+static std::atomic<int> g_routes[4];
+#define SAMPLE_ROUTE(kind) (g_routes[(kind)]++)
 #include "cuda_sample.cu"
 #include "cuda_sample_cluster.cu"
 #include "core/rng.h"
@@ -110,24 +113,27 @@ static int ref_f64(const float* l, int64_t n, const strata_sampling_params& p) {
 
 // The cluster sampler over n_rows rows (C CTAs, one cluster, per row; the
 // device uses C = kCtas and, for large rows, kCtasWide).
+// route: the kernel's SampleRoute (0 bins, 1 legacy, 2 radix; the same tokens).
 template <int C = T_cuda_sample_cluster::kCtas>
-static std::vector<int32_t> run_sample(const float* logits, int n_rows, int64_t n, const strata_sampling_params* prm) {
+static std::vector<int32_t> run_sample(const float* logits, int n_rows, int64_t n, const strata_sampling_params* prm,
+                                       int route = 0) {
     namespace K = T_cuda_sample_cluster;
     std::vector<int32_t> out(n_rows, -7);
     SampleArgs a{logits, n_rows, n, prm, out.data()};
     const int64_t slice = K::sample_slice(n, C);
     const size_t smem = sizeof(K::ClusterShared) + (size_t)slice * sizeof(float);
-    run_grid_ex((unsigned)(n_rows * C), 1, K::kThreads, C, smem, [&] { K::sample_cluster_kernel<C>(a, slice); });
+    run_grid_ex((unsigned)(n_rows * C), 1, K::kThreads, C, smem, [&] { K::sample_cluster_kernel<C>(a, slice, route); });
     return out;
 }
 
 // Rows built to hit the corners of the semantics (case r of n ids).
+constexpr int kAdversarial = 43;
 static void adversarial_row(int r, int64_t n, std::mt19937_64& rng, float* l, strata_sampling_params& p) {
     std::normal_distribution<float> nd(0, 2);
     for (int64_t i = 0; i < n; ++i) l[i] = nd(rng);
     p = {1.0f, 1.0f, 0.0f, 0, rng(), (int64_t)(rng() % 100000)};
     const int64_t a = (int64_t)(rng() % n), b = (int64_t)(rng() % n);
-    switch (r % 27) {
+    switch (r % kAdversarial) {
         case 0: for (int64_t i = 0; i < n; ++i) l[i] = NAN; break;                       // all NaN: 0
         case 1: for (int64_t i = 0; i < n; ++i) l[i] = -INFINITY; break;                  // all -inf: greedy
         case 2: l[a] = INFINITY; l[b] = INFINITY; p.top_p = 0.5f; break;                  // +inf maxima
@@ -155,13 +161,36 @@ static void adversarial_row(int r, int64_t n, std::mt19937_64& rng, float* l, st
         case 24: p.top_k = 257; p.top_p = 0.9f; break;
         case 25: for (int64_t i = 0; i < n; ++i) l[i] = std::round(l[i] * 0.5f); p.top_k = 256; break;  // many ties at the k-th
         case 26: p.top_p = 1.4e-45f; p.temperature = 0.5f; break;                          // subnormal top-p
+        // The bin routes (top-k by logit distance, top-p by weight bins) and their fallbacks:
+        case 27: for (int64_t i = 0; i < n; ++i) l[i] = 1.0f + 1e-3f * (float)(i % 7); p.top_p = 0.5f; break;  // flat mass: one bin
+        case 28: for (int64_t i = 0; i < n; ++i) l[i] = std::round(l[i] * 2.0f) * 0.5f; p.top_p = 0.7f; break;  // ties at w*
+        case 29: p.top_p = 0.99999994f; p.temperature = 0.7f; break;                       // top-p just below 1
+        case 30: p.top_p = 1e-3f; p.temperature = 50.0f; break;                            // tiny top-p, spread mass
+        case 31: for (int64_t i = 0; i < n; ++i) l[i] = std::round(l[i]); p.top_k = 40; p.top_p = 0.5f; break;  // top-k + top-p, ties
+        case 32: p.min_p = 0.3f; p.top_p = 0.9f; break;                                    // min-p above w*
+        case 33: p.min_p = 1e-3f; p.top_p = 0.5f; p.temperature = 0.6f; break;             // w* above min-p
+        case 34: for (int64_t i = 0; i < n; ++i) { if (i % 2) l[i] = NAN; else if (i % 3 == 0) l[i] = -INFINITY; } p.top_p = 0.8f; break;
+        case 35: l[a] = 2000.0f; p.top_k = std::min<int32_t>(40, (int32_t)n); p.top_p = 0.9f; break;  // k-th beyond 2^10 below the max
+        case 36: for (int64_t i = 0; i < n; ++i) l[i] = i % 11 == 0 ? l[i] : -INFINITY; p.top_k = 30; p.top_p = 0.95f; break;  // a mask
+        case 37: for (int64_t i = 0; i < n; ++i) l[i] *= 50.0f; p.top_p = 0.9999f; break;  // weights over many octaves
+        case 38: p.temperature = 0.01f; p.top_p = 0.9f; p.top_k = 100; break;             // most masses 0
+        case 39: l[a] = INFINITY; p.top_k = 1; p.top_p = 0.3f; break;
+        case 40: p.top_k = 40; p.temperature = 0.8f; break;                                // the benchmark's top-k
+        case 41: for (int64_t i = 0; i < n; ++i) l[i] *= 1.5f; p.top_p = 0.95f; p.temperature = 0.8f; break;  // the benchmark's top-p
+        case 42: for (int64_t i = 0; i < n; ++i) l[i] = -3.0f - 1e-5f * (float)i; p.top_k = 3; p.top_p = 0.99f; break;  // descending, near ties
     }
 }
 
 int main(int argc, char** argv) {
-    // test_sample [vocab ...]: the given vocabulary sizes (default below; 49152 takes minutes in the emulator)
+    // test_sample [--quick] [vocab ...]: the given vocabulary sizes (default below; 49152 takes minutes in the
+    // emulator); --quick: 1 random row and 8 adversarial ones (the benchmark's settings, the bin routes'
+    // fallbacks), one route, two rows for invariance (for the device's launch shape, where every emulated
+    // cluster is 2,048 or 4,096 threads).
     std::vector<int64_t> vocabs = {1, 2, 7, 31, 33, 300, 1000, 2057, 4099, 8193};
-    if (argc > 1) { vocabs.clear(); for (int i = 1; i < argc; ++i) vocabs.push_back(std::atoll(argv[i])); }
+    int arg = 1;
+    const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+    if (quick) ++arg;
+    if (argc > arg) { vocabs.clear(); for (int i = arg; i < argc; ++i) vocabs.push_back(std::atoll(argv[i])); }
     printf("shape: %d CTAs of %d threads per row\n", SAMPLE_CTAS, SAMPLE_THREADS);
     std::mt19937_64 rng(7);
     for (int i = 0; i < 1000; ++i) {  // the device splitmix == rng.h
@@ -169,9 +198,12 @@ int main(int argc, char** argv) {
         if ((float)T_cuda_sample_cluster::random_u24(s, pos) * (1.0f / 16777216.0f) != strata::random_uniform(s, pos)) { printf("uniform mismatch\n"); return 1; }
     }
     int rows = 0, exact_miss = 0, f64_rand = 0, f64_rand_miss = 0, f64_adv_miss = 0, argmax_miss = 0;
-    int inv_rows = 0, inv_miss = 0, leak_rows = 0, leak_differs = 0;
+    int inv_rows = 0, inv_miss = 0, leak_rows = 0, leak_differs = 0, route_rows = 0, route_miss = 0;
     for (int64_t n : vocabs) {
-        const int n_rand = n > 5000 ? 6 : 14, n_adv = 27, n_rows = n_rand + n_adv;
+        std::vector<int> cases;  // adversarial cases, in order
+        for (int c = 0; c < kAdversarial; ++c)
+            if (!quick || c == 2 || c == 21 || c == 27 || c == 31 || c == 32 || c == 35 || c == 40 || c == 41) cases.push_back(c);
+        const int n_rand = quick ? 1 : n > 5000 ? 6 : 14, n_adv = (int)cases.size(), n_rows = n_rand + n_adv;
         std::vector<float> logits(n * n_rows);
         std::vector<strata_sampling_params> prm(n_rows);
         std::normal_distribution<float> nd(0, 1);
@@ -188,8 +220,16 @@ int main(int argc, char** argv) {
             p.min_p = std::vector<float>{0.f, 0.05f, 0.f, 0.2f}[r % 4];
             p.seed = rng(); p.position = (int64_t)(rng() % 5000);
         }
-        for (int r = n_rand; r < n_rows; ++r) adversarial_row(r - n_rand, n, rng, &logits[r * n], prm[r]);
+        for (int r = n_rand; r < n_rows; ++r) adversarial_row(cases[r - n_rand], n, rng, &logits[r * n], prm[r]);
         const std::vector<int32_t> out = run_sample(logits.data(), n_rows, n, prm.data());
+        // The other routes (STRATA_SAMPLE_ROUTE=legacy, radix) must draw the same tokens.
+        for (int route = 1; route <= (quick ? 0 : 2); ++route) {
+            const std::vector<int32_t> other = run_sample(logits.data(), n_rows, n, prm.data(), route);
+            for (int r = 0; r < n_rows; ++r) {
+                ++route_rows;
+                if (other[r] != out[r]) { ++route_miss; printf("n=%ld row %d: route %d drew %d, the bin route %d\n", (long)n, r, route, other[r], out[r]); }
+            }
+        }
         std::vector<int32_t> outa(n_rows, -7);
         ArgmaxArgs aa{logits.data(), n_rows, n, outa.data()};
         run_grid(4, 1, 1024, [&] { T_cuda_sample::argmax_kernel(aa); });
@@ -200,11 +240,11 @@ int main(int argc, char** argv) {
             if (want != out[r]) { ++exact_miss; printf("n=%ld row %d: got %d, exact reference %d (T=%g k=%d p=%g minp=%g)\n", (long)n, r, out[r], want, prm[r].temperature, prm[r].top_k, prm[r].top_p, prm[r].min_p); }
             const int f = ref_f64(l, n, prm[r]);
             if (r < n_rand) { ++f64_rand; if (f != out[r]) { ++f64_rand_miss; printf("n=%ld row %d: got %d, float64 reference %d\n", (long)n, r, out[r], f); } }
-            else if (f != out[r] && f >= 0) { ++f64_adv_miss; printf("adversarial n=%ld case %d: got %d, float64 reference %d\n", (long)n, r - n_rand, out[r], f); }
+            else if (f != out[r] && f >= 0) { ++f64_adv_miss; printf("adversarial n=%ld case %d: got %d, float64 reference %d\n", (long)n, cases[r - n_rand], out[r], f); }
             if (outa[r] != ref_argmax(l, n)) { ++argmax_miss; printf("argmax n=%ld row %d: %d vs %d\n", (long)n, r, outa[r], ref_argmax(l, n)); }
         }
         // Batch invariance: rows alone, and a few rows in reverse order (another row count, other neighbours).
-        std::vector<int> pick = {0, n_rand - 1, n_rand + 2, n_rand + 21, n_rows - 1};
+        const std::vector<int> pick = quick ? std::vector<int>{0, n_rows - 1} : std::vector<int>{0, n_rand - 1, n_rand + 2, n_rand + 21, n_rows - 1};
         for (int r : pick) {
             const std::vector<int32_t> one = run_sample(&logits[r * n], 1, n, &prm[r]);
             ++inv_rows; if (one[0] != out[r]) { ++inv_miss; printf("batch invariance broken: n=%ld row %d alone %d, in the batch %d\n", (long)n, r, one[0], out[r]); }
@@ -231,17 +271,24 @@ int main(int argc, char** argv) {
         // Negative control: with a leak between rows, the same comparison must see differences.
         if (n >= 33) {
             g_leak = true;
-            const std::vector<int32_t> leaky = run_sample(logits.data(), n_rand, n, prm.data());
+            const int n_leak = quick ? 4 : n_rand;  // quick: the random row and the first adversarial ones
+            const std::vector<int32_t> leaky = run_sample(logits.data(), n_leak, n, prm.data());
             g_leak = false;
-            for (int r = 0; r + 1 < n_rand; ++r) { ++leak_rows; leak_differs += leaky[r] != out[r]; }
+            for (int r = 0; r + 1 < n_leak; ++r) { ++leak_rows; leak_differs += leaky[r] != out[r]; }
         }
         printf("n=%ld done\n", (long)n); fflush(stdout);
     }
     printf("sample: %d rows, %d off the exact reference; float64 reference: %d of %d random rows differ, %d adversarial rows differ; "
            "argmax: %d wrong; batch invariance: %d of %d draws differ; negative control (rows leaking into each other): %d of %d draws differ\n",
            rows, exact_miss, f64_rand_miss, f64_rand, f64_adv_miss, argmax_miss, inv_miss, inv_rows, leak_differs, leak_rows);
-    printf("top-k rows (k <= threads per CTA) by route: %d gathered, %d radix after a list overflowed\n", g_routes[1].load(), g_routes[0].load());
+    printf("routes: %d of %d draws differ between the bin, legacy and radix routes\n", route_miss, route_rows);
+    printf("top-k rows (k <= threads per CTA, bin and legacy routes): %d gathered, %d radix after the candidate route gave up; "
+           "top-p rows (bin route): %d over bins, %d radix after a list overflowed\n",
+           g_routes[1].load(), g_routes[0].load(), g_routes[2].load(), g_routes[3].load());
     const bool blunt = leak_rows > 0 && leak_differs == 0;
     if (blunt) printf("negative control failed: the invariance comparison saw no leak\n");
-    return exact_miss != 0 || f64_rand_miss != 0 || argmax_miss != 0 || inv_miss != 0 || blunt;
+    const bool unused_route = g_routes[1] == 0 || g_routes[2] == 0;  // the candidate routes must have run
+    if (unused_route) printf("a candidate route never ran\n");
+    return exact_miss != 0 || f64_rand_miss != 0 || argmax_miss != 0 || inv_miss != 0 || route_miss != 0 || blunt ||
+           unused_route;
 }

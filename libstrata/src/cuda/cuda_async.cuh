@@ -47,6 +47,13 @@ __device__ __forceinline__ T* dynamic_smem() {
 // before it with reads after it, in any block of the cluster).
 __device__ __forceinline__ void cluster_sync() { cooperative_groups::this_cluster().sync(); }
 
+// The two halves of cluster_sync: arrive says this thread is done with the
+// cluster's shared memory so far, wait blocks until every thread has arrived.
+// Work between them overlaps the barrier's latency (every thread calls both,
+// in that order, warp-uniformly).
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+
 // The address of the same shared-memory object in block `rank` of the cluster.
 template <class T>
 __device__ __forceinline__ const T* cluster_map(const T* p, int rank) {

@@ -9,9 +9,7 @@
 //         row of fewer than 2^24 ids sums to less than 2^64: exact in any
 //         order, which is what makes this canonical definition independent of
 //         the launch shape);
-//   top-k: keep l_i >= the k-th largest non-NaN logit (ties kept; for
-//          k <= kThreads found over candidates gathered from the cluster,
-//          topk_gathered);
+//   top-k: keep l_i >= the k-th largest non-NaN logit (ties kept);
 //   top-p: keep w_i >= w*, the largest weight value whose mass
 //          S(w*) = Σ q_i over kept w_i >= w* reaches ceil(top_p · Q) (at least
 //          1), Q the mass top-k kept; top_p <= 0 keeps the ties of the max;
@@ -31,7 +29,10 @@
 // through distributed shared memory (cluster_map), and all of them compute
 // the same cluster-wide values. The k-th largest logit and w* are both "the
 // largest key whose mass at or above it reaches a target" (count for top-k,
-// q for top-p): a radix select over order-preserving keys, 8-bit digits, with
+// q for top-p). The bin routes (topk_bins, topp_bins) find the one bin of a
+// monotone key that holds it with one histogram pass and a two-level pick,
+// list that bin's few elements and select among them exactly; where a list
+// overflows, a radix select over order-preserving keys, 8-bit digits, with
 // per-CTA histograms (warp-aggregated shared atomics) summed across the
 // cluster, one cluster barrier per digit (double-buffered histograms). The
 // draw needs each CTA's kept mass and, in the CTA that holds D, each thread's
@@ -39,6 +40,8 @@
 // depends on the number of rows, the grid or the SM count: a row's token is a
 // function of its logits and parameters only.
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "cuda_async.cuh"
@@ -82,6 +85,19 @@ constexpr int kBins = 256;        // radix digits of 8 bits
 constexpr int kBinsPer = kBins / kThreads;  // bins per thread in the digit search (1 on the device)
 static_assert(kBins % kThreads == 0, "each thread takes whole bins");
 constexpr uint32_t kNoBin = 0xffffffffu;
+// The bin routes (bin_select): 41 coarse bins of 32 fine bins each over a key
+// that orders like the selected quantity (the weight for top-p, the logit for
+// top-k), 1,281 of them used; see wkey and dkey.
+constexpr int kFinePer = 32, kCoarse = 41, kFine = kCoarse * kFinePer;
+constexpr uint32_t kTopKey = 1280;  // the largest key: w = 1, or a logit within 2^-10 of the max
+constexpr int kPool = kGatherCap;  // u64 words (kGatherCap floats and as many ids): the gathered list, or the fine and coarse histograms
+static_assert(kFine + kCoarse <= kPool, "both histograms fit the pool");
+// Which top-k / top-p machinery a launch uses (STRATA_SAMPLE_ROUTE; same tokens):
+// the bin routes, the routes before them (top-k over thread-maxima candidates,
+// top-p by radix), or radix selects only.
+enum SampleRoute : int { kRouteBins = 0, kRouteLegacy = 1, kRouteRadix = 2 };
+// SAMPLE_ROUTE kinds (test counts): which machinery decided a row.
+enum RouteKind : int { kTopkRadixAfterOverflow = 0, kTopkGathered = 1, kToppBins = 2, kToppRadixAfterOverflow = 3 };
 constexpr float kMassScale = 1099511627776.0f;  // 2^40
 constexpr int64_t kMaxVocab = (int64_t)1 << 24;  // masses below 2^64
 
@@ -96,28 +112,37 @@ __device__ __forceinline__ Best better(Best a, Best b) { return (b.v > a.v || (b
 struct alignas(16) ClusterShared {
     u64 hist[2][kBins];    // this CTA's digit histogram; read by the whole cluster, double-buffered
     u64 chunk[kThreads];   // each thread's mass over its chunk (the draw)
-    u64 stage[kWarps][32]; // a warp's masses while each bin's leader lane adds them
+    u64 stage[kWarps][32]; // a warp's masses while each bin's leader lane adds them; bin_select's sums
     u64 wtot[kWarps];      // block scan: warp totals
     Best wbest[kWarps];
     int wcount[kWarps];
     // Published to the cluster: each written once per row.
     Best best;
     int n_ok;
-    u64 mass_w, mass_d;
+    u64 mass_w, mass_d, mass_r;  // this CTA's mass: all kept weights, w >= min-p, w >= w_min (radix top-p)
+    u64 above_own;               // the bin top-p route: this CTA's mass in the bins above the boundary bin
     // Broadcast within the CTA.
     u64 above;
     uint32_t digit;
-    // The gathered top-k route (topk_gathered).
+    uint32_t sel_bin;  // bin_select: the chosen coarse, then fine bin, and the mass above it
+    u64 sel_above;
+    u64 cta_kept[32];  // the bin top-p route: each CTA's mass at w >= w*
+    // The gathered routes (topk_gathered, topk_bins, topp_bins).
     float tmax[kThreads];  // each thread's largest logit in pass 1 (−inf: none)
     float bound, kth;
     int n_cand;            // published: this CTA's candidate count
     int gcount[32];        // the cluster's candidate counts
     uint32_t wstar;
     int32_t token;
-    float cand_v[kCandCap];  // published: this CTA's candidates (logits >= bound) and their ids
+    float cand_v[kCandCap];  // published: this CTA's candidates and their ids
     int32_t cand_i[kCandCap];
-    float gv[kGatherCap];    // the whole cluster's candidates (logits, then weights)
-    int32_t gi[kGatherCap];
+    // The whole cluster's candidates (gv: logits, then weights; gi: ids) once
+    // gathered; before that, the bin routes' histograms of this CTA (published).
+    u64 pool[kPool];
+    __device__ __forceinline__ float* gv() { return reinterpret_cast<float*>(pool); }
+    __device__ __forceinline__ int32_t* gi() { return reinterpret_cast<int32_t*>(pool) + kGatherCap; }
+    __device__ __forceinline__ u64* fine() { return pool; }
+    __device__ __forceinline__ u64* coarse() { return pool + kFine; }
 };
 
 __device__ __forceinline__ u64 mass_of(float w) { return (u64)(w * kMassScale); }  // w in [0, 1]
@@ -137,112 +162,6 @@ __device__ __forceinline__ void consider(Best& b, int& ok, float l, int64_t i) {
         b = better(b, Best{l, (int32_t)i});
         ++ok;
     }
-}
-
-// Inclusive scan of one u64 per thread over the CTA (integers: exact); *total
-// gets the CTA's sum. Every thread calls it.
-__device__ __forceinline__ u64 block_scan(u64 v, ClusterShared& sm, u64* total) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-        const u64 o = __shfl_up_sync(kFullMask, v, off);
-        if (lane >= off) v += o;
-    }
-    if (lane == 31) sm.wtot[warp] = v;
-    __syncthreads();
-    u64 base = 0, tot = 0;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-        const u64 t = sm.wtot[w];
-        if (w < warp) base += t;
-        tot += t;
-    }
-    __syncthreads();  // wtot is rewritten by the next scan
-    *total = tot;
-    return base + v;
-}
-
-// Adds mass m to h[bin] (kNoBin: nothing); every lane of the warp calls it.
-// Lanes with the same bin add once, through their lowest lane (the logits of
-// a row share their leading digits: per-lane atomics would serialize).
-template <bool kCount>
-__device__ __forceinline__ void hist_add(u64* h, uint32_t bin, u64 m, u64* stage) {
-    if (__ballot_sync(kFullMask, bin != kNoBin) == 0u) return;  // warp-uniform
-    const unsigned peers = __match_any_sync(kFullMask, bin);
-    const int lane = threadIdx.x & 31;
-    if (!kCount) {
-        stage[lane] = m;
-        __syncwarp();
-    }
-    if (bin != kNoBin && lane == __ffs(peers) - 1) {
-        u64 sum = 0;
-        if (kCount) {
-            sum = (u64)__popc(peers);
-        } else {
-            for (unsigned p = peers; p != 0u; p &= p - 1u) sum += stage[__ffs(p) - 1];
-        }
-        // Two native 32-bit atomics instead of a 64-bit compare-and-swap loop:
-        // the low word's carry goes into the high word, so h[bin] ends exact.
-        unsigned* const w32 = reinterpret_cast<unsigned*>(&h[bin]);  // little-endian: low word first
-        const unsigned lo = (unsigned)sum, old = atomicAdd(&w32[0], lo);
-        const unsigned carry = (unsigned)(old + lo < old);
-        if ((sum >> 32) != 0u || carry != 0u) atomicAdd(&w32[1], (unsigned)(sum >> 32) + carry);
-    }
-    if (!kCount) __syncwarp();  // stage is rewritten by the next call
-}
-
-// The largest 32-bit key K whose mass (Σ over the row's elements with key >= K)
-// reaches `target`, over the whole cluster. key_of(x, &key, &mass) says
-// whether slice element x counts. Requires target <= the row's total mass
-// (then exactly one digit qualifies in every pass). ph: the running
-// histogram-buffer parity of the row (one cluster barrier per digit).
-template <int C, bool kCount, class KeyOf>
-__device__ __forceinline__ uint32_t cluster_select(ClusterShared& sm, const float* s, int len, int ch, u64 target,
-                                                   int& ph, KeyOf key_of) {
-    const int tid = threadIdx.x, warp = tid >> 5;
-    uint32_t prefix = 0, mask = 0;
-    u64 above = 0;  // mass of the keys above the current range
-    for (int shift = 24; shift >= 0; shift -= 8) {
-        u64* h = sm.hist[ph & 1];
-        for (int j = 0; j < ch; ++j) {  // the same trip count in every lane
-            const int i = tid * ch + j;
-            uint32_t bin = kNoBin, key = 0;
-            u64 m = 0;
-            if (i < len && key_of(s[i], &key, &m) && (key & mask) == prefix) bin = (key >> shift) & 0xffu;
-            hist_add<kCount>(h, bin, m, sm.stage[warp]);
-        }
-        cluster_sync();  // every CTA's histogram is complete
-        // Thread t takes bins t·kBinsPer, ...: their cluster-wide masses, then
-        // the prefix over all bins (integers, exact) and the digit.
-        u64 hd[kBinsPer], mine = 0;
-#pragma unroll
-        for (int k = 0; k < kBinsPer; ++k) {
-            const int d = tid * kBinsPer + k;
-            hd[k] = 0;
-            for (int c = 0; c < C; ++c) hd[k] += cluster_map(&sm.hist[ph & 1][d], c)[0];
-            sm.hist[(ph + 1) & 1][d] = 0;  // last read remotely before the barrier above
-            mine += hd[k];
-        }
-        ++ph;
-        u64 tot = 0;
-        u64 pre = block_scan(mine, sm, &tot) - mine;  // mass of the bins below this thread's
-#pragma unroll
-        for (int k = 0; k < kBinsPer; ++k) {
-            const int d = tid * kBinsPer + k;
-            pre += hd[k];
-            const u64 at_or_above = above + (tot - pre + hd[k]), over = above + (tot - pre);
-            if ((d == 0 || at_or_above >= target) && over < target) {  // exactly one bin qualifies
-                sm.digit = (uint32_t)d;
-                sm.above = over;
-            }
-        }
-        __syncthreads();
-        prefix |= sm.digit << shift;
-        mask |= 0xffu << shift;
-        above = sm.above;
-        // sm.digit and sm.above are rewritten only after the next cluster barrier.
-    }
-    return prefix;
 }
 
 struct RowRule {
@@ -287,138 +206,41 @@ __device__ __forceinline__ uint32_t random_u24(uint64_t seed, int64_t position) 
     return (uint32_t)(splitmix64(seed ^ splitmix64((uint64_t)position)) >> 40);
 }
 
-// The top-k route for k <= kThreads: every logit the top k can keep, gathered
-// into every CTA, and the rest of the row's sampling done there on few ids.
-// A bound per CTA: the k-th largest of its threads' pass-1 maxima (at least k
-// of its logits are >= it, so its k-th largest logit, which is at most the
-// row's, is >= it); each CTA lists its logits >= its bound; the union of the
-// lists holds every logit >= the row's k-th largest. Over the union, exactly
-// as over the row: the k-th largest by ranking, the kept weights and masses,
-// w* as the largest kept weight whose S(w) reaches the target, the draw as
-// the lowest kept id whose running mass (ids at or below it) exceeds D. The
-// same integers as the radix route, so the same token. Returns false
-// (cluster-uniform: every CTA reads the same counts) when a list overflows;
-// the caller then takes the radix route. Passes one cluster barrier when it
-// falls back, two when it samples.
-template <int C>
-__device__ bool topk_gathered(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int64_t row, int rank,
-                              const strata_sampling_params& prm, const RowRule& rule0, int32_t* out) {
-    const int tid = threadIdx.x, lane = tid & 31;
-    const int k = prm.top_k;
-    {
-        const float v = sm.tmax[tid];
-        int gt = 0, ge = 0;
-        for (int t = 0; t < kThreads; ++t) {
-            const float o = sm.tmax[t];
-            gt += o > v;
-            ge += o >= v;
-        }
-        if (tid == 0) sm.n_cand = 0;
-        if (gt < k && k <= ge) sm.bound = v;  // the writers' values compare equal
-    }
-    __syncthreads();
-    const float bound = sm.bound;
-    for (int j = 0; j < ch; ++j) {  // the same trip count in every lane
-        const int e = tid * ch + j;
-        const float l = e < len ? s[e] : __int_as_float(0x7fc00000);  // NaN: never a candidate
-        const bool is = l >= bound;
-        const unsigned mask = __ballot_sync(kFullMask, is);
-        if (mask == 0u) continue;  // warp-uniform
-        int first = lane == __ffs(mask) - 1 ? atomicAdd(&sm.n_cand, __popc(mask)) : 0;
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) first += __shfl_xor_sync(kFullMask, first, off);  // to every lane
-        const int at = first + __popc(mask & ((1u << lane) - 1u));
-        if (is && at < kCandCap) {
-            sm.cand_v[at] = l;
-            sm.cand_i[at] = (int32_t)(s0 + e);
-        }
-    }
-    cluster_sync();  // every CTA's list and count
-    if (tid < C) sm.gcount[tid] = cluster_map(&sm.n_cand, tid)[0];
-    __syncthreads();
-    int m = 0;
-    bool fits = true;
-    for (int c = 0; c < C; ++c) {
-        fits = fits && sm.gcount[c] <= kCandCap;
-        m += sm.gcount[c];
-    }
-    if (!fits || m > kGatherCap) {
-        if (rank == 0 && tid == 0) SAMPLE_ROUTE(0);
-        return false;
-    }
-    for (int e = tid; e < m; e += kThreads) {
-        int c = 0, idx = e;
-        while (idx >= sm.gcount[c]) idx -= sm.gcount[c++];
-        sm.gv[e] = cluster_map(&sm.cand_v[idx], c)[0];
-        sm.gi[e] = cluster_map(&sm.cand_i[idx], c)[0];
-    }
-    cluster_sync();  // every remote read is done: no CTA touches another's shared memory after this
-    for (int j = tid; j < m; j += kThreads) {
-        const float v = sm.gv[j];
-        int gt = 0, ge = 0;
-        for (int i = 0; i < m; ++i) {
-            const float o = sm.gv[i];
-            gt += o > v;
-            ge += o >= v;
-        }
-        if (gt < k && k <= ge) sm.kth = v;  // the writers' values compare equal
-    }
-    __syncthreads();
-    RowRule rule = rule0;
-    rule.thr_l = sm.kth;
-    u64 q = 0;
-    for (int j = tid; j < m; j += kThreads) {
-        const float w = rule.kept_weight(sm.gv[j]);
-        sm.gv[j] = w;
-        if (w >= 0.0f) q += mass_of(w);
-    }
-    u64 total = 0;
-    (void)block_scan(q, sm, &total);  // its barriers also publish the weights
-    float w_min = 0.0f;
-    if (prm.top_p < 1.0f) {
-        const u64 target = top_p_target(prm.top_p, total);
-        if (tid == 0) sm.wstar = 0;
-        __syncthreads();
-        for (int j = tid; j < m; j += kThreads) {
-            const float v = sm.gv[j];
-            if (!(v >= 0.0f) || mass_of(v) == 0) continue;
-            u64 at_or_above = 0;
-            for (int i = 0; i < m; ++i) {
-                const float o = sm.gv[i];
-                if (o >= v) at_or_above += mass_of(o);
+#include "cuda_sample_select.cuh"  // the select routines (inside this namespace: they use ClusterShared)
+
+// The draw inside the CTA whose slice holds D (t: D less the kept mass of the
+// slices before it): each thread's chunk mass over w >= w_min (sm.chunk when
+// w_min is 0), a block scan, and the one thread whose chunk holds t walks it
+// to the first kept id whose running mass exceeds t.
+__device__ __forceinline__ void draw_in_slice(ClusterShared& sm, const float* s, int len, int ch, int64_t s0,
+                                              float w_min, u64 t, int32_t* out) {
+    const int tid = threadIdx.x;
+    u64 mine = sm.chunk[tid];
+    if (w_min > 0.0f) {
+        mine = 0;
+        for (int j = 0; j < ch; ++j) {
+            const int e = tid * ch + j;
+            if (e < len) {
+                const float w = s[e];
+                if (w >= w_min) mine += mass_of(w);
             }
-            if (at_or_above >= target) atomicMax(&sm.wstar, __float_as_uint(v));  // w >= 0: bits order as values
         }
-        __syncthreads();
-        w_min = __uint_as_float(sm.wstar);
     }
-    if (prm.min_p > 0.0f) w_min = fmaxf(w_min, fminf(prm.min_p, 1.0f));
-    q = 0;
-    for (int j = tid; j < m; j += kThreads) {
-        const float w = sm.gv[j];
-        if (w >= w_min && w >= 0.0f) q += mass_of(w);
-    }
-    (void)block_scan(q, sm, &total);
-    const u64 target = (u64)(((unsigned __int128)random_u24(prm.seed, prm.position) * total) >> 24);
-    if (tid == 0) sm.token = INT32_MAX;
-    __syncthreads();
-    for (int j = tid; j < m; j += kThreads) {
-        const float v = sm.gv[j];
-        if (!(v >= w_min && v >= 0.0f)) continue;
-        const int32_t id = sm.gi[j];
-        u64 run = 0;
-        for (int i = 0; i < m; ++i) {
-            const float o = sm.gv[i];
-            if (o >= w_min && o >= 0.0f && sm.gi[i] <= id) run += mass_of(o);
+    u64 unused = 0;
+    const u64 incl = block_scan(mine, sm, &unused);
+    u64 run = incl - mine;
+    if (run <= t && t < incl) {  // exactly one thread
+        for (int j = 0; j < ch; ++j) {
+            const int e = tid * ch + j;
+            const float w = e < len ? s[e] : -1.0f;
+            if (!(w >= w_min)) continue;
+            run += mass_of(w);
+            if (run > t) {
+                *out = (int32_t)(s0 + e);
+                break;
+            }
         }
-        if (run > target) atomicMin(&sm.token, id);
     }
-    __syncthreads();
-    if (rank == 0 && tid == 0) {
-        out[row] = sm.token;
-        SAMPLE_ROUTE(1);
-    }
-    return true;
 }
 
 // Ids per CTA slice: a multiple of 4 (16-byte loads when the row allows).
@@ -427,7 +249,7 @@ __host__ __device__ __forceinline__ int64_t sample_slice(int64_t n, int c) { ret
 // Grid: C CTAs (one cluster) per row. Dynamic shared memory:
 // ClusterShared, then `slice` floats.
 template <int C>
-__global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const SampleArgs a, int64_t slice) {
+__global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const SampleArgs a, int64_t slice, int route) {
     pdl_wait();  // first: see cuda_pdl.cuh
     pdl_launch_dependents();
     ClusterShared& sm = *dynamic_smem<ClusterShared>();
@@ -533,8 +355,9 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
     rule.T = prm.temperature;
     rule.use_k = prm.top_k > 0 && (int64_t)prm.top_k < n_ok;
     rule.thr_l = 0.0f;
-    if (rule.use_k && prm.top_k <= kThreads &&
-        topk_gathered<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids))
+    if (rule.use_k && prm.top_k <= kThreads && route != kRouteRadix &&
+        (route == kRouteLegacy ? topk_gathered<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids)
+                               : topk_bins<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids)))
         return;
     if (rule.use_k) {
         const uint32_t key = cluster_select<C, true>(sm, s, len, ch, (u64)prm.top_k, ph,
@@ -546,82 +369,95 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
         rule.thr_l = key_value(key);
     }
 
-    // The weights, in place; each thread's chunk mass; the CTA's mass.
-    u64 mine = 0;
+    // The weights, in place; each thread's chunk mass; the CTA's mass over all
+    // kept weights and over w >= min-p; for the bin top-p route, the CTA's
+    // histogram of masses by wkey.
+    const bool bins_p = route == kRouteBins && prm.top_p < 1.0f;
+    const float mp = prm.min_p > 0.0f ? fminf(prm.min_p, 1.0f) : 0.0f;
+    u64* const fine = sm.fine();
+    if (bins_p) {  // no CTA reads this CTA's pool any more (a cluster barrier passed since)
+        for (int d = tid; d < kFine; d += kThreads) fine[d] = 0;
+        __syncthreads();
+    }
+    u64 mine = 0, mine_p = 0;
+    BinRun<false> run;
     for (int j = 0; j < ch; ++j) {
         const int e = tid * ch + j;
         if (e < len) {
             const float w = rule.kept_weight(s[e]);
             s[e] = w;
-            if (w >= 0.0f) mine += mass_of(w);
+            if (w >= 0.0f) {
+                const u64 q = mass_of(w);
+                mine += q;
+                if (w >= mp) mine_p += q;
+                if (bins_p && w >= kMinMassWeight) run.add(fine, wkey(w), q);
+            }
         }
     }
+    if (bins_p) run.flush(fine);
     sm.chunk[tid] = mine;
     u64 cta_mass = 0;
-    (void)block_scan(mine, sm, &cta_mass);
+    (void)block_scan(mine, sm, &cta_mass);  // its barriers also complete the histogram
     if (tid == 0) sm.mass_w = cta_mass;
-    cluster_sync();
-    // The cluster's mass, and (for the draw) the mass of the slices before this one and of this one.
-    u64 total = 0, before = 0, own = 0;
-    for (int c = 0; c < C; ++c) {
-        const u64 m = cluster_map(&sm.mass_w, c)[0];
-        total += m;
-        if (c < rank) before += m;
-        if (c == rank) own = m;
+    if (mp > 0.0f) {
+        (void)block_scan(mine_p, sm, &cta_mass);
+        if (tid == 0) sm.mass_d = cta_mass;
     }
+    if (bins_p) fold_coarse(sm);
+    cluster_sync();
+    u64 total = 0;  // Q: the cluster's kept mass
+    for (int c = 0; c < C; ++c) total += cluster_map(&sm.mass_w, c)[0];
 
+    // w_min, and where each CTA's kept mass at w >= w_min comes from.
+    enum { kMassAll, kMassMinP, kMassBins, kMassRecount } from = kMassAll;
     float w_min = 0.0f;
     if (prm.top_p < 1.0f) {
-        const uint32_t key = cluster_select<C, false>(sm, s, len, ch, top_p_target(prm.top_p, total), ph,
-                                                   [](float w, uint32_t* k, u64* m) {
-                                                       *k = __float_as_uint(w);
-                                                       *m = w >= 0.0f ? mass_of(w) : 0;
-                                                       return *m != 0;  // massless weights change no sum
-                                                   });
-        w_min = __uint_as_float(key);
+        const u64 target = top_p_target(prm.top_p, total);
+        if (bins_p && topp_bins<C>(sm, s, len, ch, s0, rank, target, &w_min)) {
+            from = kMassBins;
+        } else {
+            const uint32_t key = cluster_select<C, false>(sm, s, len, ch, target, ph,
+                                                       [](float w, uint32_t* k, u64* m) {
+                                                           *k = __float_as_uint(w);
+                                                           *m = w >= 0.0f ? mass_of(w) : 0;
+                                                           return *m != 0;  // massless weights change no sum
+                                                       });
+            w_min = __uint_as_float(key);
+            from = kMassRecount;
+        }
     }
-    if (prm.min_p > 0.0f) w_min = fmaxf(w_min, fminf(prm.min_p, 1.0f));
-    if (w_min > 0.0f) {  // the kept masses again, over w >= w_min
-        mine = 0;
+    if (mp > w_min) {  // w_min = max(w*, min(min_p, 1))
+        w_min = mp;
+        from = kMassMinP;
+    }
+    if (from == kMassRecount) {  // the kept masses again, over w >= w*
+        u64 r = 0;
         for (int j = 0; j < ch; ++j) {
             const int e = tid * ch + j;
             if (e < len) {
                 const float w = s[e];
-                if (w >= w_min) mine += mass_of(w);
+                if (w >= w_min) r += mass_of(w);
             }
         }
-        sm.chunk[tid] = mine;
-        (void)block_scan(mine, sm, &cta_mass);
-        if (tid == 0) sm.mass_d = cta_mass;
+        (void)block_scan(r, sm, &cta_mass);
+        if (tid == 0) sm.mass_r = cta_mass;
         cluster_sync();
-        total = before = own = 0;
-        for (int c = 0; c < C; ++c) {
-            const u64 m = cluster_map(&sm.mass_d, c)[0];
-            total += m;
-            if (c < rank) before += m;
-            if (c == rank) own = m;
-        }
+    }
+    const u64* const published = from == kMassMinP ? &sm.mass_d : from == kMassRecount ? &sm.mass_r : &sm.mass_w;
+    u64 before = 0, own = 0;
+    total = 0;
+    for (int c = 0; c < C; ++c) {
+        const u64 m = from == kMassBins ? sm.cta_kept[c] : cluster_map(published, c)[0];
+        total += m;
+        if (c < rank) before += m;
+        if (c == rank) own = m;
     }
     // The draw: D = floor(u24 · total / 2^24) < total (total >= 2^40: the max weight is always kept).
     const u64 target = (u64)(((unsigned __int128)random_u24(prm.seed, prm.position) * total) >> 24);
-    cluster_sync();  // every remote read is done: a CTA may leave from here on
-    if (!(before <= target && target < before + own)) return;  // CTA-uniform
-    const u64 t = target - before;
-    u64 unused = 0;
-    const u64 incl = block_scan(sm.chunk[tid], sm, &unused);
-    u64 run = incl - sm.chunk[tid];
-    if (run <= t && t < incl) {  // exactly one thread
-        for (int j = 0; j < ch; ++j) {
-            const int e = tid * ch + j;
-            const float w = e < len ? s[e] : -1.0f;
-            if (!(w >= w_min)) continue;
-            run += mass_of(w);
-            if (run > t) {
-                a.out_ids[row] = (int32_t)(s0 + e);
-                break;
-            }
-        }
-    }
+    cluster_arrive();  // every remote read is done: a CTA may leave once all have arrived
+    if (before <= target && target < before + own)  // CTA-uniform
+        draw_in_slice(sm, s, len, ch, s0, w_min, target - before, &a.out_ids[row]);
+    cluster_wait();
 }
 
 }  // namespace
@@ -717,11 +553,23 @@ bool wide_fits(size_t smem) {
 }
 
 template <int C>
-void launch_c(const SampleArgs& a, cudaStream_t stream, int64_t slice, size_t smem) {
+void launch_c(const SampleArgs& a, cudaStream_t stream, int64_t slice, size_t smem, int route) {
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfg = sample_config<C>(a, stream, smem, attr);
     cfg.numAttrs = pdl_add_attr(attr, 1);  // programmatic launch: cuda_pdl.cuh
-    check(cudaLaunchKernelEx(&cfg, sample_cluster_kernel<C>, a, slice), "sample launch");
+    check(cudaLaunchKernelEx(&cfg, sample_cluster_kernel<C>, a, slice, route), "sample launch");
+}
+
+// STRATA_SAMPLE_ROUTE: "bins" (or unset, empty), "legacy" or "radix"; the
+// same tokens for each (strata/env.py).
+int sample_env_route() {
+    const char* env = std::getenv("STRATA_SAMPLE_ROUTE");  // read per call: tests switch it within a process
+    if (!env || !*env || std::strcmp(env, "bins") == 0) return kRouteBins;
+    if (std::strcmp(env, "legacy") == 0) return kRouteLegacy;
+    if (std::strcmp(env, "radix") == 0) return kRouteRadix;
+    fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_SAMPLE_ROUTE=") + env +
+                                          ": expected bins (the default), legacy (top-k over thread-maxima "
+                                          "candidates, radix top-p) or radix (radix selects only)");
 }
 
 }  // namespace
@@ -733,6 +581,7 @@ void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
         fail(STRATA_ERR_INVALID_ARGUMENT, "sample: n_vocab " + std::to_string(a.n_vocab) + " must be below 2^24");
     if (a.n_rows > (int64_t)INT_MAX / kCtasWide)
         fail(STRATA_ERR_INVALID_ARGUMENT, "sample: n_rows " + std::to_string(a.n_rows) + " too large for one launch");
+    const int route = sample_env_route();
     bool wide_ok = false;
     const int64_t limit = sample_cluster_setup(&wide_ok);
     // Tokens do not depend on the cluster size (the file comment): pick the faster one.
@@ -740,7 +589,7 @@ void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
         const int64_t slice = sample_slice(a.n_vocab, kCtasWide);
         const size_t smem = sizeof(ClusterShared) + (size_t)slice * sizeof(float);
         if ((int64_t)smem <= limit && wide_fits(smem)) {
-            launch_c<kCtasWide>(a, stream, slice, smem);
+            launch_c<kCtasWide>(a, stream, slice, smem, route);
             check_launch("sample");
             return;
         }
@@ -751,7 +600,7 @@ void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
         fail(STRATA_ERR_INVALID_ARGUMENT, "sample: n_vocab " + std::to_string(a.n_vocab) +
                                               " does not fit the sampler's shared memory (" + std::to_string(kCtas) +
                                               " slices)");
-    launch_c<kCtas>(a, stream, slice, smem);
+    launch_c<kCtas>(a, stream, slice, smem, route);
     check_launch("sample");
 }
 

@@ -1,0 +1,551 @@
+// cuda_sample_select.cuh — the select routines of the cluster sampler
+// (cuda_sample_cluster.cu, whose header comment is the contract): the block
+// scan, the radix select (cluster_select), the bin routes (bin_select and the
+// histograms it reads; topk_bins, topp_bins), the legacy top-k candidates
+// (topk_gathered) and the candidate lists every gathered route shares.
+//
+// A fragment, not a stand-alone header: cuda_sample_cluster.cu includes it
+// inside its anonymous namespace, after ClusterShared, RowRule and the launch
+// constants it uses (one translation unit; the host emulator's copy of the .cu
+// includes the copy of this file the same way).
+
+// Inclusive scan of one u64 per thread over the CTA (integers: exact); *total
+// gets the CTA's sum. Every thread calls it.
+__device__ __forceinline__ u64 block_scan(u64 v, ClusterShared& sm, u64* total) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const u64 o = __shfl_up_sync(kFullMask, v, off);
+        if (lane >= off) v += o;
+    }
+    if (lane == 31) sm.wtot[warp] = v;
+    __syncthreads();
+    u64 base = 0, tot = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+        const u64 t = sm.wtot[w];
+        if (w < warp) base += t;
+        tot += t;
+    }
+    __syncthreads();  // wtot is rewritten by the next scan
+    *total = tot;
+    return base + v;
+}
+
+// *p += v in shared memory by two native 32-bit atomics instead of a 64-bit
+// compare-and-swap loop: the low word's carry goes into the high word, so *p
+// ends exact whatever the order.
+__device__ __forceinline__ void atomic_add_u64(u64* p, u64 v) {
+    unsigned* const w32 = reinterpret_cast<unsigned*>(p);  // little-endian: low word first
+    const unsigned lo = (unsigned)v, old = atomicAdd(&w32[0], lo);
+    const unsigned carry = (unsigned)(old + lo < old);
+    if ((v >> 32) != 0u || carry != 0u) atomicAdd(&w32[1], (unsigned)(v >> 32) + carry);
+}
+
+// Adds mass m to h[bin] (kNoBin: nothing); every lane of the warp calls it.
+// Lanes with the same bin add once, through their lowest lane (the logits of
+// a row share their leading digits: per-lane atomics would serialize).
+template <bool kCount>
+__device__ __forceinline__ void hist_add(u64* h, uint32_t bin, u64 m, u64* stage) {
+    if (__ballot_sync(kFullMask, bin != kNoBin) == 0u) return;  // warp-uniform
+    const unsigned peers = __match_any_sync(kFullMask, bin);
+    const int lane = threadIdx.x & 31;
+    if (!kCount) {
+        stage[lane] = m;
+        __syncwarp();
+    }
+    if (bin != kNoBin && lane == __ffs(peers) - 1) {
+        u64 sum = 0;
+        if (kCount) {
+            sum = (u64)__popc(peers);
+        } else {
+            for (unsigned p = peers; p != 0u; p &= p - 1u) sum += stage[__ffs(p) - 1];
+        }
+        atomic_add_u64(&h[bin], sum);
+    }
+    if (!kCount) __syncwarp();  // stage is rewritten by the next call
+}
+
+// ---- The bin routes: one histogram pass, then a select among few listed elements.
+//
+// A key that orders like the selected quantity (ties allowed: x1 >= x2 gives
+// key(x1) >= key(x2)) splits the row into bins; each CTA adds its elements'
+// masses (top-p) or counts (top-k) to its fine histogram, one cluster barrier
+// publishes it, bin_select finds the one bin holding the wanted element and
+// every CTA lists its elements of that bin; the exact select then runs on
+// the listed few with the mass above the bin known. The same integers as the
+// radix select, so the same token; one histogram pass and two cluster
+// barriers instead of four digit passes and four barriers.
+
+constexpr float kMinMassWeight = 0x1p-40f;  // mass_of(w) > 0 exactly when w >= 2^-40
+
+// The key of a weight with a mass (2^-40 <= w <= 1): its float bits' top 14,
+// i.e. 32 bins per octave, 0 at 2^-40 up to kTopKey at w = 1.
+__device__ __forceinline__ uint32_t wkey(float w) { return (__float_as_uint(w) >> 18) - (0x2b800000u >> 18); }
+
+// The key of a non-NaN logit l of a row whose largest is mx: by the distance
+// d = mx − l (rounded once, so monotone in l), 64 bins per octave from 2^-10
+// to 2^10, kTopKey for d < 2^-10 and for l = mx (also when mx is +inf);
+// kNoBin (not counted) for d >= 2^10, inf included.
+__device__ __forceinline__ uint32_t dkey(float l, float mx) {
+    if (l == mx) return kTopKey;
+    const float d = __fsub_rn(mx, l);  // > 0
+    if (!(d < 1024.0f)) return kNoBin;
+    const uint32_t b = __float_as_uint(d);
+    return b < 0x3a800000u ? kTopKey : kTopKey - ((b >> 17) - (0x3a800000u >> 17));
+}
+
+// A thread's pending histogram add: consecutive adds to one bin merge (a row
+// of equal weights costs one atomic per thread, not one per element).
+// kCount: the adds are counts, below 2^32 in a bin, so one 32-bit atomic on
+// the bin's low word whose result nobody waits for (little-endian; the high
+// word stays 0); masses take atomic_add_u64, which waits for its carry.
+template <bool kCount>
+struct BinRun {
+    uint32_t key = kNoBin;
+    u64 m = 0;
+    __device__ __forceinline__ void flush(u64* fine) {
+        if (key != kNoBin) {
+            if (kCount)
+                atomicAdd(reinterpret_cast<unsigned*>(&fine[key]), (unsigned)m);
+            else
+                atomic_add_u64(&fine[key], m);
+        }
+        key = kNoBin;
+    }
+    __device__ __forceinline__ void add(u64* fine, uint32_t k, u64 q) {
+        if (k != key) {
+            flush(fine);
+            key = k;
+            m = 0;
+        }
+        m += q;
+    }
+};
+
+// This CTA's coarse bins: each the sum of its 32 fine bins (once the fine
+// histogram is complete; published by the next cluster barrier).
+__device__ __forceinline__ void fold_coarse(ClusterShared& sm) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int cb = warp; cb < kCoarse; cb += kWarps) {
+        u64 v = sm.fine()[cb * kFinePer + lane];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kFullMask, v, off);
+        if (lane == 0) sm.coarse()[cb] = v;
+    }
+}
+
+// Warp 0 only. Lane l holds the mass of bin (top − l); finds the bin whose
+// mass above it (bins nearer the top, plus `base`) is below target while the
+// mass at or above it reaches it, and writes it and that mass to sel_bin /
+// sel_above (at most one lane qualifies: the running mass rises with l).
+__device__ __forceinline__ void warp_pick_bin(ClusterShared& sm, u64 v, int top, u64 base, u64 target) {
+    const int lane = threadIdx.x & 31;
+    u64 incl = v;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const u64 o = __shfl_up_sync(kFullMask, incl, off);
+        if (lane >= off) incl += o;
+    }
+    const u64 over = base + (incl - v);
+    if (over < target && target <= over + v) {
+        sm.sel_bin = (uint32_t)(top - lane);
+        sm.sel_above = over;
+    }
+}
+
+// The fine bin *b whose cluster-wide mass above it (larger keys) is below
+// target while the mass at or above it reaches it, and that mass above
+// (*above): every CTA's coarse bins summed (kCoarse · C remote words), the
+// coarse bin picked, then its 32 fine bins summed (32 · C) and one picked.
+// Needs the histograms published (a cluster barrier) and no barrier itself.
+// Returns false (cluster-uniform) when the histograms hold less than target.
+template <int C>
+__device__ bool bin_select(ClusterShared& sm, u64 target, uint32_t* b, u64* above) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    u64* const tot = &sm.stage[0][0];  // the cluster's coarse bins, then each warp's share of the fine ones
+    static_assert(kThreads >= 64, "tot holds 64 coarse bins");
+    for (int t = tid; t < 64; t += kThreads) {
+        u64 v = 0;
+        if (t < kCoarse)
+            for (int c = 0; c < C; ++c) v += cluster_map(sm.coarse() + t, c)[0];
+        tot[t] = v;
+    }
+    if (tid == 0) sm.sel_bin = kNoBin;
+    __syncthreads();
+    if (warp == 0) {  // two coarse bins a lane: 63 − 2l and 62 − 2l, summed, then each tried
+        const int hi = 63 - 2 * lane;
+        const u64 a = tot[hi], z = tot[hi - 1];
+        u64 incl = a + z;
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            const u64 o = __shfl_up_sync(kFullMask, incl, off);
+            if (lane >= off) incl += o;
+        }
+        const u64 over = incl - a - z;
+        if (over < target && target <= over + a) {
+            sm.sel_bin = (uint32_t)hi;
+            sm.sel_above = over;
+        }
+        if (over + a < target && target <= over + a + z) {
+            sm.sel_bin = (uint32_t)(hi - 1);
+            sm.sel_above = over + a;
+        }
+    }
+    __syncthreads();
+    const uint32_t cb = sm.sel_bin;
+    const u64 cover = sm.sel_above;
+    __syncthreads();  // sel_bin, sel_above and tot are rewritten below
+    if (cb == kNoBin) return false;
+    u64 part = 0;
+    for (int c = warp; c < C; c += kWarps) part += cluster_map(sm.fine() + cb * kFinePer + lane, c)[0];
+    sm.stage[warp][lane] = part;
+    __syncthreads();
+    if (warp == 0) {
+        const int f = kFinePer - 1 - lane;
+        u64 v = 0;
+        for (int w = 0; w < kWarps; ++w) v += sm.stage[w][f];
+        warp_pick_bin(sm, v, (int)cb * kFinePer + kFinePer - 1, cover, target);
+    }
+    __syncthreads();
+    *b = sm.sel_bin;
+    *above = sm.sel_above;
+    return true;
+}
+
+// The largest 32-bit key K whose mass (Σ over the row's elements with key >= K)
+// reaches `target`, over the whole cluster. key_of(x, &key, &mass) says
+// whether slice element x counts. Requires target <= the row's total mass
+// (then exactly one digit qualifies in every pass). ph: the running
+// histogram-buffer parity of the row (one cluster barrier per digit).
+template <int C, bool kCount, class KeyOf>
+__device__ __forceinline__ uint32_t cluster_select(ClusterShared& sm, const float* s, int len, int ch, u64 target,
+                                                   int& ph, KeyOf key_of) {
+    const int tid = threadIdx.x, warp = tid >> 5;
+    uint32_t prefix = 0, mask = 0;
+    u64 above = 0;  // mass of the keys above the current range
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        u64* h = sm.hist[ph & 1];
+        for (int j = 0; j < ch; ++j) {  // the same trip count in every lane
+            const int i = tid * ch + j;
+            uint32_t bin = kNoBin, key = 0;
+            u64 m = 0;
+            if (i < len && key_of(s[i], &key, &m) && (key & mask) == prefix) bin = (key >> shift) & 0xffu;
+            hist_add<kCount>(h, bin, m, sm.stage[warp]);
+        }
+        cluster_sync();  // every CTA's histogram is complete
+        // Thread t takes bins t·kBinsPer, ...: their cluster-wide masses, then
+        // the prefix over all bins (integers, exact) and the digit.
+        u64 hd[kBinsPer], mine = 0;
+#pragma unroll
+        for (int k = 0; k < kBinsPer; ++k) {
+            const int d = tid * kBinsPer + k;
+            hd[k] = 0;
+            for (int c = 0; c < C; ++c) hd[k] += cluster_map(&sm.hist[ph & 1][d], c)[0];
+            sm.hist[(ph + 1) & 1][d] = 0;  // last read remotely before the barrier above
+            mine += hd[k];
+        }
+        ++ph;
+        u64 tot = 0;
+        u64 pre = block_scan(mine, sm, &tot) - mine;  // mass of the bins below this thread's
+#pragma unroll
+        for (int k = 0; k < kBinsPer; ++k) {
+            const int d = tid * kBinsPer + k;
+            pre += hd[k];
+            const u64 at_or_above = above + (tot - pre + hd[k]), over = above + (tot - pre);
+            if ((d == 0 || at_or_above >= target) && over < target) {  // exactly one bin qualifies
+                sm.digit = (uint32_t)d;
+                sm.above = over;
+            }
+        }
+        __syncthreads();
+        prefix |= sm.digit << shift;
+        mask |= 0xffu << shift;
+        above = sm.above;
+        // sm.digit and sm.above are rewritten only after the next cluster barrier.
+    }
+    return prefix;
+}
+
+// Lists the elements of this CTA's slice that pick(x, &value) selects (value:
+// what the list keeps, e.g. the weight) with their ids in cand_v / cand_i, and
+// their count in n_cand (which may exceed kCandCap: the excess is dropped and
+// gather_lists sees the overflow). Remote CTAs read the lists only after the
+// next cluster barrier.
+template <class Pick>
+__device__ __forceinline__ void list_candidates(ClusterShared& sm, const float* s, int len, int ch, int64_t s0,
+                                                Pick pick) {
+    const int tid = threadIdx.x, lane = tid & 31;
+    if (tid == 0) sm.n_cand = 0;
+    __syncthreads();
+    for (int j = 0; j < ch; ++j) {  // the same trip count in every lane
+        const int e = tid * ch + j;
+        float v = 0.0f;
+        const bool is = e < len && pick(s[e], &v);
+        const unsigned mask = __ballot_sync(kFullMask, is);
+        if (mask == 0u) continue;  // warp-uniform
+        int first = lane == __ffs(mask) - 1 ? atomicAdd(&sm.n_cand, __popc(mask)) : 0;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) first += __shfl_xor_sync(kFullMask, first, off);  // to every lane
+        const int at = first + __popc(mask & ((1u << lane) - 1u));
+        if (is && at < kCandCap) {
+            sm.cand_v[at] = v;
+            sm.cand_i[at] = (int32_t)(s0 + e);
+        }
+    }
+}
+
+// After every CTA's list_candidates: one cluster barrier, then every CTA
+// copies the union of the lists (in CTA order) into gv / gi (over the pool:
+// every remote read of this CTA's histograms came before the barrier).
+// Returns the number of candidates, or -1 (cluster-uniform: every CTA reads
+// the same counts) when a list or the union overflows; nothing is copied then.
+template <int C>
+__device__ int gather_lists(ClusterShared& sm) {
+    const int tid = threadIdx.x;
+    cluster_sync();  // every CTA's list and count
+    if (tid < C) sm.gcount[tid] = cluster_map(&sm.n_cand, tid)[0];
+    __syncthreads();
+    int m = 0;
+    bool fits = true;
+    for (int c = 0; c < C; ++c) {
+        fits = fits && sm.gcount[c] <= kCandCap;
+        m += sm.gcount[c];
+    }
+    if (!fits || m > kGatherCap) return -1;
+    float* const gv = sm.gv();
+    int32_t* const gi = sm.gi();
+    for (int e = tid; e < m; e += kThreads) {
+        int c = 0, idx = e;
+        while (idx >= sm.gcount[c]) idx -= sm.gcount[c++];
+        gv[e] = cluster_map(&sm.cand_v[idx], c)[0];
+        gi[e] = cluster_map(&sm.cand_i[idx], c)[0];
+    }
+    __syncthreads();
+    return m;
+}
+
+// Top-k's finish on m gathered logits that hold every logit >= the row's k-th
+// largest (so a candidate's rank among them is its rank in the row): the k-th
+// largest by ranking, the kept weights and masses, w* as the largest kept
+// weight whose S(w) reaches the target, min-p, and the draw as the lowest kept
+// id whose running mass (ids at or below it) exceeds D. The same integers as
+// the radix route, so the same token. Opens the exit barrier at once (no
+// remote read follows) and closes it at the end.
+__device__ void topk_finish(ClusterShared& sm, int m, int64_t row, int rank, const strata_sampling_params& prm,
+                            const RowRule& rule0, int32_t* out) {
+    const int tid = threadIdx.x;
+    const int k = prm.top_k;
+    float* const gv = sm.gv();
+    const int32_t* const gi = sm.gi();
+    cluster_arrive();  // every remote read is done; no CTA leaves before all have arrived (cluster_wait)
+    for (int j = tid; j < m; j += kThreads) {
+        const float v = gv[j];
+        int gt = 0, ge = 0;
+        for (int i = 0; i < m; ++i) {
+            const float o = gv[i];
+            gt += o > v;
+            ge += o >= v;
+        }
+        if (gt < k && k <= ge) sm.kth = v;  // the writers' values compare equal
+    }
+    __syncthreads();
+    RowRule rule = rule0;
+    rule.thr_l = sm.kth;
+    u64 q = 0;
+    for (int j = tid; j < m; j += kThreads) {
+        const float w = rule.kept_weight(gv[j]);
+        gv[j] = w;
+        if (w >= 0.0f) q += mass_of(w);
+    }
+    u64 total = 0;
+    (void)block_scan(q, sm, &total);  // its barriers also publish the weights
+    float w_min = 0.0f;
+    if (prm.top_p < 1.0f) {
+        const u64 target = top_p_target(prm.top_p, total);
+        if (tid == 0) sm.wstar = 0;
+        __syncthreads();
+        for (int j = tid; j < m; j += kThreads) {
+            const float v = gv[j];
+            if (!(v >= 0.0f) || mass_of(v) == 0) continue;
+            u64 at_or_above = 0;
+            for (int i = 0; i < m; ++i) {
+                const float o = gv[i];
+                if (o >= v) at_or_above += mass_of(o);
+            }
+            if (at_or_above >= target) atomicMax(&sm.wstar, __float_as_uint(v));  // w >= 0: bits order as values
+        }
+        __syncthreads();
+        w_min = __uint_as_float(sm.wstar);
+    }
+    if (prm.min_p > 0.0f) w_min = fmaxf(w_min, fminf(prm.min_p, 1.0f));
+    q = 0;
+    for (int j = tid; j < m; j += kThreads) {
+        const float w = gv[j];
+        if (w >= w_min && w >= 0.0f) q += mass_of(w);
+    }
+    (void)block_scan(q, sm, &total);
+    const u64 target = (u64)(((unsigned __int128)random_u24(prm.seed, prm.position) * total) >> 24);
+    if (tid == 0) sm.token = INT32_MAX;
+    __syncthreads();
+    for (int j = tid; j < m; j += kThreads) {
+        const float v = gv[j];
+        if (!(v >= w_min && v >= 0.0f)) continue;
+        const int32_t id = gi[j];
+        u64 run = 0;
+        for (int i = 0; i < m; ++i) {
+            const float o = gv[i];
+            if (o >= w_min && o >= 0.0f && gi[i] <= id) run += mass_of(o);
+        }
+        if (run > target) atomicMin(&sm.token, id);
+    }
+    __syncthreads();
+    if (rank == 0 && tid == 0) {
+        out[row] = sm.token;
+        SAMPLE_ROUTE(kTopkGathered);
+    }
+    cluster_wait();
+}
+
+// The top-k route before the bin route (STRATA_SAMPLE_ROUTE=legacy), for
+// k <= kThreads. A bound per CTA: the k-th largest of its threads' pass-1
+// maxima (at least k of its logits are >= it, so its k-th largest logit, which
+// is at most the row's, is >= it); each CTA lists its logits >= its bound;
+// the union of the lists holds every logit >= the row's k-th largest
+// (topk_finish). Returns false (cluster-uniform) when a list overflows; the
+// caller then takes the radix route.
+template <int C>
+__device__ bool topk_gathered(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int64_t row, int rank,
+                              const strata_sampling_params& prm, const RowRule& rule0, int32_t* out) {
+    const int tid = threadIdx.x;
+    const int k = prm.top_k;
+    {
+        const float v = sm.tmax[tid];
+        int gt = 0, ge = 0;
+        for (int t = 0; t < kThreads; ++t) {
+            const float o = sm.tmax[t];
+            gt += o > v;
+            ge += o >= v;
+        }
+        if (gt < k && k <= ge) sm.bound = v;  // the writers' values compare equal
+    }
+    __syncthreads();
+    const float bound = sm.bound;
+    list_candidates(sm, s, len, ch, s0, [bound](float l, float* v) {
+        *v = l;
+        return l >= bound;  // false for NaN
+    });
+    const int m = gather_lists<C>(sm);
+    if (m < 0) {
+        if (rank == 0 && tid == 0) SAMPLE_ROUTE(kTopkRadixAfterOverflow);
+        return false;
+    }
+    topk_finish(sm, m, row, rank, prm, rule0, out);
+    return true;
+}
+
+// The top-k route (k <= kThreads): each CTA counts its logits by dkey in its
+// fine histogram; bin_select finds the bin of the k-th largest logit; every
+// CTA lists its logits in that bin or above (fewer than k above it, plus the
+// bin's own: a handful where logits are spread); topk_finish on their union.
+// Three cluster barriers and the exit barrier. Returns false (cluster-uniform)
+// when the k-th largest lies 2^10 or farther below the max (not counted) or a
+// list overflows (ties, masked rows); the caller then takes the radix route.
+template <int C>
+__device__ bool topk_bins(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int64_t row, int rank,
+                          const strata_sampling_params& prm, const RowRule& rule, int32_t* out) {
+    const int tid = threadIdx.x;
+    u64* const fine = sm.fine();
+    for (int d = tid; d < kFine; d += kThreads) fine[d] = 0;
+    __syncthreads();
+    const float mx = rule.m;
+    BinRun<true> run;
+    for (int j = 0; j < ch; ++j) {
+        const int e = tid * ch + j;
+        const float l = e < len ? s[e] : __int_as_float(0x7fc00000);
+        const uint32_t key = l == l ? dkey(l, mx) : kNoBin;
+        if (key != kNoBin) run.add(fine, key, 1);
+    }
+    run.flush(fine);
+    __syncthreads();
+    fold_coarse(sm);
+    cluster_sync();  // every CTA's histograms
+    uint32_t b = 0;
+    u64 above = 0;
+    if (!bin_select<C>(sm, (u64)prm.top_k, &b, &above)) {
+        if (rank == 0 && tid == 0) SAMPLE_ROUTE(kTopkRadixAfterOverflow);
+        return false;
+    }
+    list_candidates(sm, s, len, ch, s0, [mx, b](float l, float* v) {
+        *v = l;
+        if (!(l == l)) return false;
+        const uint32_t key = dkey(l, mx);
+        return key != kNoBin && key >= b;
+    });
+    const int m = gather_lists<C>(sm);
+    if (m < 0) {
+        if (rank == 0 && tid == 0) SAMPLE_ROUTE(kTopkRadixAfterOverflow);
+        return false;
+    }
+    topk_finish(sm, m, row, rank, prm, rule, out);
+    return true;
+}
+
+// The top-p route (STRATA_SAMPLE_ROUTE unset): the weights pass filled each
+// CTA's fine histogram of masses by wkey and one cluster barrier published
+// them. w* lies in the bin bin_select finds for the target (the mass above
+// that bin is below the target, with it at or above), so every CTA lists its
+// weights in that bin (a handful unless weights tie or crowd) and publishes
+// its mass above the bin; over the union, w* is the largest listed weight
+// whose S(w) = (mass above the bin) + (listed masses >= w) reaches the
+// target: the radix select's w*. Each CTA's kept mass at w >= w* follows
+// (cta_kept). One cluster barrier; the caller's exit barrier must follow the
+// remote reads here. Returns false (cluster-uniform) when a list overflows.
+template <int C>
+__device__ bool topp_bins(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int rank, u64 target,
+                          float* w_star) {
+    const int tid = threadIdx.x;
+    uint32_t b = 0;
+    u64 above = 0;
+    (void)bin_select<C>(sm, target, &b, &above);  // target <= the kept mass: always found
+    list_candidates(sm, s, len, ch, s0, [b](float w, float* v) {
+        *v = w;
+        return w >= kMinMassWeight && wkey(w) == b;  // false for dropped tokens (w = −1)
+    });
+    u64 mine = 0, own = 0;
+    for (int f = (int)b + 1 + tid; f < kFine; f += kThreads) mine += sm.fine()[f];
+    (void)block_scan(mine, sm, &own);
+    if (tid == 0) {
+        sm.above_own = own;
+        sm.wstar = 0;
+    }
+    const int m = gather_lists<C>(sm);
+    if (m < 0) {
+        if (rank == 0 && tid == 0) SAMPLE_ROUTE(kToppRadixAfterOverflow);
+        return false;
+    }
+    const float* const gv = sm.gv();
+    for (int j = tid; j < m; j += kThreads) {
+        const float v = gv[j];
+        u64 at_or_above = above;
+        for (int i = 0; i < m; ++i) {
+            const float o = gv[i];
+            if (o >= v) at_or_above += mass_of(o);
+        }
+        if (at_or_above >= target) atomicMax(&sm.wstar, __float_as_uint(v));  // w > 0: bits order as values
+    }
+    __syncthreads();
+    const float ws = __uint_as_float(sm.wstar);
+    if (tid < C) {  // CTA tid's kept mass: its bins above the boundary bin and its listed weights >= w*
+        int off = 0;
+        for (int c = 0; c < tid; ++c) off += sm.gcount[c];
+        u64 kept = cluster_map(&sm.above_own, tid)[0];
+        for (int i = off; i < off + sm.gcount[tid]; ++i)
+            if (gv[i] >= ws) kept += mass_of(gv[i]);
+        sm.cta_kept[tid] = kept;
+    }
+    __syncthreads();
+    *w_star = ws;
+    if (rank == 0 && tid == 0) SAMPLE_ROUTE(kToppBins);
+    return true;
+}
