@@ -2,6 +2,8 @@
 ~32 sequences) against the older integer kernels, bit for bit on the device.
 
 STRATA_INT_MATMUL=rows (rows:16/32/64: one CTA width) runs the few-row kernel at every row count,
+=rows16w:all (rows16w:16/32/64) the same with its 16-warp CTAs, =rows16w / =rowswide /
+=rowswide16w are auto's routing with the 16-warp CTAs / the kernel also on wide matrices / both,
 =legacy never uses it nor the tile kernel, =norows is the routing before it, =tiles forces the
 tile kernel: each case runs them on the same buffers and every output must have the same bits.
 Q4_0 and Q8_0 (the types routed to the integer path), every prologue, bias and accumulate, 1 to 64
@@ -51,7 +53,8 @@ def same_bits(a, b):
 
 
 @pytest.mark.exactness
-@pytest.mark.parametrize("width", ["rows", "rows:16", "rows:32", "rows:64"])
+@pytest.mark.parametrize("width", ["rows", "rows:16", "rows:32", "rows:64", "rows16w:all", "rows16w:16", "rows16w:32",
+                                   "rows16w:64"])
 @pytest.mark.parametrize("prologue", PROLOGUES, ids=lambda p: p.name)
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_rows_bit_identical_to_legacy(cuda_ctx, rng, monkeypatch, dtype, prologue, width):
@@ -79,13 +82,15 @@ def test_rows_bit_identical_to_legacy(cuda_ctx, rng, monkeypatch, dtype, prologu
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_rows_bit_identical_on_llama_8b_shapes(cuda_ctx, rng, monkeypatch, dtype, n_rows):
     """The benchmark's decode shapes (q/o, k/v, qkv, gate_up, down): the default routing (the few-row
-    kernel), the routing before it, the older kernels and the tile kernel give the same bits."""
+    kernel), its A/B variants (16-warp CTAs, wide matrices too, the 16-warp kernel forced), the
+    routing before it, the older kernels and the tile kernel give the same bits."""
+    others = ("rows16w", "rowswide", "rowswide16w", "rows16w:all", "norows", "legacy", "tiles")
     for n_out, k in [(4096, 4096), (1024, 4096), (6144, 4096), (28672, 4096), (4096, 14336)]:
         raw = random_blocks(rng, dtype, n_out, k)
         x = rng.standard_normal((n_rows, k), dtype=np.float32)
         outs = kernels(monkeypatch, lambda: run_ex(cuda_ctx, x, k, raw, dtype, n_out, P.RMSNORM,
-                                                    np.ones(k, np.float32)), ("auto", "norows", "legacy", "tiles"))
-        for name, other in zip(("norows", "legacy", "tiles"), outs[1:]):
+                                                    np.ones(k, np.float32)), ("auto",) + others)
+        for name, other in zip(others, outs[1:]):
             differ = same_bits(outs[0], other)
             assert differ == 0, f"{n_rows}x{k}->{n_out}: {differ} outputs differ between auto and {name}"
 
@@ -113,9 +118,10 @@ def test_unknown_kernel_name_is_refused(cuda_ctx, rng, monkeypatch):
     x = rng.standard_normal((4, k), dtype=np.float32)
     y0 = rng.standard_normal((4, n_out)).astype(np.float32)
     bx, bw, by = (S.Buffer.from_array(cuda_ctx, a) for a in (x, raw, y0))
-    for typo in ("row", "rows:8", "no-rows"):
+    for typo in ("row", "rows:8", "no-rows", "rows16w:8", "rows16", "rowswide:16w"):
         monkeypatch.setenv("STRATA_INT_MATMUL", typo)
-        with pytest.raises(S.StrataError, match="rows, rows:16, rows:32, rows:64, norows or legacy"):
+        with pytest.raises(S.StrataError, match="rows, rows:16, rows:32, rows:64, rows16w, rows16w:all, rows16w:16, "
+                                                "rows16w:32, rows16w:64, rowswide, rowswide16w, norows or legacy"):
             S.matmul(cuda_ctx, bx, 0, 4, k, bw, 0, S.DType.Q4_0, n_out, None, 0, by, 0, False)
     monkeypatch.delenv("STRATA_INT_MATMUL")
     cuda_ctx.synchronize()
