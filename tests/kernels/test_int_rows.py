@@ -96,14 +96,15 @@ def test_rows_bit_identical_on_llama_8b_shapes(cuda_ctx, rng, monkeypatch, dtype
 
 
 @pytest.mark.exactness
+@pytest.mark.parametrize("routing", ["auto", "rows16w", "rowswide16w"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
-def test_rows_independent_of_batch(cuda_ctx, rng, monkeypatch, dtype):
-    """Default routing: every row the same alone (the one-row kernel), in 2..32-row batches (the
-    few-row kernel) and in a 100-row batch (the tile kernel)."""
+def test_rows_independent_of_batch(cuda_ctx, rng, monkeypatch, dtype, routing):
+    """Default routing and its A/B variants: every row the same alone (the one-row kernel), in 2..32-row
+    batches (the few-row kernel, 8 or 16 warps) and in a 100-row batch (the tile kernel)."""
     k, n_out = 4096, 131
     raw, _ = make_weights(rng, dtype, n_out, k)
     x = rng.standard_normal((100, k), dtype=np.float32)
-    monkeypatch.delenv("STRATA_INT_MATMUL", raising=False)
+    monkeypatch.setenv("STRATA_INT_MATMUL", routing)
     full = run_ex(cuda_ctx, x, k, raw, dtype, n_out)
     for rows in (np.arange(1), np.arange(2), np.arange(3, 8), np.arange(9), rng.permutation(100)[:16],
                  np.arange(70, 87), rng.permutation(100)[:32], np.array([99])):

@@ -26,6 +26,13 @@
 // partials go through shared memory and are added in slice order by one
 // thread per element (in registers across the parts).
 //
+// The 16-warp variant (STRATA_INT_MATMUL=rows16w...; docs/cuda_backend.md):
+// one CTA of 512 threads per SM, always the longest parts that fit, and at
+// 16 and 32 rows two warps per (16 outputs, slice) unit, each with half of
+// its n-tiles (the A fragment read twice, the accumulators halved), so the
+// SM has twice the warps on the same outputs where 8 warps were one CTA per
+// SM with a unit each (ncu: latency-bound, no eligible warp half the time).
+//
 // Bytes per CTA and part (Q4_0, NO = 32, PS = 8, 4 live rows: down and q/o,
 // one CTA per SM): 37 KB of weights from DRAM, 10 KB of activations + meta
 // from L2; 3 parts of shared memory keep two in flight, ~74 KB per SM (an
@@ -337,7 +344,7 @@ __global__ void __launch_bounds__(32 * kWarps, kWarps == kRowsWarps16 ? 1 : 2) i
     }
 }
 
-// Warp units per (output group, slice) for kr rows and `warps` warps per CTA (rows_unit_nt's split).
+// Warp units per (output group, slice) for kr rows and `warps` warps per CTA (int_rows_kernel's kSplit).
 inline int rows_split(int kr, int warps) { return warps == kRowsWarps16 && kr > 8 ? 2 : 1; }
 
 // The shared-memory layout for kr rows, mg output groups and `warps` warps per CTA (p.n_slices, p.nb
