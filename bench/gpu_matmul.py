@@ -17,8 +17,9 @@ depend on the values.
                                                      # (STRATA_INT_MATMUL per line; see strata/env.py)
     python bench/gpu_matmul.py --models 8b 1b --dtypes Q4_0 Q8_0 --rows 1 2 4 8 16 32 64 --int-kernels norows auto rows
                                                      # the few-row kernel (auto: 2-32 rows) against the routing before it
-    python bench/gpu_matmul.py --models 8b --dtypes Q4_0 --rows 4 8 16 32 --int-kernels auto rows16w rowswide rowswide16w
-                                                     # the few-row kernel's A/B variants (16 warps, wide matrices)
+    bash scripts/gpu_ab.sh - STRATA_INT_ROWS_WARPS=16 STRATA_INT_ROWS_WIDE=1 \
+        "STRATA_INT_ROWS_WARPS=16 STRATA_INT_ROWS_WIDE=1" -- python3 bench/gpu_matmul.py --models 8b --dtypes Q4_0 --rows 4 8 16 32
+                                                     # the few-row kernel's A/B switches (strata/env.py)
     bash scripts/gpu_ab.sh STRATA_INT_GEMV=0 STRATA_INT_GEMV=8 -- \
         python3 bench/gpu_matmul.py --models 8b 1b 135m --dtypes Q4_0 Q8_0 Q4_K --rows 1 2 4 8
                                                      # the gemv kernel (1-8 rows, libstrata/src/cuda/cuda_int_gemv.cu)
@@ -29,9 +30,7 @@ depend on the values.
     python bench/gpu_matmul.py --models 8b --dtypes Q4_0 --rows 64 512 --int-kernels configs
                                                      # every tile configuration (tiles:NOxROWSdD) forced
 
---int-kernels takes STRATA_INT_MATMUL values: auto, auto:v1..v6, legacy, norows, rows, rows:16/32/64 (the few-row kernel),
-rows16w:all, rows16w:16/32/64 (its 16-warp CTAs), rows16w / rowswide / rowswide16w (auto with its 16-warp CTAs / also
-on wide matrices / both), tiles, tiles:v1..v6 (routings),
+--int-kernels takes STRATA_INT_MATMUL values: auto, auto:v1..v6, legacy, norows, rows, rows:16/32/64 (the few-row kernel), tiles, tiles:v1..v6 (routings),
 tiles:128/64/32 (a 64-row shape at 2 stages), tiles:NOxROWSdD[o] (NO 128/64/32 x 64 rows or 128 x 128,
 pipeline depth D 0-2, o: Q4_0's offset out of the nibbles, at D 0 and 2;
 libstrata/src/cuda/cuda_int_mma_tiles.cu), and `routings` / `configs` as shorthands for all routings /
@@ -70,7 +69,7 @@ DTYPES = ["Q4_0", "Q8_0", "F16", "BF16", "Q4_1", "Q4_K", "Q6_K"]
 ROUTINGS = ["legacy", "tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4", "tiles:v5", "tiles:v6"]
 CONFIGS = [f"tiles:{no}x{rows}d{d}{o}" for o in ("", "o") for d in (0, 1, 2) for no, rows in
            ((128, 64), (64, 64), (32, 64), (128, 128)) if d != 1 or not (o or rows == 128)]
-_INT_KERNEL = re.compile(r"auto(:v[1-6])?|legacy|norows|rows(:16|:32|:64)?|rows16w(:all|:16|:32|:64)?|rowswide(16w)?|tiles(:v[1-6]|:(128|64|32)|:((128|64|32)x64|128x128)(d[012]|d[02]o))?")
+_INT_KERNEL = re.compile(r"auto(:v[1-6])?|legacy|norows|rows(:16|:32|:64)?|tiles(:v[1-6]|:(128|64|32)|:((128|64|32)x64|128x128)(d[012]|d[02]o))?")
 
 
 def int_kernel_values(names):

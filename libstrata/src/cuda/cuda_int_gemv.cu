@@ -431,14 +431,11 @@ bool gemv_env_fuse() {
                                           "quantizes its rows itself)");
 }
 
-// Whether STRATA_INT_MATMUL names a kernel to force (int_tiles_choice and int_rows_choice validate it);
-// rows16w, rowswide and rowswide16w are auto's routing with a variant of the few-row kernel: not forced.
+// Whether STRATA_INT_MATMUL names a kernel to force (int_tiles_choice and int_rows_choice validate it).
 bool matmul_env_forces() {
     const char* env = std::getenv("STRATA_INT_MATMUL");
-    if (!env) return false;
-    if (std::strcmp(env, "rows16w") == 0 || std::strcmp(env, "rowswide") == 0 || std::strcmp(env, "rowswide16w") == 0)
-        return false;
-    return std::strcmp(env, "legacy") == 0 || std::strncmp(env, "rows", 4) == 0 || std::strncmp(env, "tiles", 5) == 0;
+    return env && (std::strcmp(env, "legacy") == 0 || std::strncmp(env, "rows", 4) == 0 ||
+                   std::strncmp(env, "tiles", 5) == 0);
 }
 
 int gemv_slice_bytes(int32_t w_dtype) {

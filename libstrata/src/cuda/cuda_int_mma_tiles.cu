@@ -687,12 +687,9 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     if (env && std::strncmp(env, "auto:v", 6) == 0 && env[6] >= '1' && env[6] <= '6' && env[7] == 0) {
         routing = env[6] - '0';  // auto's row thresholds, one routing (whole-model A/B: scripts/gpu_ab.sh)
     } else if (env && (std::strcmp(env, "rows") == 0 || std::strcmp(env, "rows:16") == 0 ||
-                       std::strcmp(env, "rows:32") == 0 || std::strcmp(env, "rows:64") == 0 ||
-                       std::strncmp(env, "rows16w:", 8) == 0)) {
-        return -1;  // rows, rows:16/32/64, rows16w:*: the few-row kernel (cuda_int_rows.cu) at every row count
-    } else if (env && *env && std::strcmp(env, "auto") != 0 && std::strcmp(env, "norows") != 0 &&
-               std::strcmp(env, "rows16w") != 0 && std::strcmp(env, "rowswide") != 0 &&
-               std::strcmp(env, "rowswide16w") != 0) {  // those three: auto's routing here (int_rows_choice)
+                       std::strcmp(env, "rows:32") == 0 || std::strcmp(env, "rows:64") == 0)) {
+        return -1;  // rows, rows:16/32/64: the few-row kernel (cuda_int_rows.cu) at every row count
+    } else if (env && *env && std::strcmp(env, "auto") != 0 && std::strcmp(env, "norows") != 0) {
         forced = true;
         if (std::strcmp(env, "tiles:v1") == 0) routing = 1;
         else if (std::strcmp(env, "tiles:v3") == 0) routing = 3;
@@ -706,8 +703,7 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
             fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_MATMUL=") + env +
                                                   ": expected auto, tiles, auto:v1 ... auto:v6, tiles:v1 ... tiles:v6, tiles:NO "
                                                   "(128, 64 or 32), tiles:NOxROWSdDEPTH[o] (e.g. tiles:32x64d2, "
-                                                  "tiles:128x128d2o), rows, rows:16, rows:32, rows:64, rows16w, rows16w:all, rows16w:16, "
-                                                  "rows16w:32, rows16w:64, rowswide, rowswide16w, norows or legacy");
+                                                  "tiles:128x128d2o), rows, rows:16, rows:32, rows:64, norows or legacy");
         }
     }
     if (!forced && n_rows < kTilesMinRows) {

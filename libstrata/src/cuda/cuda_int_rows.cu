@@ -26,7 +26,7 @@
 // partials go through shared memory and are added in slice order by one
 // thread per element (in registers across the parts).
 //
-// The 16-warp variant (STRATA_INT_MATMUL=rows16w...; docs/cuda_backend.md):
+// The 16-warp variant (STRATA_INT_ROWS_WARPS=16; docs/cuda_backend.md):
 // one CTA of 512 threads per SM, always the longest parts that fit, and at
 // 16 and 32 rows two warps per (16 outputs, slice) unit, each with half of
 // its n-tiles (the A fragment read twice, the accumulators halved), so the
@@ -68,7 +68,7 @@ namespace cuda {
 namespace {
 
 // Warps per CTA: 8 (two CTAs per SM where shared memory allows) or 16 (one CTA per SM, the 16 warps on
-// the same outputs; STRATA_INT_MATMUL=rows16w...). Which one never changes a bit.
+// the same outputs; STRATA_INT_ROWS_WARPS=16). Which one never changes a bit.
 constexpr int kRowsWarps8 = 8, kRowsWarps16 = 16;
 #ifndef STRATA_INT_ROWS_STAGES
 #define STRATA_INT_ROWS_STAGES 3  // parts in shared memory at once (no stage count changes a bit)
@@ -416,44 +416,46 @@ constexpr int64_t kRowsMaxAuto = 32;   // auto: 2 to 32 rows (one row tile of 8,
 constexpr int64_t kRowsMaxOut = 4096;  // auto: matrices of at most this many outputs
 
 // STRATA_INT_MATMUL for this kernel: never (norows, legacy, tiles*); forced at every row count (rows,
-// rows:NO; rows16w:all, rows16w:NO at 16 warps; mg the forced width, 0 = rows_pick's); else auto's
-// routing, with `wide` (rowswide, rowswide16w: matrices of more than kRowsMaxOut outputs too) and
-// `warps` (rows16w, rowswide16w: the 16-warp kernel) as the A/B variants.
+// rows:NO; mg the forced width, 0 = rows_pick's); else auto's routing. Its A/B switches, each read per
+// call and each its own variable (so they combine with STRATA_INT_MATMUL's routings in one run):
+// STRATA_INT_ROWS_WARPS (8, the default, or 16: the warps per CTA wherever this kernel runs) and
+// STRATA_INT_ROWS_WIDE (0, the default, or 1: auto also gives it matrices of more than kRowsMaxOut outputs).
 struct RowsMode {
     bool never = false, forced = false, wide = false;
     int mg = 0, warps = kRowsWarps8;
 };
 
-// The forced width of "rows" / "rows:16|32|64" after `prefix` (rows or rows16w:all), or -1.
-int rows_width(const char* env, const char* prefix, const char* all) {
-    const size_t n = std::strlen(prefix);
-    if (std::strncmp(env, prefix, n) != 0) return -1;
-    const char* t = env + n;
-    if (std::strcmp(t, all) == 0) return 0;
-    if (std::strcmp(t, ":16") == 0) return 1;
-    if (std::strcmp(t, ":32") == 0) return 2;
-    if (std::strcmp(t, ":64") == 0) return 4;
-    return -1;
+// A switch read per call (tests flip it within a process): unset or empty gives values[0], else one of
+// `values` exactly, or an error naming them.
+int rows_switch(const char* name, const char* const (&values)[2], const char* expected) {
+    const char* env = std::getenv(name);
+    if (!env || !*env) return 0;
+    for (int i = 0; i < 2; ++i)
+        if (std::strcmp(env, values[i]) == 0) return i;
+    fail(STRATA_ERR_INVALID_ARGUMENT, std::string(name) + "=" + env + ": expected " + expected);
 }
 
 RowsMode rows_mode() {
     RowsMode m;
+    static const char* const kWarps[2] = {"8", "16"};
+    static const char* const kWide[2] = {"0", "1"};
+    if (rows_switch("STRATA_INT_ROWS_WARPS", kWarps, "8 (the default) or 16 (warps per few-row CTA)") == 1)
+        m.warps = kRowsWarps16;
+    m.wide = rows_switch("STRATA_INT_ROWS_WIDE", kWide,
+                         "0 (the default) or 1 (the few-row kernel also on matrices of more than 4096 outputs)") == 1;
     const char* env = std::getenv("STRATA_INT_MATMUL");  // read per call: tests switch it within a process
     if (!env || !*env || std::strcmp(env, "auto") == 0 || std::strncmp(env, "auto:", 5) == 0)
-        return m;  // auto:v1 ... auto:v6 choose the tile kernel's routing only (int_tiles_choice)
-    int w = -1;
-    if ((w = rows_width(env, "rows", "")) >= 0) m.forced = true, m.mg = w;
-    else if ((w = rows_width(env, "rows16w", ":all")) >= 0) m.forced = true, m.mg = w, m.warps = kRowsWarps16;
-    else if (std::strcmp(env, "rows16w") == 0) m.warps = kRowsWarps16;
-    else if (std::strcmp(env, "rowswide") == 0) m.wide = true;
-    else if (std::strcmp(env, "rowswide16w") == 0) m.wide = true, m.warps = kRowsWarps16;
+        return m;  // auto:v1 ... auto:vN choose the tile kernel's routing only (int_tiles_choice)
+    if (std::strcmp(env, "rows") == 0) m.forced = true;
+    else if (std::strcmp(env, "rows:16") == 0) m.forced = true, m.mg = 1;
+    else if (std::strcmp(env, "rows:32") == 0) m.forced = true, m.mg = 2;
+    else if (std::strcmp(env, "rows:64") == 0) m.forced = true, m.mg = 4;
     else if (std::strcmp(env, "norows") == 0 || std::strcmp(env, "legacy") == 0 || std::strncmp(env, "tiles", 5) == 0)
         m.never = true;
     else  // a typo must not time the wrong kernel (int_tiles_choice, called first, names the choices too)
         fail(STRATA_ERR_INVALID_ARGUMENT,
              std::string("STRATA_INT_MATMUL=") + env +
-                 ": expected auto, tiles, auto:v1 ... auto:v6, tiles:v1 ... tiles:v6, rows, rows:16, rows:32, rows:64, "
-                 "rows16w, rows16w:all, rows16w:16, rows16w:32, rows16w:64, rowswide, rowswide16w, norows or legacy");
+                 ": expected auto, tiles, auto:v1 ... auto:v6, tiles:v1 ... tiles:v6, rows, rows:16, rows:32, rows:64, norows or legacy");
     return m;
 }
 
@@ -529,7 +531,7 @@ int int_rows_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype) {
     // wins where the older kernels' CTAs are few or heavy (q/o, k/v, down: 1.3-4x at 2-32 rows) and
     // loses on wide matrices, where their int8 mma tiles already stream as fast (qkv 6144, gate_up,
     // lm_head).
-    // rowswide / rowswide16w (A/B, not yet timed): those wide matrices too, where the 16-row int8 mma
+    // STRATA_INT_ROWS_WIDE=1 (A/B, not yet timed): those wide matrices too, where the 16-row int8 mma
     // tiles measured 56 µs (qkv 6144) and 88 µs (gate_up) at 16 rows against 8.7 / 24.5 at one row.
     if (n_rows < 2 || n_rows > kRowsMaxAuto || k <= kRowsShortK || (n_out > kRowsMaxOut && !m.wide)) return 0;
     return rows_for(n_rows);

@@ -17,12 +17,12 @@ namespace cuda {
 // unset/auto: 2 to 32 rows at k > 1024 (short k keeps the tile kernel) on
 // matrices of at most 4096 outputs (wider ones: the older kernels, as fast);
 // rows: every row count (rows:16, rows:32, rows:64 also fix the outputs per
-// CTA); rows16w:all, rows16w:16|32|64: the same with CTAs of 16 warps;
-// rows16w: auto's routing, CTAs of 16 warps; rowswide: auto's routing plus
-// matrices of more than 4096 outputs (rowswide16w: and 16 warps); norows:
-// auto's routing without this kernel (the routing before it); legacy and
-// tiles*: never; other weight types than Q4_0, Q8_0 and Q4_1: never. Other
-// values are refused (int_tiles_choice names the choices).
+// CTA); norows: auto's routing without this kernel (the routing before it);
+// legacy and tiles*: never; other weight types than Q4_0, Q8_0 and Q4_1:
+// never. Other values are refused (int_tiles_choice names the choices).
+// STRATA_INT_ROWS_WIDE=1 (A/B; default 0): auto also takes matrices of more
+// than 4096 outputs. STRATA_INT_ROWS_WARPS=16 (A/B; default 8): the launch
+// runs CTAs of 16 warps (launch_int_rows). Both read per call, strictly.
 int int_rows_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype);
 
 // Runs y = the canonical integer matmul of `a` with `kr` rows per CTA
