@@ -17,6 +17,9 @@ depend on the values.
                                                      # (STRATA_INT_MATMUL per line; see strata/env.py)
     python bench/gpu_matmul.py --models 8b 1b --dtypes Q4_0 Q8_0 --rows 1 2 4 8 16 32 64 --int-kernels norows auto rows
                                                      # the few-row kernel (auto: 2-32 rows) against the routing before it
+    bash scripts/gpu_ab.sh - STRATA_INT_ROWS_WARPS=16 STRATA_INT_ROWS_WIDE=1 \
+        "STRATA_INT_ROWS_WARPS=16 STRATA_INT_ROWS_WIDE=1" -- python3 bench/gpu_matmul.py --models 8b --dtypes Q4_0 --rows 4 8 16 32
+                                                     # the few-row kernel's A/B switches (strata/env.py)
     bash scripts/gpu_ab.sh STRATA_INT_GEMV=0 STRATA_INT_GEMV=8 -- \
         python3 bench/gpu_matmul.py --models 8b 1b 135m --dtypes Q4_0 Q8_0 Q4_K --rows 1 2 4 8
                                                      # the gemv kernel (1-8 rows, libstrata/src/cuda/cuda_int_gemv.cu)

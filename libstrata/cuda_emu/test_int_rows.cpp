@@ -2,16 +2,19 @@
 // under the host emulator. Reuses test_int.cpp's host reference of the
 // canonical integer-matmul arithmetic (its main renamed away) and requires,
 // for Q4_0, Q8_0 and Q4_1, every prologue, bias and accumulate, 8/16/32-row
-// CTAs, every output-group width (16, 32, 64 outputs) and parts of 1 to 16
-// slices (small shared-memory budgets force the short parts), 1 to 64 rows
+// CTAs, every output-group width (16, 32, 64 outputs), CTAs of 8 and of 16
+// warps (the 16-warp kernel: two warps share a unit's rows at 16 and 32
+// rows) and parts of 1 to 32 slices (small shared-memory budgets force the
+// short parts), 1 to 64 rows
 // (one row tile or several), k with full and partial slices and several
 // parts, n_out not a multiple of the CTA and misaligned weight rows:
-//  - every output bit-identical to the reference and to the older dp4a
-//    kernel (int_dot_kernel) on the same inputs;
+//  - every output bit-identical to the reference, to the older dp4a kernel
+//    (int_dot_kernel) on the same inputs, and between 8 and 16 warps;
 //  - within the int8-activation bound of a float64 product;
 //  - no cp.async copy left pending.
-// Also: rows_pick's choices at 8B shapes on 132 SMs (every SM busy), and a
-// negative control (one block's scale changed must change some output).
+// Also: rows_pick's choices at 8B shapes on 132 SMs (every SM busy) at both
+// warp counts, and a negative control (one block's scale changed must change
+// some output) at both.
 // Usage: test_int_rows [smoke | sweep] (sweep: only the rows 1..64 part)
 #define main test_int_main
 #include "test_int.cpp"
@@ -20,30 +23,37 @@
 
 namespace TR = strata::cuda::T_cuda_int_rows;
 
-template <int kDt, int kNT>
+template <int kDt, int kNT, int kW>
 static void run_rows_t(const TR::RowsParams& p) {
     static int pending = 0;
     pending = 0;
     const unsigned gx = (unsigned)std::max(1, p.n_tiles / 2);  // fewer CTAs than tiles: the tile loop runs
-    run_grid(gx, 1, 256, [p] {
-        TR::int_rows_kernel<kDt, kNT>(p);
+    run_grid(gx, 1, 32 * kW, [p] {
+        TR::int_rows_kernel<kDt, kNT, kW>(p);
         if (emu_pending_copies() != 0) pending++;
     });
     CHECK(pending == 0, "cp.async copies left pending");
 }
 
+template <int kDt, int kW>
+static void run_rows_w(const TR::RowsParams& p, int kr) {
+    if (kr == 8) run_rows_t<kDt, 1, kW>(p);
+    else if (kr == 16) run_rows_t<kDt, 2, kW>(p);
+    else run_rows_t<kDt, 4, kW>(p);
+}
+
 template <int kDt>
-static void run_rows_dt(const TR::RowsParams& p, int kr) {
-    if (kr == 8) run_rows_t<kDt, 1>(p);
-    else if (kr == 16) run_rows_t<kDt, 2>(p);
-    else run_rows_t<kDt, 4>(p);
+static void run_rows_dt(const TR::RowsParams& p, int kr, int warps) {
+    if (warps == 16) run_rows_w<kDt, 16>(p, kr);
+    else run_rows_w<kDt, 8>(p, kr);
 }
 
 // The pre-pass (as launch_int_matmul runs it), then the few-row kernel with kr rows per CTA, mg
-// output groups (0: rows_pick's choice for `sms` SMs) and `budget` bytes of shared memory.
+// output groups (0: rows_pick's choice for `sms` SMs), `budget` bytes of shared memory and `warps`
+// warps per CTA.
 static void run_rows(int dt, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k, const uint8_t* w,
                      int64_t n_out, const float* g, float eps, const float* bias, float* y, bool accumulate, int kr,
-                     int mg, int64_t budget, int sms) {
+                     int mg, int64_t budget, int sms, int warps) {
     const int64_t nb = k / 32;
     const int nchunks = (int)((nb + 7) / 8), nbp = (int)((nb + 1) / 2 * 2);
     std::vector<uint8_t> xq(n_rows * k + 16);
@@ -63,18 +73,18 @@ static void run_rows(int dt, int pro, const float* x, int64_t x_stride, int64_t 
     p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
     p.w = w; p.w_end = w + n_out * p.w_row_bytes;
     p.bias = bias; p.y = y; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
-    const int got = TR::rows_pick(p, kr, bbytes(dt), sms, budget, budget, mg);
+    const int got = TR::rows_pick(p, kr, bbytes(dt), sms, budget, budget, mg, warps);
     CHECK(got > 0 && (mg == 0 || got == mg), "rows_pick gave %d (asked %d)", got, mg);
     const int64_t smem = p.rsq_off + kr * 4;
     CHECK(smem <= budget && smem <= (int64_t)sizeof(g_emu_smem), "smem %ld over budget %ld", (long)smem, (long)budget);
     if (got <= 0 || smem > (int64_t)sizeof(g_emu_smem)) return;
     memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));  // unstaged rows and windows hold garbage
-    if (dt == STRATA_Q4_0) run_rows_dt<STRATA_Q4_0>(p, kr);
-    else if (dt == STRATA_Q8_0) run_rows_dt<STRATA_Q8_0>(p, kr);
-    else run_rows_dt<STRATA_Q4_1>(p, kr);
+    if (dt == STRATA_Q4_0) run_rows_dt<STRATA_Q4_0>(p, kr, warps);
+    else if (dt == STRATA_Q8_0) run_rows_dt<STRATA_Q8_0>(p, kr, warps);
+    else run_rows_dt<STRATA_Q4_1>(p, kr, warps);
 }
 
-static int n_parts_seen[17];
+static int n_parts_seen[33];
 
 static void one_rows(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, int pad, bool bias_on, bool acc_on,
                      int kr, int mg, int64_t budget, bool with_old) {
@@ -91,12 +101,17 @@ static void one_rows(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, 
     const uint8_t* wp = w.data() + pad;
     const float eps = 1e-5f;
     const float* bp = bias_on ? bias.data() : nullptr;
-    run_rows(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, y.data(), acc_on, kr, mg, budget, 132);
-    {
+    run_rows(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, y.data(), acc_on, kr, mg, budget, 132, 8);
+    // The 16-warp kernel on the same inputs: the same bits as the 8-warp one (and so the reference below).
+    std::vector<float> y16 = y0;
+    run_rows(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, y16.data(), acc_on, kr, mg, budget, 132, 16);
+    int bad_w = 0;
+    for (size_t i = 0; i < y.size(); ++i) bad_w += bits(y16[i]) != bits(y[i]);
+    for (int warps : {8, 16}) {
         TR::RowsParams q{};
         q.n_rows = n_rows; q.n_out = n_out; q.nb = (int)(k / 32); q.n_slices = (q.nb + 7) / 8;
-        TR::rows_pick(q, kr, bbytes(dt), 132, budget, budget, mg);
-        n_parts_seen[std::min(q.ps, 16)]++;
+        TR::rows_pick(q, kr, bbytes(dt), 132, budget, budget, mg, warps);
+        n_parts_seen[std::min(q.ps, 32)]++;
     }
     int bad_old = 0;
     if (with_old) {  // the older dp4a kernel (8-row tiles, or one row) on the same inputs
@@ -133,6 +148,8 @@ static void one_rows(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, 
     }
     CHECK(bad == 0, "rows kr %d mg %d budget %ld dt %d pro %d k %ld n_out %ld rows %ld pad %d: %d outputs differ from the canonical bits",
           kr, mg, (long)budget, dt, pro, (long)k, (long)n_out, (long)n_rows, pad, bad);
+    CHECK(bad_w == 0, "rows kr %d mg %d budget %ld dt %d pro %d k %ld n_out %ld rows %ld: %d outputs differ between 8 and 16 warps",
+          kr, mg, (long)budget, dt, pro, (long)k, (long)n_out, (long)n_rows, bad_w);
     CHECK(bad_old == 0, "rows kr %d mg %d dt %d pro %d k %ld n_out %ld rows %ld: %d outputs differ from int_dot_kernel",
           kr, mg, dt, pro, (long)k, (long)n_out, (long)n_rows, bad_old);
     CHECK(far == 0, "rows dt %d pro %d k %ld rows %ld: %d outputs outside the int8 bound of float64", dt, pro, (long)k,
@@ -169,7 +186,7 @@ int main(int argc, char** argv) {
                     // The budget: all the device has, a quarter of the way down to one slice per part, or exactly that.
                     TR::RowsParams q{};
                     q.nb = (int)(k / 32); q.n_slices = (q.nb + 7) / 8;
-                    const int64_t min_b = TR::rows_layout(q, kr_for(nr), mg, bbytes(dt), 0);
+                    const int64_t min_b = TR::rows_layout(q, kr_for(nr), mg, bbytes(dt), 0);  // the same at 16 warps
                     const int64_t budget = cfg % 3 == 0 ? big : (cfg % 3 == 1 ? min_b + (big - min_b) / 4 : min_b);
                     one_rows(dt, pro, k, n_out, nr, 2 * (cfg % 4), cfg % 3 == 0, cfg % 3 == 1, kr_for(nr), mg, budget,
                              cfg % 2 == 0);
@@ -189,32 +206,36 @@ int main(int argc, char** argv) {
     {
         struct S { int64_t n_out, k; } shapes[] = {{4096, 4096}, {1024, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}, {49152, 4096}};
         for (auto s : shapes)
-            for (int kr : {8, 16, 32}) {
-                TR::RowsParams q{};
-                q.n_rows = kr; q.n_out = s.n_out; q.nb = (int)(s.k / 32); q.n_slices = (q.nb + 7) / 8;
-                const int mg = TR::rows_pick(q, kr, 18, 132, big, 228 * 1024, 0);
-                const int64_t smem = q.rsq_off + kr * 4;
-                CHECK(mg > 0 && smem <= big && q.ps >= 1 && q.n_parts * q.ps >= q.n_slices,
-                      "rows_pick n_out %ld k %ld kr %d: mg %d ps %d smem %ld", (long)s.n_out, (long)s.k, kr, mg, q.ps, (long)smem);
-                printf("rows_pick Q4_0 %ldx%ld kr %d: %d outputs per CTA, %d slices per part, %d CTAs, %ld KB\n",
-                       (long)s.n_out, (long)s.k, kr, 16 * mg, q.ps, q.n_tiles, (long)(smem / 1024));
-            }
+            for (int kr : {8, 16, 32})
+                for (int warps : {8, 16}) {
+                    TR::RowsParams q{};
+                    q.n_rows = kr; q.n_out = s.n_out; q.nb = (int)(s.k / 32); q.n_slices = (q.nb + 7) / 8;
+                    const int mg = TR::rows_pick(q, kr, 18, 132, big, 228 * 1024, 0, warps);
+                    const int64_t smem = q.rsq_off + kr * 4;
+                    const int units = q.mg * q.ps * TR::rows_split(kr, warps);
+                    CHECK(mg > 0 && smem <= big && q.ps >= 1 && q.n_parts * q.ps >= q.n_slices && units <= 2 * warps,
+                          "rows_pick n_out %ld k %ld kr %d warps %d: mg %d ps %d smem %ld", (long)s.n_out, (long)s.k, kr,
+                          warps, mg, q.ps, (long)smem);
+                    printf("rows_pick Q4_0 %ldx%ld kr %d, %d warps: %d outputs per CTA, %d slices per part, %d units, "
+                           "%d CTAs, %ld KB\n",
+                           (long)s.n_out, (long)s.k, kr, warps, 16 * mg, q.ps, units, q.n_tiles, (long)(smem / 1024));
+                }
     }
     // Negative control: the same kernel on weights with one block scale changed must change some output.
-    {
+    for (int warps : {8, 16}) {
         const int64_t k = 576, n_out = 40, n_rows = 9;
         std::vector<float> x(n_rows * k), y1(n_rows * n_out, 0.0f), y2(n_rows * n_out, 0.0f);
         for (auto& v : x) v = randn();
         auto w = random_weights(STRATA_Q4_0, n_out, k, 0);
-        run_rows(STRATA_Q4_0, 0, x.data(), k, n_rows, k, w.data(), n_out, nullptr, 0, nullptr, y1.data(), false, 16, 1, big, 132);
+        run_rows(STRATA_Q4_0, 0, x.data(), k, n_rows, k, w.data(), n_out, nullptr, 0, nullptr, y1.data(), false, 16, 1, big, 132, warps);
         w[18 * 5] ^= 0x10;  // row 0, block 5: scale bits
-        run_rows(STRATA_Q4_0, 0, x.data(), k, n_rows, k, w.data(), n_out, nullptr, 0, nullptr, y2.data(), false, 16, 1, big, 132);
+        run_rows(STRATA_Q4_0, 0, x.data(), k, n_rows, k, w.data(), n_out, nullptr, 0, nullptr, y2.data(), false, 16, 1, big, 132, warps);
         int differ = 0;
         for (size_t i = 0; i < y1.size(); ++i) differ += bits(y1[i]) != bits(y2[i]);
-        CHECK(differ > 0, "the negative control (a changed weight scale) changed no bit");
+        CHECK(differ > 0, "the negative control (a changed weight scale, %d warps) changed no bit", warps);
     }
-    printf("parts of 1/2/4/8/16 slices seen: %d %d %d %d %d\n", n_parts_seen[1], n_parts_seen[2], n_parts_seen[4],
-           n_parts_seen[8], n_parts_seen[16]);
+    printf("parts of 1/2/4/8/16/32 slices seen: %d %d %d %d %d %d\n", n_parts_seen[1], n_parts_seen[2], n_parts_seen[4],
+           n_parts_seen[8], n_parts_seen[16], n_parts_seen[32]);
     printf("test_int_rows: %d checks, %d failures\n", checks, fails);
     return fails ? 1 : 0;
 }

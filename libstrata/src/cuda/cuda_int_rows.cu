@@ -26,6 +26,13 @@
 // partials go through shared memory and are added in slice order by one
 // thread per element (in registers across the parts).
 //
+// The 16-warp variant (STRATA_INT_ROWS_WARPS=16; docs/cuda_backend.md):
+// one CTA of 512 threads per SM, always the longest parts that fit, and at
+// 16 and 32 rows two warps per (16 outputs, slice) unit, each with half of
+// its n-tiles (the A fragment read twice, the accumulators halved), so the
+// SM has twice the warps on the same outputs where 8 warps were one CTA per
+// SM with a unit each (ncu: latency-bound, no eligible warp half the time).
+//
 // Bytes per CTA and part (Q4_0, NO = 32, PS = 8, 4 live rows: down and q/o,
 // one CTA per SM): 37 KB of weights from DRAM, 10 KB of activations + meta
 // from L2; 3 parts of shared memory keep two in flight, ~74 KB per SM (an
@@ -60,7 +67,9 @@ namespace strata {
 namespace cuda {
 namespace {
 
-constexpr int kRowsThreads = 256, kRowsWarps = 8;
+// Warps per CTA: 8 (two CTAs per SM where shared memory allows) or 16 (one CTA per SM, the 16 warps on
+// the same outputs; STRATA_INT_ROWS_WARPS=16). Which one never changes a bit.
+constexpr int kRowsWarps8 = 8, kRowsWarps16 = 16;
 #ifndef STRATA_INT_ROWS_STAGES
 #define STRATA_INT_ROWS_STAGES 3  // parts in shared memory at once (no stage count changes a bit)
 #endif
@@ -129,7 +138,7 @@ __device__ __forceinline__ void rows_mma(int (&d)[4], const uint32_t (&a)[4], ui
 // of the row's window; nothing at or past w_end is read), then the int8 activations and block meta
 // of the live rows [r0, r0 + nr) (16-byte aligned in the pre-pass scratch). The tile's other rows
 // are not staged: an mma column depends on its own row only, and those columns are dropped.
-template <int kDtype, int kR>
+template <int kDtype, int kR, int kWarps>
 __device__ __forceinline__ void rows_stage(const RowsParams& p, uint8_t* slot, int part, int64_t o0, int no,
                                            int64_t r0, int nr) {
     constexpr int B = IntW<kDtype>::kBytes;
@@ -138,7 +147,7 @@ __device__ __forceinline__ void rows_stage(const RowsParams& p, uint8_t* slot, i
     const int len = nblk * B;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     // A warp per row (no division per piece: the pieces of a part are many, the rows few).
-    for (int row = warp; row < no; row += kRowsWarps) {
+    for (int row = warp; row < no; row += kWarps) {
         const uint8_t* s = p.w + (o0 + row) * p.w_row_bytes + b0 * B;
         const uint8_t* a = s - (reinterpret_cast<uintptr_t>(s) & 15);
         const int np = (int)((s + len - a + 15) >> 4);
@@ -151,7 +160,7 @@ __device__ __forceinline__ void rows_stage(const RowsParams& p, uint8_t* slot, i
     uint8_t* xs = slot + 16 * p.mg * p.wstride;
     uint8_t* ms = xs + kR * p.xstride;
     const int xp = 2 * nblk, mp = (nblk + 1) / 2;  // 16-byte pieces per row
-    for (int r = warp; r < nr; r += kRowsWarps) {
+    for (int r = warp; r < nr; r += kWarps) {
         const int8_t* xg = p.xq + (r0 + r) * p.k + b0 * 32;
         const uint8_t* mg = reinterpret_cast<const uint8_t*>(p.meta + (r0 + r) * p.nbp + b0);
         for (int pc = lane; pc < xp + mp; pc += 32) {
@@ -161,10 +170,11 @@ __device__ __forceinline__ void rows_stage(const RowsParams& p, uint8_t* slot, i
     }
 }
 
-// One warp unit: outputs [16·og, 16·og + 16) of the CTA x the kR rows, slice s_l of the part in
-// `st`; the slice's partial sums (blocks folded in order) are written to `pp` [NO][kR].
-template <int kDtype, int kNT, bool kFull>
-__device__ __forceinline__ void rows_unit(const RowsParams& p, const uint8_t* st, int og, int s_l, int nbs,
+// One warp unit: outputs [16·og, 16·og + 16) of the CTA x rows [8·n0, 8·n0 + 8·kNTU) of its kR =
+// 8·kNT rows, slice s_l of the part in `st`; the slice's partial sums (blocks folded in order) are
+// written to `pp` [NO][kR]. Every element's fold chain is one thread's, whatever kNTU.
+template <int kDtype, int kNT, int kNTU, bool kFull>
+__device__ __forceinline__ void rows_unit(const RowsParams& p, const uint8_t* st, int og, int s_l, int n0, int nbs,
                                           int64_t o0, int no, float* pp) {
     using W = IntW<kDtype>;
     constexpr int kR = 8 * kNT;
@@ -183,9 +193,11 @@ __device__ __forceinline__ void rows_unit(const RowsParams& p, const uint8_t* st
     }
     const uint8_t* xs = st + NO * p.wstride + s_l * kIntSliceBlocks * 32;
     const uint8_t* ms = st + NO * p.wstride + kR * p.xstride + s_l * kIntSliceBlocks * 8;
-    float acc[kNT][4];
+    xs += 8 * n0 * p.xstride;
+    ms += 8 * n0 * p.mstride;
+    float acc[kNTU][4];
 #pragma unroll
-    for (int n = 0; n < kNT; ++n)
+    for (int n = 0; n < kNTU; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
     auto block = [&](const int j) {
@@ -208,8 +220,8 @@ __device__ __forceinline__ void rows_unit(const RowsParams& p, const uint8_t* st
             }
         }
 #pragma unroll
-        for (int n = 0; n < kNT; ++n) {
-            // Activation rows 8n + g (the mma's column g): values 4tq.. and 16 + 4tq.. of block j.
+        for (int n = 0; n < kNTU; ++n) {
+            // Activation rows 8(n0 + n) + g (the mma's column g): values 4tq.. and 16 + 4tq.. of block j.
             const uint8_t* xr = xs + (8 * n + g) * p.xstride + 32 * j;
             const uint32_t b0 = *reinterpret_cast<const uint32_t*>(xr + 4 * tq);
             const uint32_t b1 = *reinterpret_cast<const uint32_t*>(xr + 16 + 4 * tq);
@@ -237,8 +249,8 @@ __device__ __forceinline__ void rows_unit(const RowsParams& p, const uint8_t* st
         for (int j = 0; j < nbs; ++j) block(j);
     }
 #pragma unroll
-    for (int n = 0; n < kNT; ++n) {
-        const int ra = 8 * n + 2 * tq, ol0 = og * 16 + g;
+    for (int n = 0; n < kNTU; ++n) {
+        const int ra = 8 * (n0 + n) + 2 * tq, ol0 = og * 16 + g;
         pp[ol0 * kR + ra] = acc[n][0];
         pp[ol0 * kR + ra + 1] = acc[n][1];
         pp[(ol0 + 8) * kR + ra] = acc[n][2];
@@ -246,17 +258,21 @@ __device__ __forceinline__ void rows_unit(const RowsParams& p, const uint8_t* st
     }
 }
 
-template <int kDtype, int kNT>
-__global__ void __launch_bounds__(kRowsThreads, 2) int_rows_kernel(const RowsParams p) {
+// kWarps 8: two CTAs per SM fit by registers (<= 128 each); 16: one CTA of 512 threads (<= 128 each).
+template <int kDtype, int kNT, int kWarps>
+__global__ void __launch_bounds__(32 * kWarps, kWarps == kRowsWarps16 ? 1 : 2) int_rows_kernel(const RowsParams p) {
     pdl_wait();  // first: see cuda_pdl.cuh
     pdl_launch_dependents();
-    constexpr int kR = 8 * kNT;
-    constexpr int kE = 64 * kR / kRowsThreads;  // fold elements per thread at the widest CTA (64 outputs)
+    constexpr int kR = 8 * kNT, kThreads = 32 * kWarps;
+    // N-tiles (8 rows each) per warp unit: all kNT at 8 warps; at 16 warps half of them (rows_split), so
+    // two warps share a (16 outputs, slice) unit's rows and each keeps half the accumulators.
+    constexpr int kNTU = kWarps == kRowsWarps16 && kNT > 1 ? kNT / 2 : kNT, kSplit = kNT / kNTU;
+    constexpr int kE = 64 * kR / kThreads;  // fold elements per thread at the widest CTA (64 outputs)
     uint8_t* smem = mma_smem();
     float* part = reinterpret_cast<float*>(smem + p.part_off);  // [ps][NO][kR]
     float* rsq = reinterpret_cast<float*>(smem + p.rsq_off);    // [kR]
     const int t = threadIdx.x, warp = t >> 5;
-    const int NO = 16 * p.mg, units = p.mg * p.ps;
+    const int NO = 16 * p.mg, units = p.mg * p.ps * kSplit;
     for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x) {
         // Row tiles of one output tile are neighbours: their CTAs share its weights in L2.
         const int rt = tile % p.n_row_tiles;
@@ -266,7 +282,7 @@ __global__ void __launch_bounds__(kRowsThreads, 2) int_rows_kernel(const RowsPar
         const int nr = (int)min((int64_t)kR, p.n_rows - r0);
 #pragma unroll
         for (int s = 0; s < kRowsStages - 1; ++s) {
-            if (s < p.n_parts) rows_stage<kDtype, kR>(p, smem + s * p.stage_bytes, s, o0, no, r0, nr);
+            if (s < p.n_parts) rows_stage<kDtype, kR, kWarps>(p, smem + s * p.stage_bytes, s, o0, no, r0, nr);
             cp_async_commit_group();
         }
         if (p.prologue == STRATA_PROLOGUE_RMSNORM && t < nr) {  // the row's factor, as every kernel computes it
@@ -283,24 +299,25 @@ __global__ void __launch_bounds__(kRowsThreads, 2) int_rows_kernel(const RowsPar
             __syncthreads();  // part q is in; every thread is done with part q − 1 (its slot and partials)
             {
                 const int qn = q + kRowsStages - 1;
-                if (qn < p.n_parts) rows_stage<kDtype, kR>(p, smem + (qn % kRowsStages) * p.stage_bytes, qn, o0, no, r0, nr);
+                if (qn < p.n_parts) rows_stage<kDtype, kR, kWarps>(p, smem + (qn % kRowsStages) * p.stage_bytes, qn, o0, no, r0, nr);
                 cp_async_commit_group();
             }
             const uint8_t* st = smem + (q % kRowsStages) * p.stage_bytes;
-            for (int u = warp; u < units; u += kRowsWarps) {  // warp-uniform
-                const int og = u % p.mg, s_l = u / p.mg, s = q * p.ps + s_l;
+            for (int u = warp; u < units; u += kWarps) {  // warp-uniform
+                // Unit u: output group, then its n-tile share (neighbour warps read the same weights), then slice.
+                const int og = u % p.mg, n0 = (u / p.mg) % kSplit * kNTU, s_l = u / (p.mg * kSplit), s = q * p.ps + s_l;
                 if (s >= p.n_slices) continue;
                 const int nbs = (int)min((int64_t)kIntSliceBlocks, p.nb - (int64_t)s * kIntSliceBlocks);
                 float* pp = part + s_l * NO * kR;
-                if (nbs == kIntSliceBlocks) rows_unit<kDtype, kNT, true>(p, st, og, s_l, nbs, o0, no, pp);
-                else rows_unit<kDtype, kNT, false>(p, st, og, s_l, nbs, o0, no, pp);
+                if (nbs == kIntSliceBlocks) rows_unit<kDtype, kNT, kNTU, true>(p, st, og, s_l, n0, nbs, o0, no, pp);
+                else rows_unit<kDtype, kNT, kNTU, false>(p, st, og, s_l, n0, nbs, o0, no, pp);
             }
             __syncthreads();
             // Slice totals in slice order: element e = (output e / kR, row e % kR).
             const int nsl = min(p.ps, p.n_slices - q * p.ps);
 #pragma unroll
             for (int i = 0; i < kE; ++i) {
-                const int e = t + kRowsThreads * i;
+                const int e = t + kThreads * i;
                 if (e < NO * kR && e / kR < no && e % kR < nr) {
                     float v = tot[i];
                     for (int sl = 0; sl < nsl; ++sl) {
@@ -313,7 +330,7 @@ __global__ void __launch_bounds__(kRowsThreads, 2) int_rows_kernel(const RowsPar
         }
 #pragma unroll
         for (int i = 0; i < kE; ++i) {
-            const int e = t + kRowsThreads * i;
+            const int e = t + kThreads * i;
             const int ol = e / kR, rl = e % kR;
             if (e < NO * kR && ol < no && rl < nr) {
                 float v = tot[i];
@@ -327,13 +344,16 @@ __global__ void __launch_bounds__(kRowsThreads, 2) int_rows_kernel(const RowsPar
     }
 }
 
-// The shared-memory layout for kr rows and mg output groups (p.n_slices, p.nb set): the most slices
-// per part (16 / mg: 16 warp units of 8 blocks, two per warp) whose kRowsStages parts, partials and
-// RMSNORM factors fit in `budget` bytes, halved until they do. Returns the bytes (over budget only
-// when one slice per part does not fit).
-inline int64_t rows_layout(RowsParams& p, int kr, int mg, int block_bytes, int64_t budget) {
+// Warp units per (output group, slice) for kr rows and `warps` warps per CTA (int_rows_kernel's kSplit).
+inline int rows_split(int kr, int warps) { return warps == kRowsWarps16 && kr > 8 ? 2 : 1; }
+
+// The shared-memory layout for kr rows, mg output groups and `warps` warps per CTA (p.n_slices, p.nb
+// set): the most slices per part (two warp units of 8 blocks per warp: 16 / mg at 8 warps, 32 / (mg ·
+// split) at 16) whose kRowsStages parts, partials and RMSNORM factors fit in `budget` bytes, halved
+// until they do. Returns the bytes (over budget only when one slice per part does not fit).
+inline int64_t rows_layout(RowsParams& p, int kr, int mg, int block_bytes, int64_t budget, int warps = kRowsWarps8) {
     const int sb = kIntSliceBlocks * block_bytes;  // a multiple of 16
-    int ps = std::max(1, std::min(16 / mg, p.n_slices));
+    int ps = std::max(1, std::min(2 * warps / (mg * rows_split(kr, warps)), p.n_slices));
     int64_t bytes = 0;
     for (;;) {
         int ws = ps * sb + 16;                           // the window of a row's part and its 16-byte phase
@@ -359,9 +379,10 @@ inline int64_t rows_layout(RowsParams& p, int kr, int mg, int block_bytes, int64
 // activation bytes staged per weight byte). Then the slices per part: where an SM gets several
 // CTAs, parts small enough for two at once (16 warps hide each other's barriers and latency), else
 // the longest parts (the most bytes in flight). `forced_mg` > 0 fixes the width
-// (STRATA_INT_MATMUL=rows:NO). Returns mg, or 0 when no layout fits.
+// (STRATA_INT_MATMUL=rows:NO). At 16 warps an SM holds one CTA (512 threads of up to 128 registers):
+// always the longest parts. Returns mg, or 0 when no layout fits.
 inline int rows_pick(RowsParams& p, int kr, int block_bytes, int sms, int64_t smem_optin, int64_t smem_sm,
-                     int forced_mg) {
+                     int forced_mg, int warps = kRowsWarps8) {
     const int64_t n_rt = (p.n_rows + kr - 1) / kr;
     const int64_t n_sm = std::max(1, sms);
     int best = 0;
@@ -369,7 +390,7 @@ inline int rows_pick(RowsParams& p, int kr, int block_bytes, int sms, int64_t sm
     for (int mg = 4; mg >= 1; mg /= 2) {
         if (forced_mg > 0 && mg != forced_mg) continue;
         RowsParams q = p;
-        if (rows_layout(q, kr, mg, block_bytes, smem_optin) > smem_optin) continue;
+        if (rows_layout(q, kr, mg, block_bytes, smem_optin, warps) > smem_optin) continue;
         const int64_t tiles = (p.n_out + 16 * mg - 1) / (16 * mg) * n_rt;
         const int64_t cost = (tiles + n_sm - 1) / n_sm * mg;
         if (best == 0 || cost < best_cost) best = mg, best_cost = cost;
@@ -378,8 +399,8 @@ inline int rows_pick(RowsParams& p, int kr, int block_bytes, int sms, int64_t sm
     const int64_t tiles = (p.n_out + 16 * best - 1) / (16 * best) * n_rt;
     const int64_t per_sm = smem_sm > 0 ? smem_sm : smem_optin;
     const int64_t two = std::min(smem_optin, per_sm / 2 - 1024);  // 1 KB per CTA is the runtime's
-    if (tiles <= n_sm || rows_layout(p, kr, best, block_bytes, two) > two)
-        (void)rows_layout(p, kr, best, block_bytes, smem_optin);
+    if (warps == kRowsWarps16 || tiles <= n_sm || rows_layout(p, kr, best, block_bytes, two, warps) > two)
+        (void)rows_layout(p, kr, best, block_bytes, smem_optin, warps);
     p.n_row_tiles = (int)n_rt;
     p.n_tiles = (int)tiles;
     return best;
@@ -394,18 +415,37 @@ constexpr int64_t kRowsShortK = 1024;  // at most 4 slices: the tile kernel meas
 constexpr int64_t kRowsMaxAuto = 32;   // auto: 2 to 32 rows (one row tile of 8, 16 or 32)
 constexpr int64_t kRowsMaxOut = 4096;  // auto: matrices of at most this many outputs
 
-// STRATA_INT_MATMUL for this kernel: 0 auto/norows-style decisions below, else the forced mg (rows:16 → 1,
-// rows:32 → 2, rows:64 → 4; plain rows → -1: the picked width).
+// STRATA_INT_MATMUL for this kernel: never (norows, legacy, tiles*); forced at every row count (rows,
+// rows:NO; mg the forced width, 0 = rows_pick's); else auto's routing. Its A/B switches, each read per
+// call and each its own variable (so they combine with STRATA_INT_MATMUL's routings in one run):
+// STRATA_INT_ROWS_WARPS (8, the default, or 16: the warps per CTA wherever this kernel runs) and
+// STRATA_INT_ROWS_WIDE (0, the default, or 1: auto also gives it matrices of more than kRowsMaxOut outputs).
 struct RowsMode {
-    bool never = false, forced = false;
-    int mg = 0;
+    bool never = false, forced = false, wide = false;
+    int mg = 0, warps = kRowsWarps8;
 };
+
+// A switch read per call (tests flip it within a process): unset or empty gives values[0], else one of
+// `values` exactly, or an error naming them.
+int rows_switch(const char* name, const char* const (&values)[2], const char* expected) {
+    const char* env = std::getenv(name);
+    if (!env || !*env) return 0;
+    for (int i = 0; i < 2; ++i)
+        if (std::strcmp(env, values[i]) == 0) return i;
+    fail(STRATA_ERR_INVALID_ARGUMENT, std::string(name) + "=" + env + ": expected " + expected);
+}
 
 RowsMode rows_mode() {
     RowsMode m;
+    static const char* const kWarps[2] = {"8", "16"};
+    static const char* const kWide[2] = {"0", "1"};
+    if (rows_switch("STRATA_INT_ROWS_WARPS", kWarps, "8 (the default) or 16 (warps per few-row CTA)") == 1)
+        m.warps = kRowsWarps16;
+    m.wide = rows_switch("STRATA_INT_ROWS_WIDE", kWide,
+                         "0 (the default) or 1 (the few-row kernel also on matrices of more than 4096 outputs)") == 1;
     const char* env = std::getenv("STRATA_INT_MATMUL");  // read per call: tests switch it within a process
     if (!env || !*env || std::strcmp(env, "auto") == 0 || std::strncmp(env, "auto:", 5) == 0)
-        return m;  // auto:v1 ... auto:v6 choose the tile kernel's routing only (int_tiles_choice)
+        return m;  // auto:v1 ... auto:vN choose the tile kernel's routing only (int_tiles_choice)
     if (std::strcmp(env, "rows") == 0) m.forced = true;
     else if (std::strcmp(env, "rows:16") == 0) m.forced = true, m.mg = 1;
     else if (std::strcmp(env, "rows:32") == 0) m.forced = true, m.mg = 2;
@@ -420,6 +460,11 @@ RowsMode rows_mode() {
 }
 
 int rows_for(int64_t n_rows) { return n_rows <= 8 ? 8 : (n_rows <= 16 ? 16 : 32); }
+
+template <int kDtype, int kNT, int kWarps>
+const void* rows_kernel_ptr() {
+    return (const void*)int_rows_kernel<kDtype, kNT, kWarps>;
+}
 
 struct RowsLimits {
     int sms = 0, smem_optin = 0, smem_sm = 0;
@@ -438,11 +483,15 @@ const RowsLimits& rows_init(int dev) {
         cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // a function attribute, not stream work
         (void)cudaThreadExchangeStreamCaptureMode(&mode);
         const void* kernels[] = {
-            (const void*)int_rows_kernel<STRATA_Q4_0, 1>, (const void*)int_rows_kernel<STRATA_Q4_0, 2>,
-            (const void*)int_rows_kernel<STRATA_Q4_0, 4>, (const void*)int_rows_kernel<STRATA_Q8_0, 1>,
-            (const void*)int_rows_kernel<STRATA_Q8_0, 2>, (const void*)int_rows_kernel<STRATA_Q8_0, 4>,
-            (const void*)int_rows_kernel<STRATA_Q4_1, 1>, (const void*)int_rows_kernel<STRATA_Q4_1, 2>,
-            (const void*)int_rows_kernel<STRATA_Q4_1, 4>};
+            rows_kernel_ptr<STRATA_Q4_0, 1, kRowsWarps8>(),  rows_kernel_ptr<STRATA_Q4_0, 2, kRowsWarps8>(),
+            rows_kernel_ptr<STRATA_Q4_0, 4, kRowsWarps8>(),  rows_kernel_ptr<STRATA_Q8_0, 1, kRowsWarps8>(),
+            rows_kernel_ptr<STRATA_Q8_0, 2, kRowsWarps8>(),  rows_kernel_ptr<STRATA_Q8_0, 4, kRowsWarps8>(),
+            rows_kernel_ptr<STRATA_Q4_1, 1, kRowsWarps8>(),  rows_kernel_ptr<STRATA_Q4_1, 2, kRowsWarps8>(),
+            rows_kernel_ptr<STRATA_Q4_1, 4, kRowsWarps8>(),  rows_kernel_ptr<STRATA_Q4_0, 1, kRowsWarps16>(),
+            rows_kernel_ptr<STRATA_Q4_0, 2, kRowsWarps16>(), rows_kernel_ptr<STRATA_Q4_0, 4, kRowsWarps16>(),
+            rows_kernel_ptr<STRATA_Q8_0, 1, kRowsWarps16>(), rows_kernel_ptr<STRATA_Q8_0, 2, kRowsWarps16>(),
+            rows_kernel_ptr<STRATA_Q8_0, 4, kRowsWarps16>(), rows_kernel_ptr<STRATA_Q4_1, 1, kRowsWarps16>(),
+            rows_kernel_ptr<STRATA_Q4_1, 2, kRowsWarps16>(), rows_kernel_ptr<STRATA_Q4_1, 4, kRowsWarps16>()};
         for (const void* f : kernels)
             if (l.err == cudaSuccess)
                 l.err = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, l.smem_optin);
@@ -452,14 +501,20 @@ const RowsLimits& rows_init(int dev) {
     return lim[dev];
 }
 
-template <int kDtype>
-void launch_rows_dtype(const RowsParams& p, int kr, int smem, cudaStream_t stream) {
+template <int kDtype, int kWarps>
+void launch_rows_warps(const RowsParams& p, int kr, int smem, cudaStream_t stream) {
     const unsigned grid = (unsigned)p.n_tiles;
     switch (kr) {
-    case 8: launch_k(int_rows_kernel<kDtype, 1>, grid, kRowsThreads, smem, stream, p); break;
-    case 16: launch_k(int_rows_kernel<kDtype, 2>, grid, kRowsThreads, smem, stream, p); break;
-    default: launch_k(int_rows_kernel<kDtype, 4>, grid, kRowsThreads, smem, stream, p); break;
+    case 8: launch_k(int_rows_kernel<kDtype, 1, kWarps>, grid, 32 * kWarps, smem, stream, p); break;
+    case 16: launch_k(int_rows_kernel<kDtype, 2, kWarps>, grid, 32 * kWarps, smem, stream, p); break;
+    default: launch_k(int_rows_kernel<kDtype, 4, kWarps>, grid, 32 * kWarps, smem, stream, p); break;
     }
+}
+
+template <int kDtype>
+void launch_rows_dtype(const RowsParams& p, int kr, int smem, cudaStream_t stream, int warps) {
+    if (warps == kRowsWarps16) launch_rows_warps<kDtype, kRowsWarps16>(p, kr, smem, stream);
+    else launch_rows_warps<kDtype, kRowsWarps8>(p, kr, smem, stream);
 }
 
 }  // namespace
@@ -476,7 +531,9 @@ int int_rows_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype) {
     // wins where the older kernels' CTAs are few or heavy (q/o, k/v, down: 1.3-4x at 2-32 rows) and
     // loses on wide matrices, where their int8 mma tiles already stream as fast (qkv 6144, gate_up,
     // lm_head).
-    if (n_rows < 2 || n_rows > kRowsMaxAuto || k <= kRowsShortK || n_out > kRowsMaxOut) return 0;
+    // STRATA_INT_ROWS_WIDE=1 (A/B, not yet timed): those wide matrices too, where the 16-row int8 mma
+    // tiles measured 56 µs (qkv 6144) and 88 µs (gate_up) at 16 rows against 8.7 / 24.5 at one row.
+    if (n_rows < 2 || n_rows > kRowsMaxAuto || k <= kRowsShortK || (n_out > kRowsMaxOut && !m.wide)) return 0;
     return rows_for(n_rows);
 }
 
@@ -507,13 +564,13 @@ void launch_int_rows(const IntTilesArgs& a, int kr, int dev, cudaStream_t stream
     const int64_t n_rt = (a.n_rows + kr - 1) / kr;
     if (n_rt * ((a.n_out + 15) / 16) > INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer few-row path has too many tiles");
     const RowsMode m = rows_mode();
-    if (rows_pick(p, kr, bb, lim.sms, lim.smem_optin, lim.smem_sm, m.mg) == 0)
+    if (rows_pick(p, kr, bb, lim.sms, lim.smem_optin, lim.smem_sm, m.mg, m.warps) == 0)
         fail(STRATA_ERR_INTERNAL, "cuda matmul: integer few-row tile exceeds shared memory");
     const int smem = (int)(p.rsq_off + kr * (int)sizeof(float));
     switch (a.w_dtype) {
-    case STRATA_Q4_0: launch_rows_dtype<STRATA_Q4_0>(p, kr, smem, stream); break;
-    case STRATA_Q8_0: launch_rows_dtype<STRATA_Q8_0>(p, kr, smem, stream); break;
-    case STRATA_Q4_1: launch_rows_dtype<STRATA_Q4_1>(p, kr, smem, stream); break;
+    case STRATA_Q4_0: launch_rows_dtype<STRATA_Q4_0>(p, kr, smem, stream, m.warps); break;
+    case STRATA_Q8_0: launch_rows_dtype<STRATA_Q8_0>(p, kr, smem, stream, m.warps); break;
+    case STRATA_Q4_1: launch_rows_dtype<STRATA_Q4_1>(p, kr, smem, stream, m.warps); break;
     default: fail(STRATA_ERR_INTERNAL, "cuda matmul: no integer few-row path for dtype " + std::to_string(a.w_dtype));
     }
     check_launch("matmul (integer, few rows)");
