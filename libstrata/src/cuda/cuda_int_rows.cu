@@ -421,9 +421,17 @@ constexpr int64_t kRowsMaxOut = 4096;  // auto: matrices of at most this many ou
 // STRATA_INT_ROWS_WARPS (8, the default, or 16: the warps per CTA wherever this kernel runs) and
 // STRATA_INT_ROWS_WIDE (0, the default, or 1: auto also gives it matrices of more than kRowsMaxOut outputs).
 struct RowsMode {
-    bool never = false, forced = false, wide = false;
+    bool never = false, forced = false, wide = false, warps_set = false;
     int mg = 0, warps = kRowsWarps8;
 };
+
+// auto's one wide case (H200, 2026-12-02 pm, bench/gpu_matmul.py, 8B Q4_0 at 16 rows): qkv's 6144
+// outputs in 16-warp CTAs took 28.1 us against 55.1 for the 16-row int8 mma tiles, while gate_up
+// (28672) and lm_head (49152) got slower (101 / 142 against 90 / 123 us), so only matrices of at most
+// 8192 outputs, at the 9-16 rows measured, and with 16 warps unless STRATA_INT_ROWS_WARPS says otherwise.
+inline bool rows_auto_wide(int64_t n_rows, int64_t n_out) {
+    return n_out > kRowsMaxOut && n_out <= 2 * kRowsMaxOut && n_rows >= 9 && n_rows <= 16;
+}
 
 // A switch read per call (tests flip it within a process): unset or empty gives values[0], else one of
 // `values` exactly, or an error naming them.
@@ -439,6 +447,8 @@ RowsMode rows_mode() {
     RowsMode m;
     static const char* const kWarps[2] = {"8", "16"};
     static const char* const kWide[2] = {"0", "1"};
+    const char* w = std::getenv("STRATA_INT_ROWS_WARPS");
+    m.warps_set = w && *w;
     if (rows_switch("STRATA_INT_ROWS_WARPS", kWarps, "8 (the default) or 16 (warps per few-row CTA)") == 1)
         m.warps = kRowsWarps16;
     m.wide = rows_switch("STRATA_INT_ROWS_WIDE", kWide,
@@ -533,7 +543,9 @@ int int_rows_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype) {
     // lm_head).
     // STRATA_INT_ROWS_WIDE=1 (A/B, not yet timed): those wide matrices too, where the 16-row int8 mma
     // tiles measured 56 µs (qkv 6144) and 88 µs (gate_up) at 16 rows against 8.7 / 24.5 at one row.
-    if (n_rows < 2 || n_rows > kRowsMaxAuto || k <= kRowsShortK || (n_out > kRowsMaxOut && !m.wide)) return 0;
+    if (n_rows < 2 || n_rows > kRowsMaxAuto || k <= kRowsShortK ||
+        (n_out > kRowsMaxOut && !m.wide && !rows_auto_wide(n_rows, n_out)))
+        return 0;
     return rows_for(n_rows);
 }
 
@@ -564,13 +576,15 @@ void launch_int_rows(const IntTilesArgs& a, int kr, int dev, cudaStream_t stream
     const int64_t n_rt = (a.n_rows + kr - 1) / kr;
     if (n_rt * ((a.n_out + 15) / 16) > INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer few-row path has too many tiles");
     const RowsMode m = rows_mode();
-    if (rows_pick(p, kr, bb, lim.sms, lim.smem_optin, lim.smem_sm, m.mg, m.warps) == 0)
+    // auto's wide case runs 16 warps unless STRATA_INT_ROWS_WARPS is set (rows_auto_wide).
+    const int warps = !m.forced && !m.wide && !m.warps_set && rows_auto_wide(a.n_rows, a.n_out) ? kRowsWarps16 : m.warps;
+    if (rows_pick(p, kr, bb, lim.sms, lim.smem_optin, lim.smem_sm, m.mg, warps) == 0)
         fail(STRATA_ERR_INTERNAL, "cuda matmul: integer few-row tile exceeds shared memory");
     const int smem = (int)(p.rsq_off + kr * (int)sizeof(float));
     switch (a.w_dtype) {
-    case STRATA_Q4_0: launch_rows_dtype<STRATA_Q4_0>(p, kr, smem, stream, m.warps); break;
-    case STRATA_Q8_0: launch_rows_dtype<STRATA_Q8_0>(p, kr, smem, stream, m.warps); break;
-    case STRATA_Q4_1: launch_rows_dtype<STRATA_Q4_1>(p, kr, smem, stream, m.warps); break;
+    case STRATA_Q4_0: launch_rows_dtype<STRATA_Q4_0>(p, kr, smem, stream, warps); break;
+    case STRATA_Q8_0: launch_rows_dtype<STRATA_Q8_0>(p, kr, smem, stream, warps); break;
+    case STRATA_Q4_1: launch_rows_dtype<STRATA_Q4_1>(p, kr, smem, stream, warps); break;
     default: fail(STRATA_ERR_INTERNAL, "cuda matmul: no integer few-row path for dtype " + std::to_string(a.w_dtype));
     }
     check_launch("matmul (integer, few rows)");
