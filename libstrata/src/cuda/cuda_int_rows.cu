@@ -421,8 +421,8 @@ constexpr int64_t kRowsMaxOut = 4096;  // auto: matrices of at most this many ou
 // STRATA_INT_ROWS_WARPS (8, the default, or 16: the warps per CTA wherever this kernel runs) and
 // STRATA_INT_ROWS_WIDE (0, the default, or 1: auto also gives it matrices of more than kRowsMaxOut outputs).
 struct RowsMode {
-    bool never = false, forced = false, wide = false, warps_set = false;
-    int mg = 0, warps = kRowsWarps8;
+    bool never = false, forced = false, wide = false;
+    int mg = 0, warps = 0;  // warps: 0 = STRATA_INT_ROWS_WARPS unset (launch_int_rows decides)
 };
 
 // auto's one wide case (H200, 2026-12-02 pm, bench/gpu_matmul.py, 8B Q4_0 at 16 rows): qkv's 6144
@@ -433,11 +433,11 @@ inline bool rows_auto_wide(int64_t n_rows, int64_t n_out) {
     return n_out > kRowsMaxOut && n_out <= 2 * kRowsMaxOut && n_rows >= 9 && n_rows <= 16;
 }
 
-// A switch read per call (tests flip it within a process): unset or empty gives values[0], else one of
-// `values` exactly, or an error naming them.
+// A switch read per call (tests flip it within a process): unset or empty gives -1, else the index of
+// one of `values` exactly, or an error naming them.
 int rows_switch(const char* name, const char* const (&values)[2], const char* expected) {
     const char* env = std::getenv(name);
-    if (!env || !*env) return 0;
+    if (!env || !*env) return -1;
     for (int i = 0; i < 2; ++i)
         if (std::strcmp(env, values[i]) == 0) return i;
     fail(STRATA_ERR_INVALID_ARGUMENT, std::string(name) + "=" + env + ": expected " + expected);
@@ -447,10 +447,8 @@ RowsMode rows_mode() {
     RowsMode m;
     static const char* const kWarps[2] = {"8", "16"};
     static const char* const kWide[2] = {"0", "1"};
-    const char* w = std::getenv("STRATA_INT_ROWS_WARPS");
-    m.warps_set = w && *w;
-    if (rows_switch("STRATA_INT_ROWS_WARPS", kWarps, "8 (the default) or 16 (warps per few-row CTA)") == 1)
-        m.warps = kRowsWarps16;
+    const int w = rows_switch("STRATA_INT_ROWS_WARPS", kWarps, "8 (the default) or 16 (warps per few-row CTA)");
+    m.warps = w < 0 ? 0 : (w == 1 ? kRowsWarps16 : kRowsWarps8);
     m.wide = rows_switch("STRATA_INT_ROWS_WIDE", kWide,
                          "0 (the default) or 1 (the few-row kernel also on matrices of more than 4096 outputs)") == 1;
     const char* env = std::getenv("STRATA_INT_MATMUL");  // read per call: tests switch it within a process
@@ -541,8 +539,8 @@ int int_rows_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype) {
     // wins where the older kernels' CTAs are few or heavy (q/o, k/v, down: 1.3-4x at 2-32 rows) and
     // loses on wide matrices, where their int8 mma tiles already stream as fast (qkv 6144, gate_up,
     // lm_head).
-    // STRATA_INT_ROWS_WIDE=1 (A/B, not yet timed): those wide matrices too, where the 16-row int8 mma
-    // tiles measured 56 µs (qkv 6144) and 88 µs (gate_up) at 16 rows against 8.7 / 24.5 at one row.
+    // Wider matrices: 4097-8192 outputs at 9-16 rows (rows_auto_wide, measured), every one with
+    // STRATA_INT_ROWS_WIDE=1 (A/B: gate_up and lm_head lost at 16 rows).
     if (n_rows < 2 || n_rows > kRowsMaxAuto || k <= kRowsShortK ||
         (n_out > kRowsMaxOut && !m.wide && !rows_auto_wide(n_rows, n_out)))
         return 0;
@@ -576,8 +574,9 @@ void launch_int_rows(const IntTilesArgs& a, int kr, int dev, cudaStream_t stream
     const int64_t n_rt = (a.n_rows + kr - 1) / kr;
     if (n_rt * ((a.n_out + 15) / 16) > INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer few-row path has too many tiles");
     const RowsMode m = rows_mode();
-    // auto's wide case runs 16 warps unless STRATA_INT_ROWS_WARPS is set (rows_auto_wide).
-    const int warps = !m.forced && !m.wide && !m.warps_set && rows_auto_wide(a.n_rows, a.n_out) ? kRowsWarps16 : m.warps;
+    // STRATA_INT_ROWS_WARPS when set; else 16 for auto's wide case (rows_auto_wide), 8 elsewhere.
+    const int warps = m.warps ? m.warps
+                    : (!m.forced && !m.wide && rows_auto_wide(a.n_rows, a.n_out) ? kRowsWarps16 : kRowsWarps8);
     if (rows_pick(p, kr, bb, lim.sms, lim.smem_optin, lim.smem_sm, m.mg, warps) == 0)
         fail(STRATA_ERR_INTERNAL, "cuda matmul: integer few-row tile exceeds shared memory");
     const int smem = (int)(p.rsq_off + kr * (int)sizeof(float));

@@ -20,9 +20,10 @@ namespace cuda {
 // CTA); norows: auto's routing without this kernel (the routing before it);
 // legacy and tiles*: never; other weight types than Q4_0, Q8_0 and Q4_1:
 // never. Other values are refused (int_tiles_choice names the choices).
-// STRATA_INT_ROWS_WIDE=1 (A/B; default 0): auto also takes matrices of more
-// than 4096 outputs. STRATA_INT_ROWS_WARPS=16 (A/B; default 8): the launch
-// runs CTAs of 16 warps (launch_int_rows). Both read per call, strictly.
+// auto also takes matrices of 4097-8192 outputs at 9-16 rows (in CTAs of 16
+// warps); STRATA_INT_ROWS_WIDE=1 (A/B) every wider one, STRATA_INT_ROWS_WARPS
+// = 8 or 16 (A/B) fixes the warps per CTA (launch_int_rows). Both read per
+// call, strictly.
 int int_rows_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype);
 
 // Runs y = the canonical integer matmul of `a` with `kr` rows per CTA
