@@ -39,7 +39,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
+#include <string>
 
 #include "cuda_int_act.cuh"
 #include "cuda_int_blocks.cuh"
@@ -569,11 +571,52 @@ inline int mma_smem_bytes(const IntParams& p, int kr) {  // stages, partials, to
 // threads; 16 at most with 8 rows, for shared memory), the part's weight rows
 // at a stride that is an odd number of 16-byte windows (the 8 threads of a
 // quarter warp read 8 different rows: no bank conflicts).
-inline void dot_shape(IntParams& p, int slice_bytes, int sms, int kr) {
-    int no = p.n_slices <= 8 ? 32 : (p.n_slices <= 16 ? 16 : 8);
-    while (no > 2 && (p.n_out + no - 1) / no < 2 * sms) no /= 2;
-    p.no = no;
-    p.ps = min(min(p.n_slices, kDotThreads / no), kr > 1 ? 16 : 32);
+//
+// One row (kR = 1) since 2026-12-02 evening (H200, bench/gpu_matmul.py at one row, bench/RESULTS.md):
+//   - small matrices keep CTAs of at least 8 outputs: halving NO down to 2 so that there are 2 CTAs
+//     per SM made 32-thread CTAs (8B k/v 6.9 us against 4.8 with 8 outputs, 1B q/o 6.0 against 4.6,
+//     1B down 9.8 against 7.7): one warp per CTA waits out its loads alone;
+//   - a shape whose two stages leave an SM room for one CTA only (Q6_K's 210-byte slices at
+//     k = 14,336: 128 KB) takes all of k in one part with fewer outputs per CTA where that fits
+//     twice (Q6_K 8B down 31.6 -> 25.1 us).
+// STRATA_INT_DOT_SHAPE=legacy restores the earlier choice; =NO:PS (an A/B switch read at each call)
+// forces one: NO outputs per CTA (1-64) and PS slices per part (1-64), NO·PS <= 256. None changes a
+// bit (each output still adds its slices' sums in slice order), only how many CTAs there are, how
+// many bytes each has in flight and how many parts it waits for.
+struct DotShapeOverride {
+    int no = 0, ps = 0;
+    bool legacy = false;
+};
+
+DotShapeOverride dot_shape_override() {
+    DotShapeOverride o;
+    const char* env = std::getenv("STRATA_INT_DOT_SHAPE");
+    if (!env || !*env || std::strcmp(env, "auto") == 0) return o;
+    if (std::strcmp(env, "legacy") == 0) {
+        o.legacy = true;
+        return o;
+    }
+    char* end = nullptr;
+    const long no = std::strtol(env, &end, 10);
+    long ps = 0;
+    bool ok = end != env && *end == ':';
+    if (ok) {
+        const char* s = end + 1;
+        ps = std::strtol(s, &end, 10);
+        ok = end != s && *end == '\0';
+    }
+    if (!ok || no < 1 || no > 64 || ps < 1 || ps > 64 || no * ps > kDotThreads)
+        fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_DOT_SHAPE=") + env +
+                                              ": expected auto, legacy or NO:PS (outputs per CTA 1-64, slices "
+                                              "per part 1-64, NO x PS <= 256), e.g. 8:16");
+    o.no = (int)no;
+    o.ps = (int)ps;
+    return o;
+}
+
+// The rest of the layout from p.no and p.ps.
+inline void dot_layout(IntParams& p, int slice_bytes, int kr) {
+    const int no = p.no;
     p.threads = 32 * ((max(no * p.ps, kr * no) + 31) / 32);  // one unit per thread; the fold has no x kr elements
     p.n_parts = (p.n_slices + p.ps - 1) / p.ps;
     int ws = p.ps * slice_bytes + 16;
@@ -588,6 +631,29 @@ inline void dot_shape(IntParams& p, int slice_bytes, int sms, int kr) {
 
 inline int dot_smem(const IntParams& p, int kr) {  // stages, slice partials, RMSNORM factors
     return p.rsq_off + kr * (int)sizeof(float);
+}
+
+inline void dot_shape(IntParams& p, int slice_bytes, int sms, int smem_sm, int kr) {
+    const DotShapeOverride ov = kr == 1 ? dot_shape_override() : DotShapeOverride{};
+    const bool lean = kr == 1 && !ov.legacy;  // the one-row choice above
+    int no = p.n_slices <= 8 ? 32 : (p.n_slices <= 16 ? 16 : 8);
+    while (no > (lean ? 8 : 2) && (p.n_out + no - 1) / no < 2 * sms) no /= 2;
+    if (ov.no > 0) no = ov.no;
+    p.no = no;
+    p.ps = min(min(p.n_slices, kDotThreads / no), kr > 1 ? 16 : 32);
+    if (ov.ps > 0) p.ps = min(p.n_slices, ov.ps);
+    dot_layout(p, slice_bytes, kr);
+    constexpr int kRuntimeSmem = 1024;  // the runtime's shared memory per CTA
+    if (lean && ov.no == 0 && smem_sm > 0 && p.n_parts > 1 && 2 * (dot_smem(p, kr) + kRuntimeSmem) > smem_sm &&
+        p.n_slices <= 64) {
+        IntParams q = p;
+        q.no = min(no, kDotThreads / p.n_slices);
+        q.ps = p.n_slices;
+        if (q.no >= 1) {
+            dot_layout(q, slice_bytes, kr);
+            if (2 * (dot_smem(q, kr) + kRuntimeSmem) <= smem_sm) p = q;
+        }
+    }
 }
 
 // The fused dot kernel's shape, after dot_shape: the same CTA, units and fold; only weights are
@@ -773,7 +839,7 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     const int kind = a.n_rows == 1 ? 0 : (!q6k && a.n_rows > 8 && mt16 >= lim.sms ? 3 : (!q6k && mt8 >= lim.sms ? 2 : 1));
     const int kr = kind == 0 ? 1 : (kind == 3 ? 16 : 8);
     if (kind >= 2) mma_shape(p, sb, kr);
-    else dot_shape(p, sb, lim.sms, kr);
+    else dot_shape(p, sb, lim.sms, lim.smem_sm, kr);
     const int64_t n_rt = (a.n_rows + kr - 1) / kr, n_ot = (a.n_out + p.no - 1) / p.no;
     if (n_rt * n_ot > INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer path has too many tiles");
     p.n_row_tiles = (int)n_rt;
