@@ -30,6 +30,7 @@ __all__ = [
     "StrataError", "DType", "RopeMode", "SAMPLING_PARAMS_DTYPE", "Context", "Buffer", "Slots", "Graph",
     "DeviceInfo", "load", "cuda_device_count", "abi_version", "build_info", "dtype_block", "random_uniform",
     "status_name", "rope_params", "embed", "rmsnorm", "matmul", "MatmulPrologue", "matmul_params", "matmul_ex",
+    "matmul_prefetch",
     "rope", "kv_store", "rope_kv_store", "rope_kv_store_attention", "attention",
     "attention_dense", "silu_mul", "gelu", "add", "gather_rows", "positions_decode", "argmax", "sample",
     "HostBuffer", "step_advance", "logits_adjust",
@@ -583,6 +584,16 @@ def matmul_ex(ctx, params, x, x_offset, n_rows, k, w, w_offset, w_dtype, n_out, 
     """y = prologue(x)·Wᵀ (+ bias) (+ y) with the options of a matmul_params() cdata."""
     st = _lib.strata_matmul_ex(ctx._ptr or _closed(ctx), params, x._ptr or _closed(x), x_offset, n_rows, k,
                                w._ptr or _closed(w), w_offset, w_dtype, n_out, y._ptr or _closed(y), y_offset)
+    if st:
+        _raise(st)
+
+
+def matmul_prefetch(ctx, w, offset, n_bytes):
+    """A hint for the next matmul / matmul_ex call on ctx: it also brings bytes [offset, offset + n_bytes)
+    of w into the GPU's L2 while it runs (the CPU ignores it; no result depends on it). n_bytes 0 drops
+    a pending hint."""
+    st = _lib.strata_matmul_prefetch(ctx._ptr or _closed(ctx), ffi.NULL if w is None else (w._ptr or _closed(w)),
+                                     offset, n_bytes)
     if st:
         _raise(st)
 

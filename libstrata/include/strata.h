@@ -373,6 +373,17 @@ int32_t strata_matmul_ex(strata_context *ctx, const strata_matmul_params *params
                          uint64_t x_offset, int64_t n_rows, int64_t k, strata_buffer *w, uint64_t w_offset,
                          int32_t w_dtype, int64_t n_out, strata_buffer *y, uint64_t y_offset);
 
+/* A hint for the next strata_matmul or strata_matmul_ex call on ctx: while
+ * that call runs, it also has the device bring bytes [offset, offset +
+ * n_bytes) of buffer w into its L2 cache — typically the weights of the
+ * matmul that comes after it, so they stream while the kernels in between wait
+ * on their inputs. It never changes a result. The hint applies to that one
+ * call and is then dropped (n_bytes 0 drops it now); it is recorded into a
+ * graph like the call. The CPU backend accepts and ignores it; the CUDA
+ * backend issues it from its one-row integer kernel (docs/cuda_backend.md,
+ * "L2 prefetch"). w must belong to ctx and hold the range. */
+int32_t strata_matmul_prefetch(strata_context *ctx, strata_buffer *w, uint64_t offset, uint64_t n_bytes);
+
 enum strata_rope_mode {
     STRATA_ROPE_ADJACENT = 0, /* rotate (x[2i], x[2i+1]) with theta_i, position component 0 */
     STRATA_ROPE_HALF = 1,     /* rotate (x[i], x[i + rot_dim/2]), position component 0 */

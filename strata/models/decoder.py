@@ -119,8 +119,12 @@ class Decoder:
         F.embed(ctx, e.buffer, e.offset, e.dtype, s.vocab, s.hidden, io_buf, io.ids_off, n_rows, A, act.x)
         if inject is not None:
             inject(A, act.x)
+        self._prefetch_mb = l2_prefetch_mb(ctx)
         for index, layer in enumerate(self.layers):
             self._attention_block(index, layer, io, act, slots, n_rows)
+            nxt = self.layers[index + 1] if index + 1 < len(self.layers) else None
+            self._prefetch_after = (nxt.qkv if nxt is not None and nxt.qkv is not None
+                                    else self.output if nxt is None else None)
             self._mlp_block(layer, act, n_rows)
         if n_logits == 0:
             return          # a prompt chunk that does not end its prompt: nothing to sample yet
@@ -139,6 +143,7 @@ class Decoder:
         ff_buf, ff_off = (ff.buffer, ff.offset) if ff is not None else (None, 0)
         if layer.qkv is not None:     # one matmul (norm fused in), one rope + cache store, attention
             w, width = layer.qkv, s.q_dim + 2 * s.kv_dim
+            self._prefetch(layer.o)
             F.matmul_ex(ctx, layer.qkv_params, A, act.x, n_rows, s.hidden, w.buffer, w.offset, w.dtype, w.rows,
                         A, act.qkv)
             if getattr(io, "distinct_slots", False) and fused_attention_enabled():
@@ -161,6 +166,8 @@ class Decoder:
             F.kv_store(ctx, slots, index, A, act.k, s.kv_dim, A, act.v, s.kv_dim, io.buffer, io.rows_off, n_rows)
             F.attention(ctx, slots, index, A, act.q, s.q_dim, n_rows, s.n_heads, io.buffer, io.rows_off,
                         self.scale, A, act.att)
+        if layer.qkv is not None:
+            self._prefetch(layer.gate_up)
         self._matmul(act.att, n_rows, layer.o, act.x, A, accumulate=True)
 
     def _mlp_block(self, layer: LayerWeights, act, n_rows):
@@ -168,8 +175,10 @@ class Decoder:
         d = layer.down
         if layer.gate_up is not None:  # [gate | up] with the norm fused in; silu(gate) * up fused into down
             w = layer.gate_up
+            self._prefetch(d)
             F.matmul_ex(ctx, layer.gate_up_params, A, act.x, n_rows, s.hidden, w.buffer, w.offset, w.dtype,
                         w.rows, A, act.gu)
+            self._prefetch(getattr(self, "_prefetch_after", None))
             F.matmul_ex(ctx, self.silu_down, A, act.gu, n_rows, s.ffn, d.buffer, d.offset, d.dtype, d.rows,
                         A, act.x)
             return
@@ -180,9 +189,34 @@ class Decoder:
         F.silu_mul(ctx, A, act.gate, s.ffn, A, act.up, s.ffn, A, act.act, n_rows, s.ffn)
         self._matmul(act.act, n_rows, d, act.x, A, accumulate=True)
 
+    def _prefetch(self, w) -> None:
+        """Has the next matmul call bring up to STRATA_L2_PREFETCH_MB of `w` (the weights of the matmul after
+        it) into the GPU's L2 (strata_matmul_prefetch; a hint, no result depends on it)."""
+        mb = getattr(self, "_prefetch_mb", 0)
+        if mb <= 0 or w is None:
+            return
+        values, block = F.dtype_block(w.dtype)
+        n_bytes = min(w.rows * (w.cols // values) * block, mb << 20)
+        F.matmul_prefetch(self.ctx, w.buffer, w.offset, n_bytes)
+
     def _matmul(self, x_off, n_rows, w, y_off, A, bias=None, accumulate=False):
         F.matmul(self.ctx, A, x_off, n_rows, w.cols, w.buffer, w.offset, w.dtype, w.rows,
                  None if bias is None else bias.buffer, 0 if bias is None else bias.offset, A, y_off, accumulate)
+
+
+def l2_prefetch_mb(ctx: F.Context) -> int:
+    """STRATA_L2_PREFETCH_MB (strata/env.py): how many MB of the next matmul's weights each one-row integer
+    matmul asks the GPU's L2 for as it ends (0: none). Read when a step is recorded; CUDA only."""
+    if not str(getattr(ctx, "device", "cpu")).startswith("cuda"):
+        return 0
+    raw = (env.get("STRATA_L2_PREFETCH_MB") or "0").strip()
+    try:
+        mb = int(raw)
+    except ValueError:
+        raise ValueError(f"STRATA_L2_PREFETCH_MB={raw!r}: expected a whole number of MB (0 = off)") from None
+    if not 0 <= mb <= 1024:
+        raise ValueError(f"STRATA_L2_PREFETCH_MB={raw!r}: expected 0 to 1024")
+    return mb
 
 
 def fused_attention_enabled() -> bool:

@@ -16,8 +16,9 @@ row count, single-row decode included), =rows (the few-row kernel, cuda_int_rows
 count: at `auto` it takes 2 to 32 rows at k > 1024 on matrices of at most 4096 outputs only,
 beyond this model) and =norows, and with the gemv kernel (cuda_int_gemv.cu: 1 to 8 rows, off by
 default) for 1-8 rows (STRATA_INT_GEMV=8, after the pre-pass and, with STRATA_INT_GEMV_FUSE=1,
-quantizing its rows itself), single rows only (=1) and 1-4 rows (=4): all must equal the solo runs
-bit for bit. The streams must
+quantizing its rows itself), single rows only (=1) and 1-4 rows (=4), and with the L2 hint for the
+next matmul's weights (STRATA_L2_PREFETCH_MB=16) and other one-row launch shapes (STRATA_INT_DOT_SHAPE):
+all must equal the solo runs bit for bit. The streams must
 differ from each other (a degenerate model would make every check trivial).
 """
 
@@ -90,3 +91,19 @@ async def test_many_row_steps_equal_solo_runs(loaded, make_engine, monkeypatch):
         for job, result, want in zip(jobs, results, expected):
             assert result.token_ids == want, (
                 f"STRATA_INT_MATMUL={kernel} STRATA_INT_GEMV={gemv}: request {job.name} ({len(job.prompt)} tokens) diverged from its solo run")
+    if not device.startswith("cuda"):
+        return
+    # A cache hint and the one-row kernel's launch shapes: neither may move a bit (solo one-row decode
+    # and the batched script, against the default solo runs).
+    monkeypatch.setenv("STRATA_INT_MATMUL", "auto")
+    monkeypatch.delenv("STRATA_INT_GEMV", raising=False)
+    monkeypatch.setenv("STRATA_INT_GEMV_FUSE", "0")
+    for var, value in [("STRATA_L2_PREFETCH_MB", "16"), ("STRATA_INT_DOT_SHAPE", "legacy"),
+                       ("STRATA_INT_DOT_SHAPE", "4:32")]:
+        monkeypatch.setenv(var, value)
+        alone = await solo(make_engine(batch=1, chunk=256), jobs[1].prompt, jobs[1].params)
+        assert alone.token_ids == expected[1], f"{var}={value}: the solo run of B changed"
+        results, _ = await run_script(make_engine(batch=4, chunk=96), jobs)
+        for job, result, want in zip(jobs, results, expected):
+            assert result.token_ids == want, f"{var}={value}: request {job.name} diverged from its solo run"
+        monkeypatch.delenv(var)

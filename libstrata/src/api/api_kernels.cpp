@@ -14,6 +14,19 @@ using namespace strata;
 
 namespace {
 
+// strata_matmul_prefetch's pending hint, taken by the next matmul call (and so dropped if that call fails).
+struct PrefetchHint {
+    const void* ptr = nullptr;
+    uint64_t bytes = 0;
+};
+
+PrefetchHint take_prefetch(strata_context* ctx) {
+    PrefetchHint h{ctx->matmul_prefetch, ctx->matmul_prefetch_bytes};
+    ctx->matmul_prefetch = nullptr;
+    ctx->matmul_prefetch_bytes = 0;
+    return h;
+}
+
 constexpr uint64_t kF32 = 4;
 
 // The dtype's info if it is a stored-weight type (anything but I32).
@@ -93,6 +106,7 @@ STRATA_EXPORT int32_t strata_matmul(strata_context* ctx, strata_buffer* x, uint6
                                     int32_t accumulate) {
     return guarded("strata_matmul", [&](Call& call) {
         use_context(call, ctx);
+        const PrefetchHint hint = take_prefetch(ctx);  // the call consumes it even if it fails
         const DtypeInfo& info = weight_dtype("w_dtype", w_dtype);
         require_positive("n_rows", n_rows);
         require_positive("k", k);
@@ -115,6 +129,8 @@ STRATA_EXPORT int32_t strata_matmul(strata_context* ctx, strata_buffer* x, uint6
         a.w_dtype = w_dtype;
         a.n_out = n_out;
         a.accumulate = accumulate != 0;
+        a.prefetch = hint.ptr;
+        a.prefetch_bytes = hint.bytes;
         ctx->backend->matmul(a);
     });
 }
@@ -125,6 +141,7 @@ STRATA_EXPORT int32_t strata_matmul_ex(strata_context* ctx, const strata_matmul_
                                        uint64_t y_offset) {
     return guarded("strata_matmul_ex", [&](Call& call) {
         use_context(call, ctx);
+        const PrefetchHint hint = take_prefetch(ctx);  // the call consumes it even if it fails
         if (params == nullptr) invalid("params is NULL");
         const strata_matmul_params& pr = *params;
         if (pr.prologue < STRATA_PROLOGUE_NONE || pr.prologue > STRATA_PROLOGUE_SILU_MUL)
@@ -169,7 +186,22 @@ STRATA_EXPORT int32_t strata_matmul_ex(strata_context* ctx, const strata_matmul_
         a.prologue = pr.prologue;
         a.eps = rms ? pr.eps : 0.0f;
         a.x_row_stride = stride;
+        a.prefetch = hint.ptr;
+        a.prefetch_bytes = hint.bytes;
         ctx->backend->matmul(a);
+    });
+}
+
+STRATA_EXPORT int32_t strata_matmul_prefetch(strata_context* ctx, strata_buffer* w, uint64_t offset,
+                                             uint64_t n_bytes) {
+    return guarded("strata_matmul_prefetch", [&](Call& call) {
+        use_context(call, ctx);
+        ctx->matmul_prefetch = nullptr;
+        ctx->matmul_prefetch_bytes = 0;
+        if (n_bytes == 0) return;
+        const uint8_t* p = operand(call, w, "w", offset, u128(n_bytes), 1, "bytes");
+        ctx->matmul_prefetch = p;
+        ctx->matmul_prefetch_bytes = n_bytes;
     });
 }
 

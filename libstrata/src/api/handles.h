@@ -31,6 +31,9 @@ struct strata_context : strata::HandleBase {
     int32_t device_index = 0;
     // Live objects created from this context (it cannot be destroyed before them).
     int64_t n_buffers = 0, n_slot_sets = 0, n_graphs = 0, n_host_buffers = 0;
+    // strata_matmul_prefetch's hint, taken (and cleared) by the next matmul call.
+    const void* matmul_prefetch = nullptr;
+    uint64_t matmul_prefetch_bytes = 0;
 
     // Graph recording state.
     bool recording = false;

@@ -105,6 +105,10 @@ struct MatmulArgs {
     const float* norm_weight = nullptr;
     float eps = 0.0f;
     int64_t x_row_stride = 0;
+    // strata_matmul_prefetch's hint (null: none): bytes the device may bring into L2 while this
+    // call runs. Never changes a result.
+    const void* prefetch = nullptr;
+    uint64_t prefetch_bytes = 0;
 };
 
 struct RopeArgs {

@@ -107,6 +107,11 @@ struct IntParams {
     const float* norm;
     int act_off, act_rows;
     int rsq_off;  // the dot kernel's RMSNORM factors (kR floats) after the slice partials
+    // strata_matmul_prefetch's hint (pf_lines 0: none): 128-byte lines from pf, asked of L2 by the
+    // grid's last pf_ctas CTAs once their work is done (prefetch_tail).
+    const uint8_t* pf;
+    int64_t pf_lines;
+    int pf_ctas;
 };
 
 // ---------------------------------------------------------------- activation quantization
@@ -306,6 +311,19 @@ __device__ __forceinline__ void fused_quant(const IntParams& p, uint8_t* act, in
     }
 }
 
+// strata_matmul_prefetch's hint, at the end of the kernel: the grid's last pf_ctas CTAs (the last to
+// start, so about the last to finish) ask L2 for the lines of the next matmul's weights, which then
+// stream while the kernels between the two matmuls (activation pre-pass, rope and attention, ...) wait
+// on their inputs instead of leaving DRAM idle. Nothing is read into registers and the kernel does not
+// wait for the lines: no result depends on it (docs/cuda_backend.md, "L2 prefetch").
+__device__ __forceinline__ void prefetch_tail(const IntParams& p) {
+    const int first = (int)gridDim.x - p.pf_ctas;
+    if ((int)blockIdx.x < first) return;
+    const int64_t step = (int64_t)p.pf_ctas * blockDim.x;
+    for (int64_t i = (int64_t)((int)blockIdx.x - first) * blockDim.x + threadIdx.x; i < p.pf_lines; i += step)
+        prefetch_l2(p.pf + 128 * i);
+}
+
 // kFused: no pre-pass; the CTA quantizes its tile's rows itself (fused_quant) while the first
 // part's weights are in flight, once per row tile it meets.
 template <int kDtype, int kR, bool kFused>
@@ -401,6 +419,7 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
         }
         __syncthreads();  // the next tile restages buffer 0, rewrites `part` (and may requantize)
     }
+    if (p.pf_lines > 0) prefetch_tail(p);
 }
 
 // ---------------------------------------------------------------- mma kernel (2 rows and more)
@@ -926,6 +945,13 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         if (!fn) fail(STRATA_ERR_INTERNAL, "cuda matmul: no integer path for dtype " + std::to_string(a.w_dtype));
         int64_t grid = p.n_tiles;
         if (fused) grid = dot_fused_grid(p, (int64_t)resident_ctas(fn, th, smem) * lim.sms);
+        if (a.prefetch != nullptr && a.prefetch_bytes > 0) {  // whole 128-byte lines, within the allocation
+            const uintptr_t lo = reinterpret_cast<uintptr_t>(a.prefetch) & ~uintptr_t(127);
+            const uintptr_t hi = reinterpret_cast<uintptr_t>(a.prefetch) + a.prefetch_bytes;
+            p.pf = reinterpret_cast<const uint8_t*>(lo);
+            p.pf_lines = (int64_t)((hi - lo + 127) / 128);
+            p.pf_ctas = (int)std::min<int64_t>(grid, lim.sms);
+        }
         launch_k(fn, (unsigned)grid, th, smem, stream, p);
         check_launch(fused ? "matmul (integer, fused activations)" : "matmul (integer)");
         return;

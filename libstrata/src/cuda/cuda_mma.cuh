@@ -65,6 +65,11 @@ __device__ __forceinline__ void cp_async4z(void* smem, const void* gmem, int src
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes) : "memory");
 }
 
+// A hint: bring the 128-byte line holding gmem into L2 (nothing returns to the SM, the kernel does
+// not wait for it). L2 is the GPU's point of coherence, so a line prefetched while another kernel
+// writes it is never stale: safe anywhere, it changes only when bytes arrive.
+__device__ __forceinline__ void prefetch_l2(const void* gmem) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(gmem)); }
+
 __device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 
 // Waits until at most N of this thread's committed groups are in flight.
