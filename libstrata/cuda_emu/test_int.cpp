@@ -262,7 +262,7 @@ static void run_int(int dt, int pro, const float* x, int64_t x_stride, int64_t n
     if (kind == 3) p.xq = nullptr, p.meta = nullptr, p.ssq = nullptr;  // the fused kernel must not read them
     const int kr = kind == 2 ? 16 : (kind == 1 || n_rows > 1 ? 8 : 1);
     if (kind == 1 || kind == 2) I::mma_shape(p, slicebytes(dt), kr);
-    else I::dot_shape(p, slicebytes(dt), sms, kr);
+    else I::dot_shape(p, slicebytes(dt), sms, 233472, kr);  // an H200 SM's shared memory
     p.n_row_tiles = (int)((n_rows + kr - 1) / kr);
     p.n_tiles = p.n_row_tiles * (int)((n_out + p.no - 1) / p.no);
     if (kind == 3) I::dot_fuse(p, kr);
