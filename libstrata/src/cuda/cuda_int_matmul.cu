@@ -592,9 +592,11 @@ inline int mma_smem_bytes(const IntParams& p, int kr) {  // stages, partials, to
 // quarter warp read 8 different rows: no bank conflicts).
 //
 // One row (kR = 1) since 2026-12-02 evening (H200, bench/gpu_matmul.py at one row, bench/RESULTS.md):
-//   - small matrices keep CTAs of at least 8 outputs: halving NO down to 2 so that there are 2 CTAs
-//     per SM made 32-thread CTAs (8B k/v 6.9 us against 4.8 with 8 outputs, 1B q/o 6.0 against 4.6,
-//     1B down 9.8 against 7.7): one warp per CTA waits out its loads alone;
+//   - small matrices with k >= 2048 (8 slices and more) keep CTAs of at least 8 outputs: halving NO
+//     down to 2 so that there are 2 CTAs per SM made 32-thread CTAs (8B k/v 6.9 us against 4.8 with
+//     8 outputs, 1B q/o 6.0 against 4.6, 1B down 9.8 against 7.7; 1B tg128 1,226 -> 1,308 tok/s). At
+//     shorter k (the 135M's 576 and 1,536) the many small CTAs stay: there the floor cost 3.5 % of a
+//     decode step (135M tg128 794 -> 766);
 //   - a shape whose two stages leave an SM room for one CTA only (Q6_K's 210-byte slices at
 //     k = 14,336: 128 KB) takes all of k in one part with fewer outputs per CTA where that fits
 //     twice (Q6_K 8B down 31.6 -> 25.1 us).
@@ -656,7 +658,7 @@ inline void dot_shape(IntParams& p, int slice_bytes, int sms, int smem_sm, int k
     const DotShapeOverride ov = kr == 1 ? dot_shape_override() : DotShapeOverride{};
     const bool lean = kr == 1 && !ov.legacy;  // the one-row choice above
     int no = p.n_slices <= 8 ? 32 : (p.n_slices <= 16 ? 16 : 8);
-    while (no > (lean ? 8 : 2) && (p.n_out + no - 1) / no < 2 * sms) no /= 2;
+    while (no > (lean && p.n_slices >= 8 ? 8 : 2) && (p.n_out + no - 1) / no < 2 * sms) no /= 2;
     if (ov.no > 0) no = ov.no;
     p.no = no;
     p.ps = min(min(p.n_slices, kDotThreads / no), kr > 1 ? 16 : 32);
