@@ -597,6 +597,10 @@ inline int mma_smem_bytes(const IntParams& p, int kr) {  // stages, partials, to
 //     8 outputs, 1B q/o 6.0 against 4.6, 1B down 9.8 against 7.7; 1B tg128 1,226 -> 1,308 tok/s). At
 //     shorter k (the 135M's 576 and 1,536) the many small CTAs stay: there the floor cost 3.5 % of a
 //     decode step (135M tg128 794 -> 766);
+//   - 4.5-bit types (Q4_0, Q4_K: 144-byte slices) at long k (more than 16 slices) with at least a
+//     CTA per SM at 16 outputs: 16 outputs x 16 slices per part (256 threads, all CTAs resident at
+//     once) instead of 8 x 32 (two waves): 8B down 17.6 -> 16.2 us (Q4_K 18.2 -> 16.7; Q6_K lost
+//     there, 29.7 against 25.1 us for the rule below);
 //   - a shape whose two stages leave an SM room for one CTA only (Q6_K's 210-byte slices at
 //     k = 14,336: 128 KB) takes all of k in one part with fewer outputs per CTA where that fits
 //     twice (Q6_K 8B down 31.6 -> 25.1 us).
@@ -662,6 +666,7 @@ inline void dot_shape(IntParams& p, int slice_bytes, int sms, int smem_sm, int k
     if (ov.no > 0) no = ov.no;
     p.no = no;
     p.ps = min(min(p.n_slices, kDotThreads / no), kr > 1 ? 16 : 32);
+    if (lean && ov.no == 0 && slice_bytes <= 144 && p.n_slices > 16 && (p.n_out + 15) / 16 >= sms) p.no = 16, p.ps = 16;
     if (ov.ps > 0) p.ps = min(p.n_slices, ov.ps);
     dot_layout(p, slice_bytes, kr);
     constexpr int kRuntimeSmem = 1024;  // the runtime's shared memory per CTA
