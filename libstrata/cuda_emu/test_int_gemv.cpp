@@ -72,7 +72,7 @@ static void run_gemv(int dt, int pro, const float* x, int64_t x_stride, int64_t 
     p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = rowbytes(dt, k);
     p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
     p.w = w; p.w_end = w + n_out * p.w_row_bytes;
-    p.bias = bias; p.y = y; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
+    p.bias = bias; p.y = y; p.y_stride = n_out; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
     if (fused) p.xq = nullptr, p.meta = nullptr, p.ssq = nullptr, p.x = x, p.x_stride = x_stride, p.norm = g;
     const bool ok = TG::gemv_shape(p, kr, slicebytes(dt), sms, kSmemCta, kSmemSm, fused);
     CHECK(ok, "gemv_shape refused k %ld kr %d", (long)k, kr);

@@ -72,7 +72,7 @@ static void run_rows(int dt, int pro, const float* x, int64_t x_stride, int64_t 
     p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = nb * bbytes(dt);
     p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
     p.w = w; p.w_end = w + n_out * p.w_row_bytes;
-    p.bias = bias; p.y = y; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
+    p.bias = bias; p.y = y; p.y_stride = n_out; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
     const int got = TR::rows_pick(p, kr, bbytes(dt), sms, budget, budget, mg, warps);
     CHECK(got > 0 && (mg == 0 || got == mg), "rows_pick gave %d (asked %d)", got, mg);
     const int64_t smem = p.rsq_off + kr * 4;

@@ -46,7 +46,7 @@ static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_row
     p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = rowbytes(kDt, k);
     p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
     p.w = w; p.w_end = w + n_out * p.w_row_bytes;
-    p.bias = bias; p.y = y; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
+    p.bias = bias; p.y = y; p.y_stride = n_out; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
     p.n_row_tiles = (int)((n_rows + L::kRows - 1) / L::kRows);
     p.n_tiles = p.n_row_tiles * (int)((n_out + L::kNO - 1) / L::kNO);
     CHECK(L::kBytes <= (int)sizeof(g_emu_smem), "smem %d", L::kBytes);

@@ -59,7 +59,7 @@ static std::vector<uint8_t> random_weights(int dt, int64_t n_out, int64_t k) {
 static void run_matmul(int dt, const float* x, int64_t n_rows, int64_t k, const uint8_t* w, int64_t n_out, const float* bias, float* y, bool acc) {
     T_cuda_matmul::MatmulParams p;
     p.x = x; p.n_rows = n_rows; p.k = k; p.w = w; p.w_row_bytes = row_bytes(dt, k); p.n_out = n_out;
-    p.n_units = T_cuda_matmul::units_per_row(dt, k); p.bias = bias; p.y = y; p.accumulate = acc;
+    p.n_units = T_cuda_matmul::units_per_row(dt, k); p.bias = bias; p.y = y; p.y_stride = n_out; p.accumulate = acc;
     p.x_vec = (reinterpret_cast<uintptr_t>(x) % 16 == 0) && (k % 4 == 0);
     p.w_vec = (reinterpret_cast<uintptr_t>(w) % 16 == 0) && (p.w_row_bytes % 16 == 0);
     const int64_t n_tiles = (n_rows + 7) / 8;

@@ -380,7 +380,7 @@ static void test_f32_prologues() {
                 T_cuda_matmul::MatmulParams p;
                 p.x = xs; p.n_rows = nr; p.k = k; p.x_stride = stride; p.prologue = pro; p.norm = norm.data();
                 p.eps = 1e-5f; p.w = reinterpret_cast<const uint8_t*>(w.data()); p.w_row_bytes = 4 * k; p.n_out = n_out;
-                p.n_units = (k + 7) / 8; p.bias = nullptr; p.y = out; p.accumulate = false;
+                p.n_units = (k + 7) / 8; p.bias = nullptr; p.y = out; p.y_stride = n_out; p.accumulate = false;
                 p.x_vec = false; p.w_vec = false;
                 const unsigned gx = (unsigned)((n_out + 3) / 4), gy = (unsigned)((nr + 7) / 8);
                 if (pro == 1) run_grid(gx, gy, 128, [&] { T_cuda_matmul::matmul_kernel<STRATA_F32, STRATA_PROLOGUE_RMSNORM>(p); });
