@@ -232,13 +232,21 @@ static float ref_out(int dt, int pro, const Act& a, const uint8_t* wrow, int64_t
     return accumulate ? __fadd_rn(yold, total) : total;
 }
 
+// The y row stride the few-row, tile and gemv harnesses (test_int_rows/tiles/gemv.cpp) give their
+// kernels (0: n_out); their one_* functions set it around a case (StrideScope).
+static int64_t g_y_stride = 0;
+struct StrideScope {
+    explicit StrideScope(int64_t s) { g_y_stride = s; }
+    ~StrideScope() { g_y_stride = 0; }
+};
+
 // The launcher's steps (launch_int_matmul) on the emulator: pre-pass, then the dot kernel.
 // kind: 0 dp4a (1 row: one accumulator, else tiles of 8 rows), 1 mma 8-row tiles, 2 mma 16-row tiles,
 // 3 the fused dp4a kernel (no pre-pass: each CTA quantizes its rows; `sms` 1 picks the launcher's
 // grid of whole row tiles, else fewer CTAs than that, so a CTA meets several row tiles).
 static void run_int(int dt, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k, const uint8_t* w,
                     int64_t n_out, const float* g, float eps, const float* bias, float* y, bool accumulate, int sms,
-                    int kind, int64_t y_stride) {
+                    int kind, int64_t y_stride = 0) {
     const int64_t nb = k / 32;
     const int nchunks = (int)((nb + 7) / 8), nbp = (int)((nb + 1) / 2 * 2);
     std::vector<uint8_t> xq(n_rows * k + 16);
@@ -257,7 +265,7 @@ static void run_int(int dt, int pro, const float* x, int64_t x_stride, int64_t n
     p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = rowbytes(dt, k);
     p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
     p.w = w; p.w_end = w + n_out * p.w_row_bytes;
-    p.bias = bias; p.y = y; p.y_stride = y_stride; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
+    p.bias = bias; p.y = y; p.y_stride = y_stride > 0 ? y_stride : n_out; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
     p.x = x; p.x_stride = x_stride; p.norm = g;
     if (kind == 3) p.xq = nullptr, p.meta = nullptr, p.ssq = nullptr;  // the fused kernel must not read them
     const int kr = kind == 2 ? 16 : (kind == 1 || n_rows > 1 ? 8 : 1);

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .. import _ffi as F
 from .. import env
-from .fusion import GATE_UP, QKV, row_parts
+from .fusion import GATE_UP, QKV, mixed_fusion_enabled, row_parts
 from .spec import ModelSpec
 from .weights import WeightArena
 
@@ -107,6 +107,8 @@ class Decoder:
         weights = [w[name + ".weight"] for name, _ in recipe]
         if not recipe or any(m.cols != self.spec.hidden for m in weights) or sum(m.rows for m in weights) != width:
             return ()
+        if len(recipe) == len(names) > 1 and not mixed_fusion_enabled():
+            return ()       # STRATA_FUSE_MIXED=0: parts of different types take the long way, as before
         stride = 0 if len(recipe) == 1 else width     # one matrix: the dense call, as before
         return tuple((m, column, _norm_params(norm, eps, w.get(name + ".bias"), stride))
                      for m, (name, column) in zip(weights, recipe))

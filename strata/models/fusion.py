@@ -13,6 +13,9 @@ the row is produced by one matmul per group, each writing its columns of the
 wide row (strata_matmul_ex's y_row_stride). `row_parts` gives that recipe:
 the groups in row order with their first column. Every column is computed by
 the same kernel whatever the grouping, so it only changes launch counts.
+STRATA_FUSE_MIXED=0 (strata/env.py) restores the earlier rule, for A/B timing:
+only layers whose parts all share one type are stacked, the others take the
+decoder's long way.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Callable
 
 import numpy as np
 
+from .. import env
 from .model import TensorInfo
 
 QKV = ("attn_q", "attn_k", "attn_v")
@@ -34,6 +38,12 @@ def fuse_projections(tensors: dict[str, TensorInfo], n_layers: int) -> dict[str,
         _fuse(out, f"blk.{i}.", QKV)
         _fuse(out, f"blk.{i}.", GATE_UP)
     return out
+
+
+def mixed_fusion_enabled() -> bool:
+    """STRATA_FUSE_MIXED (strata/env.py), read when a model is loaded: whether layers whose parts differ in
+    type are still stacked by runs and run as one matmul per run (1, default) or take the long way (0)."""
+    return (env.get("STRATA_FUSE_MIXED") or "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def fused_name(parts: tuple[str, ...]) -> str:
@@ -70,6 +80,8 @@ def _fuse(tensors: dict[str, TensorInfo], prefix: str, parts: tuple[str, ...]) -
     if any(w is None for w in weights):
         return
     biases = [tensors.get(f"{prefix}{p}.bias") for p in parts]
+    if not mixed_fusion_enabled() and not all(_same(weights[0], biases[0], w, b) for w, b in zip(weights, biases)):
+        return
     start = 0
     for end in range(1, len(parts) + 1):   # runs of one type, k and bias presence
         if end < len(parts) and _same(weights[start], biases[start], weights[end], biases[end]):
