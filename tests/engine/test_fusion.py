@@ -10,7 +10,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
+from strata.engine.sampling import SamplingParams
 from strata.models.fusion import GATE_UP, QKV, fuse_projections, fused_name, row_parts
 from strata.models.model import TensorInfo
 
@@ -153,7 +155,7 @@ def test_mixed_layer_takes_the_fused_path(tmp_path_factory, monkeypatch):
         assert attention_calls(dec, mixed[0], monkeypatch) == ["matmul_ex", "matmul_ex", "rope_kv_store",
                                                                "attention", "matmul"]
     finally:
-        gen.close()
+        next(gen, None)       # closes the model and its context
     monkeypatch.setenv("STRATA_FUSE_MIXED", "0")
     gen = loaded_model("cpu", path)
     _, _, model = next(gen)
@@ -161,4 +163,43 @@ def test_mixed_layer_takes_the_fused_path(tmp_path_factory, monkeypatch):
         assert not model.decoder.layers[mixed[0]].qkv_parts
         assert attention_calls(model.decoder, mixed[0], monkeypatch) == LONG_WAY
     finally:
-        gen.close()
+        next(gen, None)       # closes the model and its context
+
+
+@pytest.mark.gpu
+async def test_mixed_layers_record_fewer_kernels_on_cuda(tmp_path_factory, monkeypatch):
+    """The tiny Q4_K_M synth on CUDA: the one-row decode graph (Graph.kernel_count) has at least 4 kernels
+    fewer per mixed layer than with STRATA_FUSE_MIXED=0 (long way: rmsnorm, three pre-pass + matmul pairs,
+    two ropes, kv_store; fused: two pre-pass + matmul pairs, rope_kv_store). The tokens may differ between
+    the two (the norm fused into the matmul rounds differently on CUDA); each is batch-invariant
+    (tests/engine/test_int_tiles_exactness.py)."""
+    from strata import _ffi
+
+    from .harness import solo
+    from .synth_models import engine_factory, loaded_model, tiny_gguf
+
+    if _ffi.cuda_device_count() == 0:
+        pytest.skip("no CUDA device")
+    path = tiny_gguf(tmp_path_factory, "Q4_K_M", seed=5, folder="fusion_gpu", pure=False)
+    params = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
+    counts = {}
+    for setting in ("1", "0"):
+        monkeypatch.setenv("STRATA_FUSE_MIXED", setting)
+        gen = loaded_model("cuda:0", path)
+        loaded = next(gen)
+        try:
+            model = loaded[2]
+            n_mixed = sum(len(layer.qkv_parts) > 1 for layer in model.decoder.layers)
+            factory = engine_factory(loaded, "fusion", 256)
+            make = next(factory)
+            engine = make(batch=1, chunk=64)
+            await solo(engine, model.tokenizer.encode("Hello there, how are you?"), params)
+            graph = engine.runner.graphs.get(1)
+            assert graph is not None, "no one-row decode graph was captured"
+            counts[setting] = (graph.kernel_count(), n_mixed)
+            next(factory, None)   # closes the engines
+        finally:
+            next(gen, None)       # closes the model and its context
+    (fused, n_mixed), (long_way, none) = counts["1"], counts["0"]
+    assert n_mixed > 0 and none == 0
+    assert long_way - fused >= 4 * n_mixed, f"fused {fused} kernels, long way {long_way}, {n_mixed} mixed layers"
