@@ -86,7 +86,7 @@ class Decoder:
         self.head_params = _norm_params(self.output_norm, spec.rms_eps)
 
     def _layer(self, i: int) -> LayerWeights:
-        w, p, eps = self.weights, f"blk.{i}.", self.spec.rms_eps
+        w, p, s = self.weights, f"blk.{i}.", self.spec
         attn_norm, ffn_norm = w[p + "attn_norm.weight"], w[p + "ffn_norm.weight"]
         parts = dict(attn_norm=attn_norm, o=w[p + "attn_output.weight"], ffn_norm=ffn_norm,
                      down=w[p + "ffn_down.weight"])
@@ -94,7 +94,6 @@ class Decoder:
                      q_bias=w.get(p + "attn_q.bias"), k_bias=w.get(p + "attn_k.bias"),
                      v_bias=w.get(p + "attn_v.bias"), gate=w.get(p + "ffn_gate.weight"),
                      up=w.get(p + "ffn_up.weight"))
-        s = self.spec
         parts.update(qkv_parts=self._row_parts(p, QKV, attn_norm, s.q_dim + 2 * s.kv_dim),
                      gate_up_parts=self._row_parts(p, GATE_UP, ffn_norm, 2 * s.ffn))
         return LayerWeights(**parts)

@@ -9,12 +9,13 @@ y + row * n_out + column), so any difference here is an addressing bug, never ar
 4 / 16 / 64 / 100 cross the one-row, 8-row and 16-row tiles, the few-row and the many-row kernels.
 """
 
+import numpy as np
 import pytest
 
 from kernel_refs import make_weights
 from strata import _ffi as S
-from test_int_tiles import cuda_ctx  # noqa: F401 (a fixture)
-from test_matmul_ex import P, assert_strided_equals_dense
+from test_int_tiles import cuda_ctx, random_blocks  # noqa: F401 (a fixture)
+from test_matmul_ex import P, assert_strided_equals_dense, run_ex, run_ex_strided
 
 pytestmark = pytest.mark.gpu
 
@@ -71,10 +72,6 @@ def test_y_row_stride_on_llama_8b_qkv(cuda_ctx, rng, monkeypatch, dtype):
     """The 8B q+k part (5120 outputs) and v (1024) at decode row counts under the default routing,
     as the decoder writes them into [q | k | v] rows of 6144."""
     routed(monkeypatch, {})
-    from test_int_tiles import random_blocks
-    import numpy as np
-    from test_matmul_ex import run_ex, run_ex_strided
-
     k = 4096
     for n_out, column in ((5120, 0), (1024, 5120)):
         raw = random_blocks(rng, dtype, n_out, k)
