@@ -568,12 +568,13 @@ def matmul(ctx, x, x_offset, n_rows, k, w, w_offset, w_dtype, n_out, bias, bias_
 
 
 def matmul_params(prologue=MatmulPrologue.NONE, accumulate=False, eps=0.0, norm_weight=None, norm_weight_offset=0,
-                  bias=None, bias_offset=0, x_row_stride=0):
+                  bias=None, bias_offset=0, x_row_stride=0, y_row_stride=0):
     """A strata_matmul_params cdata for matmul_ex; build it once per call site and reuse it. It holds the
-    buffers' handles, not the Buffer objects: keep them open while it is used."""
+    buffers' handles, not the Buffer objects: keep them open while it is used. y_row_stride > n_out writes
+    each row's n_out values into columns of a wider row (elements between y rows; 0: dense)."""
     load()
     return ffi.new("strata_matmul_params *", {
-        "prologue": int(prologue), "accumulate": 1 if accumulate else 0, "eps": eps, "reserved": 0,
+        "prologue": int(prologue), "accumulate": 1 if accumulate else 0, "eps": eps, "y_row_stride": y_row_stride,
         "norm_weight": ffi.NULL if norm_weight is None else (norm_weight._ptr or _closed(norm_weight)),
         "norm_weight_offset": norm_weight_offset,
         "bias": ffi.NULL if bias is None else (bias._ptr or _closed(bias)), "bias_offset": bias_offset,

@@ -232,13 +232,21 @@ static float ref_out(int dt, int pro, const Act& a, const uint8_t* wrow, int64_t
     return accumulate ? __fadd_rn(yold, total) : total;
 }
 
+// The y row stride the few-row, tile and gemv harnesses (test_int_rows/tiles/gemv.cpp) give their
+// kernels (0: n_out); their one_* functions set it around a case (StrideScope).
+static int64_t g_y_stride = 0;
+struct StrideScope {
+    explicit StrideScope(int64_t s) { g_y_stride = s; }
+    ~StrideScope() { g_y_stride = 0; }
+};
+
 // The launcher's steps (launch_int_matmul) on the emulator: pre-pass, then the dot kernel.
 // kind: 0 dp4a (1 row: one accumulator, else tiles of 8 rows), 1 mma 8-row tiles, 2 mma 16-row tiles,
 // 3 the fused dp4a kernel (no pre-pass: each CTA quantizes its rows; `sms` 1 picks the launcher's
 // grid of whole row tiles, else fewer CTAs than that, so a CTA meets several row tiles).
 static void run_int(int dt, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k, const uint8_t* w,
                     int64_t n_out, const float* g, float eps, const float* bias, float* y, bool accumulate, int sms,
-                    int kind) {
+                    int kind, int64_t y_stride = 0) {
     const int64_t nb = k / 32;
     const int nchunks = (int)((nb + 7) / 8), nbp = (int)((nb + 1) / 2 * 2);
     std::vector<uint8_t> xq(n_rows * k + 16);
@@ -257,7 +265,7 @@ static void run_int(int dt, int pro, const float* x, int64_t x_stride, int64_t n
     p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = rowbytes(dt, k);
     p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
     p.w = w; p.w_end = w + n_out * p.w_row_bytes;
-    p.bias = bias; p.y = y; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
+    p.bias = bias; p.y = y; p.y_stride = y_stride > 0 ? y_stride : n_out; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
     p.x = x; p.x_stride = x_stride; p.norm = g;
     if (kind == 3) p.xq = nullptr, p.meta = nullptr, p.ssq = nullptr;  // the fused kernel must not read them
     const int kr = kind == 2 ? 16 : (kind == 1 || n_rows > 1 ? 8 : 1);
@@ -297,7 +305,10 @@ static void one(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, int p
                 int kind) {
     const int64_t in_k = pro == STRATA_PROLOGUE_SILU_MUL ? 2 * k : k;
     const int64_t stride = in_k + (rng() % 3);  // strided rows
-    std::vector<float> x(n_rows * stride + 8), g(k), bias(n_out), y(n_rows * n_out), y0;
+    // y rows at a stride of n_out + ygap (a part of a wider row, strata_matmul_ex's y_row_stride): the
+    // gap columns must come back untouched, the others as the dense call would write them.
+    const int64_t ygap = (n_rows + kind) % 3, ys = n_out + ygap;
+    std::vector<float> x(n_rows * stride + 8), g(k), bias(n_out), y(n_rows * ys), y0;
     for (auto& v : x) v = randn();
     if (n_rows > 2) for (int i = 0; i < 32; ++i) x[stride + i] = 0.0f;  // an all-zero block (dx = 0)
     for (auto& v : g) v = 1.0f + 0.1f * randn();
@@ -308,11 +319,15 @@ static void one(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, int p
     const uint8_t* wp = w.data() + pad;
     const float eps = 1e-5f;
     run_int(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bias_on ? bias.data() : nullptr, y.data(),
-            acc_on, sms, kind);
+            acc_on, sms, kind, ys);
+    int gap_changed = 0;
+    for (int64_t r = 0; r < n_rows; ++r)
+        for (int64_t c = n_out; c < ys; ++c) gap_changed += bits(y[r * ys + c]) != bits(y0[r * ys + c]);
+    CHECK(gap_changed == 0, "kind %d dt %d y stride %ld: %d gap columns written", kind, dt, (long)ys, gap_changed);
     if (kind == 3) {  // fused against the pre-pass and the dot kernel on the same inputs, directly
         std::vector<float> y2 = y0;
         run_int(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bias_on ? bias.data() : nullptr,
-                y2.data(), acc_on, sms, 0);
+                y2.data(), acc_on, sms, 0, ys);
         int differ = 0;
         for (size_t i = 0; i < y.size(); ++i) differ += bits(y[i]) != bits(y2[i]);
         CHECK(differ == 0, "fused dt %d pro %d k %ld n_out %ld rows %ld: %d outputs differ from the two-launch path",
@@ -325,11 +340,11 @@ static void one(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, int p
         Act a = ref_act(pro, xr, g.data(), k);
         for (int64_t o = 0; o < n_out; ++o) {
             const float ref = ref_out(dt, pro, a, wp + o * rb, k, eps, bias_on ? bias.data() : nullptr, o,
-                                      y0[r * n_out + o], acc_on);
-            if (bits(ref) != bits(y[r * n_out + o])) ++bad;
+                                      y0[r * ys + o], acc_on);
+            if (bits(ref) != bits(y[r * ys + o])) ++bad;
             if (dt == STRATA_Q6_K &&
-                bits(ref_out(dt, pro, a, wp + o * rb, k, eps, bias_on ? bias.data() : nullptr, o, y0[r * n_out + o],
-                             acc_on, false, true)) == bits(y[r * n_out + o]))
+                bits(ref_out(dt, pro, a, wp + o * rb, k, eps, bias_on ? bias.data() : nullptr, o, y0[r * ys + o],
+                             acc_on, false, true)) == bits(y[r * ys + o]))
                 ++swapped_same;
             // float64 with the exact x' (no activation rounding): within Σ_b (dx_b/2)·Σ|w| + float32 accumulation
             double exact = 0, bound = 0, mag = 0;
@@ -346,7 +361,7 @@ static void one(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, int p
             }
             double scale = 1;
             if (pro == STRATA_PROLOGUE_RMSNORM) scale = 1.0 / std::sqrt((double)a.ssq / k + eps);
-            const double got = (double)y[r * n_out + o] - (bias_on ? bias[o] : 0) - (acc_on ? y0[r * n_out + o] : 0);
+            const double got = (double)y[r * ys + o] - (bias_on ? bias[o] : 0) - (acc_on ? y0[r * ys + o] : 0);
             const double tol = (bound + 1e-5 * (mag + 1)) * scale + 1e-5 * (std::fabs(exact * scale) + 1) * (acc_on || bias_on ? 4 : 1);
             if (std::fabs(got - exact * scale) > tol) ++far;
         }

@@ -72,7 +72,7 @@ static void run_gemv(int dt, int pro, const float* x, int64_t x_stride, int64_t 
     p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = rowbytes(dt, k);
     p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
     p.w = w; p.w_end = w + n_out * p.w_row_bytes;
-    p.bias = bias; p.y = y; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
+    p.bias = bias; p.y = y; p.y_stride = g_y_stride > 0 ? g_y_stride : n_out; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
     if (fused) p.xq = nullptr, p.meta = nullptr, p.ssq = nullptr, p.x = x, p.x_stride = x_stride, p.norm = g;
     const bool ok = TG::gemv_shape(p, kr, slicebytes(dt), sms, kSmemCta, kSmemSm, fused);
     CHECK(ok, "gemv_shape refused k %ld kr %d", (long)k, kr);
@@ -97,7 +97,10 @@ static void one_gemv(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, 
                      int kr, int sms, bool with_old) {
     const int64_t in_k = pro == STRATA_PROLOGUE_SILU_MUL ? 2 * k : k;
     const int64_t stride = in_k + (rng() % 3);
-    std::vector<float> x(n_rows * stride + 8), g(k), bias(n_out), y(n_rows * n_out), y0;
+    // y rows n_out + ygap apart (strata_matmul_ex's y_row_stride): the gap columns must stay as they were.
+    const int64_t ygap = (n_rows + pad) % 3, ys = n_out + ygap;
+    const StrideScope stride_scope(ys);
+    std::vector<float> x(n_rows * stride + 8), g(k), bias(n_out), y(n_rows * ys), y0;
     for (auto& v : x) v = randn();
     if (n_rows > 2) for (int i = 0; i < 32; ++i) x[stride + i] = 0.0f;  // an all-zero block (dx = 0)
     for (auto& v : g) v = 1.0f + 0.1f * randn();
@@ -109,6 +112,10 @@ static void one_gemv(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, 
     const float eps = 1e-5f;
     const float* bp = bias_on ? bias.data() : nullptr;
     run_gemv(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, y.data(), acc_on, kr, sms);
+    int gap_changed = 0;
+    for (int64_t r = 0; r < n_rows; ++r)
+        for (int64_t c = n_out; c < ys; ++c) gap_changed += bits(y[r * ys + c]) != bits(y0[r * ys + c]);
+    CHECK(gap_changed == 0, "one_gemv dt %d y stride %ld: %d gap columns written", dt, (long)ys, gap_changed);
     std::vector<float> yf = y0;  // the same matmul with the kernel quantizing its rows itself
     run_gemv(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, yf.data(), acc_on, kr, sms, true);
     int bad_fused = 0;
@@ -116,7 +123,7 @@ static void one_gemv(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, 
     int bad_old = 0;
     if (with_old) {  // the older dp4a kernel (one row, or 8-row tiles) on the same inputs
         std::vector<float> yo = y0;
-        run_int(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, yo.data(), acc_on, 1000, 0);
+        run_int(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, yo.data(), acc_on, 1000, 0, ys);
         for (size_t i = 0; i < y.size(); ++i) bad_old += bits(yo[i]) != bits(y[i]);
     }
     const int64_t rb = rowbytes(dt, k);
@@ -124,8 +131,8 @@ static void one_gemv(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, 
     for (int64_t r = 0; r < n_rows; ++r) {
         const Act a = ref_act(pro, x.data() + r * stride, g.data(), k);
         for (int64_t o = 0; o < n_out; ++o) {
-            const float ref = ref_out(dt, pro, a, wp + o * rb, k, eps, bp, o, y0[r * n_out + o], acc_on);
-            if (bits(ref) != bits(y[r * n_out + o])) ++bad;
+            const float ref = ref_out(dt, pro, a, wp + o * rb, k, eps, bp, o, y0[r * ys + o], acc_on);
+            if (bits(ref) != bits(y[r * ys + o])) ++bad;
         }
     }
     CHECK(bad == 0, "gemv kr %d sms %d dt %d pro %d k %ld n_out %ld rows %ld pad %d: %d outputs differ from the canonical bits",

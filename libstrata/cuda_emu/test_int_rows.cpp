@@ -72,7 +72,7 @@ static void run_rows(int dt, int pro, const float* x, int64_t x_stride, int64_t 
     p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = nb * bbytes(dt);
     p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
     p.w = w; p.w_end = w + n_out * p.w_row_bytes;
-    p.bias = bias; p.y = y; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
+    p.bias = bias; p.y = y; p.y_stride = g_y_stride > 0 ? g_y_stride : n_out; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
     const int got = TR::rows_pick(p, kr, bbytes(dt), sms, budget, budget, mg, warps);
     CHECK(got > 0 && (mg == 0 || got == mg), "rows_pick gave %d (asked %d)", got, mg);
     const int64_t smem = p.rsq_off + kr * 4;
@@ -90,7 +90,10 @@ static void one_rows(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, 
                      int kr, int mg, int64_t budget, bool with_old) {
     const int64_t in_k = pro == STRATA_PROLOGUE_SILU_MUL ? 2 * k : k;
     const int64_t stride = in_k + (rng() % 3);
-    std::vector<float> x(n_rows * stride + 8), g(k), bias(n_out), y(n_rows * n_out), y0;
+    // y rows n_out + ygap apart (strata_matmul_ex's y_row_stride): the gap columns must stay as they were.
+    const int64_t ygap = (n_rows + pad) % 3, ys = n_out + ygap;
+    const StrideScope stride_scope(ys);
+    std::vector<float> x(n_rows * stride + 8), g(k), bias(n_out), y(n_rows * ys), y0;
     for (auto& v : x) v = randn();
     if (n_rows > 2) for (int i = 0; i < 32; ++i) x[stride + i] = 0.0f;  // an all-zero block (dx = 0)
     for (auto& v : g) v = 1.0f + 0.1f * randn();
@@ -102,6 +105,10 @@ static void one_rows(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, 
     const float eps = 1e-5f;
     const float* bp = bias_on ? bias.data() : nullptr;
     run_rows(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, y.data(), acc_on, kr, mg, budget, 132, 8);
+    int gap_changed = 0;
+    for (int64_t r = 0; r < n_rows; ++r)
+        for (int64_t c = n_out; c < ys; ++c) gap_changed += bits(y[r * ys + c]) != bits(y0[r * ys + c]);
+    CHECK(gap_changed == 0, "one_rows dt %d y stride %ld: %d gap columns written", dt, (long)ys, gap_changed);
     // The 16-warp kernel on the same inputs: the same bits as the 8-warp one (and so the reference below).
     std::vector<float> y16 = y0;
     run_rows(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, y16.data(), acc_on, kr, mg, budget, 132, 16);
@@ -116,7 +123,7 @@ static void one_rows(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, 
     int bad_old = 0;
     if (with_old) {  // the older dp4a kernel (8-row tiles, or one row) on the same inputs
         std::vector<float> yo = y0;
-        run_int(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, yo.data(), acc_on, 1000, 0);
+        run_int(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, yo.data(), acc_on, 1000, 0, ys);
         for (size_t i = 0; i < y.size(); ++i) bad_old += bits(yo[i]) != bits(y[i]);
     }
     const int64_t rb = k / 32 * bbytes(dt);
@@ -125,8 +132,8 @@ static void one_rows(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, 
         const float* xr = x.data() + r * stride;
         Act a = ref_act(pro, xr, g.data(), k);
         for (int64_t o = 0; o < n_out; ++o) {
-            const float ref = ref_out(dt, pro, a, wp + o * rb, k, eps, bp, o, y0[r * n_out + o], acc_on);
-            if (bits(ref) != bits(y[r * n_out + o])) ++bad;
+            const float ref = ref_out(dt, pro, a, wp + o * rb, k, eps, bp, o, y0[r * ys + o], acc_on);
+            if (bits(ref) != bits(y[r * ys + o])) ++bad;
             double exact = 0, bound = 0, mag = 0;
             for (int64_t b = 0; b < k / 32; ++b) {
                 int q[32]; float d, m;
@@ -141,7 +148,7 @@ static void one_rows(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, 
             }
             double scale = 1;
             if (pro == STRATA_PROLOGUE_RMSNORM) scale = 1.0 / std::sqrt((double)a.ssq / k + eps);
-            const double got = (double)y[r * n_out + o] - (bias_on ? bias[o] : 0) - (acc_on ? y0[r * n_out + o] : 0);
+            const double got = (double)y[r * ys + o] - (bias_on ? bias[o] : 0) - (acc_on ? y0[r * ys + o] : 0);
             const double tol = (bound + 1e-5 * (mag + 1)) * scale + 1e-5 * (std::fabs(exact * scale) + 1) * (acc_on || bias_on ? 4 : 1);
             if (std::fabs(got - exact * scale) > tol) ++far;
         }

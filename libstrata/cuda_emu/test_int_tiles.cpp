@@ -46,7 +46,7 @@ static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_row
     p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = rowbytes(kDt, k);
     p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
     p.w = w; p.w_end = w + n_out * p.w_row_bytes;
-    p.bias = bias; p.y = y; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
+    p.bias = bias; p.y = y; p.y_stride = g_y_stride > 0 ? g_y_stride : n_out; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
     p.n_row_tiles = (int)((n_rows + L::kRows - 1) / L::kRows);
     p.n_tiles = p.n_row_tiles * (int)((n_out + L::kNO - 1) / L::kNO);
     CHECK(L::kBytes <= (int)sizeof(g_emu_smem), "smem %d", L::kBytes);
@@ -104,7 +104,10 @@ static void one_tiles(int dt, int shape, int pro, int64_t k, int64_t n_out, int6
     if (dt == STRATA_Q6_K) k = (k + 255) / 256 * 256;  // whole super-blocks (the deep table's 800 / 1568: 4 / 7)
     const int64_t in_k = pro == STRATA_PROLOGUE_SILU_MUL ? 2 * k : k;
     const int64_t stride = in_k + (rng() % 3);
-    std::vector<float> x(n_rows * stride + 8), g(k), bias(n_out), y(n_rows * n_out), y0;
+    // y rows n_out + ygap apart (strata_matmul_ex's y_row_stride): the gap columns must stay as they were.
+    const int64_t ygap = (n_rows + pad) % 3, ys = n_out + ygap;
+    const StrideScope stride_scope(ys);
+    std::vector<float> x(n_rows * stride + 8), g(k), bias(n_out), y(n_rows * ys), y0;
     for (auto& v : x) v = randn();
     if (n_rows > 2) for (int i = 0; i < 32; ++i) x[stride + i] = 0.0f;  // an all-zero block (dx = 0)
     for (auto& v : g) v = 1.0f + 0.1f * randn();
@@ -116,11 +119,15 @@ static void one_tiles(int dt, int shape, int pro, int64_t k, int64_t n_out, int6
     const float eps = 1e-5f;
     const float* bp = bias_on ? bias.data() : nullptr;
     run_tiles(dt, shape, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, y.data(), acc_on);
+    int gap_changed = 0;
+    for (int64_t r = 0; r < n_rows; ++r)
+        for (int64_t c = n_out; c < ys; ++c) gap_changed += bits(y[r * ys + c]) != bits(y0[r * ys + c]);
+    CHECK(gap_changed == 0, "one_tiles dt %d y stride %ld: %d gap columns written", dt, (long)ys, gap_changed);
     int bad_old = 0;
     if (with_old) {  // the older int8 tensor-core kernel (Q6_K: the dp4a kernel) on the same inputs
         std::vector<float> yo = y0;
         run_int(dt, pro, x.data(), stride, n_rows, k, wp, n_out, g.data(), eps, bp, yo.data(), acc_on, 1000,
-                dt == STRATA_Q6_K ? 0 : 2);
+                dt == STRATA_Q6_K ? 0 : 2, ys);
         for (size_t i = 0; i < y.size(); ++i) bad_old += bits(yo[i]) != bits(y[i]);
     }
     const int64_t rb = rowbytes(dt, k);
@@ -129,11 +136,11 @@ static void one_tiles(int dt, int shape, int pro, int64_t k, int64_t n_out, int6
         const float* xr = x.data() + r * stride;
         Act a = ref_act(pro, xr, g.data(), k);
         for (int64_t o = 0; o < n_out; ++o) {
-            const float ref = ref_out(dt, pro, a, wp + o * rb, k, eps, bp, o, y0[r * n_out + o], acc_on);
-            if (bits(ref) != bits(y[r * n_out + o])) ++bad;
+            const float ref = ref_out(dt, pro, a, wp + o * rb, k, eps, bp, o, y0[r * ys + o], acc_on);
+            if (bits(ref) != bits(y[r * ys + o])) ++bad;
             if (dt == STRATA_Q6_K &&
-                bits(ref_out(dt, pro, a, wp + o * rb, k, eps, bp, o, y0[r * n_out + o], acc_on, false, true)) ==
-                    bits(y[r * n_out + o]))
+                bits(ref_out(dt, pro, a, wp + o * rb, k, eps, bp, o, y0[r * ys + o], acc_on, false, true)) ==
+                    bits(y[r * ys + o]))
                 ++swapped_same;
             // float64 with the exact x' (no activation rounding): within Σ_b (dx_b/2)·Σ|w| + float32 accumulation
             double exact = 0, bound = 0, mag = 0;
@@ -150,7 +157,7 @@ static void one_tiles(int dt, int shape, int pro, int64_t k, int64_t n_out, int6
             }
             double scale = 1;
             if (pro == STRATA_PROLOGUE_RMSNORM) scale = 1.0 / std::sqrt((double)a.ssq / k + eps);
-            const double got = (double)y[r * n_out + o] - (bias_on ? bias[o] : 0) - (acc_on ? y0[r * n_out + o] : 0);
+            const double got = (double)y[r * ys + o] - (bias_on ? bias[o] : 0) - (acc_on ? y0[r * ys + o] : 0);
             const double tol = (bound + 1e-5 * (mag + 1)) * scale + 1e-5 * (std::fabs(exact * scale) + 1) * (acc_on || bias_on ? 4 : 1);
             if (std::fabs(got - exact * scale) > tol) ++far;
         }

@@ -56,10 +56,27 @@ static std::vector<uint8_t> random_weights(int dt, int64_t n_out, int64_t k) {
     }
     return w;
 }
-static void run_matmul(int dt, const float* x, int64_t n_rows, int64_t k, const uint8_t* w, int64_t n_out, const float* bias, float* y, bool acc) {
+// The plain kernel writes y at a stride of n_out + 2 (strata_matmul_ex's y_row_stride) into a wider
+// scratch; the dense values are copied back to y, and the gap columns must come back untouched.
+static void run_matmul(int dt, const float* x, int64_t n_rows, int64_t k, const uint8_t* w, int64_t n_out, const float* bias, float* y_dense, bool acc) {
+    const int64_t ys = n_out + 2;
+    std::vector<float> wide(n_rows * ys, -7.5f);
+    for (int64_t r = 0; r < n_rows; ++r) std::memcpy(wide.data() + r * ys, y_dense + r * n_out, n_out * 4);
+    float* y = wide.data();
+    struct CopyBack {
+        float* dense; const std::vector<float>& wide; int64_t n_rows, n_out, ys;
+        ~CopyBack() {
+            int gap = 0;
+            for (int64_t r = 0; r < n_rows; ++r) {
+                std::memcpy(dense + r * n_out, wide.data() + r * ys, n_out * 4);
+                gap += wide[r * ys + n_out] != -7.5f || wide[r * ys + n_out + 1] != -7.5f;
+            }
+            CHECK(gap == 0, "plain matmul, y stride %ld: gap columns of %d rows written", (long)ys, gap);
+        }
+    } copy_back{y_dense, wide, n_rows, n_out, ys};
     T_cuda_matmul::MatmulParams p;
     p.x = x; p.n_rows = n_rows; p.k = k; p.w = w; p.w_row_bytes = row_bytes(dt, k); p.n_out = n_out;
-    p.n_units = T_cuda_matmul::units_per_row(dt, k); p.bias = bias; p.y = y; p.accumulate = acc;
+    p.n_units = T_cuda_matmul::units_per_row(dt, k); p.bias = bias; p.y = y; p.y_stride = ys; p.accumulate = acc;
     p.x_vec = (reinterpret_cast<uintptr_t>(x) % 16 == 0) && (k % 4 == 0);
     p.w_vec = (reinterpret_cast<uintptr_t>(w) % 16 == 0) && (p.w_row_bytes % 16 == 0);
     const int64_t n_tiles = (n_rows + 7) / 8;

@@ -274,8 +274,25 @@ static std::vector<float> run_kernel(const Problem& P, int cfg) {
     MatmulArgs a;
     a.x = P.x(); a.n_rows = P.n_rows; a.k = P.k; a.w = P.w(); a.w_dtype = D; a.n_out = P.n_out;
     a.bias = P.use_bias ? P.bias.data() : nullptr;
+    // y rows n_out + gap apart (strata_matmul_ex's y_row_stride), gap 0..2 by case: the kernel writes the
+    // columns of wider rows; the dense values are taken back out below and the gaps must be untouched.
+    const int64_t ys = P.n_out + (P.n_rows + cfg) % 3;
+    std::vector<float> wide(P.n_rows * ys);
+    for (size_t i = 0; i < wide.size(); ++i) wide[i] = -1000.0f - (float)(i % 97);
+    for (int64_t r = 0; r < P.n_rows; ++r)
+        for (int64_t o = 0; o < P.n_out; ++o) wide[r * ys + o] = P.y0[r * P.n_out + o];
+    const std::vector<float> wide0 = wide;
     std::vector<float> y = P.y0;
-    a.y = y.data(); a.accumulate = P.accumulate;
+    a.y = wide.data(); a.accumulate = P.accumulate; a.y_row_stride = ys;
+    auto unpack = [&]() {  // before every return: the dense values, and a check of the gap columns
+        int gap = 0;
+        for (int64_t r = 0; r < P.n_rows; ++r) {
+            for (int64_t o = 0; o < P.n_out; ++o) y[r * P.n_out + o] = wide[r * ys + o];
+            for (int64_t c = P.n_out; c < ys; ++c) gap += bits(wide[r * ys + c]) != bits(wide0[r * ys + c]);
+        }
+        CHECK(gap == 0, "y stride %ld: %d gap columns written", (long)ys, gap);
+        return y;
+    };
     a.prologue = P.pro; a.norm_weight = P.pro == 1 ? P.norm.data() : nullptr; a.eps = P.eps; a.x_row_stride = P.x_stride;
     M::MmaParams p{};
     M::base_params(a, p);
@@ -296,7 +313,7 @@ static std::vector<float> run_kernel(const Problem& P, int cfg) {
         p.n_row_tiles = (int)((p.n_rows + 7) / 8);
         p.n_tiles = (int)((p.n_out + 16 * MT - 1) / (16 * MT)) * p.n_row_tiles;
         int wk = 0, smem = 0;
-        if (!M::dec_layout(p, M::unit_bytes<D>(XB), MT, XB, depth, kK, limit, &wk, &smem)) { printf("dec layout does not fit\n"); ++fails; return y; }
+        if (!M::dec_layout(p, M::unit_bytes<D>(XB), MT, XB, depth, kK, limit, &wk, &smem)) { printf("dec layout does not fit\n"); ++fails; return unpack(); }
         const unsigned grid = (unsigned)std::min(p.n_tiles, 4);
         if (!occ && MT == 1) run_grid(grid, 1, 32 * wk, guard([p] { M::mma_dec_kernel<D, 1, DC::kXB, DC::kDepth, 1>(p); }));
         else if (!occ) run_grid(grid, 1, 32 * wk, guard([p] { M::mma_dec_kernel<D, 2, DC::kXB, DC::kDepth, 1>(p); }));
@@ -313,14 +330,14 @@ static std::vector<float> run_kernel(const Problem& P, int cfg) {
         p.n_tiles = (int)((p.n_out + BM - 1) / BM) * p.n_row_tiles;
         int smem = 0;
         const int depth = kK ? 3 : (large ? WC::kDepth : 4);
-        if (!M::wide_layout(p, M::unit_bytes<D>(XB), BM, BN, XB, depth, kK, limit, &smem)) { printf("wide layout does not fit\n"); ++fails; return y; }
+        if (!M::wide_layout(p, M::unit_bytes<D>(XB), BM, BN, XB, depth, kK, limit, &smem)) { printf("wide layout does not fit\n"); ++fails; return unpack(); }
         const unsigned grid = (unsigned)std::min(p.n_tiles, 3);
         if constexpr (kK) run_grid(grid, 1, 256, guard([p] { M::mma_wide_kernel<D, 8, 1, 1, 2, 8, 3, 1>(p); }));
         else if (large) run_grid(grid, 1, 256, guard([p] { M::mma_wide_kernel<D, 4, 2, 2, 4, WC::kXB, WC::kDepth, WC::kMinB>(p); }));
         else if (mid) run_grid(grid, 1, 256, guard([p] { M::mma_wide_kernel<D, 4, 2, 2, 2, WC::kXBShort, 4, 1>(p); }));
         else run_grid(grid, 1, 256, guard([p] { M::mma_wide_kernel<D, 8, 1, 1, 2, WC::kXBShort, 4, 1>(p); }));
     }
-    return y;
+    return unpack();
 }
 
 static std::vector<float> run_any(const Problem& P, int cfg) {
@@ -380,7 +397,7 @@ static void test_f32_prologues() {
                 T_cuda_matmul::MatmulParams p;
                 p.x = xs; p.n_rows = nr; p.k = k; p.x_stride = stride; p.prologue = pro; p.norm = norm.data();
                 p.eps = 1e-5f; p.w = reinterpret_cast<const uint8_t*>(w.data()); p.w_row_bytes = 4 * k; p.n_out = n_out;
-                p.n_units = (k + 7) / 8; p.bias = nullptr; p.y = out; p.accumulate = false;
+                p.n_units = (k + 7) / 8; p.bias = nullptr; p.y = out; p.y_stride = n_out; p.accumulate = false;
                 p.x_vec = false; p.w_vec = false;
                 const unsigned gx = (unsigned)((n_out + 3) / 4), gy = (unsigned)((nr + 7) / 8);
                 if (pro == 1) run_grid(gx, gy, 128, [&] { T_cuda_matmul::matmul_kernel<STRATA_F32, STRATA_PROLOGUE_RMSNORM>(p); });

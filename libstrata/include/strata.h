@@ -355,7 +355,7 @@ typedef struct strata_matmul_params {
     int32_t prologue;          /* enum strata_matmul_prologue */
     int32_t accumulate;        /* nonzero: y += result */
     float eps;                 /* RMSNORM: in [0, 1] */
-    int32_t reserved;          /* 0 */
+    int32_t y_row_stride;      /* elements between y rows; 0 = dense (n_out), else >= n_out */
     strata_buffer *norm_weight; /* RMSNORM: F32 [k]; otherwise NULL */
     uint64_t norm_weight_offset;
     strata_buffer *bias;       /* F32 [n_out] or NULL */
@@ -368,7 +368,10 @@ typedef struct strata_matmul_params {
  * the rounding rules as strata_matmul (per backend in docs/kernels.md: the
  * CPU computes the prologue rows exactly as strata_rmsnorm / strata_silu_mul
  * would, then the matmul). One launch instead of two; y must not overlap x,
- * norm_weight or bias. */
+ * norm_weight or bias. With y_row_stride > n_out, y is one part of wider
+ * rows (row r's n_out values start at y + r * y_row_stride): the columns
+ * between are never read or written, and every written value has the bits
+ * the dense call gives it. */
 int32_t strata_matmul_ex(strata_context *ctx, const strata_matmul_params *params, strata_buffer *x,
                          uint64_t x_offset, int64_t n_rows, int64_t k, strata_buffer *w, uint64_t w_offset,
                          int32_t w_dtype, int64_t n_out, strata_buffer *y, uint64_t y_offset);

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from .. import _ffi as F
 from .. import env
+from .fusion import GATE_UP, QKV, mixed_fusion_enabled, row_parts
 from .spec import ModelSpec
 from .weights import WeightArena
 
@@ -24,7 +25,7 @@ class LayerWeights:
     o: object
     ffn_norm: object
     down: object
-    q: object = None            # unfused projections (layers whose q/k/v or gate/up types differ)
+    q: object = None            # unfused projections, where stored apart (the long way, QKNormDecoder)
     k: object = None
     v: object = None
     q_bias: object = None
@@ -32,10 +33,11 @@ class LayerWeights:
     v_bias: object = None
     gate: object = None
     up: object = None
-    qkv: object = None          # fused [q | k | v] rows (models/fusion.py)
-    qkv_params: object = None   # RMSNORM prologue (attn_norm) + qkv bias
-    gate_up: object = None      # fused [gate | up] rows
-    gate_up_params: object = None
+    # How the [q | k | v] and [gate | up] rows are produced (models/fusion.py row_parts): one
+    # (weight, first column, matmul_ex params: RMSNORM prologue + that part's bias + the row's stride)
+    # per stored matrix; () where the layer takes the long way.
+    qkv_parts: tuple = ()
+    gate_up_parts: tuple = ()
 
 
 class Activations:
@@ -84,24 +86,31 @@ class Decoder:
         self.head_params = _norm_params(self.output_norm, spec.rms_eps)
 
     def _layer(self, i: int) -> LayerWeights:
-        w, p, eps = self.weights, f"blk.{i}.", self.spec.rms_eps
+        w, p, s = self.weights, f"blk.{i}.", self.spec
         attn_norm, ffn_norm = w[p + "attn_norm.weight"], w[p + "ffn_norm.weight"]
         parts = dict(attn_norm=attn_norm, o=w[p + "attn_output.weight"], ffn_norm=ffn_norm,
                      down=w[p + "ffn_down.weight"])
-        qkv = w.get(p + "attn_qkv.weight")
-        if qkv is not None:
-            bias = w.get(p + "attn_qkv.bias")
-            parts.update(qkv=qkv, qkv_params=_norm_params(attn_norm, eps, bias))
-        else:
-            parts.update(q=w[p + "attn_q.weight"], k=w[p + "attn_k.weight"], v=w[p + "attn_v.weight"],
-                         q_bias=w.get(p + "attn_q.bias"), k_bias=w.get(p + "attn_k.bias"),
-                         v_bias=w.get(p + "attn_v.bias"))
-        gate_up = w.get(p + "ffn_gate_up.weight")
-        if gate_up is not None:
-            parts.update(gate_up=gate_up, gate_up_params=_norm_params(ffn_norm, eps))
-        else:
-            parts.update(gate=w[p + "ffn_gate.weight"], up=w[p + "ffn_up.weight"])
+        parts.update(q=w.get(p + "attn_q.weight"), k=w.get(p + "attn_k.weight"), v=w.get(p + "attn_v.weight"),
+                     q_bias=w.get(p + "attn_q.bias"), k_bias=w.get(p + "attn_k.bias"),
+                     v_bias=w.get(p + "attn_v.bias"), gate=w.get(p + "ffn_gate.weight"),
+                     up=w.get(p + "ffn_up.weight"))
+        parts.update(qkv_parts=self._row_parts(p, QKV, attn_norm, s.q_dim + 2 * s.kv_dim),
+                     gate_up_parts=self._row_parts(p, GATE_UP, ffn_norm, 2 * s.ffn))
         return LayerWeights(**parts)
+
+    def _row_parts(self, prefix: str, names: tuple[str, ...], norm, width: int) -> tuple:
+        """(weight, first column, params) per stored matrix of a wide row, each a matmul_ex with `norm` fused
+        in writing its columns of rows `width` apart; () unless they make exactly `width` columns over k = hidden."""
+        w, eps = self.weights, self.spec.rms_eps
+        recipe = row_parts(w.get, prefix, names)
+        weights = [w[name + ".weight"] for name, _ in recipe]
+        if not recipe or any(m.cols != self.spec.hidden for m in weights) or sum(m.rows for m in weights) != width:
+            return ()
+        if len(recipe) == len(names) > 1 and not mixed_fusion_enabled():
+            return ()       # STRATA_FUSE_MIXED=0: parts of different types take the long way, as before
+        stride = 0 if len(recipe) == 1 else width     # one matrix: the dense call, as before
+        return tuple((m, column, _norm_params(norm, eps, w.get(name + ".bias"), stride))
+                     for m, (name, column) in zip(weights, recipe))
 
     def record(self, io, act: Activations, slots: F.Slots, n_rows: int, n_decode: int, n_logits: int,
                inject=None, adjust=None) -> None:
@@ -123,7 +132,7 @@ class Decoder:
         for index, layer in enumerate(self.layers):
             self._attention_block(index, layer, io, act, slots, n_rows)
             nxt = self.layers[index + 1] if index + 1 < len(self.layers) else None
-            self._prefetch_after = (nxt.qkv if nxt is not None and nxt.qkv is not None
+            self._prefetch_after = (nxt.qkv_parts[0][0] if nxt is not None and nxt.qkv_parts
                                     else self.output if nxt is None else None)
             self._mlp_block(layer, act, n_rows)
         if n_logits == 0:
@@ -141,11 +150,12 @@ class Decoder:
         ctx, s, A = self.ctx, self.spec, act.buffer
         ff = self.freq_factors
         ff_buf, ff_off = (ff.buffer, ff.offset) if ff is not None else (None, 0)
-        if layer.qkv is not None:     # one matmul (norm fused in), one rope + cache store, attention
-            w, width = layer.qkv, s.q_dim + 2 * s.kv_dim
+        if layer.qkv_parts:   # a matmul per stored matrix (norm fused in) into [q | k | v], rope + store, attention
+            width = s.q_dim + 2 * s.kv_dim
             self._prefetch(layer.o)
-            F.matmul_ex(ctx, layer.qkv_params, A, act.x, n_rows, s.hidden, w.buffer, w.offset, w.dtype, w.rows,
-                        A, act.qkv)
+            for w, column, params in layer.qkv_parts:
+                F.matmul_ex(ctx, params, A, act.x, n_rows, s.hidden, w.buffer, w.offset, w.dtype, w.rows,
+                            A, act.qkv + 4 * column)
             if getattr(io, "distinct_slots", False) and fused_attention_enabled():
                 # Decode rows of distinct slots: one call (one kernel on CUDA), the same bits.
                 F.rope_kv_store_attention(ctx, self.rope_q, self.rope_k, slots, index, A, act.qkv, width, n_rows,
@@ -166,18 +176,18 @@ class Decoder:
             F.kv_store(ctx, slots, index, A, act.k, s.kv_dim, A, act.v, s.kv_dim, io.buffer, io.rows_off, n_rows)
             F.attention(ctx, slots, index, A, act.q, s.q_dim, n_rows, s.n_heads, io.buffer, io.rows_off,
                         self.scale, A, act.att)
-        if layer.qkv is not None:
-            self._prefetch(layer.gate_up)
+        if layer.qkv_parts and layer.gate_up_parts:
+            self._prefetch(layer.gate_up_parts[0][0])
         self._matmul(act.att, n_rows, layer.o, act.x, A, accumulate=True)
 
     def _mlp_block(self, layer: LayerWeights, act, n_rows):
         ctx, s, A = self.ctx, self.spec, act.buffer
         d = layer.down
-        if layer.gate_up is not None:  # [gate | up] with the norm fused in; silu(gate) * up fused into down
-            w = layer.gate_up
+        if layer.gate_up_parts:  # [gate | up] with the norm fused in; silu(gate) * up fused into down
             self._prefetch(d)
-            F.matmul_ex(ctx, layer.gate_up_params, A, act.x, n_rows, s.hidden, w.buffer, w.offset, w.dtype,
-                        w.rows, A, act.gu)
+            for w, column, params in layer.gate_up_parts:
+                F.matmul_ex(ctx, params, A, act.x, n_rows, s.hidden, w.buffer, w.offset, w.dtype, w.rows,
+                            A, act.gu + 4 * column)
             self._prefetch(getattr(self, "_prefetch_after", None))
             F.matmul_ex(ctx, self.silu_down, A, act.gu, n_rows, s.ffn, d.buffer, d.offset, d.dtype, d.rows,
                         A, act.x)
@@ -226,7 +236,9 @@ def fused_attention_enabled() -> bool:
     return (env.get("STRATA_FUSED_ATTENTION") or "0").strip().lower() not in ("0", "false", "no", "off")
 
 
-def _norm_params(norm, eps: float, bias=None):
-    """matmul_ex options: RMSNorm with `norm`'s weight fused in front of the product (+ bias)."""
+def _norm_params(norm, eps: float, bias=None, y_row_stride: int = 0):
+    """matmul_ex options: RMSNorm with `norm`'s weight fused in front of the product (+ bias), y rows
+    y_row_stride apart (0: dense)."""
     return F.matmul_params(F.MatmulPrologue.RMSNORM, eps=eps, norm_weight=norm.buffer, norm_weight_offset=norm.offset,
-                           bias=None if bias is None else bias.buffer, bias_offset=0 if bias is None else bias.offset)
+                           bias=None if bias is None else bias.buffer, bias_offset=0 if bias is None else bias.offset,
+                           y_row_stride=y_row_stride)

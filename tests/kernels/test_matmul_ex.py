@@ -4,7 +4,9 @@ bias, accumulation, odd n_out, k from 32 to 14336 and misaligned x rows; bit
 identity of every row across batch sizes that cross each kernel-path boundary
 (CUDA: decode tiles of 8 rows up to 16 rows, wide tiles of 16 rows up to 96,
 then of 64) and across row orders; the CPU's fused result is bit for bit
-rmsnorm-then-matmul; argument errors.
+rmsnorm-then-matmul; y rows at a stride (y_row_stride: one part of a wider
+row, as the decoder's [q | k | v]) give the dense call's bits and leave the
+other columns alone; argument errors.
 
 Tolerances: kernel_refs.matmul_tolerance (per backend and weight precision,
 derived there), applied to sum_i |x'_i * w_i| with x' the float64 prologue.
@@ -52,6 +54,58 @@ def run_ex(ctx, x, k, raw, dtype, n_out, prologue=P.NONE, norm=None, bias=None, 
         if b is not None:
             b.close()
     return y
+
+
+def run_ex_strided(ctx, x, k, raw, dtype, n_out, y_stride, column, prologue=P.NONE, norm=None, bias=None,
+                   y0=None, accumulate=False):
+    """run_ex with y as columns [column, column + n_out) of rows y_stride wide (y_row_stride = y_stride):
+    returns (those columns, the whole wide rows before, after). The wide rows start as random values
+    (y0 in the written columns), so a stray write anywhere shows."""
+    n_rows = x.shape[0]
+    rng = np.random.default_rng(n_rows * 7919 + n_out)
+    wide = rng.standard_normal((n_rows, y_stride)).astype(np.float32)
+    if y0 is not None:
+        wide[:, column:column + n_out] = y0
+    bx, x_off = buffer_of(ctx, np.ascontiguousarray(x, np.float32), 0)
+    bw, w_off = buffer_of(ctx, raw, 0)
+    bn = bb = None
+    if norm is not None:
+        bn, _ = buffer_of(ctx, norm.astype(np.float32), 4)
+    if bias is not None:
+        bb, _ = buffer_of(ctx, bias.astype(np.float32), 8)
+    by, y_off = buffer_of(ctx, wide, 12)
+    params = S.matmul_params(prologue, accumulate, EPS, bn, 4 if bn else 0, bb, 8 if bb else 0,
+                             y_row_stride=y_stride)
+    S.matmul_ex(ctx, params, bx, x_off, n_rows, k, bw, w_off, dtype, n_out, by, y_off + 4 * column)
+    after = by.to_numpy(np.float32, (n_rows, y_stride), y_off)
+    for b in (bx, bw, bn, bb, by):
+        if b is not None:
+            b.close()
+    return after[:, column:column + n_out], wide, after
+
+
+def assert_strided_equals_dense(ctx, rng, dtype, n_rows, k, n_out, prologue=P.RMSNORM, raw=None):
+    """The strided call's columns have the dense call's bits (with bias and accumulate, then without), and
+    every other value of the wide rows is untouched; three strides / column offsets."""
+    if raw is None:
+        raw, _ = make_weights(rng, dtype, n_out, k)
+    x = rng.standard_normal((n_rows, width_of(prologue, k)), dtype=np.float32)
+    norm = (1 + 0.1 * rng.standard_normal(k)).astype(np.float32) if prologue == P.RMSNORM else None
+    bias = rng.standard_normal(n_out).astype(np.float32)
+    y0 = rng.standard_normal((n_rows, n_out)).astype(np.float32)
+    for use_bias, acc in ((True, True), (False, False)):
+        b, y_init = (bias if use_bias else None), (y0 if acc else None)
+        dense = run_ex(ctx, x, k, raw, dtype, n_out, prologue, norm, b, y_init, acc)
+        for y_stride, column in ((n_out, 0), (n_out + 3, 3), (2 * n_out + 5, n_out + 1)):
+            cols, before, after = run_ex_strided(ctx, x, k, raw, dtype, n_out, y_stride, column, prologue, norm, b,
+                                                 y_init, acc)
+            where = f"{dtype.name} {n_rows}x{k}->{n_out} stride {y_stride} column {column} bias/acc {use_bias}"
+            n = int((cols.view(np.uint32) != dense.view(np.uint32)).sum())
+            assert n == 0, f"{where}: {n} outputs differ from the dense call"
+            gap = np.ones(y_stride, bool)
+            gap[column:column + n_out] = False
+            assert np.array_equal(after[:, gap].view(np.uint32), before[:, gap].view(np.uint32)), \
+                f"{where}: columns outside the part were written"
 
 
 def width_of(prologue, k):
@@ -144,6 +198,16 @@ def test_matmul_ex_batch_invariant(ctx, rng, dtype, prologue):
         assert np.array_equal(shuffled.view(np.uint32), full[order].view(np.uint32)), f"shuffled {n} rows differ"
 
 
+@pytest.mark.exactness
+@pytest.mark.parametrize("prologue", PROLOGUES, ids=lambda p: p.name)
+@pytest.mark.parametrize("dtype", WEIGHT_DTYPES, ids=lambda d: d.name)
+def test_matmul_ex_y_row_stride(ctx, rng, dtype, prologue):
+    """y_row_stride > n_out: each row's values land at its stride with the dense call's bits."""
+    k = {1: 600, 32: 1056, 256: 512}[BLOCK_VALUES[dtype]]
+    for n_rows in (1, 5, 17):
+        assert_strided_equals_dense(ctx, rng, dtype, n_rows, k, 37, prologue)
+
+
 def test_cpu_fused_is_rmsnorm_then_matmul(rng):
     """On the CPU the fused prologue is exactly the separate kernels."""
     with S.Context("cpu") as ctx:
@@ -201,9 +265,14 @@ def test_matmul_ex_argument_errors(ctx):
     S.matmul_ex(ctx, ok, x, 0, 1, 64, w, 0, Q, 4, y, 0)
     expect_error("params is NULL", S.matmul_ex, ctx, S.ffi.NULL, x, 0, 1, 64, w, 0, Q, 4, y, 0)
     expect_error("prologue=7", S.matmul_ex, ctx, S.matmul_params(7), x, 0, 1, 64, w, 0, Q, 4, y, 0)
-    bad = S.matmul_params()
-    bad.reserved = 1
-    expect_error("reserved", S.matmul_ex, ctx, bad, x, 0, 1, 64, w, 0, Q, 4, y, 0)
+    before = np.arange(1024, dtype=np.float32)
+    y.upload(before)
+    for stride in (-1, 1, 3):
+        expect_error(f"y_row_stride={stride} must be 0 (dense) or at least n_out=4", S.matmul_ex, ctx,
+                     S.matmul_params(y_row_stride=stride), x, 0, 2, 64, w, 0, Q, 4, y, 0)
+    expect_error("y needs", S.matmul_ex, ctx, S.matmul_params(y_row_stride=600), x, 0, 3, 64, w, 0, Q, 4, y, 0)
+    assert np.array_equal(y.to_numpy(np.float32, (1024,)), before), "a refused call wrote y"
+    S.matmul_ex(ctx, S.matmul_params(y_row_stride=500), x, 0, 2, 64, w, 0, Q, 4, y, 0)  # 500 + 4 values fit
     expect_error("norm_weight is NULL", S.matmul_ex, ctx, S.matmul_params(P.RMSNORM, eps=1e-5), x, 0, 1, 64, w, 0,
                  Q, 4, y, 0)
     expect_error("not RMSNORM", S.matmul_ex, ctx, S.matmul_params(P.NONE, norm_weight=n), x, 0, 1, 64, w, 0, Q, 4,

@@ -146,7 +146,6 @@ STRATA_EXPORT int32_t strata_matmul_ex(strata_context* ctx, const strata_matmul_
         const strata_matmul_params& pr = *params;
         if (pr.prologue < STRATA_PROLOGUE_NONE || pr.prologue > STRATA_PROLOGUE_SILU_MUL)
             invalid("prologue=" + str(pr.prologue) + " is not one of NONE (0), RMSNORM (1), SILU_MUL (2)");
-        if (pr.reserved != 0) invalid("reserved must be 0");
         const DtypeInfo& info = weight_dtype("w_dtype", w_dtype);
         require_positive("n_rows", n_rows);
         require_positive("k", k);
@@ -157,12 +156,15 @@ STRATA_EXPORT int32_t strata_matmul_ex(strata_context* ctx, const strata_matmul_
         const int64_t width = silu ? 2 * k : k;
         const int64_t stride = pr.x_row_stride == 0 ? width : pr.x_row_stride;
         if (pr.x_row_stride < 0) invalid("x_row_stride=" + str(pr.x_row_stride) + " must be >= 0");
+        if (pr.y_row_stride != 0 && pr.y_row_stride < n_out)
+            invalid("y_row_stride=" + str(pr.y_row_stride) + " must be 0 (dense) or at least n_out=" + str(n_out));
+        const int64_t y_stride = pr.y_row_stride == 0 ? n_out : pr.y_row_stride;
         if (rms && (!(pr.eps >= 0.0f) || pr.eps > 1.0f)) invalid("eps must be in [0, 1]");
         if (rms && pr.norm_weight == nullptr) invalid("norm_weight is NULL (RMSNORM needs it)");
         if (!rms && pr.norm_weight != nullptr) invalid("norm_weight is given but prologue is not RMSNORM");
         MatmulArgs a;
         const u128 x_bytes = strided_bytes("x", n_rows, width, stride, 4);
-        const u128 y_bytes = mul_sat(u128(n_rows) * n_out, kF32);
+        const u128 y_bytes = strided_bytes("y", n_rows, n_out, y_stride, 4);  // through the last row's n_out values
         a.x = reinterpret_cast<const float*>(operand(call, x, "x", x_offset, x_bytes, 4, "F32"));
         a.w = operand(call, w, "w", w_offset, mul_sat(n_out, u128(k / info.block_values) * info.block_bytes),
                       dtype_align(w_dtype), info.name);
@@ -188,6 +190,7 @@ STRATA_EXPORT int32_t strata_matmul_ex(strata_context* ctx, const strata_matmul_
         a.x_row_stride = stride;
         a.prefetch = hint.ptr;
         a.prefetch_bytes = hint.bytes;
+        a.y_row_stride = y_stride;
         ctx->backend->matmul(a);
     });
 }

@@ -105,6 +105,10 @@ struct MatmulArgs {
     const float* norm_weight = nullptr;
     float eps = 0.0f;
     int64_t x_row_stride = 0;
+    // Elements between y rows (0: dense, n_out; else >= n_out): one part of a wider row, e.g. the
+    // q+k columns of [q | k | v] while v comes from another matmul. Columns outside [0, n_out) of
+    // each row are never written.
+    int64_t y_row_stride = 0;
     // strata_matmul_prefetch's hint (null: none): bytes the device may bring into L2 while this
     // call runs. Never changes a result.
     const void* prefetch = nullptr;

@@ -84,7 +84,7 @@ constexpr int64_t kTileBytes = 48 * 1024;  // weight bytes per column tile
 inline void finish(const MatmulArgs& a, int64_t r, int64_t o, float dot) {
     float v = dot;
     if (a.bias != nullptr) v = v + a.bias[o];
-    float* y = a.y + r * a.n_out + o;
+    float* y = a.y + r * (a.y_row_stride > 0 ? a.y_row_stride : a.n_out) + o;  // a part of a wider row
     *y = a.accumulate ? *y + v : v;
 }
 

@@ -77,6 +77,7 @@ struct GemvParams {
     const uint8_t* w_end;  // one past the last weight byte (nothing at or past it is read)
     const float* bias;
     float* y;
+    int64_t y_stride;  // elements between y rows (>= n_out)
     int accumulate, prologue;
     float eps;
     // kFused (STRATA_INT_GEMV_FUSE): no pre-pass; each CTA quantizes the rows of x itself (x_stride
@@ -388,7 +389,7 @@ __global__ void __launch_bounds__(kGemvThreads) int_gemv_kernel(const GemvParams
                 if (t.c == p.chunks - 1) {
                     if (p.prologue == STRATA_PROLOGUE_RMSNORM) total = __fmul_rn(total, rms[fr]);
                     if (p.bias) total = __fadd_rn(total, __ldg(p.bias + fout));
-                    float* yp = p.y + fr * p.n_out + fout;
+                    float* yp = p.y + fr * p.y_stride + fout;
                     *yp = p.accumulate ? __fadd_rn(*yp, total) : total;
                 }
             }
@@ -553,6 +554,7 @@ GemvParams gemv_params(const IntTilesArgs& a) {
     p.w_end = p.w + a.n_out * p.w_row_bytes;
     p.bias = a.bias;
     p.y = a.y;
+    p.y_stride = a.y_row_stride > 0 ? a.y_row_stride : a.n_out;
     p.accumulate = a.accumulate ? 1 : 0;
     p.prologue = a.prologue;
     p.eps = a.eps;

@@ -96,6 +96,7 @@ struct IntParams {
     const uint8_t* w_end;
     const float* bias;
     float* y;
+    int64_t y_stride;  // elements between y rows (>= n_out)
     int accumulate, prologue;
     float eps;
     int no, ps, n_parts, wstride, xbytes, mbytes, stage_bytes, n_row_tiles, n_tiles, threads;
@@ -414,7 +415,7 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
             const int64_t row = r0 + fr, o = o0 + fo;
             if (p.prologue == STRATA_PROLOGUE_RMSNORM) total = __fmul_rn(total, rsq[fr]);
             if (p.bias) total = __fadd_rn(total, __ldg(p.bias + o));
-            float* yp = p.y + row * p.n_out + o;
+            float* yp = p.y + row * p.y_stride + o;
             *yp = p.accumulate ? __fadd_rn(*yp, total) : total;
         }
         __syncthreads();  // the next tile restages buffer 0, rewrites `part` (and may requantize)
@@ -558,7 +559,7 @@ __global__ void __launch_bounds__(kMmaThreads) int_mma_kernel(const IntParams p)
                 float total = tot[e];
                 if (p.prologue == STRATA_PROLOGUE_RMSNORM) total = __fmul_rn(total, rsq[fr]);
                 if (p.bias) total = __fadd_rn(total, __ldg(p.bias + o));
-                float* yp = p.y + row * p.n_out + o;
+                float* yp = p.y + row * p.y_stride + o;
                 *yp = p.accumulate ? __fadd_rn(*yp, total) : total;
             }
         }
@@ -843,6 +844,7 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     p.w_end = p.w + a.n_out * p.w_row_bytes;
     p.bias = a.bias;
     p.y = a.y;
+    p.y_stride = a.y_row_stride > 0 ? a.y_row_stride : a.n_out;
     p.accumulate = a.accumulate ? 1 : 0;
     p.prologue = a.prologue;
     p.eps = a.eps;
@@ -887,7 +889,7 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     }
     if (!fused && gemv_kr > 0 && int_gemv_fuse()) {  // the gemv kernel quantizes its rows itself: one launch
         launch_int_gemv(IntTilesArgs{nullptr, nullptr, nullptr, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w, a.bias,
-                                     a.y, a.accumulate, a.prologue, a.eps},
+                                     a.y, a.accumulate, a.prologue, a.eps, a.y_row_stride},
                         gemv_kr, dev, stream, a.x, x_stride, a.norm_weight);
         return;
     }
@@ -923,19 +925,19 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         check_launch("matmul (integer activation pre-pass)");
         if (gemv_kr > 0) {
             launch_int_gemv(IntTilesArgs{pp.xq, pp.meta, pp.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
-                                         a.bias, a.y, a.accumulate, a.prologue, a.eps},
+                                         a.bias, a.y, a.accumulate, a.prologue, a.eps, a.y_row_stride},
                             gemv_kr, dev, stream);
             return;
         }
         if (tiles >= 0) {
             launch_int_tiles(IntTilesArgs{pp.xq, pp.meta, pp.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
-                                          a.bias, a.y, a.accumulate, a.prologue, a.eps},
+                                          a.bias, a.y, a.accumulate, a.prologue, a.eps, a.y_row_stride},
                              tiles, dev, stream);
             return;
         }
         if (rows_kr > 0) {
             launch_int_rows(IntTilesArgs{pp.xq, pp.meta, pp.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
-                                         a.bias, a.y, a.accumulate, a.prologue, a.eps},
+                                         a.bias, a.y, a.accumulate, a.prologue, a.eps, a.y_row_stride},
                             rows_kr, dev, stream);
             return;
         }

@@ -92,6 +92,7 @@ struct TileParams {
     const uint8_t* w_end;
     const float* bias;
     float* y;
+    int64_t y_stride;  // elements between y rows (>= n_out)
     int accumulate, prologue;
     float eps;
 };
@@ -516,7 +517,7 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
                         float v = tot[mt][nt][e];
                         if (p.prologue == STRATA_PROLOGUE_RMSNORM) v = __fmul_rn(v, rsq[rl]);
                         if (p.bias) v = __fadd_rn(v, __ldg(p.bias + o0 + ol));
-                        float* yp = p.y + (r0 + rl) * p.n_out + o0 + ol;
+                        float* yp = p.y + (r0 + rl) * p.y_stride + o0 + ol;
                         *yp = p.accumulate ? __fadd_rn(*yp, v) : v;
                     }
                 }
@@ -739,6 +740,7 @@ void launch_int_tiles(const IntTilesArgs& a, int choice, int dev, cudaStream_t s
     p.w_end = p.w + a.n_out * p.w_row_bytes;
     p.bias = a.bias;
     p.y = a.y;
+    p.y_stride = a.y_row_stride > 0 ? a.y_row_stride : a.n_out;
     p.accumulate = a.accumulate ? 1 : 0;
     p.prologue = a.prologue;
     p.eps = a.eps;

@@ -88,6 +88,7 @@ struct RowsParams {
     const uint8_t* w_end;
     const float* bias;
     float* y;
+    int64_t y_stride;  // elements between y rows (>= n_out)
     int accumulate, prologue;
     float eps;
     // The shape (rows_layout): mg groups of 16 outputs, ps slices per part, row strides of a
@@ -336,7 +337,7 @@ __global__ void __launch_bounds__(32 * kWarps, kWarps == kRowsWarps16 ? 1 : 2) i
                 float v = tot[i];
                 if (p.prologue == STRATA_PROLOGUE_RMSNORM) v = __fmul_rn(v, rsq[rl]);
                 if (p.bias) v = __fadd_rn(v, __ldg(p.bias + o0 + ol));
-                float* yp = p.y + (r0 + rl) * p.n_out + o0 + ol;
+                float* yp = p.y + (r0 + rl) * p.y_stride + o0 + ol;
                 *yp = p.accumulate ? __fadd_rn(*yp, v) : v;
             }
         }
@@ -565,6 +566,7 @@ void launch_int_rows(const IntTilesArgs& a, int kr, int dev, cudaStream_t stream
     p.w_end = p.w + a.n_out * p.w_row_bytes;
     p.bias = a.bias;
     p.y = a.y;
+    p.y_stride = a.y_row_stride > 0 ? a.y_row_stride : a.n_out;
     p.accumulate = a.accumulate ? 1 : 0;
     p.prologue = a.prologue;
     p.eps = a.eps;

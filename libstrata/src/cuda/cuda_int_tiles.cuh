@@ -23,6 +23,7 @@ struct IntTilesArgs {
     bool accumulate;
     int prologue;
     float eps;
+    int64_t y_row_stride = 0;  // elements between y rows (0: n_out)
 };
 
 // The tile configuration the many-row kernel would use for this matmul (a

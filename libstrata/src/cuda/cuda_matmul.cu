@@ -45,6 +45,7 @@ struct MatmulParams {
     int64_t w_row_bytes, n_out, n_units;
     const float* bias;
     float* y;
+    int64_t y_stride;  // elements between y rows (>= n_out)
     bool accumulate;
     bool x_vec;  // x rows are 16-byte aligned (float4 loads)
     bool w_vec;  // W rows of plain dtypes are 16-byte aligned
@@ -186,7 +187,7 @@ __global__ void __launch_bounds__(kThreads, 6) matmul_kernel(const MatmulParams 
                 if (kPro == STRATA_PROLOGUE_RMSNORM) v = __fmul_rn(v, row_inv_rms(xt + r * stride, p.k, p.eps, lane));
                 if (lane == r) {
                     if (p.bias) v = __fadd_rn(v, __ldg(p.bias + o));
-                    float* yp = p.y + (row0 + r) * p.n_out + o;
+                    float* yp = p.y + (row0 + r) * p.y_stride + o;
                     if (p.accumulate) v = __fadd_rn(*yp, v);
                     *yp = v;
                 }
@@ -257,6 +258,7 @@ void launch_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch) {
     p.n_units = units_per_row(a.w_dtype, a.k);
     p.bias = a.bias;
     p.y = a.y;
+    p.y_stride = a.y_row_stride > 0 ? a.y_row_stride : a.n_out;
     p.accumulate = a.accumulate;
     p.x_vec = (reinterpret_cast<uintptr_t>(a.x) % 16 == 0) && (a.k % 4 == 0) && (p.x_stride % 4 == 0);
     p.w_vec = (reinterpret_cast<uintptr_t>(a.w) % 16 == 0) && (p.w_row_bytes % 16 == 0);

@@ -84,6 +84,7 @@ struct MmaParams {
     float eps;
     int prologue;
     float* y;
+    int64_t y_stride;  // elements between y rows (>= n_out)
     int accumulate;
     const uint8_t* w_end;  // end of the weight operand (bytes past it are never read)
     const float* x_end;    // end of the x operand
@@ -388,7 +389,7 @@ __device__ __forceinline__ void store_output(const MmaParams& p, int64_t r, int6
     float v = total;
     if (p.prologue == kProRmsNorm) v = __fmul_rn(v, rinv);
     if (p.bias) v = __fadd_rn(v, p.bias[o]);
-    float* yp = p.y + r * p.n_out + o;
+    float* yp = p.y + r * p.y_stride + o;
     *yp = p.accumulate ? __fadd_rn(*yp, v) : v;
 }
 
@@ -622,6 +623,7 @@ void base_params(const MatmulArgs& a, MmaParams& p) {
     p.eps = a.eps;
     p.prologue = a.prologue;
     p.y = a.y;
+    p.y_stride = a.y_row_stride > 0 ? a.y_row_stride : a.n_out;
     p.accumulate = a.accumulate ? 1 : 0;
     p.w_end = p.w + p.n_out * p.w_row_bytes;
     p.x_end = p.x + (p.n_rows - 1) * p.x_stride + (a.prologue == kProSiluMul ? 2 * a.k : a.k);
