@@ -99,8 +99,8 @@ __device__ __forceinline__ uint32_t dkey(float l, float mx) {
 // pass 1 can count it): 32 bins per octave of |l| from 2^-9 to 2^11 on each
 // side of 0, monotone in l. 640 for |l| < 2^-9 (±0 included), 641 up to
 // kTopKey for positive l (l >= 2^11 and +inf in kTopKey), 639 down to 0 for
-// negative l; kNoBin (not counted) for l <= -2^11 but the top 1/32 octave,
-// −inf included.
+// negative l down to -2^11; kNoBin (not counted) for l <= -2^11, −inf
+// included.
 __device__ __forceinline__ uint32_t lkey(float l) {
     constexpr uint32_t kLo = 0x3b000000u, kHi = 0x45000000u;  // 2^-9, 2^11
     const uint32_t bits = __float_as_uint(l), mag = bits & 0x7fffffffu;
