@@ -203,6 +203,20 @@ int main(int argc, char** argv) {
         uint64_t s = rng(); int64_t pos = (int64_t)(rng() % 100000) - 10;
         if ((float)T_cuda_sample_cluster::random_u24(s, pos) * (1.0f / 16777216.0f) != strata::random_uniform(s, pos)) { printf("uniform mismatch\n"); return 1; }
     }
+    {  // lkey (the early top-k route's key) is monotone in the logit, kNoBin only below every counted logit
+        std::vector<float> v;
+        for (int i = 0; i < 2000000; ++i) { const uint32_t u = (uint32_t)rng(); float f; memcpy(&f, &u, 4); if (f == f) v.push_back(f); }
+        for (float f : {0.0f, -0.0f, INFINITY, -INFINITY, 2048.0f, -2048.0f, 0x1p-9f, -0x1p-9f, 2047.99f, -2047.99f}) v.push_back(f);
+        std::sort(v.begin(), v.end());
+        uint32_t prev = 0; bool counted = false; int bad = 0;
+        for (float f : v) {
+            const uint32_t k = T_cuda_sample_cluster::lkey(f);
+            if (k == T_cuda_sample_cluster::kNoBin) { bad += counted; continue; }
+            bad += k > T_cuda_sample_cluster::kTopKey || (counted && k < prev);
+            prev = k; counted = true;
+        }
+        if (bad) { printf("lkey is not monotone: %d\n", bad); return 1; }
+    }
     int rows = 0, exact_miss = 0, f64_rand = 0, f64_rand_miss = 0, f64_adv_miss = 0, argmax_miss = 0;
     int inv_rows = 0, inv_miss = 0, leak_rows = 0, leak_differs = 0, route_rows = 0, route_miss = 0;
     for (int64_t n : vocabs) {

@@ -103,11 +103,15 @@ __device__ __forceinline__ uint32_t dkey(float l, float mx) {
 // included.
 __device__ __forceinline__ uint32_t lkey(float l) {
     constexpr uint32_t kLo = 0x3b000000u, kHi = 0x45000000u;  // 2^-9, 2^11
+    // Selects, no branches (pass 1 calls it on every logit; the halves of a
+    // warp's logits differ in sign); the same values as the branching form
+    // over all 2^32 bit patterns (docs/cuda_backend.md, "sample").
     const uint32_t bits = __float_as_uint(l), mag = bits & 0x7fffffffu;
-    if (mag < kLo) return kTopKey / 2;
-    const uint32_t j = (mag - kLo) >> 18;  // 0 .. 639 below 2^11
-    if (bits >> 31) return j < kTopKey / 2 ? kTopKey / 2 - 1 - j : kNoBin;
-    return mag < kHi ? kTopKey / 2 + 1 + j : kTopKey;
+    const uint32_t j = (mag - kLo) >> 18;  // 0 .. 639 for 2^-9 <= |l| < 2^11
+    const uint32_t neg = mag < kHi ? kTopKey / 2 - 1 - j : kNoBin;
+    const uint32_t pos = mag < kHi ? kTopKey / 2 + 1 + j : kTopKey;
+    const uint32_t k = (bits >> 31) ? neg : pos;
+    return mag < kLo ? kTopKey / 2 : k;
 }
 
 // A thread's pending histogram add: consecutive adds to one bin merge (a row
