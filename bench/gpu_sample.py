@@ -12,8 +12,8 @@ memory (docs/cuda_backend.md, "sample"): 24 KB a CTA at 49k ids, 76 KB at
 152k (fewer CTAs per SM, so 64 rows of 152k take two waves).
 
     python bench/gpu_sample.py                      # cuda:0, the full table
-    bash scripts/gpu_ab.sh STRATA_SAMPLE_ROUTE=legacy STRATA_SAMPLE_ROUTE=bins -- \
-        python3 bench/gpu_sample.py --rows 64       # the bin routes against the top-k / top-p routes before them
+    bash scripts/gpu_ab.sh STRATA_SAMPLE_ROUTE=bins STRATA_SAMPLE_ROUTE=early -- \
+        python3 bench/gpu_sample.py --rows 64       # the early top-k route (the default) against the bin routes
     python bench/gpu_sample.py --device cpu --calls 2 --launches 1 --vocabs 4096   # a smoke run
 """
 

@@ -113,10 +113,10 @@ static int ref_f64(const float* l, int64_t n, const strata_sampling_params& p) {
 
 // The cluster sampler over n_rows rows (C CTAs, one cluster, per row; the
 // device uses C = kCtas and, for large rows, kCtasWide).
-// route: the kernel's SampleRoute (0 bins, 1 legacy, 2 radix; the same tokens).
+// route: the kernel's SampleRoute (0 bins, 1 legacy, 2 radix, 3 early: the default; the same tokens).
 template <int C = T_cuda_sample_cluster::kCtas>
 static std::vector<int32_t> run_sample(const float* logits, int n_rows, int64_t n, const strata_sampling_params* prm,
-                                       int route = 0) {
+                                       int route = 3) {
     namespace K = T_cuda_sample_cluster;
     std::vector<int32_t> out(n_rows, -7);
     SampleArgs a{logits, n_rows, n, prm, out.data()};
@@ -127,7 +127,7 @@ static std::vector<int32_t> run_sample(const float* logits, int n_rows, int64_t 
 }
 
 // Rows built to hit the corners of the semantics (case r of n ids).
-constexpr int kAdversarial = 43;
+constexpr int kAdversarial = 48;
 static void adversarial_row(int r, int64_t n, std::mt19937_64& rng, float* l, strata_sampling_params& p) {
     std::normal_distribution<float> nd(0, 2);
     for (int64_t i = 0; i < n; ++i) l[i] = nd(rng);
@@ -178,6 +178,12 @@ static void adversarial_row(int r, int64_t n, std::mt19937_64& rng, float* l, st
         case 40: p.top_k = 40; p.temperature = 0.8f; break;                                // the benchmark's top-k
         case 41: for (int64_t i = 0; i < n; ++i) l[i] *= 1.5f; p.top_p = 0.95f; p.temperature = 0.8f; break;  // the benchmark's top-p
         case 42: for (int64_t i = 0; i < n; ++i) l[i] = -3.0f - 1e-5f * (float)i; p.top_k = 3; p.top_p = 0.99f; break;  // descending, near ties
+        // The early top-k route (the logit's own key, 32 bins per octave of |l| from 2^-9 to 2^11) at its edges:
+        case 43: for (int64_t i = 0; i < n; ++i) l[i] *= 1e-3f; p.top_k = 40; p.top_p = 0.9f; break;  // most in the middle bin
+        case 44: for (int64_t i = 0; i < n; ++i) l[i] -= 3000.0f; p.top_k = 40; break;  // the k-th not counted: radix
+        case 45: for (int64_t i = 0; i < n; ++i) l[i] = 2040.0f + l[i] * 4.0f; p.top_k = 40; p.top_p = 0.9f; break;  // around 2^11
+        case 46: for (int64_t i = 0; i < n; ++i) l[i] = std::ldexp((float)(i % 4) - 1.5f, -9); p.top_k = 5; p.top_p = 0.9f; p.min_p = 0.05f; break;
+        case 47: p.top_k = 256; p.top_p = 0.95f; p.min_p = 0.02f; p.temperature = 0.8f; break;  // the route's largest k
     }
 }
 
@@ -197,12 +203,26 @@ int main(int argc, char** argv) {
         uint64_t s = rng(); int64_t pos = (int64_t)(rng() % 100000) - 10;
         if ((float)T_cuda_sample_cluster::random_u24(s, pos) * (1.0f / 16777216.0f) != strata::random_uniform(s, pos)) { printf("uniform mismatch\n"); return 1; }
     }
+    {  // lkey (the early top-k route's key) is monotone in the logit, kNoBin only below every counted logit
+        std::vector<float> v;
+        for (int i = 0; i < 2000000; ++i) { const uint32_t u = (uint32_t)rng(); float f; memcpy(&f, &u, 4); if (f == f) v.push_back(f); }
+        for (float f : {0.0f, -0.0f, INFINITY, -INFINITY, 2048.0f, -2048.0f, 0x1p-9f, -0x1p-9f, 2047.99f, -2047.99f}) v.push_back(f);
+        std::sort(v.begin(), v.end());
+        uint32_t prev = 0; bool counted = false; int bad = 0;
+        for (float f : v) {
+            const uint32_t k = T_cuda_sample_cluster::lkey(f);
+            if (k == T_cuda_sample_cluster::kNoBin) { bad += counted; continue; }
+            bad += k > T_cuda_sample_cluster::kTopKey || (counted && k < prev);
+            prev = k; counted = true;
+        }
+        if (bad) { printf("lkey is not monotone: %d\n", bad); return 1; }
+    }
     int rows = 0, exact_miss = 0, f64_rand = 0, f64_rand_miss = 0, f64_adv_miss = 0, argmax_miss = 0;
     int inv_rows = 0, inv_miss = 0, leak_rows = 0, leak_differs = 0, route_rows = 0, route_miss = 0;
     for (int64_t n : vocabs) {
         std::vector<int> cases;  // adversarial cases, in order
         for (int c = 0; c < kAdversarial; ++c)
-            if (!quick || c == 2 || c == 21 || c == 27 || c == 31 || c == 32 || c == 35 || c == 40 || c == 41) cases.push_back(c);
+            if (!quick || c == 2 || c == 21 || c == 27 || c == 31 || c == 32 || c == 35 || c == 40 || c == 41 || c == 44 || c == 47) cases.push_back(c);
         const int n_rand = quick ? 1 : n > 5000 ? 6 : 14, n_adv = (int)cases.size(), n_rows = n_rand + n_adv;
         std::vector<float> logits(n * n_rows);
         std::vector<strata_sampling_params> prm(n_rows);
@@ -222,12 +242,12 @@ int main(int argc, char** argv) {
         }
         for (int r = n_rand; r < n_rows; ++r) adversarial_row(cases[r - n_rand], n, rng, &logits[r * n], prm[r]);
         const std::vector<int32_t> out = run_sample(logits.data(), n_rows, n, prm.data());
-        // The other routes (STRATA_SAMPLE_ROUTE=legacy, radix) must draw the same tokens.
-        for (int route = 1; route <= (quick ? 0 : 2); ++route) {
+        // The other routes (STRATA_SAMPLE_ROUTE=bins, legacy, radix) must draw the same tokens.
+        for (int route = 0; route <= (quick ? 0 : 2); ++route) {
             const std::vector<int32_t> other = run_sample(logits.data(), n_rows, n, prm.data(), route);
             for (int r = 0; r < n_rows; ++r) {
                 ++route_rows;
-                if (other[r] != out[r]) { ++route_miss; printf("n=%ld row %d: route %d drew %d, the bin route %d\n", (long)n, r, route, other[r], out[r]); }
+                if (other[r] != out[r]) { ++route_miss; printf("n=%ld row %d: route %d drew %d, the early route %d\n", (long)n, r, route, other[r], out[r]); }
             }
         }
         std::vector<int32_t> outa(n_rows, -7);
@@ -281,7 +301,7 @@ int main(int argc, char** argv) {
     printf("sample: %d rows, %d off the exact reference; float64 reference: %d of %d random rows differ, %d adversarial rows differ; "
            "argmax: %d wrong; batch invariance: %d of %d draws differ; negative control (rows leaking into each other): %d of %d draws differ\n",
            rows, exact_miss, f64_rand_miss, f64_rand, f64_adv_miss, argmax_miss, inv_miss, inv_rows, leak_differs, leak_rows);
-    printf("routes: %d of %d draws differ between the bin, legacy and radix routes\n", route_miss, route_rows);
+    printf("routes: %d of %d draws differ between the early route and the bin, legacy and radix routes\n", route_miss, route_rows);
     printf("top-k rows (k <= threads per CTA, bin and legacy routes): %d gathered, %d radix after the candidate route gave up; "
            "top-p rows (bin route): %d over bins, %d radix after a list overflowed\n",
            g_routes[1].load(), g_routes[0].load(), g_routes[2].load(), g_routes[3].load());

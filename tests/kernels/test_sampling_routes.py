@@ -1,9 +1,11 @@
-"""The CUDA sampler's top-k / top-p machinery (STRATA_SAMPLE_ROUTE, read on every call): the bin
-routes (default: one histogram pass, then a select among the few listed elements of one bin),
-the routes before them (legacy: top-k over thread-maxima candidates, radix top-p) and radix
+"""The CUDA sampler's top-k / top-p machinery (STRATA_SAMPLE_ROUTE, read on every call): the early
+route (default: the bin routes with top-k's histogram keyed on the logit and built in the load
+pass), the bin routes (one histogram pass of its own for top-k, then a select among the few
+listed elements of one bin), the routes before them (legacy: top-k over thread-maxima candidates, radix top-p) and radix
 selects only must draw the same token on every row, bit for bit, at 8- and 16-CTA cluster
 sizes; rows include the cases where the bin routes give up and fall back to radix (flat mass
-in one bin, ties at the threshold, masks, a k-th logit beyond 2^10 below the max). Every row
+in one bin, ties at the threshold, masks, a k-th logit beyond 2^10 below the max, logits
+around and beyond the early route's key window of +-2^11). Every row
 also matches the float64 reference where no decision is within rounding of a boundary. The
 integer definition is checked draw for draw by libstrata/cuda_emu/test_sample.cpp."""
 
@@ -57,12 +59,14 @@ def route_logits(rng, n_rows, n_vocab):
             logits[r, rng.integers(n_vocab)] = 2000.0
         elif kind == 5:
             logits[r, 1::2] = np.nan
+        elif kind == 6 and r % 14 == 6:
+            logits[r] = logits[r] - 3000.0 if r % 28 == 6 else 2040.0 + logits[r]  # the early key's window edges
     return logits.astype(np.float32)
 
 
 def draws_by_route(ctx, monkeypatch, logits, rows):
     out = {}
-    for route in ("bins", "legacy", "radix"):
+    for route in ("early", "bins", "legacy", "radix"):
         monkeypatch.setenv("STRATA_SAMPLE_ROUTE", route)
         out[route] = run_sample(ctx, logits, rows)
     monkeypatch.delenv("STRATA_SAMPLE_ROUTE", raising=False)
@@ -77,11 +81,12 @@ def test_sample_routes_draw_the_same_tokens(ctx, backend, rng, monkeypatch, n_vo
     rows = rows_for(rng, 42)
     logits = route_logits(rng, len(rows), n_vocab)
     out = draws_by_route(ctx, monkeypatch, logits, rows)
-    assert np.array_equal(out["bins"], out["legacy"]), "the bin routes and the legacy routes drew differently"
-    assert np.array_equal(out["bins"], out["radix"]), "the bin routes and the radix selects drew differently"
-    assert ((out["bins"] >= 0) & (out["bins"] < n_vocab)).all()
+    assert np.array_equal(out["early"], out["bins"]), "the early route and the bin routes drew differently"
+    assert np.array_equal(out["early"], out["legacy"]), "the early route and the legacy routes drew differently"
+    assert np.array_equal(out["early"], out["radix"]), "the early route and the radix selects drew differently"
+    assert ((out["early"] >= 0) & (out["early"] < n_vocab)).all()
     clean = [r for r in range(len(rows)) if not np.isnan(logits[r]).any()]  # the float64 reference takes no NaN
-    assert check_reference(logits[clean], [rows[r] for r in clean], out["bins"][clean]) >= len(rows) // 3
+    assert check_reference(logits[clean], [rows[r] for r in clean], out["early"][clean]) >= len(rows) // 3
     # negative control: other seeds give other draws, so equal draws above mean something
     seeds = [dict(rows[0], temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=s) for s in range(16)]
     assert len(set(run_sample(ctx, np.repeat(logits[0:1], 16, axis=0), seeds).tolist())) > 1

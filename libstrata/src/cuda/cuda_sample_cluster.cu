@@ -31,7 +31,9 @@
 // largest key whose mass at or above it reaches a target" (count for top-k,
 // q for top-p). The bin routes (topk_bins, topp_bins) find the one bin of a
 // monotone key that holds it with one histogram pass and a two-level pick,
-// list that bin's few elements and select among them exactly; where a list
+// list that bin's few elements and select among them exactly (the early
+// route, the default, keys top-k's bins on the logit itself, so pass 1 builds
+// that histogram and the first cluster barrier publishes it); where a list
 // overflows, a radix select over order-preserving keys, 8-bit digits, with
 // per-CTA histograms (warp-aggregated shared atomics) summed across the
 // cluster, one cluster barrier per digit (double-buffered histograms). The
@@ -95,7 +97,9 @@ static_assert(kFine + kCoarse <= kPool, "both histograms fit the pool");
 // Which top-k / top-p machinery a launch uses (STRATA_SAMPLE_ROUTE; same tokens):
 // the bin routes, the routes before them (top-k over thread-maxima candidates,
 // top-p by radix), or radix selects only.
-enum SampleRoute : int { kRouteBins = 0, kRouteLegacy = 1, kRouteRadix = 2 };
+// kRouteEarly is kRouteBins with top-k's histogram keyed on the logit itself
+// (lkey) and built in pass 1, one cluster barrier and one pass fewer.
+enum SampleRoute : int { kRouteBins = 0, kRouteLegacy = 1, kRouteRadix = 2, kRouteEarly = 3 };
 // SAMPLE_ROUTE kinds (test counts): which machinery decided a row.
 enum RouteKind : int { kTopkRadixAfterOverflow = 0, kTopkGathered = 1, kToppBins = 2, kToppRadixAfterOverflow = 3 };
 constexpr float kMassScale = 1099511627776.0f;  // 2^40
@@ -110,8 +114,7 @@ __device__ __forceinline__ Best better(Best a, Best b) { return (b.v > a.v || (b
 
 // The head of a CTA's dynamic shared memory; its slice of the row follows.
 struct alignas(16) ClusterShared {
-    u64 hist[2][kBins];    // this CTA's digit histogram; read by the whole cluster, double-buffered
-    u64 chunk[kThreads];   // each thread's mass over its chunk (the draw)
+    u64 chunk[kThreads];   // each thread's mass over its chunk (the draw); before that, tmax()
     u64 stage[kWarps][32]; // a warp's masses while each bin's leader lane adds them; bin_select's sums
     u64 wtot[kWarps];      // block scan: warp totals
     Best wbest[kWarps];
@@ -128,7 +131,6 @@ struct alignas(16) ClusterShared {
     u64 sel_above;
     u64 cta_kept[32];  // the bin top-p route: each CTA's mass at w >= w*
     // The gathered routes (topk_gathered, topk_bins, topp_bins).
-    float tmax[kThreads];  // each thread's largest logit in pass 1 (−inf: none)
     float bound, kth;
     int n_cand;            // published: this CTA's candidate count
     int gcount[32];        // the cluster's candidate counts
@@ -143,7 +145,17 @@ struct alignas(16) ClusterShared {
     __device__ __forceinline__ int32_t* gi() { return reinterpret_cast<int32_t*>(pool) + kGatherCap; }
     __device__ __forceinline__ u64* fine() { return pool; }
     __device__ __forceinline__ u64* coarse() { return pool + kFine; }
+    // The radix select's digit histograms (double-buffered; read by the whole
+    // cluster) share the pool: cluster_select zeroes its first buffer on entry,
+    // and a cluster barrier separates every other use of the pool from its
+    // remote reads (see its callers). Kept out of the head so that a 152k row's
+    // 16 CTAs fit four to an SM (docs/cuda_backend.md, "sample").
+    __device__ __forceinline__ u64* hist(int parity) { return pool + (parity & 1) * kBins; }
+    // Each thread's largest logit in pass 1 (−inf: none), for the legacy top-k
+    // bound; read before the weights pass first writes chunk.
+    __device__ __forceinline__ float* tmax() { return reinterpret_cast<float*>(chunk); }
 };
+static_assert(2 * kBins <= kPool, "the digit histograms fit the pool");
 
 __device__ __forceinline__ u64 mass_of(float w) { return (u64)(w * kMassScale); }  // w in [0, 1]
 
@@ -243,6 +255,65 @@ __device__ __forceinline__ void draw_in_slice(ClusterShared& sm, const float* s,
     }
 }
 
+// Pass 1 for one thread: copies its share of the slice (16-byte loads when
+// the row allows) into shared memory, with its argmax and non-NaN count;
+// kHist also counts each logit in the CTA's fine histogram by lkey.
+template <bool kHist>
+__device__ __forceinline__ void load_slice(ClusterShared& sm, const SampleArgs& a, const float* g, float* s, int len,
+                                           int64_t row, int64_t s0, Best& b, int& ok) {
+    const int tid = threadIdx.x;
+    BinRun<true> run;
+    auto take = [&](float l, int64_t id) {
+        consider(b, ok, l, id);
+        if (kHist && l == l) run.add(sm.fine(), lkey(l), 1);  // lkey gives kNoBin for l <= -2^11 (not counted)
+    };
+    int i = tid;
+    if (reinterpret_cast<uintptr_t>(g) % 16 == 0) {
+        const int n4 = len / 4;
+        const float4* v = reinterpret_cast<const float4*>(g);
+        float4* s4 = reinterpret_cast<float4*>(s);
+        int q = tid;
+        for (; q + 3 * kThreads < n4; q += 4 * kThreads) {
+            float4 x[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) x[u] = v[q + u * kThreads];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int e = 4 * (q + u * kThreads);
+                x[u].x = SAMPLE_LEAK(a, row, s0 + e, x[u].x);
+                x[u].y = SAMPLE_LEAK(a, row, s0 + e + 1, x[u].y);
+                x[u].z = SAMPLE_LEAK(a, row, s0 + e + 2, x[u].z);
+                x[u].w = SAMPLE_LEAK(a, row, s0 + e + 3, x[u].w);
+                s4[q + u * kThreads] = x[u];
+                take(x[u].x, s0 + e);
+                take(x[u].y, s0 + e + 1);
+                take(x[u].z, s0 + e + 2);
+                take(x[u].w, s0 + e + 3);
+            }
+        }
+        for (; q < n4; q += kThreads) {
+            float4 x = v[q];
+            const int e = 4 * q;
+            x.x = SAMPLE_LEAK(a, row, s0 + e, x.x);
+            x.y = SAMPLE_LEAK(a, row, s0 + e + 1, x.y);
+            x.z = SAMPLE_LEAK(a, row, s0 + e + 2, x.z);
+            x.w = SAMPLE_LEAK(a, row, s0 + e + 3, x.w);
+            s4[q] = x;
+            take(x.x, s0 + e);
+            take(x.y, s0 + e + 1);
+            take(x.z, s0 + e + 2);
+            take(x.w, s0 + e + 3);
+        }
+        i = 4 * n4 + tid;
+    }
+    for (; i < len; i += kThreads) {
+        const float l = SAMPLE_LEAK(a, row, s0 + i, g[i]);
+        s[i] = l;
+        take(l, s0 + i);
+    }
+    if (kHist) run.flush(sm.fine());
+}
+
 // Ids per CTA slice: a multiple of 4 (16-byte loads when the row allows).
 __host__ __device__ __forceinline__ int64_t sample_slice(int64_t n, int c) { return ((n + c - 1) / c + 3) / 4 * 4; }
 
@@ -262,55 +333,22 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
     const int ch = ((len + kThreads - 1) / kThreads) | 1;  // odd: a warp's chunk starts hit 32 banks
     const float* const g = a.logits + row * n + s0;
     const strata_sampling_params prm = a.params[row];
-    for (int d = tid; d < 2 * kBins; d += kThreads) sm.hist[d / kBins][d % kBins] = 0;
 
+    // The early route builds top-k's logit histogram in pass 1 (lkey needs no
+    // max), so the first cluster barrier publishes it with the maxima.
+    const bool early_k = route == kRouteEarly && prm.temperature > 0.0f && prm.top_k > 0 && prm.top_k <= kThreads;
+    if (early_k) {
+        for (int d = tid; d < kFine; d += kThreads) sm.fine()[d] = 0;
+        __syncthreads();
+    }
     // Pass 1: the slice into shared memory; its argmax and non-NaN count.
     Best b{__int_as_float(0xff800000), INT32_MAX};
-    int ok = 0, i = tid;
-    if (reinterpret_cast<uintptr_t>(g) % 16 == 0) {
-        const int n4 = len / 4;
-        const float4* v = reinterpret_cast<const float4*>(g);
-        float4* s4 = reinterpret_cast<float4*>(s);
-        int q = tid;
-        for (; q + 3 * kThreads < n4; q += 4 * kThreads) {
-            float4 x[4];
-#pragma unroll
-            for (int u = 0; u < 4; ++u) x[u] = v[q + u * kThreads];
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const int e = 4 * (q + u * kThreads);
-                x[u].x = SAMPLE_LEAK(a, row, s0 + e, x[u].x);
-                x[u].y = SAMPLE_LEAK(a, row, s0 + e + 1, x[u].y);
-                x[u].z = SAMPLE_LEAK(a, row, s0 + e + 2, x[u].z);
-                x[u].w = SAMPLE_LEAK(a, row, s0 + e + 3, x[u].w);
-                s4[q + u * kThreads] = x[u];
-                consider(b, ok, x[u].x, s0 + e);
-                consider(b, ok, x[u].y, s0 + e + 1);
-                consider(b, ok, x[u].z, s0 + e + 2);
-                consider(b, ok, x[u].w, s0 + e + 3);
-            }
-        }
-        for (; q < n4; q += kThreads) {
-            float4 x = v[q];
-            const int e = 4 * q;
-            x.x = SAMPLE_LEAK(a, row, s0 + e, x.x);
-            x.y = SAMPLE_LEAK(a, row, s0 + e + 1, x.y);
-            x.z = SAMPLE_LEAK(a, row, s0 + e + 2, x.z);
-            x.w = SAMPLE_LEAK(a, row, s0 + e + 3, x.w);
-            s4[q] = x;
-            consider(b, ok, x.x, s0 + e);
-            consider(b, ok, x.y, s0 + e + 1);
-            consider(b, ok, x.z, s0 + e + 2);
-            consider(b, ok, x.w, s0 + e + 3);
-        }
-        i = 4 * n4 + tid;
-    }
-    for (; i < len; i += kThreads) {
-        const float l = SAMPLE_LEAK(a, row, s0 + i, g[i]);
-        s[i] = l;
-        consider(b, ok, l, s0 + i);
-    }
-    sm.tmax[tid] = b.v;
+    int ok = 0;
+    if (early_k)
+        load_slice<true>(sm, a, g, s, len, row, s0, b, ok);
+    else
+        load_slice<false>(sm, a, g, s, len, row, s0, b, ok);
+    sm.tmax()[tid] = b.v;
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) {
         Best o;
@@ -334,7 +372,8 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
         sm.best = cb;
         sm.n_ok = cn;
     }
-    cluster_sync();  // the slices, best and n_ok of every CTA
+    if (early_k) fold_coarse(sm);  // after the barrier above: the fine histogram is complete
+    cluster_sync();  // the slices, best and n_ok of every CTA (and the early route's histograms)
     Best best{__int_as_float(0xff800000), INT32_MAX};
     int64_t n_ok = 0;
     for (int c = 0; c < C; ++c) {  // a selection under a total order and an integer sum: any order
@@ -356,8 +395,9 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
     rule.use_k = prm.top_k > 0 && (int64_t)prm.top_k < n_ok;
     rule.thr_l = 0.0f;
     if (rule.use_k && prm.top_k <= kThreads && route != kRouteRadix &&
-        (route == kRouteLegacy ? topk_gathered<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids)
-                               : topk_bins<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids)))
+        (route == kRouteLegacy  ? topk_gathered<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids)
+         : route == kRouteEarly ? topk_early<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids)
+                                : topk_bins<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids)))
         return;
     if (rule.use_k) {
         const uint32_t key = cluster_select<C, true>(sm, s, len, ch, (u64)prm.top_k, ph,
@@ -367,12 +407,13 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
                                                       return l == l;
                                                   });
         rule.thr_l = key_value(key);
+        cluster_sync();  // the last digit's remote reads of the pool are done before the top-p histogram reuses it
     }
 
     // The weights, in place; each thread's chunk mass; the CTA's mass over all
     // kept weights and over w >= min-p; for the bin top-p route, the CTA's
     // histogram of masses by wkey.
-    const bool bins_p = route == kRouteBins && prm.top_p < 1.0f;
+    const bool bins_p = (route == kRouteBins || route == kRouteEarly) && prm.top_p < 1.0f;
     const float mp = prm.min_p > 0.0f ? fminf(prm.min_p, 1.0f) : 0.0f;
     u64* const fine = sm.fine();
     if (bins_p) {  // no CTA reads this CTA's pool any more (a cluster barrier passed since)
@@ -560,16 +601,19 @@ void launch_c(const SampleArgs& a, cudaStream_t stream, int64_t slice, size_t sm
     check(cudaLaunchKernelEx(&cfg, sample_cluster_kernel<C>, a, slice, route), "sample launch");
 }
 
-// STRATA_SAMPLE_ROUTE: "bins" (or unset, empty), "legacy" or "radix"; the
-// same tokens for each (strata/env.py).
+// STRATA_SAMPLE_ROUTE: "early" (or unset, empty), "bins", "legacy" or
+// "radix"; the same tokens for each (strata/env.py).
 int sample_env_route() {
     const char* env = std::getenv("STRATA_SAMPLE_ROUTE");  // read per call: tests switch it within a process
-    if (!env || !*env || std::strcmp(env, "bins") == 0) return kRouteBins;
+    if (!env || !*env || std::strcmp(env, "early") == 0) return kRouteEarly;
+    if (std::strcmp(env, "bins") == 0) return kRouteBins;
     if (std::strcmp(env, "legacy") == 0) return kRouteLegacy;
     if (std::strcmp(env, "radix") == 0) return kRouteRadix;
     fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_SAMPLE_ROUTE=") + env +
-                                          ": expected bins (the default), legacy (top-k over thread-maxima "
-                                          "candidates, radix top-p) or radix (radix selects only)");
+                                          ": expected early (the default: the bin routes, top-k's histogram "
+                                          "built in the load pass), bins (top-k's histogram in a pass of its "
+                                          "own), legacy (top-k over thread-maxima candidates, radix top-p) or "
+                                          "radix (radix selects only)");
 }
 
 }  // namespace

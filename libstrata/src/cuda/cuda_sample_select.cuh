@@ -95,6 +95,25 @@ __device__ __forceinline__ uint32_t dkey(float l, float mx) {
     return b < 0x3a800000u ? kTopKey : kTopKey - ((b >> 17) - (0x3a800000u >> 17));
 }
 
+// The key of a non-NaN logit itself (the early top-k route: no max needed, so
+// pass 1 can count it): 32 bins per octave of |l| from 2^-9 to 2^11 on each
+// side of 0, monotone in l. 640 for |l| < 2^-9 (±0 included), 641 up to
+// kTopKey for positive l (l >= 2^11 and +inf in kTopKey), 639 down to 0 for
+// negative l down to -2^11; kNoBin (not counted) for l <= -2^11, −inf
+// included.
+__device__ __forceinline__ uint32_t lkey(float l) {
+    constexpr uint32_t kLo = 0x3b000000u, kHi = 0x45000000u;  // 2^-9, 2^11
+    // Selects, no branches (pass 1 calls it on every logit; the halves of a
+    // warp's logits differ in sign); the same values as the branching form
+    // over all 2^32 bit patterns (docs/cuda_backend.md, "sample").
+    const uint32_t bits = __float_as_uint(l), mag = bits & 0x7fffffffu;
+    const uint32_t j = (mag - kLo) >> 18;  // 0 .. 639 for 2^-9 <= |l| < 2^11
+    const uint32_t neg = mag < kHi ? kTopKey / 2 - 1 - j : kNoBin;
+    const uint32_t pos = mag < kHi ? kTopKey / 2 + 1 + j : kTopKey;
+    const uint32_t k = (bits >> 31) ? neg : pos;
+    return mag < kLo ? kTopKey / 2 : k;
+}
+
 // A thread's pending histogram add: consecutive adds to one bin merge (a row
 // of equal weights costs one atomic per thread, not one per element).
 // kCount: the adds are counts, below 2^32 in a bin, so one 32-bit atomic on
@@ -217,15 +236,20 @@ __device__ bool bin_select(ClusterShared& sm, u64 target, uint32_t* b, u64* abov
 // reaches `target`, over the whole cluster. key_of(x, &key, &mass) says
 // whether slice element x counts. Requires target <= the row's total mass
 // (then exactly one digit qualifies in every pass). ph: the running
-// histogram-buffer parity of the row (one cluster barrier per digit).
+// histogram-buffer parity of the row (one cluster barrier per digit). The
+// histograms live in the pool: no other CTA may still read this CTA's pool
+// when it is called, and the last digit's remote reads end without a barrier
+// (the caller's next cluster barrier must precede any other use of the pool).
 template <int C, bool kCount, class KeyOf>
 __device__ __forceinline__ uint32_t cluster_select(ClusterShared& sm, const float* s, int len, int ch, u64 target,
                                                    int& ph, KeyOf key_of) {
     const int tid = threadIdx.x, warp = tid >> 5;
     uint32_t prefix = 0, mask = 0;
     u64 above = 0;  // mass of the keys above the current range
+    for (int d = tid; d < kBins; d += kThreads) sm.hist(ph)[d] = 0;  // the pool's earlier contents (each digit zeroes the next buffer)
+    __syncthreads();
     for (int shift = 24; shift >= 0; shift -= 8) {
-        u64* h = sm.hist[ph & 1];
+        u64* h = sm.hist(ph);
         for (int j = 0; j < ch; ++j) {  // the same trip count in every lane
             const int i = tid * ch + j;
             uint32_t bin = kNoBin, key = 0;
@@ -241,8 +265,8 @@ __device__ __forceinline__ uint32_t cluster_select(ClusterShared& sm, const floa
         for (int k = 0; k < kBinsPer; ++k) {
             const int d = tid * kBinsPer + k;
             hd[k] = 0;
-            for (int c = 0; c < C; ++c) hd[k] += cluster_map(&sm.hist[ph & 1][d], c)[0];
-            sm.hist[(ph + 1) & 1][d] = 0;  // last read remotely before the barrier above
+            for (int c = 0; c < C; ++c) hd[k] += cluster_map(sm.hist(ph) + d, c)[0];
+            sm.hist(ph + 1)[d] = 0;  // last read remotely before the barrier above
             mine += hd[k];
         }
         ++ph;
@@ -420,10 +444,10 @@ __device__ bool topk_gathered(ClusterShared& sm, const float* s, int len, int ch
     const int tid = threadIdx.x;
     const int k = prm.top_k;
     {
-        const float v = sm.tmax[tid];
+        const float v = sm.tmax()[tid];
         int gt = 0, ge = 0;
         for (int t = 0; t < kThreads; ++t) {
-            const float o = sm.tmax[t];
+            const float o = sm.tmax()[t];
             gt += o > v;
             ge += o >= v;
         }
@@ -444,13 +468,45 @@ __device__ bool topk_gathered(ClusterShared& sm, const float* s, int len, int ch
     return true;
 }
 
-// The top-k route (k <= kThreads): each CTA counts its logits by dkey in its
-// fine histogram; bin_select finds the bin of the k-th largest logit; every
-// CTA lists its logits in that bin or above (fewer than k above it, plus the
-// bin's own: a handful where logits are spread); topk_finish on their union.
-// Three cluster barriers and the exit barrier. Returns false (cluster-uniform)
-// when the k-th largest lies 2^10 or farther below the max (not counted) or a
-// list overflows (ties, masked rows); the caller then takes the radix route.
+// The tail both bin top-k routes share, once every CTA's fine histogram of
+// logit counts by key(l) (monotone in l; kNoBin: not counted, only below
+// every counted logit) is published: bin_select finds the bin of the k-th
+// largest logit, every CTA lists its logits in that bin or above (fewer than
+// k above it, plus the bin's own: a handful where logits are spread),
+// topk_finish on their union. One cluster barrier and the exit barrier.
+// Returns false (cluster-uniform) when the k-th largest is not counted or a
+// list overflows (ties, masked rows); the caller then takes the radix route,
+// which reuses the pool: a cluster barrier first closes every CTA's reads of it.
+template <int C, class Key>
+__device__ bool topk_listed(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int64_t row, int rank,
+                            const strata_sampling_params& prm, const RowRule& rule, int32_t* out, Key key) {
+    const int tid = threadIdx.x;
+    uint32_t b = 0;
+    u64 above = 0;
+    if (!bin_select<C>(sm, (u64)prm.top_k, &b, &above)) {
+        if (rank == 0 && tid == 0) SAMPLE_ROUTE(kTopkRadixAfterOverflow);
+        cluster_sync();  // other CTAs' reads of this pool are done before the radix select reuses it
+        return false;
+    }
+    list_candidates(sm, s, len, ch, s0, [b, key](float l, float* v) {
+        *v = l;
+        if (!(l == l)) return false;
+        const uint32_t k = key(l);
+        return k != kNoBin && k >= b;
+    });
+    const int m = gather_lists<C>(sm);
+    if (m < 0) {
+        if (rank == 0 && tid == 0) SAMPLE_ROUTE(kTopkRadixAfterOverflow);
+        return false;
+    }
+    topk_finish(sm, m, row, rank, prm, rule, out);
+    return true;
+}
+
+// The top-k route STRATA_SAMPLE_ROUTE=bins (k <= kThreads): each CTA counts
+// its logits by dkey (the distance to the max) in its fine histogram, folds
+// it, one cluster barrier publishes it, then topk_listed. Two cluster
+// barriers and the exit barrier.
 template <int C>
 __device__ bool topk_bins(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int64_t row, int rank,
                           const strata_sampling_params& prm, const RowRule& rule, int32_t* out) {
@@ -470,25 +526,7 @@ __device__ bool topk_bins(ClusterShared& sm, const float* s, int len, int ch, in
     __syncthreads();
     fold_coarse(sm);
     cluster_sync();  // every CTA's histograms
-    uint32_t b = 0;
-    u64 above = 0;
-    if (!bin_select<C>(sm, (u64)prm.top_k, &b, &above)) {
-        if (rank == 0 && tid == 0) SAMPLE_ROUTE(kTopkRadixAfterOverflow);
-        return false;
-    }
-    list_candidates(sm, s, len, ch, s0, [mx, b](float l, float* v) {
-        *v = l;
-        if (!(l == l)) return false;
-        const uint32_t key = dkey(l, mx);
-        return key != kNoBin && key >= b;
-    });
-    const int m = gather_lists<C>(sm);
-    if (m < 0) {
-        if (rank == 0 && tid == 0) SAMPLE_ROUTE(kTopkRadixAfterOverflow);
-        return false;
-    }
-    topk_finish(sm, m, row, rank, prm, rule, out);
-    return true;
+    return topk_listed<C>(sm, s, len, ch, s0, row, rank, prm, rule, out, [mx](float l) { return dkey(l, mx); });
 }
 
 // The top-p route (STRATA_SAMPLE_ROUTE unset): the weights pass filled each
@@ -548,4 +586,15 @@ __device__ bool topp_bins(ClusterShared& sm, const float* s, int len, int ch, in
     *w_star = ws;
     if (rank == 0 && tid == 0) SAMPLE_ROUTE(kToppBins);
     return true;
+}
+
+// The early top-k route (the default, k <= kThreads): topk_listed on the
+// fine histogram of logits by lkey that pass 1 built and the first cluster
+// barrier published (no histogram pass and no barrier of its own). One
+// cluster barrier and the exit barrier; false (the radix route) also when
+// the k-th largest is at or below -2^11 (not counted).
+template <int C>
+__device__ bool topk_early(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int64_t row, int rank,
+                           const strata_sampling_params& prm, const RowRule& rule, int32_t* out) {
+    return topk_listed<C>(sm, s, len, ch, s0, row, rank, prm, rule, out, [](float l) { return lkey(l); });
 }
