@@ -71,8 +71,9 @@ enum strata_status {
 };
 
 /* The ABI version this header describes. Python refuses a library whose
- * strata_abi_version() differs. Bumped on every incompatible change. */
-enum strata_abi { STRATA_ABI_VERSION = 4 };
+ * strata_abi_version() differs. Bumped on every incompatible change (ABI 5:
+ * strata_matmul_params.y_row_stride and strata_matmul_prefetch). */
+enum strata_abi { STRATA_ABI_VERSION = 5 };
 
 /* Returns STRATA_ABI_VERSION of the library that was loaded. Never fails. */
 int32_t strata_abi_version(void);
