@@ -49,6 +49,7 @@ def describe() -> str:
 
 declare("STRATA_LIB", "path of libstrata.so to load (default: build/libstrata.so of the checkout)")
 declare("STRATA_MODEL_CACHE", "directory of downloaded models (default: ~/.cache/strata/models)")
+declare("STRATA_SYNTH_TOKENIZER", "strata synth (and the tests that synthesize tiny models): the GGUF whose tokenizer.* keys a synthesized file copies when --tokenizer-from is not given; unset = the default model (SmolLM2-135M) from the model store. Any GGUF with SmolLM2's tokenizer works, a tokenizer-only one included", "")
 declare("STRATA_API_KEY", "API key `strata serve` requires from clients (same as --api-key)")
 declare("STRATA_DEVICE", "default device for generate/serve: cpu, cuda or cuda:N (default: the GPU when present)")
 declare("STRATA_LOG_LEVEL", "log level for `strata serve` (debug, info, warning, error)", "info")

@@ -303,3 +303,17 @@ def test_strata_runs_the_new_mixes(tiny_files, dtype):
     with LLM(str(tiny_files[dtype]), device="cpu", batch=1, ctx=64) as llm:
         out = llm.generate([[1, 2, 3, 4]], SamplingParams(temperature=0, max_tokens=4, ignore_eos=True))[0]
     assert len(out.token_ids) == 4
+
+
+def test_tokenizer_source_from_the_environment(tokenizer_gguf, monkeypatch, tmp_path):
+    """STRATA_SYNTH_TOKENIZER stands in for --tokenizer-from (a lent GPU has no default model); an explicit
+    path still wins, and a missing file is an error naming the variable."""
+    monkeypatch.setenv("STRATA_SYNTH_TOKENIZER", str(tokenizer_gguf))
+    assert find_tokenizer_gguf() == tokenizer_gguf
+    assert find_tokenizer_gguf(tokenizer_gguf) == tokenizer_gguf
+    missing = tmp_path / "nothing.gguf"
+    monkeypatch.setenv("STRATA_SYNTH_TOKENIZER", str(missing))
+    with pytest.raises(SynthError, match=f"STRATA_SYNTH_TOKENIZER {missing}: no such file"):
+        find_tokenizer_gguf()
+    with pytest.raises(SynthError, match="--tokenizer-from"):
+        find_tokenizer_gguf(missing)

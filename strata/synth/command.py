@@ -40,7 +40,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     parser.add_argument("--pure", action="store_true",
                         help="use --dtype for every matrix (no Q6_K output matrix, no fallbacks); norms stay F32")
     parser.add_argument("--tokenizer-from", metavar="PATH",
-                        help="GGUF whose tokenizer to copy (default: SmolLM2-135M-Instruct from the model store/cache)")
+                        help="GGUF whose tokenizer to copy (default: $STRATA_SYNTH_TOKENIZER, else SmolLM2-135M-Instruct from the model store/cache)")
     parser.add_argument("--threads", type=_positive, default=None, help="generator threads (default: one per core)")
     parser.add_argument("--quiet", action="store_true", help="print only the summary")
     overrides = parser.add_argument_group("shape overrides")

@@ -22,6 +22,7 @@ from typing import Any
 
 from gguf import GGUFReader, GGUFValueType, GGUFWriter, TokenType
 
+from strata import env
 from strata.model_store import ModelStoreError, cache_dir, resolve_model
 from strata.synth.shapes import SynthError
 
@@ -38,16 +39,22 @@ class MetaField:
 
 
 def find_tokenizer_gguf(explicit: str | Path | None = None) -> Path:
-    """The GGUF to copy the tokenizer from: `explicit`, else SmolLM2-135M from the model store."""
+    """The GGUF to copy the tokenizer from: `explicit`, else STRATA_SYNTH_TOKENIZER, else SmolLM2-135M from
+    the model store (a machine without the default model, such as a lent GPU, can point the variable at
+    any GGUF with SmolLM2's tokenizer, even a tokenizer-only one)."""
+    source = "--tokenizer-from"
+    if explicit is None and env.get("STRATA_SYNTH_TOKENIZER"):
+        explicit, source = env.get("STRATA_SYNTH_TOKENIZER"), "STRATA_SYNTH_TOKENIZER"
     if explicit is not None:
         path = Path(explicit).expanduser()
         if not path.is_file():
-            raise SynthError(f"--tokenizer-from {path}: no such file")
+            raise SynthError(f"{source} {path}: no such file")
         return path
     try:
         return resolve_model(DEFAULT_MODEL)
     except ModelStoreError as exc:
-        raise SynthError(f"{exc}; or pass --tokenizer-from PATH (a GGUF with SmolLM2's tokenizer)") from None
+        raise SynthError(f"{exc}; or pass --tokenizer-from PATH (a GGUF with SmolLM2's tokenizer) "
+                         "or set STRATA_SYNTH_TOKENIZER") from None
 
 
 @functools.lru_cache(maxsize=4)
