@@ -69,6 +69,11 @@ class Activations:
 
 
 class Decoder:
+    # The L2 hints of the step being recorded (record sets them; 0 / None outside it, so the split stages
+    # and the MTP head, which call the blocks directly, issue none).
+    _prefetch_mb: int = 0
+    _prefetch_after = None
+
     def __init__(self, ctx: F.Context, spec: ModelSpec, weights: WeightArena):
         self.ctx, self.spec, self.weights = ctx, spec, weights
         w = weights
@@ -129,12 +134,15 @@ class Decoder:
         if inject is not None:
             inject(A, act.x)
         self._prefetch_mb = l2_prefetch_mb(ctx)
-        for index, layer in enumerate(self.layers):
-            self._attention_block(index, layer, io, act, slots, n_rows)
-            nxt = self.layers[index + 1] if index + 1 < len(self.layers) else None
-            self._prefetch_after = (nxt.qkv_parts[0][0] if nxt is not None and nxt.qkv_parts
-                                    else self.output if nxt is None else None)
-            self._mlp_block(layer, act, n_rows)
+        try:
+            for index, layer in enumerate(self.layers):
+                self._attention_block(index, layer, io, act, slots, n_rows)
+                nxt = self.layers[index + 1] if index + 1 < len(self.layers) else None
+                self._prefetch_after = (nxt.qkv_parts[0][0] if nxt is not None and nxt.qkv_parts
+                                        else self.output if nxt is None else None)
+                self._mlp_block(layer, act, n_rows)
+        finally:
+            self._prefetch_mb, self._prefetch_after = 0, None
         if n_logits == 0:
             return          # a prompt chunk that does not end its prompt: nothing to sample yet
         F.gather_rows(ctx, A, act.x, n_rows, s.hidden * 4, io_buf, io.logit_idx_off, n_logits, A, act.xs)
@@ -188,7 +196,7 @@ class Decoder:
             for w, column, params in layer.gate_up_parts:
                 F.matmul_ex(ctx, params, A, act.x, n_rows, s.hidden, w.buffer, w.offset, w.dtype, w.rows,
                             A, act.gu + 4 * column)
-            self._prefetch(getattr(self, "_prefetch_after", None))
+            self._prefetch(self._prefetch_after)
             F.matmul_ex(ctx, self.silu_down, A, act.gu, n_rows, s.ffn, d.buffer, d.offset, d.dtype, d.rows,
                         A, act.x)
             return
@@ -202,7 +210,7 @@ class Decoder:
     def _prefetch(self, w) -> None:
         """Has the next matmul call bring up to STRATA_L2_PREFETCH_MB of `w` (the weights of the matmul after
         it) into the GPU's L2 (strata_matmul_prefetch; a hint, no result depends on it)."""
-        mb = getattr(self, "_prefetch_mb", 0)
+        mb = self._prefetch_mb
         if mb <= 0 or w is None:
             return
         values, block = F.dtype_block(w.dtype)

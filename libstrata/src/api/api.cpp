@@ -185,12 +185,7 @@ STRATA_EXPORT int32_t strata_buffer_destroy(strata_buffer* buf) {
         if (buf->graph_refs > 0)
             fail(STRATA_ERR_STATE, "the buffer is used by " + str(buf->graph_refs) +
                                        " live graph(s); destroy those graphs first");
-        strata_context* c = buf->ctx;
-        const uint8_t* hint = static_cast<const uint8_t*>(c->matmul_prefetch);
-        if (hint != nullptr && hint >= buf->ptr && hint < buf->ptr + buf->size) {  // never prefetch freed memory
-            c->matmul_prefetch = nullptr;
-            c->matmul_prefetch_bytes = 0;
-        }
+        if (buf->ctx->matmul_prefetch == buf) buf->ctx->matmul_prefetch = nullptr;  // never prefetch freed memory
         buf->ctx->backend->release(buf->ptr);
         buf->ctx->n_buffers--;
         buf->ptr = nullptr;

@@ -14,17 +14,19 @@ using namespace strata;
 
 namespace {
 
-// strata_matmul_prefetch's pending hint, taken by the next matmul call (and so dropped if that call fails).
+// strata_matmul_prefetch's pending hint, taken by the next matmul call (and so dropped if that call
+// fails): its range checked as an operand of that call, which a recording graph then holds.
 struct PrefetchHint {
     const void* ptr = nullptr;
     uint64_t bytes = 0;
 };
 
-PrefetchHint take_prefetch(strata_context* ctx) {
-    PrefetchHint h{ctx->matmul_prefetch, ctx->matmul_prefetch_bytes};
+PrefetchHint take_prefetch(Call& call, strata_context* ctx) {
+    strata_buffer* buf = ctx->matmul_prefetch;
     ctx->matmul_prefetch = nullptr;
-    ctx->matmul_prefetch_bytes = 0;
-    return h;
+    if (buf == nullptr) return {};
+    const uint64_t n = ctx->matmul_prefetch_bytes;
+    return {operand(call, buf, "prefetch hint", ctx->matmul_prefetch_offset, u128(n), 1, "bytes"), n};
 }
 
 constexpr uint64_t kF32 = 4;
@@ -106,7 +108,7 @@ STRATA_EXPORT int32_t strata_matmul(strata_context* ctx, strata_buffer* x, uint6
                                     int32_t accumulate) {
     return guarded("strata_matmul", [&](Call& call) {
         use_context(call, ctx);
-        const PrefetchHint hint = take_prefetch(ctx);  // the call consumes it even if it fails
+        const PrefetchHint hint = take_prefetch(call, ctx);  // the call consumes it even if it fails
         const DtypeInfo& info = weight_dtype("w_dtype", w_dtype);
         require_positive("n_rows", n_rows);
         require_positive("k", k);
@@ -141,7 +143,7 @@ STRATA_EXPORT int32_t strata_matmul_ex(strata_context* ctx, const strata_matmul_
                                        uint64_t y_offset) {
     return guarded("strata_matmul_ex", [&](Call& call) {
         use_context(call, ctx);
-        const PrefetchHint hint = take_prefetch(ctx);  // the call consumes it even if it fails
+        const PrefetchHint hint = take_prefetch(call, ctx);  // the call consumes it even if it fails
         if (params == nullptr) invalid("params is NULL");
         const strata_matmul_params& pr = *params;
         if (pr.prologue < STRATA_PROLOGUE_NONE || pr.prologue > STRATA_PROLOGUE_SILU_MUL)
@@ -200,10 +202,10 @@ STRATA_EXPORT int32_t strata_matmul_prefetch(strata_context* ctx, strata_buffer*
     return guarded("strata_matmul_prefetch", [&](Call& call) {
         use_context(call, ctx);
         ctx->matmul_prefetch = nullptr;
-        ctx->matmul_prefetch_bytes = 0;
         if (n_bytes == 0) return;
-        const uint8_t* p = operand(call, w, "w", offset, u128(n_bytes), 1, "bytes");
-        ctx->matmul_prefetch = p;
+        operand(call, w, "w", offset, u128(n_bytes), 1, "bytes");
+        ctx->matmul_prefetch = w;
+        ctx->matmul_prefetch_offset = offset;
         ctx->matmul_prefetch_bytes = n_bytes;
     });
 }

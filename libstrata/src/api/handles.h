@@ -31,9 +31,10 @@ struct strata_context : strata::HandleBase {
     int32_t device_index = 0;
     // Live objects created from this context (it cannot be destroyed before them).
     int64_t n_buffers = 0, n_slot_sets = 0, n_graphs = 0, n_host_buffers = 0;
-    // strata_matmul_prefetch's hint, taken (and cleared) by the next matmul call.
-    const void* matmul_prefetch = nullptr;
-    uint64_t matmul_prefetch_bytes = 0;
+    // strata_matmul_prefetch's hint, taken (and cleared) by the next matmul call, which checks the
+    // buffer again as its own operand (so a recording graph holds it); destroying the buffer drops it.
+    strata_buffer* matmul_prefetch = nullptr;
+    uint64_t matmul_prefetch_offset = 0, matmul_prefetch_bytes = 0;
 
     // Graph recording state.
     bool recording = false;

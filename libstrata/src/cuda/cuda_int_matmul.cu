@@ -640,6 +640,11 @@ DotShapeOverride dot_shape_override() {
     return o;
 }
 
+// Where the RMSNORM factors start: after the stages and the slice partials ([ps][no][kR] floats).
+inline int dot_rsq_off(const IntParams& p, int kr) {
+    return (p.n_parts > 1 ? 2 : 1) * p.stage_bytes + (p.ps * p.no * kr * (int)sizeof(float) + 15) / 16 * 16;
+}
+
 // The rest of the layout from p.no and p.ps.
 inline void dot_layout(IntParams& p, int slice_bytes, int kr) {
     const int no = p.no;
@@ -652,7 +657,7 @@ inline void dot_layout(IntParams& p, int slice_bytes, int kr) {
     p.xbytes = p.ps * kIntSliceBlocks * 32;
     p.mbytes = p.ps * kIntSliceBlocks * 8;
     p.stage_bytes = no * ws + kr * (p.xbytes + p.mbytes);
-    p.rsq_off = (p.n_parts > 1 ? 2 : 1) * p.stage_bytes + (p.ps * p.no * kr * (int)sizeof(float) + 15) / 16 * 16;
+    p.rsq_off = dot_rsq_off(p, kr);
 }
 
 inline int dot_smem(const IntParams& p, int kr) {  // stages, slice partials, RMSNORM factors
@@ -674,7 +679,7 @@ inline void dot_shape(IntParams& p, int slice_bytes, int sms, int smem_sm, int k
     if (lean && ov.no == 0 && smem_sm > 0 && p.n_parts > 1 && 2 * (dot_smem(p, kr) + kRuntimeSmem) > smem_sm &&
         p.n_slices <= 64) {
         IntParams q = p;
-        q.no = min(no, kDotThreads / p.n_slices);
+        q.no = min(p.no, kDotThreads / p.n_slices);
         q.ps = p.n_slices;
         if (q.no >= 1) {
             dot_layout(q, slice_bytes, kr);
@@ -691,7 +696,7 @@ inline void dot_fuse(IntParams& p, int kr) {
     p.xbytes = (int)p.k;  // a multiple of 32
     p.mbytes = p.nbp * 8;
     p.stage_bytes = p.no * p.wstride;
-    p.rsq_off = (p.n_parts > 1 ? 2 : 1) * p.stage_bytes + (p.ps * p.no * kr * (int)sizeof(float) + 15) / 16 * 16;
+    p.rsq_off = dot_rsq_off(p, kr);
     p.act_off = p.rsq_off + (kr * (int)sizeof(float) + 15) / 16 * 16;
 }
 

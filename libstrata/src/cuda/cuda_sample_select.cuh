@@ -431,6 +431,20 @@ __device__ void topk_finish(ClusterShared& sm, int m, int64_t row, int rank, con
     cluster_wait();
 }
 
+// Both list routes' end: every CTA's list gathered, then topk_finish on their union. Returns false
+// (cluster-uniform) when a list overflowed; the caller then takes the radix route.
+template <int C>
+__device__ bool topk_from_lists(ClusterShared& sm, int64_t row, int rank, const strata_sampling_params& prm,
+                                const RowRule& rule, int32_t* out) {
+    const int m = gather_lists<C>(sm);
+    if (m < 0) {
+        if (rank == 0 && threadIdx.x == 0) SAMPLE_ROUTE(kTopkRadixAfterOverflow);
+        return false;
+    }
+    topk_finish(sm, m, row, rank, prm, rule, out);
+    return true;
+}
+
 // The top-k route before the bin route (STRATA_SAMPLE_ROUTE=legacy), for
 // k <= kThreads. A bound per CTA: the k-th largest of its threads' pass-1
 // maxima (at least k of its logits are >= it, so its k-th largest logit, which
@@ -459,13 +473,7 @@ __device__ bool topk_gathered(ClusterShared& sm, const float* s, int len, int ch
         *v = l;
         return l >= bound;  // false for NaN
     });
-    const int m = gather_lists<C>(sm);
-    if (m < 0) {
-        if (rank == 0 && tid == 0) SAMPLE_ROUTE(kTopkRadixAfterOverflow);
-        return false;
-    }
-    topk_finish(sm, m, row, rank, prm, rule0, out);
-    return true;
+    return topk_from_lists<C>(sm, row, rank, prm, rule0, out);
 }
 
 // The tail both bin top-k routes share, once every CTA's fine histogram of
@@ -494,13 +502,7 @@ __device__ bool topk_listed(ClusterShared& sm, const float* s, int len, int ch, 
         const uint32_t k = key(l);
         return k != kNoBin && k >= b;
     });
-    const int m = gather_lists<C>(sm);
-    if (m < 0) {
-        if (rank == 0 && tid == 0) SAMPLE_ROUTE(kTopkRadixAfterOverflow);
-        return false;
-    }
-    topk_finish(sm, m, row, rank, prm, rule, out);
-    return true;
+    return topk_from_lists<C>(sm, row, rank, prm, rule, out);
 }
 
 // The top-k route STRATA_SAMPLE_ROUTE=bins (k <= kThreads): each CTA counts
