@@ -7,11 +7,10 @@ slots allow), GQA groups 1, 3, 4 and 8, head_dim 64 and 128, F16 and int8 pools,
 windows and padding rows; and a recorded graph replays the split plan bit for bit.
 GPU only: on the CPU backend the switch selects nothing."""
 
-import os
-
 import numpy as np
 import pytest
 
+from attention_replay import assert_graph_replays_legacy, bits, cuda_only
 from kernel_refs import attention_reference, rows_array
 from strata import _ffi as S
 from test_kv_int8 import quantize_reference
@@ -21,15 +20,6 @@ P = S.PAGE_CELLS
 N_CTX = 8256
 LENGTHS = [8192, 1000, 300]  # cells written per slot; every later cell holds NaN K and V
 INDICES = [0, 1, 30, 31, 32, 33, 63, 64, 255, 256, 257, 511, 512, 1023, 2047, 2048, 4095, 8191]
-
-
-def bits(a):
-    return np.ascontiguousarray(a).view(np.uint32)
-
-
-def cuda_only(backend):
-    if backend == "cpu":
-        pytest.skip("STRATA_ATTENTION selects between CUDA kernels")
 
 
 def run_both(monkeypatch, call):
@@ -116,46 +106,14 @@ def test_decode_split_plan_replays_in_a_graph(ctx, backend, rng, monkeypatch, n_
     each time, the bits of the legacy kernel run eagerly: the arrival counters are back at zero
     after every call."""
     cuda_only(backend)
-    monkeypatch.delenv("STRATA_ATTENTION", raising=False)
     n_heads, n_kv, hd, layer, scale = 32, 8, 128, 0, 0.0883883
     width = n_heads * hd
     keys = rng.standard_normal((3, LENGTHS[0], n_kv * hd), dtype=np.float32)
     values = rng.standard_normal((3, LENGTHS[0], n_kv * hd), dtype=np.float32)
     with S.Slots(ctx, 3, 1, N_CTX, n_kv, hd) as slots:
         fill(ctx, slots, layer, keys, values)
-        bq = S.Buffer(ctx, n_rows * width * 4)
-        br = S.Buffer(ctx, n_rows * 8)
-        out = S.Buffer(ctx, n_rows * width * 4)
         steps = []
         for step in range(3):
             pairs = row_pairs(n_rows + 3 * step)[3 * step:]
             steps.append((rng.standard_normal((n_rows, width), dtype=np.float32), rows_array(pairs)))
-
-        def enqueue():
-            S.attention(ctx, slots, layer, bq, 0, width, n_rows, n_heads, br, 0, scale, out, 0)
-
-        want = []
-        monkeypatch.setenv("STRATA_ATTENTION", "legacy")
-        for x, r in steps:
-            bq.upload(x)
-            br.upload(r)
-            enqueue()
-            want.append(out.to_numpy(np.float32, (n_rows, width)))
-        monkeypatch.delenv("STRATA_ATTENTION")
-        ctx.graph_begin()
-        enqueue()
-        graph = ctx.graph_end()
-        try:
-            for _ in range(2):
-                for (x, r), w in zip(steps, want):
-                    bq.upload(x)
-                    br.upload(r)
-                    graph.launch()
-                    assert np.array_equal(bits(out.to_numpy(np.float32, (n_rows, width))), bits(w))
-                    enqueue()  # eager calls between replays share the counters
-                    assert np.array_equal(bits(out.to_numpy(np.float32, (n_rows, width))), bits(w))
-        finally:
-            graph.close()
-            for b in (bq, br, out):
-                b.close()
-    assert "STRATA_ATTENTION" not in os.environ
+        assert_graph_replays_legacy(ctx, slots, layer, monkeypatch, steps, n_heads, hd, scale)

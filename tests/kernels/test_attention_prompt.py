@@ -7,11 +7,10 @@ several slots go to the decode kernel), GQA groups 1, 3, 4, 8 and 16, F16 and in
 windows on and off, NaN in every cell past each slot's written ones; and a recorded graph replays the
 bits with new rows each time. GPU only: on the CPU backend the switch selects nothing."""
 
-import os
-
 import numpy as np
 import pytest
 
+from attention_replay import assert_graph_replays_legacy, bits, cuda_only
 from kernel_refs import attention_reference, rows_array
 from strata import _ffi as S
 from test_kv_int8 import quantize_reference
@@ -20,15 +19,6 @@ from test_kv_pages import attend_window, scrambled_pages
 P = S.PAGE_CELLS
 N_CTX = 2112
 LENGTHS = [1100, 2048, 640]  # cells written per slot; every later cell holds NaN K and V
-
-
-def bits(a):
-    return np.ascontiguousarray(a).view(np.uint32)
-
-
-def cuda_only(backend):
-    if backend == "cpu":
-        pytest.skip("STRATA_ATTENTION selects between CUDA kernels")
 
 
 def chunk(slot, start, n):
@@ -125,45 +115,13 @@ def test_prompt_kernel_replays_in_a_graph(ctx, backend, rng, monkeypatch):
     """A graph recorded with a 512-row prompt launch replays, with new rows and queries each time
     (a chunk from 0, a chunk mid-context, a mixed launch), the bits of the legacy kernel run eagerly."""
     cuda_only(backend)
-    monkeypatch.delenv("STRATA_ATTENTION", raising=False)
     n_heads, n_kv, hd, layer, scale = 32, 8, 128, 0, 0.0883883
     width, n_rows = n_heads * hd, 512
     keys = rng.standard_normal((3, max(LENGTHS), n_kv * hd), dtype=np.float32)
     values = rng.standard_normal((3, max(LENGTHS), n_kv * hd), dtype=np.float32)
     with S.Slots(ctx, 3, 1, N_CTX, n_kv, hd) as slots:
         fill(ctx, slots, layer, keys, values)
-        bq = S.Buffer(ctx, n_rows * width * 4)
-        br = S.Buffer(ctx, n_rows * 8)
-        out = S.Buffer(ctx, n_rows * width * 4)
         mixed = (LAUNCHES["mixed"] + [(-1, 0)] * n_rows)[:n_rows]
         steps = [(rng.standard_normal((n_rows, width), dtype=np.float32), rows_array(p))
                  for p in (chunk(1, 0, 512), chunk(1, 1536, 512), mixed)]
-
-        def enqueue():
-            S.attention(ctx, slots, layer, bq, 0, width, n_rows, n_heads, br, 0, scale, out, 0)
-
-        want = []
-        monkeypatch.setenv("STRATA_ATTENTION", "legacy")
-        for x, r in steps:
-            bq.upload(x)
-            br.upload(r)
-            enqueue()
-            want.append(out.to_numpy(np.float32, (n_rows, width)))
-        monkeypatch.delenv("STRATA_ATTENTION")
-        ctx.graph_begin()
-        enqueue()
-        graph = ctx.graph_end()
-        try:
-            for _ in range(2):
-                for (x, r), w in zip(steps, want):
-                    bq.upload(x)
-                    br.upload(r)
-                    graph.launch()
-                    assert np.array_equal(bits(out.to_numpy(np.float32, (n_rows, width))), bits(w))
-                    enqueue()
-                    assert np.array_equal(bits(out.to_numpy(np.float32, (n_rows, width))), bits(w))
-        finally:
-            graph.close()
-            for b in (bq, br, out):
-                b.close()
-    assert "STRATA_ATTENTION" not in os.environ
+        assert_graph_replays_legacy(ctx, slots, layer, monkeypatch, steps, n_heads, hd, scale)

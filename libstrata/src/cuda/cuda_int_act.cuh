@@ -36,9 +36,9 @@ __device__ __forceinline__ const float* int_act_aux(const float* xr, const float
 }
 
 // RMSNORM's factor of one row from its ssq per chunk (step 4 of the canonical arithmetic): the
-// chunks added in order, then rsqrt(ssq / k + eps), every rounding explicit. The dot and int8 mma
-// kernels call this (the gemv, few-row and tile kernels write the same expression out) when a tile
-// starts: the chain of loads it begins sits on the critical path when it is left to the epilogue.
+// chunks added in order, then rsqrt(ssq / k + eps), every rounding explicit. Every integer kernel
+// (dot, int8 mma, gemv, few-row, tiles) calls this when a tile starts: the chain of loads it begins
+// sits on the critical path when it is left to the epilogue.
 __device__ __forceinline__ float int_rms_factor(const float* sq, int n_slices, int64_t k, float eps) {
     float ss = sq[0];
     for (int c = 1; c < n_slices; ++c) ss = __fadd_rn(ss, sq[c]);

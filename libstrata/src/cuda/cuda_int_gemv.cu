@@ -259,10 +259,7 @@ __device__ __forceinline__ void gemv_load_acts(const GemvParams& p, uint8_t* sme
         *reinterpret_cast<uint2*>(am + r * p.mrow + (b >> 3) * kGemvMSlice + (b & 7) * 8) = __ldg(p.meta + r * p.nbp + b);
     }
     if (p.prologue == STRATA_PROLOGUE_RMSNORM && (int)threadIdx.x < p.a_rows) {
-        const float* sq = p.ssq + threadIdx.x * p.n_slices;
-        float ss = sq[0];
-        for (int c = 1; c < p.n_slices; ++c) ss = __fadd_rn(ss, sq[c]);
-        rms[threadIdx.x] = __frsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)p.k), p.eps));
+        rms[threadIdx.x] = int_rms_factor(p.ssq + threadIdx.x * p.n_slices, p.n_slices, p.k, p.eps);
     }
 }
 
@@ -293,12 +290,7 @@ __device__ __forceinline__ void gemv_quant_acts(const GemvParams& p, uint8_t* sm
     if (kPro == STRATA_PROLOGUE_RMSNORM) {
         __syncthreads();  // every row's ssq per chunk written
         float* rms = reinterpret_cast<float*>(smem + p.a_rows * (p.xrow + p.mrow));
-        if ((int)threadIdx.x < p.a_rows) {
-            const float* sq = lay.ssq(threadIdx.x);
-            float ss = sq[0];
-            for (int c = 1; c < p.n_slices; ++c) ss = __fadd_rn(ss, sq[c]);
-            rms[threadIdx.x] = __frsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)p.k), p.eps));
-        }
+        if ((int)threadIdx.x < p.a_rows) rms[threadIdx.x] = int_rms_factor(lay.ssq(threadIdx.x), p.n_slices, p.k, p.eps);
     }
 }
 

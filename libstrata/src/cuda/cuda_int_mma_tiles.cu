@@ -44,6 +44,7 @@
 #include <string>
 #include <type_traits>
 
+#include "cuda_int_act.cuh"
 #include "cuda_int_blocks.cuh"
 #include "cuda_int_kquant.cuh"
 #include "cuda_int_mma.cuh"
@@ -314,12 +315,8 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
             if (s < p.n_slices) stage_slice<kDtype, L>(p, smem + s * L::kStage, s, o0, no, r0, nr);
             cp_async_commit_group();
         }
-        if (p.prologue == STRATA_PROLOGUE_RMSNORM && t < nr) {  // the row's factor, as every kernel computes it
-            const float* sq = p.ssq + (r0 + t) * p.n_slices;
-            float ss = sq[0];
-            for (int c = 1; c < p.n_slices; ++c) ss = __fadd_rn(ss, sq[c]);
-            rsq[t] = __frsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)p.k), p.eps));
-        }
+        if (p.prologue == STRATA_PROLOGUE_RMSNORM && t < nr)  // the row's factor, as every kernel computes it
+            rsq[t] = int_rms_factor(p.ssq + (r0 + t) * p.n_slices, p.n_slices, p.k, p.eps);
         float tot[kMT][kNT][4];
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)

@@ -55,6 +55,7 @@
 #include <mutex>
 #include <string>
 
+#include "cuda_int_act.cuh"
 #include "cuda_int_blocks.cuh"
 #include "cuda_int_mma.cuh"
 #include "cuda_int_rows.cuh"
@@ -286,12 +287,8 @@ __global__ void __launch_bounds__(32 * kWarps, kWarps == kRowsWarps16 ? 1 : 2) i
             if (s < p.n_parts) rows_stage<kDtype, kR, kWarps>(p, smem + s * p.stage_bytes, s, o0, no, r0, nr);
             cp_async_commit_group();
         }
-        if (p.prologue == STRATA_PROLOGUE_RMSNORM && t < nr) {  // the row's factor, as every kernel computes it
-            const float* sq = p.ssq + (r0 + t) * p.n_slices;
-            float ss = sq[0];
-            for (int c = 1; c < p.n_slices; ++c) ss = __fadd_rn(ss, sq[c]);
-            rsq[t] = __frsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)p.k), p.eps));
-        }
+        if (p.prologue == STRATA_PROLOGUE_RMSNORM && t < nr)  // the row's factor, as every kernel computes it
+            rsq[t] = int_rms_factor(p.ssq + (r0 + t) * p.n_slices, p.n_slices, p.k, p.eps);
         float tot[kE];
 #pragma unroll
         for (int i = 0; i < kE; ++i) tot[i] = 0.0f;
