@@ -41,14 +41,16 @@ from strata.engine.engine import Engine  # noqa: E402
 from strata.engine.sampling import SamplingParams  # noqa: E402
 
 ROOFLINE = 4.27e12
-# (shape, type) -> (pp512, tg128) of llama.cpp's `llama-bench -p 512 -n 128 -r 3` on one H200 (2026-11-29,
-# flash attention, all layers on the GPU); concurrent figures for 8b Q4_0 only.
+# (shape, type) -> (pp512, tg128) of llama.cpp's `llama-bench -p 512 -n 128 -r 3` on one H200 (flash attention,
+# all layers on the GPU): Q4_0 and Q4_K_M from the 2026-12-02 night run, Q8_0 / F16 from 2026-11-29; concurrent
+# figures (llama-batched-bench S_TG, 128 + 128 tokens per sequence, 2026-12-02 night) for 8b Q4_0 only.
 ANCHORS = {
-    ("135m", "Q4_0"): (51491, 951), ("135m", "Q8_0"): (52646, 920), ("135m", "F16"): (86570, 978),
-    ("1b", "Q4_0"): (43153, 1032), ("1b", "Q8_0"): (48011, 871), ("1b", "F16"): (70375, 859),
-    ("8b", "Q4_0"): (11057, 341), ("8b", "Q8_0"): (11012, 256), ("8b", "F16"): (23019, 214),
+    ("135m", "Q4_0"): (52493, 948), ("135m", "Q8_0"): (52646, 920), ("135m", "F16"): (86570, 978),
+    ("1b", "Q4_0"): (42960, 1091), ("1b", "Q8_0"): (48011, 871), ("1b", "F16"): (70375, 859),
+    ("8b", "Q4_0"): (11120, 350), ("8b", "Q8_0"): (11012, 256), ("8b", "F16"): (23019, 214),
+    ("8b", "Q4_K_M"): (9216, 286), ("135m", "Q4_1"): (49126, 949),   # 135m Q4_1: the default model, --default-model
 }
-ANCHOR_CONCURRENT = {("8b", "Q4_0"): {1: 343, 4: 982, 16: 2287, 64: 5191}}
+ANCHOR_CONCURRENT = {("8b", "Q4_0"): {1: 341, 4: 970, 16: 2290, 64: 5271}}
 
 
 async def timed_requests(engine: Engine, prompts: list[list[int]], max_tokens: int) -> dict:
