@@ -1,0 +1,178 @@
+"""The engine's host cost per decode step on the CPU backend, libstrata's compute taken out.
+
+Runs the real engine loop (Engine + anyio, one stream per request consumed token by token, as
+bench/gpu_decode.py does) on a tiny synthesized llama (strata synth's `tiny` shape; its tokenizer
+from STRATA_SYNTH_TOKENIZER or the default model) and, for each concurrency, times the steady
+decode steps only: those whose plan is every request's decode row and nothing else. A step spans
+the end of the previous step to its own end. The process's CPU time over that span, less the
+CPU time spent inside libstrata calls that compute (a graph launch, an eager recording, a wait on
+a marker; with one compute thread libstrata computes in the calling thread, so that thread's CPU
+time around the call is the compute), is the host's own work per step: scheduling, the runner's
+bookkeeping, the worker-thread hand-off, token acceptance, detokenization, stream delivery (the
+client tasks run while the worker thread computes, so wall time would hide them; CPU time does
+not, and it does not count the time a loaded machine spends running other processes).
+
+    python bench/host_step.py                       # 1 and 16 requests, median and mean µs per step
+    python bench/host_step.py --concurrency 1 4 16 64 --tokens 96
+    python bench/host_step.py --model path.gguf     # any GGUF instead of the tiny synthesized one
+    python bench/host_step.py --profile 16          # also cProfile the loop at 16 requests (host functions)
+
+A benchmark, not a test: the numbers depend on the machine and its load (bench/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from strata import _ffi  # noqa: E402
+from strata.config import EngineConfig  # noqa: E402
+from strata.engine.engine import Engine  # noqa: E402
+from strata.engine.sampling import SamplingParams  # noqa: E402
+
+
+class ComputeClock:
+    """Accumulates the CPU seconds spent inside libstrata's compute calls (patched in place)."""
+
+    def __init__(self):
+        self.total = 0.0
+        self._undo = []
+
+    def patch(self, owner, name: str) -> None:
+        original = getattr(owner, name)
+        clock = self
+
+        def timed(*args, **kwargs):
+            start = time.thread_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                clock.total += time.thread_time() - start
+
+        setattr(owner, name, timed)
+        self._undo.append((owner, name, original))
+
+    def unpatch(self) -> None:
+        for owner, name, original in reversed(self._undo):
+            setattr(owner, name, original)
+        self._undo.clear()
+
+
+def tiny_model(folder: Path) -> str:
+    from strata.synth.writer import write_llama_gguf
+
+    return str(write_llama_gguf(folder / "tiny-Q8_0.gguf", "tiny", "Q8_0", seed=1, pure=True).path)
+
+
+async def serve(engine: Engine, prompts: list[list[int]], max_tokens: int) -> None:
+    params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
+    async with anyio.create_task_group() as tg:
+        await tg.start(engine.run)
+
+        async def one(prompt):
+            async for _ in engine.submit(prompt, params):
+                pass
+
+        async with anyio.create_task_group() as clients:
+            for p in prompts:
+                clients.start_soon(one, p)
+        tg.cancel_scope.cancel()
+
+
+def measure(engine: Engine, clock: ComputeClock, n: int, tokens: int, profile: bool) -> dict:
+    """Runs n requests of `tokens` greedy tokens; the host µs of each steady decode step."""
+    marks: list[tuple[float, float, float, bool]] = []     # (wall, process CPU, compute CPU so far, steady)
+
+    def observer(plan, result):
+        steady = len(plan.decode) == n and not plan.prefill and not plan.admitted
+        marks.append((time.perf_counter(), time.process_time(), clock.total, steady))
+
+    engine.step_observers.append(observer)
+    prompts = [[(i * 7919 + 13 * r) % 30000 + 100 for i in range(32)] for r in range(n)]
+    profiler = cProfile.Profile() if profile else None
+    try:
+        if profiler is not None:
+            profiler.enable()
+        anyio.run(serve, engine, prompts, tokens)
+    finally:
+        if profiler is not None:
+            profiler.disable()
+        engine.step_observers.remove(observer)
+    host, wall = [], []
+    for (w0, p0, c0, _), (w1, p1, c1, steady) in zip(marks, marks[1:]):
+        if steady:
+            wall.append(w1 - w0)
+            host.append((p1 - p0) - (c1 - c0))
+    return {"host": host, "wall": wall, "profiler": profiler}
+
+
+def print_profile(profiler: cProfile.Profile, limit: int) -> None:
+    stats = pstats.Stats(profiler)
+    stats.sort_stats("tottime").print_stats(limit)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", help="a GGUF (default: a tiny synthesized llama, Q8_0)")
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
+    ap.add_argument("--tokens", type=int, default=64, help="greedy tokens per request")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per concurrency (the steps of all are pooled)")
+    ap.add_argument("--threads", type=int, default=1, help="CPU compute threads (1 keeps the machine quiet)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile one run at N requests")
+    ap.add_argument("--profile-lines", type=int, default=40)
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.model or tiny_model(Path(tmp))
+        ctx = _ffi.Context("cpu", args.threads)
+        from strata.models.loader import load_model
+
+        model = load_model(path, ctx)
+        batch = max(args.concurrency + [args.profile])
+        config = EngineConfig(model=path, device="cpu", batch=batch, chunk=512, ctx=512, graphs=True,
+                              prefix_cache=False, max_queue=0).resolve("cpu", model.spec.ctx_train)
+        engine = Engine(ctx, model, config)
+        clock = ComputeClock()
+        clock.patch(_ffi.Graph, "launch")
+        clock.patch(_ffi, "wait")
+        clock.patch(type(model.decoder), "record")
+        try:
+            measure(engine, clock, 1, 8, False)          # warm-up: captures the graphs of small buckets
+            rows = []
+            for n in args.concurrency:
+                measure(engine, clock, n, 4, False)      # this bucket's graph
+                host, wall = [], []
+                for _ in range(args.repeat):
+                    r = measure(engine, clock, n, args.tokens, False)
+                    host += r["host"]
+                    wall += r["wall"]
+                rows.append((n, len(host), statistics.median(host), statistics.fmean(host),
+                             statistics.median(wall)))
+            print(f"host work per steady decode step ({Path(path).name}, cpu, {args.threads} thread(s), "
+                  f"{args.tokens} tokens x {args.repeat} runs)")
+            print(f"{'requests':>8} {'steps':>6} {'host CPU µs (med)':>18} {'host CPU µs (mean)':>18} "
+                  f"{'wall µs (median)':>17}")
+            for n, steps, med, mean, wmed in rows:
+                print(f"{n:>8} {steps:>6} {med * 1e6:>18.1f} {mean * 1e6:>18.1f} {wmed * 1e6:>17.1f}")
+            if args.profile:
+                r = measure(engine, clock, args.profile, args.tokens, True)
+                print_profile(r["profiler"], args.profile_lines)
+        finally:
+            clock.unpatch()
+            engine.runner.close()
+            model.close()
+            ctx.close()
+
+
+if __name__ == "__main__":
+    main()
