@@ -12,7 +12,7 @@ bookkeeping, the worker-thread hand-off, token acceptance, detokenization, strea
 client tasks run while the worker thread computes, so wall time would hide them; CPU time does
 not, and it does not count the time a loaded machine spends running other processes).
 
-    python bench/host_step.py                       # 1 and 16 requests, median and mean µs per step
+    python bench/host_step.py                       # 1 and 16 requests, decode-ahead off and on
     python bench/host_step.py --concurrency 1 4 16 64 --tokens 96
     python bench/host_step.py --model path.gguf     # any GGUF instead of the tiny synthesized one
     python bench/host_step.py --profile 16          # also cProfile the loop at 16 requests (host functions)
@@ -90,16 +90,33 @@ async def serve(engine: Engine, prompts: list[list[int]], max_tokens: int) -> No
 
 
 def measure(engine: Engine, clock: ComputeClock, n: int, tokens: int, profile: bool) -> dict:
-    """Runs n requests of `tokens` greedy tokens; the host µs of each steady decode step."""
-    marks: list[tuple[float, float, float, bool]] = []     # (wall, process CPU, compute CPU so far, steady)
+    """Runs n requests of `tokens` greedy tokens; the host CPU seconds of each steady decode step,
+    all of it and the runner's share (its worker thread's CPU less compute)."""
+    marks = []     # (wall, process CPU, compute CPU so far, runner-thread CPU so far, steady) at each step's end
+    runner_cpu = [0.0]
 
     def observer(plan, result):
         steady = len(plan.decode) == n and not plan.prefill and not plan.admitted
-        marks.append((time.perf_counter(), time.process_time(), clock.total, steady))
+        marks.append((time.perf_counter(), time.process_time(), clock.total, runner_cpu[0], steady))
 
+    profiler = cProfile.Profile() if profile else None
+    worker = cProfile.Profile() if profile else None      # the runner's steps run in a worker thread
+    step = engine.runner.step
+
+    def timed_step(*args):
+        start = time.thread_time()
+        if worker is not None:
+            worker.enable()
+        try:
+            return step(*args)
+        finally:
+            if worker is not None:
+                worker.disable()
+            runner_cpu[0] += time.thread_time() - start
+
+    engine.runner.step = timed_step
     engine.step_observers.append(observer)
     prompts = [[(i * 7919 + 13 * r) % 30000 + 100 for i in range(32)] for r in range(n)]
-    profiler = cProfile.Profile() if profile else None
     try:
         if profiler is not None:
             profiler.enable()
@@ -108,29 +125,49 @@ def measure(engine: Engine, clock: ComputeClock, n: int, tokens: int, profile: b
         if profiler is not None:
             profiler.disable()
         engine.step_observers.remove(observer)
-    host, wall = [], []
-    for (w0, p0, c0, _), (w1, p1, c1, steady) in zip(marks, marks[1:]):
+        del engine.runner.step
+    host, runner, wall = [], [], []
+    for (w0, p0, c0, r0, _), (w1, p1, c1, r1, steady) in zip(marks, marks[1:]):
         if steady:
             wall.append(w1 - w0)
             host.append((p1 - p0) - (c1 - c0))
-    return {"host": host, "wall": wall, "profiler": profiler}
+            runner.append((r1 - r0) - (c1 - c0))
+    return {"host": host, "runner": runner, "wall": wall, "profilers": (profiler, worker)}
 
 
-def print_profile(profiler: cProfile.Profile, limit: int) -> None:
-    stats = pstats.Stats(profiler)
+def print_profile(profilers, limit: int) -> None:
+    """The event loop's and the worker thread's profiles, merged, by own time (the worker's times
+    are wall times and include its waits for the GIL)."""
+    stats = pstats.Stats(profilers[0])
+    stats.add(profilers[1])
     stats.sort_stats("tottime").print_stats(limit)
+
+
+def set_ahead(engine: Engine, on: bool) -> None:
+    """Decode-ahead (decode_ahead.py) on the CPU backend too, where it is off by default: the CPU
+    computes the guessed step at once, but the host does what it does on CUDA."""
+    from strata.engine.decode_ahead import DecodeAhead
+
+    runner = engine.runner
+    if runner.ahead is not None:
+        runner.ahead.close()
+    runner.ahead = DecodeAhead(runner.ctx, runner.io, runner.max_logits) if on else None
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="a GGUF (default: a tiny synthesized llama, Q8_0)")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
+    ap.add_argument("--ahead", choices=["off", "on", "both"], default="both",
+                    help="decode-ahead as on CUDA (on), as the CPU backend runs (off), or each")
     ap.add_argument("--tokens", type=int, default=64, help="greedy tokens per request")
     ap.add_argument("--repeat", type=int, default=3, help="runs per concurrency (the steps of all are pooled)")
-    ap.add_argument("--threads", type=int, default=1, help="CPU compute threads (1 keeps the machine quiet)")
+    ap.add_argument("--threads", type=int, default=1, help="CPU compute threads (1: compute runs in the "
+                    "calling thread, which the CPU-time accounting needs)")
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile one run at N requests")
     ap.add_argument("--profile-lines", type=int, default=40)
     args = ap.parse_args()
+    modes = {"off": [False], "on": [True], "both": [False, True]}[args.ahead]
 
     with tempfile.TemporaryDirectory() as tmp:
         path = args.model or tiny_model(Path(tmp))
@@ -149,26 +186,31 @@ def main() -> None:
         try:
             measure(engine, clock, 1, 8, False)          # warm-up: captures the graphs of small buckets
             rows = []
-            for n in args.concurrency:
-                measure(engine, clock, n, 4, False)      # this bucket's graph
-                host, wall = [], []
-                for _ in range(args.repeat):
-                    r = measure(engine, clock, n, args.tokens, False)
-                    host += r["host"]
-                    wall += r["wall"]
-                rows.append((n, len(host), statistics.median(host), statistics.fmean(host),
-                             statistics.median(wall)))
-            print(f"host work per steady decode step ({Path(path).name}, cpu, {args.threads} thread(s), "
-                  f"{args.tokens} tokens x {args.repeat} runs)")
-            print(f"{'requests':>8} {'steps':>6} {'host CPU µs (med)':>18} {'host CPU µs (mean)':>18} "
-                  f"{'wall µs (median)':>17}")
-            for n, steps, med, mean, wmed in rows:
-                print(f"{n:>8} {steps:>6} {med * 1e6:>18.1f} {mean * 1e6:>18.1f} {wmed * 1e6:>17.1f}")
+            for ahead in modes:
+                set_ahead(engine, ahead)
+                for n in args.concurrency:
+                    measure(engine, clock, n, 4, False)      # this bucket's graph
+                    host, runner, wall = [], [], []
+                    for _ in range(args.repeat):
+                        r = measure(engine, clock, n, args.tokens, False)
+                        host += r["host"]
+                        runner += r["runner"]
+                        wall += r["wall"]
+                    rows.append((n, "on" if ahead else "off", len(host), statistics.median(host),
+                                 statistics.fmean(host), statistics.median(runner), statistics.median(wall)))
+            print(f"host CPU per steady decode step, compute excluded ({Path(path).name}, cpu, "
+                  f"{args.threads} thread(s), {args.tokens} tokens x {args.repeat} runs)")
+            print(f"{'requests':>8} {'ahead':>5} {'steps':>6} {'host µs med':>12} {'host µs mean':>13} "
+                  f"{'runner µs med':>14} {'wall µs med':>12}")
+            for n, ahead, steps, med, mean, run, wmed in rows:
+                print(f"{n:>8} {ahead:>5} {steps:>6} {med * 1e6:>12.1f} {mean * 1e6:>13.1f} {run * 1e6:>14.1f} "
+                      f"{wmed * 1e6:>12.1f}")
             if args.profile:
                 r = measure(engine, clock, args.profile, args.tokens, True)
-                print_profile(r["profiler"], args.profile_lines)
+                print_profile(r["profilers"], args.profile_lines)
         finally:
             clock.unpatch()
+            set_ahead(engine, False)
             engine.runner.close()
             model.close()
             ctx.close()
