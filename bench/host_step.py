@@ -161,13 +161,15 @@ def print_profile(profilers, limit: int) -> None:
 
 def set_ahead(engine: Engine, on: bool) -> None:
     """Decode-ahead (decode_ahead.py) on the CPU backend too, where it is off by default: the CPU
-    computes the guessed step at once, but the host does what it does on CUDA."""
+    computes the guessed step at once, but the host does what it does on CUDA (STRATA_DECODE_AHEAD_DEPTH
+steps deep)."""
     from strata.engine.decode_ahead import DecodeAhead
+    from strata.engine.runner import ahead_depth
 
     runner = engine.runner
     if runner.ahead is not None:
         runner.ahead.close()
-    runner.ahead = DecodeAhead(runner.ctx, runner.io, runner.max_logits) if on else None
+    runner.ahead = DecodeAhead(runner.ctx, runner.io, runner.max_logits, ahead_depth()) if on else None
 
 
 def main() -> None:

@@ -37,6 +37,16 @@ class StepResult:
     num_drafted: int = 0                          # draft rows verified in the step
 
 
+def ahead_depth() -> int:
+    """STRATA_DECODE_AHEAD_DEPTH (strata/env.py): decode steps queued ahead on CUDA, 1 or 2."""
+    from .. import env
+
+    raw = (env.get("STRATA_DECODE_AHEAD_DEPTH") or "1").strip()
+    if raw not in ("1", "2"):
+        raise ValueError(f"STRATA_DECODE_AHEAD_DEPTH must be 1 or 2, got {raw!r}")
+    return int(raw)
+
+
 def _sampled(sampled: list[int], logprobs=None) -> StepResult:
     """One token per sampled row (no drafts in the step)."""
     return StepResult([[t] for t in sampled], None if logprobs is None else [[lp] for lp in logprobs])
@@ -70,7 +80,8 @@ class ModelRunner:
         # Not on a layer split: its later stages copy the step inputs from the host, which a guessed
         # step advances on the device only.
         split = hasattr(model.decoder, "capture")
-        self.ahead = DecodeAhead(ctx, self.io, self.max_logits) if on_gpu and config.graphs and not split else None
+        self.ahead = DecodeAhead(ctx, self.io, self.max_logits, ahead_depth()) \
+            if on_gpu and config.graphs and not split else None
         # Tests that read act.logits after each step set this: a guessed next step would overwrite them.
         self.keep_logits = False
 
@@ -148,8 +159,15 @@ class ModelRunner:
                 graph.launch()
                 return self._result(plan, drafts, self.io.download_ids(n_logits).tolist(), wants)
             launched = ahead.launch(graph, n_logits)
-        if self._may_continue(plan):
-            ahead.launch_guess(graph, bucket, n, rows)
+        # Top the queue up to `depth` guesses: the d-th queued guess only where every request is sure
+        # to be decoding d steps on.
+        queued = ahead.queued()
+        last = ahead.guesses[-1].expected if queued else rows
+        for d in range(queued + 1, ahead.depth + 1):
+            if not self._may_continue(plan, d):
+                break
+            ahead.launch_guess(graph, bucket, n, last)
+            last = ahead.guesses[-1].expected
         return _sampled(ahead.tokens(launched))
 
     def _speculating(self, plan: StepPlan) -> bool:
@@ -181,12 +199,13 @@ class ModelRunner:
         self.speculator.observe(plan, drafts, tokens, self.act, self.max_rows)
         return StepResult(tokens, groups, sum(len(d) for d in drafts.values()))
 
-    def _may_continue(self, plan: StepPlan) -> bool:
-        """Whether every request of this decode step may still be decoding in the next one."""
+    def _may_continue(self, plan: StepPlan, steps: int = 1) -> bool:
+        """Whether every request of this decode step may still be decoding `steps` steps on."""
         ctx = self.config.ctx
         for r in plan.decode:
-            if (r.cancelled or len(r.output_ids) + 1 >= r.params.max_tokens
-                    or len(r.prompt_ids) + len(r.output_ids) + 1 > ctx or (r.rules is not None and not r.rules.static)):
+            if (r.cancelled or len(r.output_ids) + steps >= r.params.max_tokens
+                    or len(r.prompt_ids) + len(r.output_ids) + steps > ctx
+                    or (r.rules is not None and not r.rules.static)):
                 return False
         return True
 
