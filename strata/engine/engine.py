@@ -2,9 +2,10 @@
 
 One loop task schedules steps; each step's device work runs in the engine's
 device thread (device_thread.py; cffi releases the GIL), so the event loop
-keeps serving clients while the device computes. Requests come in through `submit`, which validates them
-first (docs/design.md, invariant 3), and their tokens leave through one anyio
-memory-object stream per request, as soon as each token exists.
+keeps serving clients while the device computes. Requests come in through
+`submit`, which validates them first (docs/design.md, invariant 3), and their
+tokens leave through one anyio memory-object stream per request, as soon as
+each token exists.
 """
 
 from __future__ import annotations
