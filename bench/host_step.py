@@ -12,8 +12,15 @@ bookkeeping, the worker-thread hand-off, token acceptance, detokenization, strea
 client tasks run while the worker thread computes, so wall time would hide them; CPU time does
 not, and it does not count the time a loaded machine spends running other processes).
 
+By default (--compute stub) the steady steps' graph launches only write made-up token ids, so the
+loop runs with no compute at all, as the host of a GPU sees it; --compute real lets the CPU compute
+and subtracts its CPU time (what is left then also holds the cache misses that compute causes).
+Decode-ahead (decode_ahead.py), off on the CPU backend, can be forced on to time the CUDA engine's
+host path; STRATA_DECODE_AHEAD_DEPTH and STRATA_DEVICE_THREAD (strata/env.py) apply as in serving.
+
     python bench/host_step.py                       # 1 and 16 requests, decode-ahead off and on
     python bench/host_step.py --concurrency 1 4 16 64 --tokens 96
+    STRATA_DEVICE_THREAD=anyio python bench/host_step.py --ahead on   # the hand-off before 2026-12-02
     python bench/host_step.py --model path.gguf     # any GGUF instead of the tiny synthesized one
     python bench/host_step.py --profile 16          # also cProfile the loop at 16 requests (host functions)
 
