@@ -49,6 +49,8 @@ def describe() -> str:
 
 declare("STRATA_LIB", "path of libstrata.so to load (default: build/libstrata.so of the checkout)")
 declare("STRATA_MODEL_CACHE", "directory of downloaded models (default: ~/.cache/strata/models)")
+declare("STRATA_DECODE_AHEAD_DEPTH", "decode steps the runner keeps queued ahead on CUDA in steady decoding, read when the engine is built: 1 (the default) or 2 (the device has two steps of work when the host comes back, so a host round trip of up to two device steps leaves no gap; a miss drops two guessed steps). The same tokens either way (strata/engine/decode_ahead.py)", "1")
+declare("STRATA_DEVICE_THREAD", "how the engine hands its steps to a worker thread, read when the engine loop starts: own (the engine's own device thread, a queue put and a call_soon_threadsafe per step on asyncio) or anyio (anyio.to_thread.run_sync with a limiter of one, the hand-off before 2026-12-02; what trio always uses). An A/B switch for timing the host loop (bench/host_step.py)", "own")
 declare("STRATA_SYNTH_TOKENIZER", "strata synth (and the tests that synthesize tiny models): the GGUF whose tokenizer.* keys a synthesized file copies when --tokenizer-from is not given; unset = the default model (SmolLM2-135M) from the model store. Any GGUF with SmolLM2's tokenizer works, a tokenizer-only one included", "")
 declare("STRATA_API_KEY", "API key `strata serve` requires from clients (same as --api-key)")
 declare("STRATA_DEVICE", "default device for generate/serve: cpu, cuda or cuda:N (default: the GPU when present)")

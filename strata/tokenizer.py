@@ -283,11 +283,17 @@ class StreamDecoder:
 
     def push(self, ids: int | Iterable[int]) -> str:
         """Adds ids; returns the text they complete (possibly '')."""
-        ids = [ids] if isinstance(ids, int) else ids
-        table_len = len(self._tokenizer._token_bytes)
-        # A model may sample ids past the tokenizer's table (Qwen pads its embedding rows): no text.
-        ids = [i for i in ids if 0 <= i < table_len]
-        self._pending += self._tokenizer.decode_bytes(ids, self._skip_special)
+        tokenizer = self._tokenizer
+        table = tokenizer._token_bytes
+        if isinstance(ids, int):     # one id per decode step: the engine's hot path, no lists
+            # A model may sample ids past the tokenizer's table (Qwen pads its embedding rows): no text.
+            if 0 <= ids < len(table) and not (self._skip_special and ids in tokenizer.special_ids):
+                self._pending += table[ids]
+        else:
+            ids = [i for i in ids if 0 <= i < len(table)]
+            self._pending += tokenizer.decode_bytes(ids, self._skip_special)
+        if not self._pending:
+            return ""
         cut = _complete_prefix_len(self._pending)
         ready, self._pending = self._pending[:cut], self._pending[cut:]
         return ready.decode("utf-8", errors="replace")

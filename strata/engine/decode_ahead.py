@@ -11,10 +11,20 @@ admitted), the guess is dropped and the step recomputed — each row's result
 is a pure function of its own sequence, so a dropped guess changes nothing
 but wasted device time. Only worth it where the device runs asynchronously
 (CUDA); the CPU backend computes synchronously.
+
+`depth` guesses may be queued (STRATA_DECODE_AHEAD_DEPTH, read when the runner
+is built; 1 by default): with 2, the device has two steps of work queued when
+the host comes back, so a host round trip (hand-off, token delivery,
+scheduling) of up to two device steps leaves it no idle gap; a miss then
+drops up to `depth` guessed steps. The runner queues a guess d steps on only
+for a request that is sure to be decoding then (its token budget and the
+context reach that far), so a dropped guess writes cache cells the request
+had reserved and nobody reads.
 """
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,28 +41,42 @@ class Launched:
 
 
 class DecodeAhead:
-    def __init__(self, ctx: F.Context, io, max_logits: int):
+    def __init__(self, ctx: F.Context, io, max_logits: int, depth: int = 1):
         self.ctx, self.io, self.max_logits = ctx, io, max_logits
-        self.host = F.HostBuffer(ctx, 2 * 4 * max_logits)
-        self.guess: Launched | None = None
+        self.depth = depth
+        self._turns = depth + 1            # the step being read, and each queued guess, own a part
+        self.host = F.HostBuffer(ctx, self._turns * 4 * max_logits)
+        self.guesses: collections.deque[Launched] = collections.deque()   # oldest (next step) first
         self._turn = 0
         self.hits = 0
         self.misses = 0
 
+    @property
+    def guess(self) -> Launched | None:
+        """The guess for the next step, if any."""
+        return self.guesses[0] if self.guesses else None
+
+    @guess.setter
+    def guess(self, launched: Launched | None) -> None:
+        self.guesses.clear()
+        if launched is not None:
+            self.guesses.append(launched)
+
     def take(self, rows: list[tuple[int, int]]) -> Launched | None:
-        """The queued guess if it computes exactly these rows; otherwise drops it."""
-        guess, self.guess = self.guess, None
-        if guess is not None and guess.expected == rows:
+        """The next queued guess if it computes exactly these rows (later guesses stay queued);
+        otherwise drops every guess."""
+        if self.guesses and self.guesses[0].expected == rows:
             self.hits += 1
-            return guess
-        if guess is not None:
-            self.misses += 1
+            return self.guesses.popleft()
+        self.drop()
         return None
 
     def drop(self) -> None:
-        if self.guess is not None:
-            self.misses += 1
-        self.guess = None
+        self.misses += len(self.guesses)
+        self.guesses.clear()
+
+    def queued(self) -> int:
+        return len(self.guesses)
 
     def launch(self, graph: F.Graph, n_logits: int) -> Launched:
         """Launches the graph on the inputs already on the device; its tokens go to the host buffer."""
@@ -60,12 +84,13 @@ class DecodeAhead:
         return self._collect(n_logits)
 
     def launch_guess(self, graph: F.Graph, bucket: int, n_logits: int, rows: list[tuple[int, int]]) -> None:
+        """Queues the step after the last one launched; rows: that last step's rows."""
         io = self.io
         F.step_advance(self.ctx, io.buffer, io.ids_off, io.rows_off, io.params_off, io.out_off, bucket)
         graph.launch()
         launched = self._collect(n_logits)
         launched.expected = [(slot, index + 1) for slot, index in rows]
-        self.guess = launched
+        self.guesses.append(launched)
 
     def tokens(self, launched: Launched) -> list[int]:
         F.wait(self.ctx, launched.marker)
@@ -73,10 +98,10 @@ class DecodeAhead:
         return self.host.array[start: start + 4 * launched.n_logits].view(np.int32).tolist()
 
     def _collect(self, n_logits: int) -> Launched:
-        turn, self._turn = self._turn, 1 - self._turn
+        turn, self._turn = self._turn, (self._turn + 1) % self._turns
         self.host.copy_from(self.io.buffer, turn * 4 * self.max_logits, self.io.out_off, 4 * n_logits)
         return Launched(F.marker(self.ctx), turn, n_logits)
 
     def close(self) -> None:
-        self.guess = None
+        self.guesses.clear()
         self.host.close()

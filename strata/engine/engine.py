@@ -1,10 +1,11 @@
 """Engine: the anyio loop that owns the device and serves requests through streams.
 
-One loop task schedules steps; each step's device work runs in a worker
-thread (cffi releases the GIL), so the event loop keeps serving clients while
-the device computes. Requests come in through `submit`, which validates them
-first (docs/design.md, invariant 3), and their tokens leave through one anyio
-memory-object stream per request, as soon as each token exists.
+One loop task schedules steps; each step's device work runs in the engine's
+device thread (device_thread.py; cffi releases the GIL), so the event loop
+keeps serving clients while the device computes. Requests come in through
+`submit`, which validates them first (docs/design.md, invariant 3), and their
+tokens leave through one anyio memory-object stream per request, as soon as
+each token exists.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .. import _ffi
 from ..config import PAGE_CELLS, EngineConfig, backend_of, default_device
 from ..grammar.compiler import GrammarCompiler, GrammarError
 from .logit_rules import LogitRules
+from .device_thread import DeviceThread
 from .drafting.factory import make_speculator
 from .drafting.speculator import draft_state
 from .host_cache import HostCache
@@ -57,7 +59,7 @@ class Engine:
         self.step_observers: list = []          # callables(plan, result); tests watch interleaving with them
         self._outputs: dict[Request, tuple] = {}
         self._wake: anyio.Event | None = None
-        self._limiter: anyio.CapacityLimiter | None = None
+        self._device = DeviceThread()           # where steps and run_on_device calls run, one at a time
         self._running = False
         self._check_images = model.submission_check(config.ctx)   # None for a text-only model
         self.last_tokens: dict[int, list[int]] = {}   # slot -> the computed tokens of its last request (slot files)
@@ -170,10 +172,8 @@ class Engine:
         return LogitRules(params, prompt_ids, self.model.spec.vocab, eos | frozenset(params.stop_token_ids), mask)
 
     async def run_on_device(self, fn, *args):
-        """fn(*args) in a worker thread, never beside an engine step (the vision encoder shares the device)."""
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(1)
-        return await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+        """fn(*args) on the device thread, never beside an engine step (the vision encoder shares the device)."""
+        return await self._device.run(fn, *args)
 
     def cancel(self, request: Request) -> None:
         if not request.finished:
@@ -189,8 +189,7 @@ class Engine:
     async def run(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
         """Serves until cancelled; on the way out, every open stream gets a final event."""
         self._wake = anyio.Event()
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(1)
+        self._device.choose()
         self._running = True
         task_status.started()
         try:
@@ -203,6 +202,7 @@ class Engine:
         finally:
             self._running = False
             self._abort_all("cancelled", "the server is shutting down")
+            self._device.stop()
 
     async def _step(self) -> None:
         plan = self.scheduler.schedule()
@@ -211,7 +211,7 @@ class Engine:
                 self._close(request)
         released = self.scheduler.take_released()
         try:
-            result = await anyio.to_thread.run_sync(self.runner.step, released, plan, limiter=self._limiter)
+            result = await self._device.run(self.runner.step, released, plan)
         except Exception as exc:   # a device or library failure: fail this step's requests, keep serving
             log.exception("engine step failed")
             for request in {*plan.decode, *(c.request for c in plan.prefill), *plan.admitted}:
@@ -239,13 +239,15 @@ class Engine:
             self.pool.share_prompt(chunk.request)
         for request, tokens in zip(plan.decode, result.tokens):
             request.num_computed += len(tokens)      # the row's token and every accepted draft
-        logprobs = result.logprobs or [[None] * len(t) for t in result.tokens]
-        for request, tokens, lps in zip(plan.sampled_requests(), result.tokens, logprobs):
+        logprobs = result.logprobs
+        sampled = plan.sampled_requests() if plan.prefill else plan.decode
+        for i, (request, tokens) in enumerate(zip(sampled, result.tokens)):
+            lps = logprobs[i] if logprobs else None
             try:
-                for token, lp in zip(tokens, lps):   # an accepted run: one token at a time, as plain decoding
+                for j, token in enumerate(tokens):   # an accepted run: one token at a time, as plain decoding
                     if request.finished or request.cancelled:
                         break
-                    self._accept_token(request, token, lp, now)
+                    self._accept_token(request, token, lps[j] if lps is not None else None, now)
             except Exception as exc:   # one request's output failed: end it, keep serving the others
                 log.exception("processing the output of %s failed", request.request_id)
                 self._finish(request, "error", Event(error=f"internal error: {exc}"))
@@ -254,12 +256,13 @@ class Engine:
         first = request.first_token_time is None
         request.record_token(token, now)
         grammar_done = False
-        if request.rules is not None:
-            refused = request.rules.accept(token)
+        rules = request.rules
+        if rules is not None:
+            refused = rules.accept(token)
             if refused:
                 self._finish(request, "error", Event(error=f"internal error: {refused}"))
                 return
-            grammar_done = request.rules.mask is not None and request.rules.mask.done
+            grammar_done = rules.mask is not None and rules.mask.done
         m = self.metrics
         m.generated_tokens += 1
         if first:
@@ -267,8 +270,9 @@ class Engine:
             m.cached_prompt_tokens += request.num_cached
             m.ttft.observe(request.ttft)
         else:
-            m.itl.observe(request.token_times[-1] - request.token_times[-2])
-        _, processor = self._outputs[request]
+            times = request.token_times
+            m.itl.observe(times[-1] - times[-2])
+        send, processor = self._outputs[request]
         text, reason = processor.push(token)
         if reason is None and grammar_done:        # the grammar ended (with ignore_eos the end token is text)
             reason = "stop"
@@ -279,14 +283,16 @@ class Engine:
             text += processor.finish()
         event = Event([token], text, [logprob] if logprob is not None else None)
         if reason is None:
-            self._send(request, event)
+            self._deliver(request, send, event)
         else:
             self._finish(request, reason, event)
 
     def _send(self, request: Request, event: Event) -> None:
         send, _ = self._outputs.get(request, (None, None))
-        if send is None:
-            return
+        if send is not None:
+            self._deliver(request, send, event)
+
+    def _deliver(self, request: Request, send, event: Event) -> None:
         event.choice = request.params.choice_index
         try:
             send.send_nowait(event)
@@ -346,6 +352,7 @@ class Engine:
         return out
 
     def close(self) -> None:
+        self._device.stop()
         if self.pool.host is not None:
             self.pool.host.close()
         self.runner.close()

@@ -62,6 +62,9 @@ class OutputProcessor:
         return text
 
     def _emit(self, hold: int) -> tuple[str, str | None]:
+        if not self._stop:           # nothing to find or hold back (hold is 0): all of it goes out
+            out, self._pending = self._pending, ""
+            return out, None
         found = [at for at in (self._pending.find(stop) for stop in self._stop) if at >= 0]
         if found:
             out, self._pending = self._pending[: min(found)], ""

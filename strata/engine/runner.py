@@ -20,6 +20,7 @@ import numpy as np
 from .. import _ffi as F
 from ..config import PAGE_CELLS, EngineConfig
 from .decode_ahead import DecodeAhead
+from .drafting.speculator import may_draft
 from .image_rows import ImageRows
 from .logit_table import LogitTable
 from .output import TokenLogprob
@@ -34,6 +35,16 @@ class StepResult:
     tokens: list[list[int]]                       # aligned with plan.sampled_requests(): 1 token, or a kept run
     logprobs: list[list[TokenLogprob | None]] | None = None
     num_drafted: int = 0                          # draft rows verified in the step
+
+
+def ahead_depth() -> int:
+    """STRATA_DECODE_AHEAD_DEPTH (strata/env.py): decode steps queued ahead on CUDA, 1 or 2."""
+    from .. import env
+
+    raw = (env.get("STRATA_DECODE_AHEAD_DEPTH") or "1").strip()
+    if raw not in ("1", "2"):
+        raise ValueError(f"STRATA_DECODE_AHEAD_DEPTH must be 1 or 2, got {raw!r}")
+    return int(raw)
 
 
 def _sampled(sampled: list[int], logprobs=None) -> StepResult:
@@ -69,7 +80,8 @@ class ModelRunner:
         # Not on a layer split: its later stages copy the step inputs from the host, which a guessed
         # step advances on the device only.
         split = hasattr(model.decoder, "capture")
-        self.ahead = DecodeAhead(ctx, self.io, self.max_logits) if on_gpu and config.graphs and not split else None
+        self.ahead = DecodeAhead(ctx, self.io, self.max_logits, ahead_depth()) \
+            if on_gpu and config.graphs and not split else None
         # Tests that read act.logits after each step set this: a guessed next step would overwrite them.
         self.keep_logits = False
 
@@ -128,15 +140,16 @@ class ModelRunner:
     def _graph_step(self, plan: StepPlan, drafts: dict) -> StepResult:
         """A decode-only step (verification rows included): a captured graph per row-count bucket,
         run one step ahead on CUDA when no slot drafts."""
-        n = len(plan.decode) + sum(len(d) for d in drafts.values())
+        decode = plan.decode
+        n = len(decode) + sum(len(d) for d in drafts.values()) if drafts else len(decode)
         bucket = self._bucket(n)
         graph = self._graph(bucket)
-        wants = [r.params.top_logprobs if r.params.logprobs else -1 for r in plan.decode]
-        plain = all(w < 0 for w in wants) and not self.keep_logits and not self._speculating(plan)
+        # Plain: no row wants logprobs (they read this step's logits, which a guessed step overwrites).
+        plain = not self.keep_logits and not any(r.params.logprobs for r in decode) and not self._speculating(plan)
         ahead = self.ahead if plain else None
         if ahead is None and self.ahead is not None:
             self.ahead.drop()
-        rows = [(r.slot, r.num_computed) for r in plan.decode]
+        rows = [(r.slot, r.num_computed) for r in decode] if ahead is not None else None
         launched = ahead.take(rows) if ahead is not None else None
         if launched is None:
             n_rows, _, n_logits, wants = self._fill_inputs(plan, drafts)
@@ -146,14 +159,19 @@ class ModelRunner:
                 graph.launch()
                 return self._result(plan, drafts, self.io.download_ids(n_logits).tolist(), wants)
             launched = ahead.launch(graph, n_logits)
-        if self._may_continue(plan):
-            ahead.launch_guess(graph, bucket, n, rows)
+        # Top the queue up to `depth` guesses: the d-th queued guess only where every request is sure
+        # to be decoding d steps on.
+        queued = ahead.queued()
+        last = ahead.guesses[-1].expected if queued else rows
+        for d in range(queued + 1, ahead.depth + 1):
+            if not self._may_continue(plan, d):
+                break
+            ahead.launch_guess(graph, bucket, n, last)
+            last = ahead.guesses[-1].expected
         return _sampled(ahead.tokens(launched))
 
     def _speculating(self, plan: StepPlan) -> bool:
         """Whether a request of this step may draft (a guessed plain step would then be wasted)."""
-        from .drafting.speculator import may_draft
-
         return self.speculator is not None and any(may_draft(r) for r in plan.decode)
 
     def _result(self, plan: StepPlan, drafts: dict, sampled: list[int], wants: list[int]) -> StepResult:
@@ -181,25 +199,36 @@ class ModelRunner:
         self.speculator.observe(plan, drafts, tokens, self.act, self.max_rows)
         return StepResult(tokens, groups, sum(len(d) for d in drafts.values()))
 
-    def _may_continue(self, plan: StepPlan) -> bool:
-        """Whether every request of this decode step may still be decoding in the next one."""
-        return all(not r.cancelled and len(r.output_ids) + 1 < r.params.max_tokens
-                   and r.num_tokens + 1 <= self.config.ctx and (r.rules is None or r.rules.static)
-                   for r in plan.decode)
+    def _may_continue(self, plan: StepPlan, steps: int = 1) -> bool:
+        """Whether every request of this decode step may still be decoding `steps` steps on."""
+        ctx = self.config.ctx
+        for r in plan.decode:
+            if (r.cancelled or len(r.output_ids) + steps >= r.params.max_tokens
+                    or len(r.prompt_ids) + len(r.output_ids) + steps > ctx
+                    or (r.rules is not None and not r.rules.static)):
+                return False
+        return True
 
     def _fill_inputs(self, plan: StepPlan, drafts: dict):
         """Decode rows first (a drafting slot's last token, then its drafts at the next cells), then
-        prefill chunks; every decode row is sampled at its own position."""
+        prefill chunks; every decode row is sampled at its own position. The rows are gathered in
+        lists and written with one numpy assignment per field (per-element writes cost more host
+        time than the rest of a step, bench/host_step.py)."""
         io = self.io
-        row, logit_rows, wants = 0, [], []
+        ids, cells, logit_rows = [], [], []
         for request in plan.decode:
-            index = request.num_computed
-            for j, token in enumerate([request.token_at(index), *drafts.get(request, ())]):
-                io.ids[row] = token
-                io.rows[row] = (request.slot, index + j)
-                logit_rows.append((row, request, index + j + 1))
-                row += 1
-        n_decode = row
+            index, slot = request.num_computed, request.slot
+            ids.append(request.token_at(index))
+            cells.append((slot, index))
+            logit_rows.append((len(cells) - 1, request, index + 1))
+            for j, token in enumerate(drafts.get(request, ()) if drafts else (), 1):
+                ids.append(token)
+                cells.append((slot, index + j))
+                logit_rows.append((len(cells) - 1, request, index + j + 1))
+        row = n_decode = len(ids)
+        if n_decode:
+            io.ids[:n_decode] = ids
+            io.rows[:n_decode] = cells
         for chunk in plan.prefill:
             request, n = chunk.request, chunk.length
             io.ids[row: row + n] = request.prompt_ids[chunk.start: chunk.start + n]
@@ -208,14 +237,22 @@ class ModelRunner:
             row += n
             if chunk.completes_prompt:
                 logit_rows.append((row - 1, request, request.num_prompt))
-        for i, (r, request, position) in enumerate(logit_rows):
-            p = request.params
-            io.logit_idx[i] = r
-            io.params[i] = (p.temperature, p.top_p, p.min_p, p.top_k, p.sampler_seed, position)
-            io.adjust[i] = -1 if request.rules is None else request.slot
-            if request.rules is not None:
-                self.logit_table.write(request.slot, request.rules)
-            wants.append(p.top_logprobs if p.logprobs else -1)
+        wants = []
+        if logit_rows:
+            n_logits = len(logit_rows)
+            params, adjust = [], []
+            for r, request, position in logit_rows:
+                p = request.params
+                params.append((p.temperature, p.top_p, p.min_p, p.top_k, p.sampler_seed, position))
+                if request.rules is None:
+                    adjust.append(-1)
+                else:
+                    adjust.append(request.slot)
+                    self.logit_table.write(request.slot, request.rules)
+                wants.append(p.top_logprobs if p.logprobs else -1)
+            io.logit_idx[:n_logits] = [r for r, _, _ in logit_rows]
+            io.params[:n_logits] = params
+            io.adjust[:n_logits] = adjust
         return row, n_decode, len(logit_rows), wants
 
     def _bucket(self, n_rows: int) -> int:

@@ -118,18 +118,21 @@ class Scheduler:
         plan = StepPlan()
         self._drop_cancelled()
         self._admit(plan)
-        plan.decode = [r for _, r in sorted(self.running.items()) if not r.in_prefill]
+        prefilling = []
+        for _, request in sorted(self.running.items()):
+            (prefilling if request.in_prefill else plan.decode).append(request)
         budget = self.chunk
-        for request in sorted(self.running.values(), key=lambda r: (r.admit_time, r.slot)):
+        for request in sorted(prefilling, key=lambda r: (r.admit_time, r.slot)) if prefilling else ():
             if budget == 0:
                 break
-            if request.in_prefill:
-                n = min(request.num_prompt - request.num_computed, budget)
-                plan.prefill.append(PrefillChunk(request, request.num_computed, n))
-                budget -= n
+            n = min(request.num_prompt - request.num_computed, budget)
+            plan.prefill.append(PrefillChunk(request, request.num_computed, n))
+            budget -= n
         return plan
 
     def _drop_cancelled(self) -> None:
+        if not any(r.cancelled for r in self.waiting) and not any(r.cancelled for r in self.running.values()):
+            return
         for request in [r for r in self.waiting if r.cancelled] + [r for r in self.running.values() if r.cancelled]:
             self.finish(request, "cancelled")
 

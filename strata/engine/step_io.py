@@ -42,6 +42,8 @@ class StepIO:
         # then fuse rope, the KV store and attention (strata_rope_kv_store_attention).
         self.distinct_slots = False
         self._out = np.zeros(max_logits, dtype=np.int32)
+        # An unused sample row i reads row i (mod max_rows): a valid row, its token thrown away.
+        self._pad_logit_idx = np.arange(max_logits, dtype=np.int32) % max(max_rows, 1)
 
     def clear(self, n_rows: int, n_logits: int) -> None:
         """Rows past n_rows become padding (slot -1); unused sample rows greedy."""
@@ -49,7 +51,7 @@ class StepIO:
         self.rows[n_rows:] = (-1, 0)
         self.params[n_logits:] = 0
         self.adjust[n_logits:] = -1
-        self.logit_idx[n_logits:] = np.arange(n_logits, self.max_logits, dtype=np.int32) % max(self.max_rows, 1)
+        self.logit_idx[n_logits:] = self._pad_logit_idx[n_logits:]
 
     def upload(self) -> None:
         self.buffer.upload(self.host)
