@@ -21,6 +21,7 @@ import queue
 import threading
 
 import anyio
+import anyio.lowlevel
 
 from .. import env
 
@@ -50,6 +51,10 @@ class DeviceThread:
             if self._limiter is None:
                 self._limiter = anyio.CapacityLimiter(1)
             return await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+        # A cancelled caller stops here, before handing over (as anyio.to_thread.run_sync does): the
+        # engine loop awaits little else between steps, so without it a cancelled loop would go on
+        # stepping until its requests end (a server asked to shut down would not stop them).
+        await anyio.lowlevel.checkpoint_if_cancelled()
         loop = asyncio.get_running_loop()
         if self._thread is None:
             self._thread = threading.Thread(target=self._work, args=(self._queue,), name=self._name, daemon=True)

@@ -102,3 +102,22 @@ def test_bad_setting(monkeypatch):
 
     with pytest.raises(ValueError, match="STRATA_DEVICE_THREAD"):
         anyio.run(main)
+
+
+async def test_a_loop_of_calls_stops_when_its_scope_is_cancelled(device):
+    """The engine loop awaits little but these calls: a cancelled scope must stop it at the next call
+    (a server asked to shut down ends its streams), not after the requests run out."""
+    _, thread = device
+    thread.choose()
+    calls = 0
+
+    def step():
+        nonlocal calls
+        calls += 1
+        time.sleep(0.002)
+
+    with anyio.move_on_after(0.1) as scope:
+        for _ in range(2000):        # ~4 s of calls if cancellation never lands
+            await thread.run(step)
+    assert scope.cancelled_caught
+    assert calls < 500, f"{calls} calls ran after the scope was cancelled"
