@@ -100,6 +100,11 @@ static_assert(kFine + kCoarse <= kPool, "both histograms fit the pool");
 // kRouteEarly is kRouteBins with top-k's histogram keyed on the logit itself
 // (lkey) and built in pass 1, one cluster barrier and one pass fewer.
 enum SampleRoute : int { kRouteBins = 0, kRouteLegacy = 1, kRouteRadix = 2, kRouteEarly = 3 };
+// The form of the cluster barriers that only publish this CTA's new shared
+// words (publish_barrier; STRATA_SAMPLE_FENCE; same tokens): the full barrier
+// (release arrive: MEMBAR.ALL.GPU), or cluster_sync_publish (a release fence
+// restricted to the CTA's own shared memory: MEMBAR.ALL.CTA).
+enum SampleFence : int { kFenceMembar = 0, kFenceCluster = 1 };
 // SAMPLE_ROUTE kinds (test counts): which machinery decided a row.
 enum RouteKind : int { kTopkRadixAfterOverflow = 0, kTopkGathered = 1, kToppBins = 2, kToppRadixAfterOverflow = 3 };
 constexpr float kMassScale = 1099511627776.0f;  // 2^40
@@ -158,6 +163,19 @@ struct alignas(16) ClusterShared {
 static_assert(2 * kBins <= kPool, "the digit histograms fit the pool");
 
 __device__ __forceinline__ u64 mass_of(float w) { return (u64)(w * kMassScale); }  // w in [0, 1]
+
+// A cluster barrier after which other CTAs read words this CTA wrote to its
+// own shared memory, at a point where no remote read this CTA made since its
+// last full barrier touches a word that is written again (or freed) before
+// the next full barrier (cluster_sync_publish's condition; the callers say
+// why it holds; the emulator's cluster_check.h checks it on every row).
+// Every other cluster barrier of the kernel is a full one.
+__device__ __forceinline__ void publish_barrier(int fence) {
+    if (fence == kFenceCluster)
+        cluster_sync_publish();
+    else
+        cluster_sync();
+}
 
 // Order-preserving key of a non-NaN float (−0 and +0 share a key).
 __device__ __forceinline__ uint32_t order_key(float f) {
@@ -320,7 +338,8 @@ __host__ __device__ __forceinline__ int64_t sample_slice(int64_t n, int c) { ret
 // Grid: C CTAs (one cluster) per row. Dynamic shared memory:
 // ClusterShared, then `slice` floats.
 template <int C>
-__global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const SampleArgs a, int64_t slice, int route) {
+__global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const SampleArgs a, int64_t slice, int route,
+                                                                       int fence) {
     pdl_wait();  // first: see cuda_pdl.cuh
     pdl_launch_dependents();
     ClusterShared& sm = *dynamic_smem<ClusterShared>();
@@ -373,13 +392,13 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
         sm.n_ok = cn;
     }
     if (early_k) fold_coarse(sm);  // after the barrier above: the fine histogram is complete
-    cluster_sync();  // the slices, best and n_ok of every CTA (and the early route's histograms)
+    // Publishes best and n_ok (and the early route's histograms); no remote read came before it.
+    publish_barrier(fence);
     Best best{__int_as_float(0xff800000), INT32_MAX};
     int64_t n_ok = 0;
     for (int c = 0; c < C; ++c) {  // a selection under a total order and an integer sum: any order
-        const ClusterShared* o = cluster_map(&sm, c);
-        best = better(best, o->best);
-        n_ok += o->n_ok;
+        best = better(best, cluster_map(&sm.best, c)[0]);  // a word at a time: the emulator logs each read
+        n_ok += cluster_map(&sm.n_ok, c)[0];
     }
     // Greedy for T <= 0 (or NaN) and for rows without a finite-or-+inf maximum.
     // Every branch below is uniform over the cluster (all CTAs computed the same values).
@@ -397,7 +416,7 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
     if (rule.use_k && prm.top_k <= kThreads && route != kRouteRadix &&
         (route == kRouteLegacy  ? topk_gathered<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids)
          : route == kRouteEarly ? topk_early<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids)
-                                : topk_bins<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids)))
+                                : topk_bins<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids, fence)))
         return;
     if (rule.use_k) {
         const uint32_t key = cluster_select<C, true>(sm, s, len, ch, (u64)prm.top_k, ph,
@@ -445,7 +464,11 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
         if (tid == 0) sm.mass_d = cta_mass;
     }
     if (bins_p) fold_coarse(sm);
-    cluster_sync();
+    // Publishes mass_w, mass_d and the top-p histograms. The remote reads since
+    // the last full barrier (best and n_ok above, each written once per row)
+    // touch no word written again; the next full barrier (topp_bins' gather,
+    // the radix digits or the exit) comes before any CTA leaves.
+    publish_barrier(fence);
     u64 total = 0;  // Q: the cluster's kept mass
     for (int c = 0; c < C; ++c) total += cluster_map(&sm.mass_w, c)[0];
 
@@ -594,11 +617,11 @@ bool wide_fits(size_t smem) {
 }
 
 template <int C>
-void launch_c(const SampleArgs& a, cudaStream_t stream, int64_t slice, size_t smem, int route) {
+void launch_c(const SampleArgs& a, cudaStream_t stream, int64_t slice, size_t smem, int route, int fence) {
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfg = sample_config<C>(a, stream, smem, attr);
     cfg.numAttrs = pdl_add_attr(attr, 1);  // programmatic launch: cuda_pdl.cuh
-    check(cudaLaunchKernelEx(&cfg, sample_cluster_kernel<C>, a, slice, route), "sample launch");
+    check(cudaLaunchKernelEx(&cfg, sample_cluster_kernel<C>, a, slice, route, fence), "sample launch");
 }
 
 // STRATA_SAMPLE_ROUTE: "early" (or unset, empty), "bins", "legacy" or
@@ -616,6 +639,18 @@ int sample_env_route() {
                                           "radix (radix selects only)");
 }
 
+// STRATA_SAMPLE_FENCE: "cluster" (or unset, empty) or "membar"; the same
+// tokens for each (strata/env.py).
+int sample_env_fence() {
+    const char* env = std::getenv("STRATA_SAMPLE_FENCE");  // read per call: tests switch it within a process
+    if (!env || !*env || std::strcmp(env, "cluster") == 0) return kFenceCluster;
+    if (std::strcmp(env, "membar") == 0) return kFenceMembar;
+    fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_SAMPLE_FENCE=") + env +
+                                          ": expected cluster (the default: the barriers that only publish "
+                                          "shared memory fence it alone) or membar (every cluster barrier a "
+                                          "full release, MEMBAR.ALL.GPU)");
+}
+
 }  // namespace
 
 void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
@@ -626,6 +661,7 @@ void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
     if (a.n_rows > (int64_t)INT_MAX / kCtasWide)
         fail(STRATA_ERR_INVALID_ARGUMENT, "sample: n_rows " + std::to_string(a.n_rows) + " too large for one launch");
     const int route = sample_env_route();
+    const int fence = sample_env_fence();
     bool wide_ok = false;
     const int64_t limit = sample_cluster_setup(&wide_ok);
     // Tokens do not depend on the cluster size (the file comment): pick the faster one.
@@ -633,7 +669,7 @@ void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
         const int64_t slice = sample_slice(a.n_vocab, kCtasWide);
         const size_t smem = sizeof(ClusterShared) + (size_t)slice * sizeof(float);
         if ((int64_t)smem <= limit && wide_fits(smem)) {
-            launch_c<kCtasWide>(a, stream, slice, smem, route);
+            launch_c<kCtasWide>(a, stream, slice, smem, route, fence);
             check_launch("sample");
             return;
         }
@@ -644,7 +680,7 @@ void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
         fail(STRATA_ERR_INVALID_ARGUMENT, "sample: n_vocab " + std::to_string(a.n_vocab) +
                                               " does not fit the sampler's shared memory (" + std::to_string(kCtas) +
                                               " slices)");
-    launch_c<kCtas>(a, stream, slice, smem, route);
+    launch_c<kCtas>(a, stream, slice, smem, route, fence);
     check_launch("sample");
 }
 

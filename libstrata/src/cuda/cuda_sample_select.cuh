@@ -511,7 +511,7 @@ __device__ bool topk_listed(ClusterShared& sm, const float* s, int len, int ch, 
 // barriers and the exit barrier.
 template <int C>
 __device__ bool topk_bins(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int64_t row, int rank,
-                          const strata_sampling_params& prm, const RowRule& rule, int32_t* out) {
+                          const strata_sampling_params& prm, const RowRule& rule, int32_t* out, int fence) {
     const int tid = threadIdx.x;
     u64* const fine = sm.fine();
     for (int d = tid; d < kFine; d += kThreads) fine[d] = 0;
@@ -527,7 +527,9 @@ __device__ bool topk_bins(ClusterShared& sm, const float* s, int len, int ch, in
     run.flush(fine);
     __syncthreads();
     fold_coarse(sm);
-    cluster_sync();  // every CTA's histograms
+    // Publishes every CTA's histograms; the remote reads before it (best and
+    // n_ok, written once per row) touch no word written again.
+    publish_barrier(fence);
     return topk_listed<C>(sm, s, len, ch, s0, row, rank, prm, rule, out, [mx](float l) { return dkey(l, mx); });
 }
 
