@@ -144,7 +144,9 @@ struct alignas(16) ClusterShared {
     float cand_v[kCandCap];  // published: this CTA's candidates and their ids
     int32_t cand_i[kCandCap];
     // The whole cluster's candidates (gv: logits, then weights; gi: ids) once
-    // gathered; before that, the bin routes' histograms of this CTA (published).
+    // gathered (gather_lists may put them elsewhere in the pool, beside the
+    // histogram words other CTAs read); before that, the bin routes'
+    // histograms of this CTA (published).
     u64 pool[kPool];
     __device__ __forceinline__ float* gv() { return reinterpret_cast<float*>(pool); }
     __device__ __forceinline__ int32_t* gi() { return reinterpret_cast<int32_t*>(pool) + kGatherCap; }
@@ -414,8 +416,8 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
     rule.use_k = prm.top_k > 0 && (int64_t)prm.top_k < n_ok;
     rule.thr_l = 0.0f;
     if (rule.use_k && prm.top_k <= kThreads && route != kRouteRadix &&
-        (route == kRouteLegacy  ? topk_gathered<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids)
-         : route == kRouteEarly ? topk_early<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids)
+        (route == kRouteLegacy  ? topk_gathered<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids, fence)
+         : route == kRouteEarly ? topk_early<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids, fence)
                                 : topk_bins<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids, fence)))
         return;
     if (rule.use_k) {
@@ -477,7 +479,7 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
     float w_min = 0.0f;
     if (prm.top_p < 1.0f) {
         const u64 target = top_p_target(prm.top_p, total);
-        if (bins_p && topp_bins<C>(sm, s, len, ch, s0, rank, target, &w_min)) {
+        if (bins_p && topp_bins<C>(sm, s, len, ch, s0, rank, target, fence, &w_min)) {
             from = kMassBins;
         } else {
             const uint32_t key = cluster_select<C, false>(sm, s, len, ch, target, ph,
