@@ -241,14 +241,15 @@ __device__ __forceinline__ uint32_t random_u24(uint64_t seed, int64_t position) 
 #include "cuda_sample_select.cuh"  // the select routines (inside this namespace: they use ClusterShared)
 
 // The draw inside the CTA whose slice holds D (t: D less the kept mass of the
-// slices before it): each thread's chunk mass over w >= w_min (sm.chunk when
-// w_min is 0), a block scan, and the one thread whose chunk holds t walks it
-// to the first kept id whose running mass exceeds t.
+// slices before it): each thread's chunk mass over w >= w_min (sm.chunk where
+// chunk_holds: w_min is 0, or topp_bins formed it), a block scan, and the one
+// thread whose chunk holds t walks it to the first kept id whose running mass
+// exceeds t.
 __device__ __forceinline__ void draw_in_slice(ClusterShared& sm, const float* s, int len, int ch, int64_t s0,
-                                              float w_min, u64 t, int32_t* out) {
+                                              float w_min, bool chunk_holds, u64 t, int32_t* out) {
     const int tid = threadIdx.x;
     u64 mine = sm.chunk[tid];
-    if (w_min > 0.0f) {
+    if (!chunk_holds) {
         mine = 0;
         for (int j = 0; j < ch; ++j) {
             const int e = tid * ch + j;
@@ -479,7 +480,7 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
     float w_min = 0.0f;
     if (prm.top_p < 1.0f) {
         const u64 target = top_p_target(prm.top_p, total);
-        if (bins_p && topp_bins<C>(sm, s, len, ch, s0, rank, target, fence, &w_min)) {
+        if (bins_p && topp_bins<C>(sm, s, len, ch, s0, rank, target, fence, route == kRouteEarly, &w_min)) {
             from = kMassBins;
         } else {
             const uint32_t key = cluster_select<C, false>(sm, s, len, ch, target, ph,
@@ -522,7 +523,9 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
     const u64 target = (u64)(((unsigned __int128)random_u24(prm.seed, prm.position) * total) >> 24);
     cluster_arrive();  // every remote read is done: a CTA may leave once all have arrived
     if (before <= target && target < before + own)  // CTA-uniform
-        draw_in_slice(sm, s, len, ch, s0, w_min, target - before, &a.out_ids[row]);
+        draw_in_slice(sm, s, len, ch, s0, w_min,
+                      w_min == 0.0f || (from == kMassBins && route == kRouteEarly),  // sm.chunk is the kept mass
+                      target - before, &a.out_ids[row]);
     cluster_wait();
 }
 

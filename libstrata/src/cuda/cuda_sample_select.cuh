@@ -583,18 +583,24 @@ __device__ bool topk_bins(ClusterShared& sm, const float* s, int len, int ch, in
 // its mass above the bin; over the union, w* is the largest listed weight
 // whose S(w) = (mass above the bin) + (listed masses >= w) reaches the
 // target: the radix select's w*. Each CTA's kept mass at w >= w* follows
-// (cta_kept). One cluster barrier; the caller's exit barrier must follow the
+// (cta_kept). chunk_kept (the early route): the listing pass also sums each
+// thread's chunk mass in the bins above w*'s, and the listed weights >= w*
+// are added to their chunks, so sm.chunk holds every chunk's kept mass and
+// the draw CTA skips its recount pass (the same integers). One cluster barrier; the caller's exit barrier must follow the
 // remote reads here. Returns false (cluster-uniform) when a list overflows.
 template <int C>
 __device__ bool topp_bins(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int rank, u64 target,
-                          int fence, float* w_star) {
+                          int fence, bool chunk_kept, float* w_star) {
     const int tid = threadIdx.x;
     uint32_t b = 0;
     u64 above = 0;
     (void)bin_select<C>(sm, target, &b, &above);  // target <= the kept mass: always found
-    list_candidates(sm, s, len, ch, s0, [b](float w, float* v) {
+    u64 chunk_above = 0;  // chunk_kept: this thread's chunk mass in the bins above b (all >= w*)
+    list_candidates(sm, s, len, ch, s0, [b, chunk_kept, &chunk_above](float w, float* v) {
         *v = w;
-        return w >= kMinMassWeight && wkey(w) == b;  // false for dropped tokens (w = −1)
+        const uint32_t k = w >= kMinMassWeight ? wkey(w) : kNoBin;  // kNoBin for dropped tokens (w = −1)
+        if (chunk_kept && k != kNoBin && k > b) chunk_above += mass_of(w);
+        return k == b;
     });
     u64 mine = 0, own = 0;
     for (int f = (int)b + 1 + tid; f < kFine; f += kThreads) mine += sm.fine()[f];
@@ -621,6 +627,7 @@ __device__ bool topp_bins(ClusterShared& sm, const float* s, int len, int ch, in
     }
     __syncthreads();
     const float ws = __uint_as_float(sm.wstar);
+    if (chunk_kept) sm.chunk[tid] = chunk_above;  // the listed weights >= w* are added below
     if (tid < C) {  // CTA tid's kept mass: its bins above the boundary bin and its listed weights >= w*
         int off = 0;
         for (int c = 0; c < tid; ++c) off += sm.gcount[c];
@@ -630,6 +637,13 @@ __device__ bool topp_bins(ClusterShared& sm, const float* s, int len, int ch, in
         sm.cta_kept[tid] = kept;
     }
     __syncthreads();
+    if (chunk_kept) {  // each chunk's mass over w >= w*: the draw needs no recount (draw_in_slice)
+        for (int i = tid; i < sm.n_cand; i += kThreads) {  // this CTA's own list, complete (no overflow)
+            const float v = sm.cand_v[i];
+            if (v >= ws) atomic_add_u64(&sm.chunk[(sm.cand_i[i] - s0) / ch], mass_of(v));
+        }
+        __syncthreads();
+    }
     *w_star = ws;
     if (rank == 0 && tid == 0) SAMPLE_ROUTE(kToppBins);
     return true;
