@@ -45,7 +45,7 @@ def rows_for(rng, n_rows):
 def route_logits(rng, n_rows, n_vocab):
     """Model-like rows, and every few rows one that sends a bin route to its fallback or to a
     boundary: flat (every weight in one bin), rounded (ties at w* and at the k-th), masked to
-    -inf but for 40 ids, one logit 2000 above the rest, half NaN."""
+    -inf but for 40 ids, one logit 2000 above the rest, half NaN, 600 or 800 ties below one."""
     logits = model_like_logits(rng, n_rows, n_vocab)
     for r in range(n_rows):
         kind = r % 7
@@ -64,6 +64,14 @@ def route_logits(rng, n_rows, n_vocab):
             logits[r, 1::2] = np.nan
         elif kind == 6 and r % 14 == 6:
             logits[r] = logits[r] - 3000.0 if r % 28 == 6 else 2040.0 + logits[r]  # the early key's window edges
+        elif kind == 6:  # 600 or 800 tied logits spread over the row, one above, the rest massless: w* (or
+            # the k-th) in a bin of 600 / 800 listed ids, which the publishing gather takes beside the words
+            # other CTAs read (at most 640) or after a full barrier (more)
+            ties = min(600 if r % 28 == 13 else 800, n_vocab // 2)
+            row = np.full(n_vocab, -40.0, np.float32)
+            row[np.arange(ties) * (n_vocab // ties)] = 0.0
+            row[-1] = 1.0
+            logits[r] = row
     return logits.astype(np.float32)
 
 
