@@ -203,7 +203,7 @@ static void adversarial_row(int r, int64_t n, std::mt19937_64& rng, float* l, st
 
 int main(int argc, char** argv) {
     // test_sample [--quick] [vocab ...]: the given vocabulary sizes (default below; 49152 takes minutes in the
-    // emulator); --quick: 1 random row and 8 adversarial ones (the benchmark's settings, the bin routes'
+    // emulator); --quick: 1 random row and 12 adversarial ones (the benchmark's settings, the bin routes'
     // fallbacks), one route, two rows for invariance (for the device's launch shape, where every emulated
     // cluster is 2,048 or 4,096 threads).
     std::vector<int64_t> vocabs = {1, 2, 7, 31, 33, 300, 1000, 2057, 4099, 8193};
