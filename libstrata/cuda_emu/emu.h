@@ -23,6 +23,7 @@
 #include <vector>
 #include <cstdio>
 #include <cstdlib>
+#include "cluster_check.h"
 #define __device__
 #define __host__
 #define __global__
@@ -88,7 +89,9 @@ struct EmuBlock {
     std::vector<unsigned char> smem;
 };
 inline thread_local EmuBlock* t_block = nullptr;
-inline thread_local std::barrier<>* t_cluster_bar = nullptr;
+inline thread_local std::barrier<EmuClusterCompletion>* t_cluster_bar = nullptr;
+inline thread_local EmuClusterCheck* t_cluster_check = nullptr;  // cluster_check.h: the barrier forms' check
+inline thread_local EmuReadLog* t_read_log = nullptr;             // this thread's remote reads
 inline thread_local std::vector<EmuBlock*>* t_cluster = nullptr;
 inline thread_local int t_cluster_rank = 0;
 inline void __syncthreads() { t_block->bar->arrive_and_wait(); }
@@ -161,15 +164,19 @@ inline void run_grid_ex(unsigned gx, unsigned gy, unsigned block, unsigned clust
             ptrs.push_back(eb.get());
             blocks.push_back(std::move(eb));
         }
-        std::barrier<> cbar((std::ptrdiff_t)(block * cluster));
+        const size_t n_threads = (size_t)block * cluster;
+        EmuClusterCheck check(n_threads);
+        std::barrier<EmuClusterCompletion> cbar((std::ptrdiff_t)n_threads, EmuClusterCompletion{&check, n_threads});
         std::vector<std::thread> ts;
         for (unsigned b = 0; b < cluster; ++b) for (unsigned t = 0; t < block; ++t)
             ts.emplace_back([&, b, t] {
                 threadIdx = {t, 0, 0}; blockIdx = {c0 + b, by, 0};
                 t_block = ptrs[b]; t_cluster_bar = &cbar; t_cluster = &ptrs; t_cluster_rank = (int)b;
+                t_cluster_check = &check; t_read_log = &check.logs[(size_t)b * block + t];
                 kernel();
             });
         for (auto& th : ts) th.join();
+        check.finish(n_threads);
     }
 }
 inline void run_grid(unsigned gx, unsigned gy, unsigned block, const std::function<void()>& kernel) {

@@ -11,7 +11,13 @@
 //    launches of other row counts, and with the wide cluster (twice the
 //    CTAs) gives the same token; a negative control
 //    (SAMPLE_LEAK makes a row's logits depend on the next row) proves that
-//    check can fail.
+//    check can fail;
+//  - barrier forms: the same tokens with every cluster barrier full
+//    (STRATA_SAMPLE_FENCE=membar) and with the publishing barriers
+//    (cluster, the default), and no hazard from cluster_check.h on any run
+//    (no remote read left unordered where its word changes or its CTA
+//    ends); a negative control (every full barrier made publishing) must
+//    make that check count hazards.
 // Rows: random logits and settings, and adversarial ones (ties, NaN and ±inf
 // logits, all-equal and all-NaN rows, ±0, k = 1 and k >= vocab, top_p = 1,
 // tiny and zero top_p, temperature extremes, min-p), over vocabulary sizes
@@ -113,21 +119,22 @@ static int ref_f64(const float* l, int64_t n, const strata_sampling_params& p) {
 
 // The cluster sampler over n_rows rows (C CTAs, one cluster, per row; the
 // device uses C = kCtas and, for large rows, kCtasWide).
-// route: the kernel's SampleRoute (0 bins, 1 legacy, 2 radix, 3 early: the default; the same tokens).
+// route: the kernel's SampleRoute (0 bins, 1 legacy, 2 radix, 3 early: the default; the same tokens);
+// fence: its SampleFence (0 membar, 1 cluster: the default; the same tokens).
 template <int C = T_cuda_sample_cluster::kCtas>
 static std::vector<int32_t> run_sample(const float* logits, int n_rows, int64_t n, const strata_sampling_params* prm,
-                                       int route = 3) {
+                                       int route = 3, int fence = 1) {
     namespace K = T_cuda_sample_cluster;
     std::vector<int32_t> out(n_rows, -7);
     SampleArgs a{logits, n_rows, n, prm, out.data()};
     const int64_t slice = K::sample_slice(n, C);
     const size_t smem = sizeof(K::ClusterShared) + (size_t)slice * sizeof(float);
-    run_grid_ex((unsigned)(n_rows * C), 1, K::kThreads, C, smem, [&] { K::sample_cluster_kernel<C>(a, slice, route); });
+    run_grid_ex((unsigned)(n_rows * C), 1, K::kThreads, C, smem, [&] { K::sample_cluster_kernel<C>(a, slice, route, fence); });
     return out;
 }
 
 // Rows built to hit the corners of the semantics (case r of n ids).
-constexpr int kAdversarial = 48;
+constexpr int kAdversarial = 50;
 static void adversarial_row(int r, int64_t n, std::mt19937_64& rng, float* l, strata_sampling_params& p) {
     std::normal_distribution<float> nd(0, 2);
     for (int64_t i = 0; i < n; ++i) l[i] = nd(rng);
@@ -184,12 +191,19 @@ static void adversarial_row(int r, int64_t n, std::mt19937_64& rng, float* l, st
         case 45: for (int64_t i = 0; i < n; ++i) l[i] = 2040.0f + l[i] * 4.0f; p.top_k = 40; p.top_p = 0.9f; break;  // around 2^11
         case 46: for (int64_t i = 0; i < n; ++i) l[i] = std::ldexp((float)(i % 4) - 1.5f, -9); p.top_k = 5; p.top_p = 0.9f; p.min_p = 0.05f; break;
         case 47: p.top_k = 256; p.top_p = 0.95f; p.min_p = 0.02f; p.temperature = 0.8f; break;  // the route's largest k
+        // w* in a bin of 600 / 800 tied weights spread over the slices: in the device's shape (8 CTAs) a
+        // union of 600 goes beside the words the other CTAs read, 800 (over 640) takes the full barrier first.
+        case 48: case 49: {
+            const int64_t ties = std::min<int64_t>(r % kAdversarial == 48 ? 600 : 800, n / 2), step = std::max<int64_t>(1, n / std::max<int64_t>(1, ties));
+            for (int64_t i = 0; i < n; ++i) l[i] = i % step == 0 && i / step < ties ? 0.0f : -40.0f;
+            l[n - 1] = 1.0f; p.top_p = 0.9f; break;
+        }
     }
 }
 
 int main(int argc, char** argv) {
     // test_sample [--quick] [vocab ...]: the given vocabulary sizes (default below; 49152 takes minutes in the
-    // emulator); --quick: 1 random row and 8 adversarial ones (the benchmark's settings, the bin routes'
+    // emulator); --quick: 1 random row and 12 adversarial ones (the benchmark's settings, the bin routes'
     // fallbacks), one route, two rows for invariance (for the device's launch shape, where every emulated
     // cluster is 2,048 or 4,096 threads).
     std::vector<int64_t> vocabs = {1, 2, 7, 31, 33, 300, 1000, 2057, 4099, 8193};
@@ -219,10 +233,12 @@ int main(int argc, char** argv) {
     }
     int rows = 0, exact_miss = 0, f64_rand = 0, f64_rand_miss = 0, f64_adv_miss = 0, argmax_miss = 0;
     int inv_rows = 0, inv_miss = 0, leak_rows = 0, leak_differs = 0, route_rows = 0, route_miss = 0;
+    int fence_rows = 0, fence_miss = 0;
+    long relaxed_hazards = 0, relaxed_runs = 0;
     for (int64_t n : vocabs) {
         std::vector<int> cases;  // adversarial cases, in order
         for (int c = 0; c < kAdversarial; ++c)
-            if (!quick || c == 2 || c == 21 || c == 27 || c == 31 || c == 32 || c == 35 || c == 40 || c == 41 || c == 44 || c == 47) cases.push_back(c);
+            if (!quick || c == 2 || c == 21 || c == 27 || c == 31 || c == 32 || c == 35 || c == 40 || c == 41 || c == 44 || c == 47 || c == 48 || c == 49) cases.push_back(c);
         const int n_rand = quick ? 1 : n > 5000 ? 6 : 14, n_adv = (int)cases.size(), n_rows = n_rand + n_adv;
         std::vector<float> logits(n * n_rows);
         std::vector<strata_sampling_params> prm(n_rows);
@@ -249,6 +265,26 @@ int main(int argc, char** argv) {
                 ++route_rows;
                 if (other[r] != out[r]) { ++route_miss; printf("n=%ld row %d: route %d drew %d, the early route %d\n", (long)n, r, route, other[r], out[r]); }
             }
+        }
+        // Every cluster barrier full (STRATA_SAMPLE_FENCE=membar) must draw the same tokens.
+        for (int route = 3; route >= (quick ? 3 : 0); --route) {
+            const std::vector<int32_t> other = run_sample(logits.data(), n_rows, n, prm.data(), route, 0);
+            for (int r = 0; r < n_rows; ++r) {
+                ++fence_rows;
+                if (other[r] != out[r]) { ++fence_miss; printf("n=%ld row %d: route %d with full barriers drew %d, %d with publishing ones\n", (long)n, r, route, other[r], out[r]); }
+            }
+        }
+        // Negative control of cluster_check.h: with every full barrier made publishing, the remote
+        // reads the full ones close (the gathered lists over the histograms, the CTAs' exits) must
+        // show up as hazards. The tokens are not checked (the host orders every access anyway).
+        {
+            const long before = emu_cluster_hazards.load();
+            emu_relax_full_barriers = true;
+            (void)run_sample(logits.data(), n_rows, n, prm.data());
+            emu_relax_full_barriers = false;
+            relaxed_hazards += emu_cluster_hazards.load() - before;
+            ++relaxed_runs;
+            emu_cluster_hazards = before;
         }
         std::vector<int32_t> outa(n_rows, -7);
         ArgmaxArgs aa{logits.data(), n_rows, n, outa.data()};
@@ -302,6 +338,12 @@ int main(int argc, char** argv) {
            "argmax: %d wrong; batch invariance: %d of %d draws differ; negative control (rows leaking into each other): %d of %d draws differ\n",
            rows, exact_miss, f64_rand_miss, f64_rand, f64_adv_miss, argmax_miss, inv_miss, inv_rows, leak_differs, leak_rows);
     printf("routes: %d of %d draws differ between the early route and the bin, legacy and radix routes\n", route_miss, route_rows);
+    const long hazards = emu_cluster_hazards.load();
+    printf("barrier forms: %d of %d draws differ between full (membar) and publishing (cluster) barriers; "
+           "cluster barrier hazards: %ld; negative control (every full barrier publishing): %ld hazards in %ld runs\n",
+           fence_miss, fence_rows, hazards, relaxed_hazards, relaxed_runs);
+    const bool blind = relaxed_runs > 0 && relaxed_hazards == 0;
+    if (blind) printf("negative control failed: the barrier check saw no hazard with every barrier publishing\n");
     printf("top-k rows (k <= threads per CTA, bin and legacy routes): %d gathered, %d radix after the candidate route gave up; "
            "top-p rows (bin route): %d over bins, %d radix after a list overflowed\n",
            g_routes[1].load(), g_routes[0].load(), g_routes[2].load(), g_routes[3].load());
@@ -310,5 +352,5 @@ int main(int argc, char** argv) {
     const bool unused_route = g_routes[1] == 0 || g_routes[2] == 0;  // the candidate routes must have run
     if (unused_route) printf("a candidate route never ran\n");
     return exact_miss != 0 || f64_rand_miss != 0 || argmax_miss != 0 || inv_miss != 0 || route_miss != 0 || blunt ||
-           unused_route;
+           unused_route || fence_miss != 0 || hazards != 0 || blind;
 }

@@ -5,7 +5,10 @@ listed elements of one bin), the routes before them (legacy: top-k over thread-m
 selects only must draw the same token on every row, bit for bit, at 8- and 16-CTA cluster
 sizes; rows include the cases where the bin routes give up and fall back to radix (flat mass
 in one bin, ties at the threshold, masks, a k-th logit beyond 2^10 below the max, logits
-around and beyond the early route's key window of +-2^11). Every row
+around and beyond the early route's key window of +-2^11). The cluster barriers' form
+(STRATA_SAMPLE_FENCE: cluster, the default, where the barriers that only publish shared memory
+fence it alone, or membar, every barrier a full release) must not change a token either, on
+every route. Every row
 also matches the float64 reference where no decision is within rounding of a boundary. The
 integer definition is checked draw for draw by libstrata/cuda_emu/test_sample.cpp."""
 
@@ -42,7 +45,7 @@ def rows_for(rng, n_rows):
 def route_logits(rng, n_rows, n_vocab):
     """Model-like rows, and every few rows one that sends a bin route to its fallback or to a
     boundary: flat (every weight in one bin), rounded (ties at w* and at the k-th), masked to
-    -inf but for 40 ids, one logit 2000 above the rest, half NaN."""
+    -inf but for 40 ids, one logit 2000 above the rest, half NaN, 600 or 800 ties below one."""
     logits = model_like_logits(rng, n_rows, n_vocab)
     for r in range(n_rows):
         kind = r % 7
@@ -61,6 +64,14 @@ def route_logits(rng, n_rows, n_vocab):
             logits[r, 1::2] = np.nan
         elif kind == 6 and r % 14 == 6:
             logits[r] = logits[r] - 3000.0 if r % 28 == 6 else 2040.0 + logits[r]  # the early key's window edges
+        elif kind == 6:  # 600 or 800 tied logits spread over the row, one above, the rest massless: w* (or
+            # the k-th) in a bin of 600 / 800 listed ids, which the publishing gather takes beside the words
+            # other CTAs read (at most 640) or after a full barrier (more)
+            ties = min(600 if r % 28 == 13 else 800, n_vocab // 2)
+            row = np.full(n_vocab, -40.0, np.float32)
+            row[np.arange(ties) * (n_vocab // ties)] = 0.0
+            row[-1] = 1.0
+            logits[r] = row
     return logits.astype(np.float32)
 
 
@@ -90,6 +101,36 @@ def test_sample_routes_draw_the_same_tokens(ctx, backend, rng, monkeypatch, n_vo
     # negative control: other seeds give other draws, so equal draws above mean something
     seeds = [dict(rows[0], temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=s) for s in range(16)]
     assert len(set(run_sample(ctx, np.repeat(logits[0:1], 16, axis=0), seeds).tolist())) > 1
+
+
+@pytest.mark.exactness
+@pytest.mark.parametrize("n_vocab", [1000, 49152, 151936])
+def test_sample_fences_draw_the_same_tokens(ctx, backend, rng, monkeypatch, n_vocab):
+    if backend == "cpu":
+        pytest.skip("STRATA_SAMPLE_FENCE selects between CUDA barrier forms")
+    rows = rows_for(rng, 42)
+    logits = route_logits(rng, len(rows), n_vocab)
+    out = {}
+    for fence in ("cluster", "membar"):
+        monkeypatch.setenv("STRATA_SAMPLE_FENCE", fence)
+        out[fence] = draws_by_route(ctx, monkeypatch, logits, rows)
+    monkeypatch.delenv("STRATA_SAMPLE_FENCE", raising=False)
+    for route in out["membar"]:
+        assert np.array_equal(out["cluster"][route], out["membar"][route]), f"the fences drew differently ({route})"
+        assert np.array_equal(out["cluster"][route], out["cluster"]["early"]), f"route {route} drew differently"
+    # the default is the cluster form: an unset variable draws the same
+    assert np.array_equal(run_sample(ctx, logits, rows), out["cluster"]["early"])
+
+
+def test_sample_fence_rejects_unknown_values(ctx, backend, rng, monkeypatch):
+    if backend == "cpu":
+        pytest.skip("STRATA_SAMPLE_FENCE selects between CUDA barrier forms")
+    monkeypatch.setenv("STRATA_SAMPLE_FENCE", "none")
+    rows = rows_for(rng, 1)
+    with pytest.raises(S.StrataError, match="STRATA_SAMPLE_FENCE"):
+        run_sample(ctx, rng.standard_normal((1, 100)).astype(np.float32), rows)
+    monkeypatch.delenv("STRATA_SAMPLE_FENCE", raising=False)
+    assert 0 <= run_sample(ctx, rng.standard_normal((1, 100)).astype(np.float32), rows)[0] < 100
 
 
 def test_sample_route_rejects_unknown_values(ctx, backend, rng, monkeypatch):

@@ -54,6 +54,25 @@ __device__ __forceinline__ void cluster_sync() { cooperative_groups::this_cluste
 __device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
 
+// A cluster barrier that only publishes: every shared-memory access this
+// thread made to its own CTA's shared memory before it is ordered before
+// every access any thread of the cluster makes after it (the published
+// words may then be read through cluster_map). It does NOT order this
+// thread's earlier reads of other CTAs' shared memory: use it only where no
+// such read since the thread's last full barrier (cluster_sync /
+// cluster_arrive) touches a word its owner writes again, or frees by exiting,
+// before the next full barrier (docs/cuda_backend.md, "Cluster barriers", has
+// the argument from the PTX memory model and the SASS of both forms).
+// fence.release.sync_restrict::shared::cta.cluster compiles to MEMBAR.ALL.CTA
+// (plus FENCE.VIEW.ASYNC.S) where the release arrive of cluster_sync compiles
+// to MEMBAR.ALL.GPU, ERRBAR, CGAERRBAR.
+__device__ __forceinline__ void cluster_sync_publish() {
+    asm volatile(
+        "fence.release.sync_restrict::shared::cta.cluster;\n"
+        "barrier.cluster.arrive.relaxed.aligned;\n"
+        "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
 // The address of the same shared-memory object in block `rank` of the cluster.
 template <class T>
 __device__ __forceinline__ const T* cluster_map(const T* p, int rank) {

@@ -100,6 +100,11 @@ static_assert(kFine + kCoarse <= kPool, "both histograms fit the pool");
 // kRouteEarly is kRouteBins with top-k's histogram keyed on the logit itself
 // (lkey) and built in pass 1, one cluster barrier and one pass fewer.
 enum SampleRoute : int { kRouteBins = 0, kRouteLegacy = 1, kRouteRadix = 2, kRouteEarly = 3 };
+// The form of the cluster barriers that only publish this CTA's new shared
+// words (publish_barrier; STRATA_SAMPLE_FENCE; same tokens): the full barrier
+// (release arrive: MEMBAR.ALL.GPU), or cluster_sync_publish (a release fence
+// restricted to the CTA's own shared memory: MEMBAR.ALL.CTA).
+enum SampleFence : int { kFenceMembar = 0, kFenceCluster = 1 };
 // SAMPLE_ROUTE kinds (test counts): which machinery decided a row.
 enum RouteKind : int { kTopkRadixAfterOverflow = 0, kTopkGathered = 1, kToppBins = 2, kToppRadixAfterOverflow = 3 };
 constexpr float kMassScale = 1099511627776.0f;  // 2^40
@@ -139,7 +144,9 @@ struct alignas(16) ClusterShared {
     float cand_v[kCandCap];  // published: this CTA's candidates and their ids
     int32_t cand_i[kCandCap];
     // The whole cluster's candidates (gv: logits, then weights; gi: ids) once
-    // gathered; before that, the bin routes' histograms of this CTA (published).
+    // gathered (gather_lists may put them elsewhere in the pool, beside the
+    // histogram words other CTAs read); before that, the bin routes'
+    // histograms of this CTA (published).
     u64 pool[kPool];
     __device__ __forceinline__ float* gv() { return reinterpret_cast<float*>(pool); }
     __device__ __forceinline__ int32_t* gi() { return reinterpret_cast<int32_t*>(pool) + kGatherCap; }
@@ -158,6 +165,19 @@ struct alignas(16) ClusterShared {
 static_assert(2 * kBins <= kPool, "the digit histograms fit the pool");
 
 __device__ __forceinline__ u64 mass_of(float w) { return (u64)(w * kMassScale); }  // w in [0, 1]
+
+// A cluster barrier after which other CTAs read words this CTA wrote to its
+// own shared memory, at a point where no remote read this CTA made since its
+// last full barrier touches a word that is written again (or freed) before
+// the next full barrier (cluster_sync_publish's condition; the callers say
+// why it holds; the emulator's cluster_check.h checks it on every row).
+// Every other cluster barrier of the kernel is a full one.
+__device__ __forceinline__ void publish_barrier(int fence) {
+    if (fence == kFenceCluster)
+        cluster_sync_publish();
+    else
+        cluster_sync();
+}
 
 // Order-preserving key of a non-NaN float (−0 and +0 share a key).
 __device__ __forceinline__ uint32_t order_key(float f) {
@@ -221,14 +241,15 @@ __device__ __forceinline__ uint32_t random_u24(uint64_t seed, int64_t position) 
 #include "cuda_sample_select.cuh"  // the select routines (inside this namespace: they use ClusterShared)
 
 // The draw inside the CTA whose slice holds D (t: D less the kept mass of the
-// slices before it): each thread's chunk mass over w >= w_min (sm.chunk when
-// w_min is 0), a block scan, and the one thread whose chunk holds t walks it
-// to the first kept id whose running mass exceeds t.
+// slices before it): each thread's chunk mass over w >= w_min (sm.chunk where
+// chunk_holds: w_min is 0, or topp_bins formed it), a block scan, and the one
+// thread whose chunk holds t walks it to the first kept id whose running mass
+// exceeds t.
 __device__ __forceinline__ void draw_in_slice(ClusterShared& sm, const float* s, int len, int ch, int64_t s0,
-                                              float w_min, u64 t, int32_t* out) {
+                                              float w_min, bool chunk_holds, u64 t, int32_t* out) {
     const int tid = threadIdx.x;
     u64 mine = sm.chunk[tid];
-    if (w_min > 0.0f) {
+    if (!chunk_holds) {
         mine = 0;
         for (int j = 0; j < ch; ++j) {
             const int e = tid * ch + j;
@@ -320,7 +341,8 @@ __host__ __device__ __forceinline__ int64_t sample_slice(int64_t n, int c) { ret
 // Grid: C CTAs (one cluster) per row. Dynamic shared memory:
 // ClusterShared, then `slice` floats.
 template <int C>
-__global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const SampleArgs a, int64_t slice, int route) {
+__global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const SampleArgs a, int64_t slice, int route,
+                                                                       int fence) {
     pdl_wait();  // first: see cuda_pdl.cuh
     pdl_launch_dependents();
     ClusterShared& sm = *dynamic_smem<ClusterShared>();
@@ -373,13 +395,13 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
         sm.n_ok = cn;
     }
     if (early_k) fold_coarse(sm);  // after the barrier above: the fine histogram is complete
-    cluster_sync();  // the slices, best and n_ok of every CTA (and the early route's histograms)
+    // Publishes best and n_ok (and the early route's histograms); no remote read came before it.
+    publish_barrier(fence);
     Best best{__int_as_float(0xff800000), INT32_MAX};
     int64_t n_ok = 0;
     for (int c = 0; c < C; ++c) {  // a selection under a total order and an integer sum: any order
-        const ClusterShared* o = cluster_map(&sm, c);
-        best = better(best, o->best);
-        n_ok += o->n_ok;
+        best = better(best, cluster_map(&sm.best, c)[0]);  // a word at a time: the emulator logs each read
+        n_ok += cluster_map(&sm.n_ok, c)[0];
     }
     // Greedy for T <= 0 (or NaN) and for rows without a finite-or-+inf maximum.
     // Every branch below is uniform over the cluster (all CTAs computed the same values).
@@ -395,9 +417,9 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
     rule.use_k = prm.top_k > 0 && (int64_t)prm.top_k < n_ok;
     rule.thr_l = 0.0f;
     if (rule.use_k && prm.top_k <= kThreads && route != kRouteRadix &&
-        (route == kRouteLegacy  ? topk_gathered<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids)
-         : route == kRouteEarly ? topk_early<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids)
-                                : topk_bins<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids)))
+        (route == kRouteLegacy  ? topk_gathered<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids, fence)
+         : route == kRouteEarly ? topk_early<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids, fence)
+                                : topk_bins<C>(sm, s, len, ch, s0, row, rank, prm, rule, a.out_ids, fence)))
         return;
     if (rule.use_k) {
         const uint32_t key = cluster_select<C, true>(sm, s, len, ch, (u64)prm.top_k, ph,
@@ -445,7 +467,11 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
         if (tid == 0) sm.mass_d = cta_mass;
     }
     if (bins_p) fold_coarse(sm);
-    cluster_sync();
+    // Publishes mass_w, mass_d and the top-p histograms. The remote reads since
+    // the last full barrier (best and n_ok above, each written once per row)
+    // touch no word written again; the next full barrier (topp_bins' gather,
+    // the radix digits or the exit) comes before any CTA leaves.
+    publish_barrier(fence);
     u64 total = 0;  // Q: the cluster's kept mass
     for (int c = 0; c < C; ++c) total += cluster_map(&sm.mass_w, c)[0];
 
@@ -454,7 +480,7 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
     float w_min = 0.0f;
     if (prm.top_p < 1.0f) {
         const u64 target = top_p_target(prm.top_p, total);
-        if (bins_p && topp_bins<C>(sm, s, len, ch, s0, rank, target, &w_min)) {
+        if (bins_p && topp_bins<C>(sm, s, len, ch, s0, rank, target, fence, route == kRouteEarly, &w_min)) {
             from = kMassBins;
         } else {
             const uint32_t key = cluster_select<C, false>(sm, s, len, ch, target, ph,
@@ -497,7 +523,9 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
     const u64 target = (u64)(((unsigned __int128)random_u24(prm.seed, prm.position) * total) >> 24);
     cluster_arrive();  // every remote read is done: a CTA may leave once all have arrived
     if (before <= target && target < before + own)  // CTA-uniform
-        draw_in_slice(sm, s, len, ch, s0, w_min, target - before, &a.out_ids[row]);
+        draw_in_slice(sm, s, len, ch, s0, w_min,
+                      w_min == 0.0f || (from == kMassBins && route == kRouteEarly),  // sm.chunk is the kept mass
+                      target - before, &a.out_ids[row]);
     cluster_wait();
 }
 
@@ -594,11 +622,11 @@ bool wide_fits(size_t smem) {
 }
 
 template <int C>
-void launch_c(const SampleArgs& a, cudaStream_t stream, int64_t slice, size_t smem, int route) {
+void launch_c(const SampleArgs& a, cudaStream_t stream, int64_t slice, size_t smem, int route, int fence) {
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfg = sample_config<C>(a, stream, smem, attr);
     cfg.numAttrs = pdl_add_attr(attr, 1);  // programmatic launch: cuda_pdl.cuh
-    check(cudaLaunchKernelEx(&cfg, sample_cluster_kernel<C>, a, slice, route), "sample launch");
+    check(cudaLaunchKernelEx(&cfg, sample_cluster_kernel<C>, a, slice, route, fence), "sample launch");
 }
 
 // STRATA_SAMPLE_ROUTE: "early" (or unset, empty), "bins", "legacy" or
@@ -616,6 +644,18 @@ int sample_env_route() {
                                           "radix (radix selects only)");
 }
 
+// STRATA_SAMPLE_FENCE: "cluster" (or unset, empty) or "membar"; the same
+// tokens for each (strata/env.py).
+int sample_env_fence() {
+    const char* env = std::getenv("STRATA_SAMPLE_FENCE");  // read per call: tests switch it within a process
+    if (!env || !*env || std::strcmp(env, "cluster") == 0) return kFenceCluster;
+    if (std::strcmp(env, "membar") == 0) return kFenceMembar;
+    fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_SAMPLE_FENCE=") + env +
+                                          ": expected cluster (the default: the barriers that only publish "
+                                          "shared memory fence it alone) or membar (every cluster barrier a "
+                                          "full release, MEMBAR.ALL.GPU)");
+}
+
 }  // namespace
 
 void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
@@ -626,6 +666,7 @@ void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
     if (a.n_rows > (int64_t)INT_MAX / kCtasWide)
         fail(STRATA_ERR_INVALID_ARGUMENT, "sample: n_rows " + std::to_string(a.n_rows) + " too large for one launch");
     const int route = sample_env_route();
+    const int fence = sample_env_fence();
     bool wide_ok = false;
     const int64_t limit = sample_cluster_setup(&wide_ok);
     // Tokens do not depend on the cluster size (the file comment): pick the faster one.
@@ -633,7 +674,7 @@ void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
         const int64_t slice = sample_slice(a.n_vocab, kCtasWide);
         const size_t smem = sizeof(ClusterShared) + (size_t)slice * sizeof(float);
         if ((int64_t)smem <= limit && wide_fits(smem)) {
-            launch_c<kCtasWide>(a, stream, slice, smem, route);
+            launch_c<kCtasWide>(a, stream, slice, smem, route, fence);
             check_launch("sample");
             return;
         }
@@ -644,7 +685,7 @@ void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
         fail(STRATA_ERR_INVALID_ARGUMENT, "sample: n_vocab " + std::to_string(a.n_vocab) +
                                               " does not fit the sampler's shared memory (" + std::to_string(kCtas) +
                                               " slices)");
-    launch_c<kCtas>(a, stream, slice, smem, route);
+    launch_c<kCtas>(a, stream, slice, smem, route, fence);
     check_launch("sample");
 }
 

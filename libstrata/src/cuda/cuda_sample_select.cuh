@@ -319,15 +319,39 @@ __device__ __forceinline__ void list_candidates(ClusterShared& sm, const float* 
     }
 }
 
+// The union of the CTAs' lists once gathered: m logits or weights (v) and
+// their ids (i), in this CTA's pool.
+struct Gathered {
+    float* v;
+    int32_t* i;
+    int m;
+};
+
+// The most candidates gathered beside the pool words bin_select read (the
+// publishing gather barrier, below): v and i of kSafeGather words each fit
+// the larger of the two stretches of fine-histogram words around the 32 fine
+// bins of the one coarse bin read (the coarse bins lie above them all).
+constexpr int kSafeGather = 640;
+static_assert(2 * kFine - 2 * kFinePer >= 2 * (2 * kSafeGather), "the larger stretch holds both arrays");
+
 // After every CTA's list_candidates: one cluster barrier, then every CTA
-// copies the union of the lists (in CTA order) into gv / gi (over the pool:
-// every remote read of this CTA's histograms came before the barrier).
-// Returns the number of candidates, or -1 (cluster-uniform: every CTA reads
-// the same counts) when a list or the union overflows; nothing is copied then.
+// copies the union of the lists (in CTA order) into its pool. Returns false
+// (cluster-uniform: every CTA reads the same counts) when a list or the
+// union overflows; nothing is copied then, and the pool is free for the
+// radix select (a full barrier closed the other CTAs' reads of it).
+// read_cb: the coarse bin whose 32 fine bins (and the coarse bins) the other
+// CTAs read from this pool since the last full barrier (bin_select), or -1
+// for none. With fence == kFenceCluster the barrier only publishes the lists
+// (cluster_sync_publish), so the union must not overwrite those words before
+// a full barrier: up to kSafeGather candidates go into the larger stretch of
+// the pool beside them, more into the usual place after a full barrier.
 template <int C>
-__device__ int gather_lists(ClusterShared& sm) {
+__device__ bool gather_lists(ClusterShared& sm, int fence, int read_cb, Gathered* g) {
     const int tid = threadIdx.x;
-    cluster_sync();  // every CTA's list and count
+    const bool publish = fence == kFenceCluster;
+    // Every CTA's list and count. Publishing is enough for them (this CTA's
+    // words); the remote reads before it are closed below or stay untouched.
+    publish_barrier(fence);
     if (tid < C) sm.gcount[tid] = cluster_map(&sm.n_cand, tid)[0];
     __syncthreads();
     int m = 0;
@@ -336,9 +360,23 @@ __device__ int gather_lists(ClusterShared& sm) {
         fits = fits && sm.gcount[c] <= kCandCap;
         m += sm.gcount[c];
     }
-    if (!fits || m > kGatherCap) return -1;
-    float* const gv = sm.gv();
-    int32_t* const gi = sm.gi();
+    if (!fits || m > kGatherCap) {
+        if (publish) cluster_sync();  // the caller's radix select reuses the pool
+        return false;
+    }
+    float* gv = sm.gv();
+    int32_t* gi = sm.gi();
+    if (publish && read_cb >= 0) {
+        if (m <= kSafeGather) {  // beside the words read: [lo, lo + 64) and the coarse bins
+            uint32_t* const w = reinterpret_cast<uint32_t*>(sm.pool);
+            const int lo = 2 * kFinePer * read_cb;  // 32-bit words
+            uint32_t* const base = lo >= 2 * kSafeGather ? w : w + lo + 2 * kFinePer;
+            gv = reinterpret_cast<float*>(base);
+            gi = reinterpret_cast<int32_t*>(base + kSafeGather);
+        } else {
+            cluster_sync();  // the union reaches the words read: close those reads first
+        }
+    }
     for (int e = tid; e < m; e += kThreads) {
         int c = 0, idx = e;
         while (idx >= sm.gcount[c]) idx -= sm.gcount[c++];
@@ -346,7 +384,8 @@ __device__ int gather_lists(ClusterShared& sm) {
         gi[e] = cluster_map(&sm.cand_i[idx], c)[0];
     }
     __syncthreads();
-    return m;
+    *g = Gathered{gv, gi, m};
+    return true;
 }
 
 // Top-k's finish on m gathered logits that hold every logit >= the row's k-th
@@ -355,13 +394,15 @@ __device__ int gather_lists(ClusterShared& sm) {
 // weight whose S(w) reaches the target, min-p, and the draw as the lowest kept
 // id whose running mass (ids at or below it) exceeds D. The same integers as
 // the radix route, so the same token. Opens the exit barrier at once (no
-// remote read follows) and closes it at the end.
-__device__ void topk_finish(ClusterShared& sm, int m, int64_t row, int rank, const strata_sampling_params& prm,
-                            const RowRule& rule0, int32_t* out) {
+// remote read follows; a full barrier: it also closes the reads the
+// publishing gather barrier left open) and closes it at the end.
+__device__ void topk_finish(ClusterShared& sm, const Gathered& g, int64_t row, int rank,
+                            const strata_sampling_params& prm, const RowRule& rule0, int32_t* out) {
     const int tid = threadIdx.x;
     const int k = prm.top_k;
-    float* const gv = sm.gv();
-    const int32_t* const gi = sm.gi();
+    float* const gv = g.v;
+    const int32_t* const gi = g.i;
+    const int m = g.m;
     cluster_arrive();  // every remote read is done; no CTA leaves before all have arrived (cluster_wait)
     for (int j = tid; j < m; j += kThreads) {
         const float v = gv[j];
@@ -435,13 +476,13 @@ __device__ void topk_finish(ClusterShared& sm, int m, int64_t row, int rank, con
 // (cluster-uniform) when a list overflowed; the caller then takes the radix route.
 template <int C>
 __device__ bool topk_from_lists(ClusterShared& sm, int64_t row, int rank, const strata_sampling_params& prm,
-                                const RowRule& rule, int32_t* out) {
-    const int m = gather_lists<C>(sm);
-    if (m < 0) {
+                                const RowRule& rule, int32_t* out, int fence, int read_cb) {
+    Gathered g;
+    if (!gather_lists<C>(sm, fence, read_cb, &g)) {
         if (rank == 0 && threadIdx.x == 0) SAMPLE_ROUTE(kTopkRadixAfterOverflow);
         return false;
     }
-    topk_finish(sm, m, row, rank, prm, rule, out);
+    topk_finish(sm, g, row, rank, prm, rule, out);
     return true;
 }
 
@@ -454,7 +495,7 @@ __device__ bool topk_from_lists(ClusterShared& sm, int64_t row, int rank, const 
 // caller then takes the radix route.
 template <int C>
 __device__ bool topk_gathered(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int64_t row, int rank,
-                              const strata_sampling_params& prm, const RowRule& rule0, int32_t* out) {
+                              const strata_sampling_params& prm, const RowRule& rule0, int32_t* out, int fence) {
     const int tid = threadIdx.x;
     const int k = prm.top_k;
     {
@@ -473,7 +514,7 @@ __device__ bool topk_gathered(ClusterShared& sm, const float* s, int len, int ch
         *v = l;
         return l >= bound;  // false for NaN
     });
-    return topk_from_lists<C>(sm, row, rank, prm, rule0, out);
+    return topk_from_lists<C>(sm, row, rank, prm, rule0, out, fence, -1);  // no CTA read this pool
 }
 
 // The tail both bin top-k routes share, once every CTA's fine histogram of
@@ -487,7 +528,7 @@ __device__ bool topk_gathered(ClusterShared& sm, const float* s, int len, int ch
 // which reuses the pool: a cluster barrier first closes every CTA's reads of it.
 template <int C, class Key>
 __device__ bool topk_listed(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int64_t row, int rank,
-                            const strata_sampling_params& prm, const RowRule& rule, int32_t* out, Key key) {
+                            const strata_sampling_params& prm, const RowRule& rule, int32_t* out, int fence, Key key) {
     const int tid = threadIdx.x;
     uint32_t b = 0;
     u64 above = 0;
@@ -502,7 +543,7 @@ __device__ bool topk_listed(ClusterShared& sm, const float* s, int len, int ch, 
         const uint32_t k = key(l);
         return k != kNoBin && k >= b;
     });
-    return topk_from_lists<C>(sm, row, rank, prm, rule, out);
+    return topk_from_lists<C>(sm, row, rank, prm, rule, out, fence, (int)(b / kFinePer));  // bin_select's reads
 }
 
 // The top-k route STRATA_SAMPLE_ROUTE=bins (k <= kThreads): each CTA counts
@@ -511,7 +552,7 @@ __device__ bool topk_listed(ClusterShared& sm, const float* s, int len, int ch, 
 // barriers and the exit barrier.
 template <int C>
 __device__ bool topk_bins(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int64_t row, int rank,
-                          const strata_sampling_params& prm, const RowRule& rule, int32_t* out) {
+                          const strata_sampling_params& prm, const RowRule& rule, int32_t* out, int fence) {
     const int tid = threadIdx.x;
     u64* const fine = sm.fine();
     for (int d = tid; d < kFine; d += kThreads) fine[d] = 0;
@@ -527,8 +568,11 @@ __device__ bool topk_bins(ClusterShared& sm, const float* s, int len, int ch, in
     run.flush(fine);
     __syncthreads();
     fold_coarse(sm);
-    cluster_sync();  // every CTA's histograms
-    return topk_listed<C>(sm, s, len, ch, s0, row, rank, prm, rule, out, [mx](float l) { return dkey(l, mx); });
+    // Publishes every CTA's histograms; the remote reads before it (best and
+    // n_ok, written once per row) touch no word written again.
+    publish_barrier(fence);
+    return topk_listed<C>(sm, s, len, ch, s0, row, rank, prm, rule, out, fence,
+                          [mx](float l) { return dkey(l, mx); });
 }
 
 // The top-p route (STRATA_SAMPLE_ROUTE unset): the weights pass filled each
@@ -539,18 +583,24 @@ __device__ bool topk_bins(ClusterShared& sm, const float* s, int len, int ch, in
 // its mass above the bin; over the union, w* is the largest listed weight
 // whose S(w) = (mass above the bin) + (listed masses >= w) reaches the
 // target: the radix select's w*. Each CTA's kept mass at w >= w* follows
-// (cta_kept). One cluster barrier; the caller's exit barrier must follow the
+// (cta_kept). chunk_kept (the early route): the listing pass also sums each
+// thread's chunk mass in the bins above w*'s, and the listed weights >= w*
+// are added to their chunks, so sm.chunk holds every chunk's kept mass and
+// the draw CTA skips its recount pass (the same integers). One cluster barrier; the caller's exit barrier must follow the
 // remote reads here. Returns false (cluster-uniform) when a list overflows.
 template <int C>
 __device__ bool topp_bins(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int rank, u64 target,
-                          float* w_star) {
+                          int fence, bool chunk_kept, float* w_star) {
     const int tid = threadIdx.x;
     uint32_t b = 0;
     u64 above = 0;
     (void)bin_select<C>(sm, target, &b, &above);  // target <= the kept mass: always found
-    list_candidates(sm, s, len, ch, s0, [b](float w, float* v) {
+    u64 chunk_above = 0;  // chunk_kept: this thread's chunk mass in the bins above b (all >= w*)
+    list_candidates(sm, s, len, ch, s0, [b, chunk_kept, &chunk_above](float w, float* v) {
         *v = w;
-        return w >= kMinMassWeight && wkey(w) == b;  // false for dropped tokens (w = −1)
+        const uint32_t k = w >= kMinMassWeight ? wkey(w) : kNoBin;  // kNoBin for dropped tokens (w = −1)
+        if (chunk_kept && k != kNoBin && k > b) chunk_above += mass_of(w);
+        return k == b;
     });
     u64 mine = 0, own = 0;
     for (int f = (int)b + 1 + tid; f < kFine; f += kThreads) mine += sm.fine()[f];
@@ -559,12 +609,13 @@ __device__ bool topp_bins(ClusterShared& sm, const float* s, int len, int ch, in
         sm.above_own = own;
         sm.wstar = 0;
     }
-    const int m = gather_lists<C>(sm);
-    if (m < 0) {
+    Gathered g;
+    if (!gather_lists<C>(sm, fence, (int)(b / kFinePer), &g)) {  // the other CTAs read bin_select's words
         if (rank == 0 && tid == 0) SAMPLE_ROUTE(kToppRadixAfterOverflow);
         return false;
     }
-    const float* const gv = sm.gv();
+    const float* const gv = g.v;
+    const int m = g.m;
     for (int j = tid; j < m; j += kThreads) {
         const float v = gv[j];
         u64 at_or_above = above;
@@ -576,6 +627,7 @@ __device__ bool topp_bins(ClusterShared& sm, const float* s, int len, int ch, in
     }
     __syncthreads();
     const float ws = __uint_as_float(sm.wstar);
+    if (chunk_kept) sm.chunk[tid] = chunk_above;  // the listed weights >= w* are added below
     if (tid < C) {  // CTA tid's kept mass: its bins above the boundary bin and its listed weights >= w*
         int off = 0;
         for (int c = 0; c < tid; ++c) off += sm.gcount[c];
@@ -585,6 +637,13 @@ __device__ bool topp_bins(ClusterShared& sm, const float* s, int len, int ch, in
         sm.cta_kept[tid] = kept;
     }
     __syncthreads();
+    if (chunk_kept) {  // each chunk's mass over w >= w*: the draw needs no recount (draw_in_slice)
+        for (int i = tid; i < sm.n_cand; i += kThreads) {  // this CTA's own list, complete (no overflow)
+            const float v = sm.cand_v[i];
+            if (v >= ws) atomic_add_u64(&sm.chunk[(sm.cand_i[i] - s0) / ch], mass_of(v));
+        }
+        __syncthreads();
+    }
     *w_star = ws;
     if (rank == 0 && tid == 0) SAMPLE_ROUTE(kToppBins);
     return true;
@@ -597,6 +656,6 @@ __device__ bool topp_bins(ClusterShared& sm, const float* s, int len, int ch, in
 // the k-th largest is at or below -2^11 (not counted).
 template <int C>
 __device__ bool topk_early(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int64_t row, int rank,
-                           const strata_sampling_params& prm, const RowRule& rule, int32_t* out) {
-    return topk_listed<C>(sm, s, len, ch, s0, row, rank, prm, rule, out, [](float l) { return lkey(l); });
+                           const strata_sampling_params& prm, const RowRule& rule, int32_t* out, int fence) {
+    return topk_listed<C>(sm, s, len, ch, s0, row, rank, prm, rule, out, fence, [](float l) { return lkey(l); });
 }
