@@ -53,8 +53,11 @@ class GrammarCompiler:
                 import llguidance
 
                 backend = self.tokenizer._backend
-                self._ll = llguidance.LLTokenizer(backend.to_str(), n_vocab=max(self.n_vocab, self.tokenizer.vocab_size),
-                                                  eos_token=sorted(self.tokenizer.eos_ids))
+                n_vocab, eos = max(self.n_vocab, self.tokenizer.vocab_size), sorted(self.tokenizer.eos_ids)
+                try:
+                    self._ll = llguidance.LLTokenizer(backend.to_str(), n_vocab=n_vocab, eos_token=eos)
+                except TypeError:   # llguidance before list support (1.6 takes one id): the lowest end token
+                    self._ll = llguidance.LLTokenizer(backend.to_str(), n_vocab=n_vocab, eos_token=eos[0])
             return self._ll
 
     def compile(self, spec: GrammarSpec) -> str:
