@@ -15,7 +15,8 @@
 // Q4_K (super-blocks of 8 blocks: k a multiple of 256) runs the same configurations; Q6_K (210-byte
 // super-blocks, two int8 scales per block of 32) too on the dp4a kernels (the only ones it takes
 // besides the tiles), with a negative control: its two half scales swapped must change bits.
-// Usage: test_int [quick | smoke | fused [DTYPE] | dtype DTYPE] (fused: only the kernel that rounds
+// The activation hand-off's emission from the one-row dot kernel must equal the pre-pass on its y.
+// Usage: test_int [quick | smoke | handoff | fused [DTYPE] | dtype DTYPE] (fused: only the kernel that rounds
 // its own rows, optionally one dtype: the strata_dtype value, e.g. 2 for Q4_0, 12 for Q4_K; dtype:
 // every configuration of one dtype)
 #define STRATA_CUDA_EMU 1
@@ -377,8 +378,112 @@ static void one(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, int p
           (long)n_rows, far);
 }
 
+// The activation hand-off (cuda_handoff.cuh): a one-row dot kernel that also rounds its y row into
+// the next call's blocks (prologue `npro`, next k = kh; y = [gate | up] of kh each for SILU_MUL) in
+// the epilogue of the CTA completing each chunk. Its xq, meta and RMSNORM ssq must equal the
+// pre-pass kernel's on the finished y bit for bit, and every arrival counter must be back at 0.
+// `shape` forces STRATA_INT_DOT_SHAPE (tiles that straddle chunks and SILU_MUL's two halves).
+// `stuck`: the negative control, a counter left at 1 by a missed reset: that chunk then never
+// completes, and the comparison must catch it.
+static void emit_case(int dt, int pro, int npro, int64_t k, int64_t kh, bool acc_on, int sms, const char* shape,
+                      bool stuck = false) {
+    const int64_t n_out = npro == STRATA_PROLOGUE_SILU_MUL ? 2 * kh : kh, in_k = pro == STRATA_PROLOGUE_SILU_MUL ? 2 * k : k;
+    std::vector<float> x(in_k), g(k), g2(kh), y(n_out);
+    for (auto& v : x) v = randn();
+    for (auto& v : g) v = 1.0f + 0.1f * randn();
+    for (auto& v : g2) v = 1.0f + 0.1f * randn();
+    for (auto& v : y) v = randn();
+    auto w = random_weights(dt, n_out, k, 2);
+    const int64_t nb = k / 32, hb = kh / 32, hchunks = (hb + 7) / 8, nbp = (nb + 1) / 2 * 2;
+    std::vector<uint8_t> xq(k + 16), exq(kh + 16, 0xAB), rxq(kh + 16, 0xCD);
+    std::vector<uint2> meta(nbp + 2), emeta(hb + 2, make_uint2(7, 7)), rmeta(hb + 2, make_uint2(9, 9));
+    std::vector<float> ssq((nb + 7) / 8), essq(hchunks, -1.0f), rssq(hchunks, -2.0f);
+    std::vector<int> cnt(kHandoffMaxChunks, 0);
+    if (stuck) cnt[hchunks - 1] = 1;
+    int8_t* xq16 = reinterpret_cast<int8_t*>(xq.data() + (16 - reinterpret_cast<uintptr_t>(xq.data()) % 16) % 16);
+    uint2* meta16 = reinterpret_cast<uintptr_t>(meta.data()) % 16 ? meta.data() + 1 : meta.data();
+    I::PreParams pp{x.data(), in_k, k, (int)nb, (int)nbp, (int)((nb + 7) / 8), pro, g.data(), xq16, meta16, ssq.data()};
+    run_grid(1, (unsigned)pp.nchunks, 256, [&] {
+        if (pro == STRATA_PROLOGUE_RMSNORM) I::int_prepass_kernel<STRATA_PROLOGUE_RMSNORM>(pp);
+        else if (pro == STRATA_PROLOGUE_SILU_MUL) I::int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL>(pp);
+        else I::int_prepass_kernel<STRATA_PROLOGUE_NONE>(pp);
+    });
+    I::IntParams p{};
+    p.xq = xq16; p.meta = meta16; p.ssq = ssq.data();
+    p.n_rows = 1; p.k = k; p.n_out = n_out; p.w_row_bytes = rowbytes(dt, k);
+    p.nb = (int)nb; p.nbp = (int)nbp; p.n_slices = (int)((nb + 7) / 8);
+    p.w = w.data() + 2; p.w_end = p.w + n_out * p.w_row_bytes;
+    p.y = y.data(); p.y_stride = n_out; p.accumulate = acc_on; p.prologue = pro; p.eps = 1e-5f;
+    p.x = x.data(); p.x_stride = in_k; p.norm = g.data();
+    if (shape) setenv("STRATA_INT_DOT_SHAPE", shape, 1);
+    I::dot_shape(p, slicebytes(dt), sms, 233472, 1);
+    if (shape) unsetenv("STRATA_INT_DOT_SHAPE");
+    p.n_row_tiles = 1;
+    p.n_tiles = (int)((n_out + p.no - 1) / p.no);
+    p.emit_pro = npro; p.emit_norm = npro == STRATA_PROLOGUE_RMSNORM ? g2.data() : nullptr; p.emit_k = kh;
+    p.emit_xq = reinterpret_cast<int8_t*>(exq.data()); p.emit_meta = emeta.data(); p.emit_ssq = essq.data();
+    p.emit_cnt = cnt.data();
+    const int smem = I::dot_smem(p, 1);
+    p.emit_off = (smem + 15) / 16 * 16;
+    CHECK(p.emit_off + 64 <= (int)sizeof(g_emu_smem), "smem %d", p.emit_off + 64);
+    memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));
+    const unsigned gx = (unsigned)std::max(1, p.n_tiles / 2);  // fewer CTAs than tiles: the tile loop emits too
+    auto go = [&](auto dtc) {
+        constexpr int D = decltype(dtc)::value;
+        run_grid(gx, 1, (unsigned)p.threads, [p] { I::int_dot_kernel<D, 1, false>(p); });
+    };
+    if (dt == STRATA_Q4_0) go(std::integral_constant<int, STRATA_Q4_0>{});
+    else if (dt == STRATA_Q8_0) go(std::integral_constant<int, STRATA_Q8_0>{});
+    else if (dt == STRATA_Q6_K) go(std::integral_constant<int, STRATA_Q6_K>{});
+    else go(std::integral_constant<int, STRATA_Q4_K>{});
+    // The reference: the pre-pass kernel over the finished y row.
+    I::PreParams rp{y.data(), n_out, kh, (int)hb, (int)((hb + 1) / 2 * 2), (int)hchunks, npro, g2.data(),
+                    reinterpret_cast<int8_t*>(rxq.data()), rmeta.data(), rssq.data()};
+    run_grid(1, (unsigned)hchunks, 256, [&] {
+        if (npro == STRATA_PROLOGUE_RMSNORM) I::int_prepass_kernel<STRATA_PROLOGUE_RMSNORM>(rp);
+        else if (npro == STRATA_PROLOGUE_SILU_MUL) I::int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL>(rp);
+        else I::int_prepass_kernel<STRATA_PROLOGUE_NONE>(rp);
+    });
+    int bad = 0, left = 0;
+    for (int64_t e = 0; e < kh; ++e) bad += exq[e] != rxq[e];
+    for (int64_t b = 0; b < hb; ++b) bad += emeta[b].x != rmeta[b].x || emeta[b].y != rmeta[b].y;
+    if (npro == STRATA_PROLOGUE_RMSNORM)
+        for (int64_t c = 0; c < hchunks; ++c) bad += bits(essq[c]) != bits(rssq[c]);
+    for (int c : cnt) left += c != 0;
+    if (stuck) {
+        CHECK(bad > 0, "negative control (a counter left at 1) went unnoticed: dt %d npro %d kh %ld", dt, npro, (long)kh);
+        return;
+    }
+    CHECK(bad == 0 && left == 0, "hand-off dt %d pro %d -> %d k %ld kh %ld no %d ps %d threads %d: %d values differ from "
+          "the pre-pass, %d counters left", dt, pro, npro, (long)k, (long)kh, p.no, p.ps, p.threads, bad, left);
+}
+
+static void emit_cases(bool quick) {
+    const int dts[4] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_K, STRATA_Q6_K};
+    const int64_t khs[5] = {64, 288, 1024, 32 * 8 * 9 + 96, 2048};
+    const char* shapes[4] = {nullptr, "24:4", "5:16", "64:2"};
+    int n = 0;
+    for (int dt : dts)
+        for (int npro = 0; npro < 3; ++npro)
+            for (int64_t kh : khs) {
+                ++n;
+                if (quick && n % 3) continue;
+                const bool super = dt == STRATA_Q4_K || dt == STRATA_Q6_K;
+                const int64_t k = super ? 256 * (1 + n % 3) : 32 * (3 + 8 * (n % 4));
+                emit_case(dt, n % 3, npro, k, kh, n % 2 == 0, n % 2 ? 132 : 1, shapes[n % 4]);
+            }
+    emit_case(STRATA_Q4_0, 0, STRATA_PROLOGUE_RMSNORM, 256, 1024, true, 132, nullptr, true);
+    emit_case(STRATA_Q4_0, 1, STRATA_PROLOGUE_SILU_MUL, 256, 288, false, 1, "24:4", true);
+    printf("hand-off: %d checks, %d failures so far\n", checks, fails);
+}
+
 int main(int argc, char** argv) {
     setvbuf(stdout, nullptr, _IOLBF, 0);  // progress and failures as they happen
+    if (argc > 1 && std::string(argv[1]) == "handoff") {  // the hand-off emission only
+        emit_cases(false);
+        printf("test_int handoff: %d checks, %d failures\n", checks, fails);
+        return fails ? 1 : 0;
+    }
     const bool quick = argc > 1 && std::string(argv[1]) == "quick";
     const bool fused_only = argc > 1 && std::string(argv[1]) == "fused";
     if (argc > 1 && std::string(argv[1]) == "smoke") {  // a few configurations of every kernel, fast
@@ -389,6 +494,7 @@ int main(int argc, char** argv) {
             one(STRATA_Q4_K, kind % 3, 512, 70, 11, 2 * kind, kind % 2 ? 1000 : 1, kind == 1, kind == 2, kind);
             if (kind == 0 || kind == 3) one(STRATA_Q6_K, 1 + kind / 3, 768, 37, 10, 2 + kind, kind ? 1000 : 1, true, kind == 3, kind);
         }
+        emit_cases(true);
         printf("test_int smoke: %d checks, %d failures\n", checks, fails);
         return fails ? 1 : 0;
     }
@@ -467,6 +573,7 @@ int main(int argc, char** argv) {
         }
         CHECK(differ > 0, "the negative control (ssq summed in another shape) changed no bit");
     }
+    emit_cases(quick);
     printf("test_int: %d checks, %d failures\n", checks, fails);
     return fails ? 1 : 0;
 }

@@ -72,8 +72,9 @@ enum strata_status {
 
 /* The ABI version this header describes. Python refuses a library whose
  * strata_abi_version() differs. Bumped on every incompatible change (ABI 5:
- * strata_matmul_params.y_row_stride and strata_matmul_prefetch). */
-enum strata_abi { STRATA_ABI_VERSION = 5 };
+ * strata_matmul_params.y_row_stride and strata_matmul_prefetch; ABI 6: the activation hand-off,
+ * strata_matmul_params.handoff_*). */
+enum strata_abi { STRATA_ABI_VERSION = 6 };
 
 /* Returns STRATA_ABI_VERSION of the library that was loaded. Never fails. */
 int32_t strata_abi_version(void);
@@ -362,6 +363,25 @@ typedef struct strata_matmul_params {
     strata_buffer *bias;       /* F32 [n_out] or NULL */
     uint64_t bias_offset;
     int64_t x_row_stride;      /* elements between x rows; 0 = dense (k, or 2k for SILU_MUL) */
+    /* The activation hand-off: a chain of matmuls where one's y is the next one's x (a decoder
+     * layer's o -> gate_up -> down -> next qkv) lets a backend that rounds activations before the
+     * product (CUDA's integer path, docs/kernels.md) prepare the next call's x while it writes y,
+     * instead of in a pass of its own. No result ever depends on it: a backend may ignore both flags
+     * (the CPU does) and computes from x whenever it has nothing prepared. */
+    int32_t handoff_emit;      /* nonzero: after y is written, also prepare y's rows as the x of the
+                                  next call that sets handoff_use, whose prologue, norm weight and
+                                  weight dtype are the three fields below. y must be dense (y_row_stride
+                                  0 or n_out) and is that call's x with k = n_out (SILU_MUL: n_out / 2,
+                                  n_out even); that k must be a multiple of 32. */
+    int32_t handoff_use;       /* nonzero: x is y of the latest handoff_emit call on this context, not
+                                  written since, read dense with that call's handoff_prologue and
+                                  handoff_norm_weight (checked: same x, n_rows, k, prologue, norm weight;
+                                  any other call of the chain may use it too, until the next emit) */
+    int32_t handoff_prologue;  /* handoff_emit: enum strata_matmul_prologue of the next call */
+    int32_t handoff_dtype;     /* handoff_emit: the next call's w_dtype (a backend may prepare only for
+                                  the types it rounds activations for) */
+    strata_buffer *handoff_norm_weight; /* handoff_emit with RMSNORM: the next call's norm_weight (F32 [k]) */
+    uint64_t handoff_norm_weight_offset;
 } strata_matmul_params;
 
 /* y[r, :] = (accumulate ? y[r, :] : 0) + x'[r, :]·Wᵀ (+ bias), x' the

@@ -40,6 +40,17 @@ class LayerWeights:
     gate_up_parts: tuple = ()
 
 
+@dataclass(frozen=True)
+class LayerHandoff:
+    """matmul_ex params of one layer's activation hand-off chain (strata.h, handoff_*): o prepares
+    gate_up's input, gate_up down's (one stored matrix only), down the next layer's qkv (not after the
+    last layer). `qkv` / `gate_up`: params per stored matrix, as LayerWeights' parts."""
+    qkv: tuple
+    o: object
+    gate_up: tuple
+    down: object
+
+
 class Activations:
     """Scratch regions of one device buffer, sized for max_rows rows and max_logits sampled rows."""
 
@@ -89,6 +100,46 @@ class Decoder:
         self.scale = 1.0 / math.sqrt(spec.head_dim)
         self.silu_down = F.matmul_params(F.MatmulPrologue.SILU_MUL, accumulate=True)
         self.head_params = _norm_params(self.output_norm, spec.rms_eps)
+        self._handoff = self._handoff_plan()
+
+    # The current layer's hand-off params while `record` runs (None outside it: the split stages and the
+    # MTP head call the blocks directly and take no hand-off), and the plan per layer ([]: none).
+    _hp = None
+    _handoff: list = []
+
+    def _handoff_plan(self) -> list:
+        """LayerHandoff per layer (None: that layer's matmuls each round their own input), or [] when
+        STRATA_HANDOFF=off or a subclass replaces the blocks that run the chain."""
+        cls = type(self)
+        if handoff_mode() == "off" or cls._attention_block is not Decoder._attention_block \
+                or cls._mlp_block is not Decoder._mlp_block:
+            return []
+        layers, P = self.layers, F.MatmulPrologue
+        fused = [bool(layer.qkv_parts and layer.gate_up_parts) for layer in layers]
+        plan = []
+        for i, layer in enumerate(layers):
+            if not fused[i]:
+                plan.append(None)
+                continue
+            use_qkv = i > 0 and fused[i - 1]
+            qkv = tuple(F.matmul_params_handoff(params, handoff_use=use_qkv) for _, _, params in layer.qkv_parts)
+            o = F.matmul_params(accumulate=True, handoff_emit=True, handoff_prologue=P.RMSNORM,
+                                handoff_dtype=layer.gate_up_parts[0][0].dtype,
+                                handoff_norm_weight=layer.ffn_norm.buffer,
+                                handoff_norm_weight_offset=layer.ffn_norm.offset)
+            one = len(layer.gate_up_parts) == 1     # [gate | up] from one call: it can prepare down's input
+            gate_up = tuple(F.matmul_params_handoff(params, handoff_use=True, handoff_emit=one,
+                                                    handoff_prologue=P.SILU_MUL, handoff_dtype=layer.down.dtype)
+                            for _, _, params in layer.gate_up_parts)
+            nxt = layers[i + 1] if i + 1 < len(layers) and fused[i + 1] else None
+            down = F.matmul_params_handoff(
+                self.silu_down, handoff_use=one, handoff_emit=nxt is not None,
+                handoff_prologue=P.RMSNORM if nxt is not None else P.NONE,
+                handoff_dtype=nxt.qkv_parts[0][0].dtype if nxt is not None else 0,
+                handoff_norm_weight=nxt.attn_norm.buffer if nxt is not None else None,
+                handoff_norm_weight_offset=nxt.attn_norm.offset if nxt is not None else 0)
+            plan.append(LayerHandoff(qkv=qkv, o=o, gate_up=gate_up, down=down))
+        return plan
 
     def _layer(self, i: int) -> LayerWeights:
         w, p, s = self.weights, f"blk.{i}.", self.spec
@@ -136,13 +187,14 @@ class Decoder:
         self._prefetch_mb = l2_prefetch_mb(ctx)
         try:
             for index, layer in enumerate(self.layers):
+                self._hp = self._handoff[index] if self._handoff else None
                 self._attention_block(index, layer, io, act, slots, n_rows)
                 nxt = self.layers[index + 1] if index + 1 < len(self.layers) else None
                 self._prefetch_after = (nxt.qkv_parts[0][0] if nxt is not None and nxt.qkv_parts
                                         else self.output if nxt is None else None)
                 self._mlp_block(layer, act, n_rows)
         finally:
-            self._prefetch_mb, self._prefetch_after = 0, None
+            self._prefetch_mb, self._prefetch_after, self._hp = 0, None, None
         if n_logits == 0:
             return          # a prompt chunk that does not end its prompt: nothing to sample yet
         F.gather_rows(ctx, A, act.x, n_rows, s.hidden * 4, io_buf, io.logit_idx_off, n_logits, A, act.xs)
@@ -161,9 +213,10 @@ class Decoder:
         if layer.qkv_parts:   # a matmul per stored matrix (norm fused in) into [q | k | v], rope + store, attention
             width = s.q_dim + 2 * s.kv_dim
             self._prefetch(layer.o)
-            for w, column, params in layer.qkv_parts:
-                F.matmul_ex(ctx, params, A, act.x, n_rows, s.hidden, w.buffer, w.offset, w.dtype, w.rows,
-                            A, act.qkv + 4 * column)
+            hp = self._hp
+            for j, (w, column, params) in enumerate(layer.qkv_parts):
+                F.matmul_ex(ctx, hp.qkv[j] if hp else params, A, act.x, n_rows, s.hidden, w.buffer, w.offset,
+                            w.dtype, w.rows, A, act.qkv + 4 * column)
             if getattr(io, "distinct_slots", False) and fused_attention_enabled():
                 # Decode rows of distinct slots: one call (one kernel on CUDA), the same bits.
                 F.rope_kv_store_attention(ctx, self.rope_q, self.rope_k, slots, index, A, act.qkv, width, n_rows,
@@ -186,6 +239,10 @@ class Decoder:
                         self.scale, A, act.att)
         if layer.qkv_parts and layer.gate_up_parts:
             self._prefetch(layer.gate_up_parts[0][0])
+        if self._hp is not None:  # o also prepares gate_up's input (the hand-off)
+            o = layer.o
+            F.matmul_ex(ctx, self._hp.o, A, act.att, n_rows, o.cols, o.buffer, o.offset, o.dtype, o.rows, A, act.x)
+            return
         self._matmul(act.att, n_rows, layer.o, act.x, A, accumulate=True)
 
     def _mlp_block(self, layer: LayerWeights, act, n_rows):
@@ -193,12 +250,13 @@ class Decoder:
         d = layer.down
         if layer.gate_up_parts:  # [gate | up] with the norm fused in; silu(gate) * up fused into down
             self._prefetch(d)
-            for w, column, params in layer.gate_up_parts:
-                F.matmul_ex(ctx, params, A, act.x, n_rows, s.hidden, w.buffer, w.offset, w.dtype, w.rows,
-                            A, act.gu + 4 * column)
+            hp = self._hp
+            for j, (w, column, params) in enumerate(layer.gate_up_parts):
+                F.matmul_ex(ctx, hp.gate_up[j] if hp else params, A, act.x, n_rows, s.hidden, w.buffer, w.offset,
+                            w.dtype, w.rows, A, act.gu + 4 * column)
             self._prefetch(self._prefetch_after)
-            F.matmul_ex(ctx, self.silu_down, A, act.gu, n_rows, s.ffn, d.buffer, d.offset, d.dtype, d.rows,
-                        A, act.x)
+            F.matmul_ex(ctx, hp.down if hp else self.silu_down, A, act.gu, n_rows, s.ffn, d.buffer, d.offset,
+                        d.dtype, d.rows, A, act.x)
             return
         n = layer.ffn_norm
         F.rmsnorm(ctx, A, act.x, n.buffer, n.offset, A, act.h, n_rows, s.hidden, s.rms_eps)
@@ -235,6 +293,15 @@ def l2_prefetch_mb(ctx: F.Context) -> int:
     if not 0 <= mb <= 1024:
         raise ValueError(f"STRATA_L2_PREFETCH_MB={raw!r}: expected 0 to 1024")
     return mb
+
+
+def handoff_mode() -> str:
+    """STRATA_HANDOFF (strata/env.py): 1 (default), prepass or off; read when a model is loaded. The decoder
+    asks for the hand-off unless off; libstrata reads 1 / prepass itself."""
+    raw = (env.get("STRATA_HANDOFF") or "1").strip().lower()
+    if raw not in ("1", "prepass", "off"):
+        raise ValueError(f"STRATA_HANDOFF={raw!r}: expected 1 (default), prepass or off")
+    return raw
 
 
 def fused_attention_enabled() -> bool:

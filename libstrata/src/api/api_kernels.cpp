@@ -144,6 +144,8 @@ STRATA_EXPORT int32_t strata_matmul_ex(strata_context* ctx, const strata_matmul_
     return guarded("strata_matmul_ex", [&](Call& call) {
         use_context(call, ctx);
         const PrefetchHint hint = take_prefetch(call, ctx);  // the call consumes it even if it fails
+        const strata_context::Handoff latest = ctx->handoff;
+        ctx->handoff = {};  // a failed call leaves no hand-off behind (set again at the end once it succeeds)
         if (params == nullptr) invalid("params is NULL");
         const strata_matmul_params& pr = *params;
         if (pr.prologue < STRATA_PROLOGUE_NONE || pr.prologue > STRATA_PROLOGUE_SILU_MUL)
@@ -193,7 +195,47 @@ STRATA_EXPORT int32_t strata_matmul_ex(strata_context* ctx, const strata_matmul_
         a.prefetch = hint.ptr;
         a.prefetch_bytes = hint.bytes;
         a.y_row_stride = y_stride;
+        if (pr.handoff_use) {  // x must be exactly what the latest emitting call prepared
+            const char* why = !latest.set                        ? "no earlier call on this context set handoff_emit"
+                              : latest.y != a.x                   ? "x is not that call's y"
+                              : latest.n_rows != n_rows           ? "n_rows differs from that call's"
+                              : latest.k != k                     ? "k differs from the k that call prepared"
+                              : latest.prologue != pr.prologue    ? "prologue differs from that call's handoff_prologue"
+                              : latest.norm != a.norm_weight      ? "norm_weight differs from that call's handoff_norm_weight"
+                              : stride != width                   ? "x rows are not dense"
+                                                                  : nullptr;
+            if (why) invalid(std::string("handoff_use: ") + why);
+            a.use_handoff = true;
+        }
+        strata_context::Handoff emitted;
+        if (pr.handoff_emit) {
+            const int32_t hp = pr.handoff_prologue;
+            if (hp < STRATA_PROLOGUE_NONE || hp > STRATA_PROLOGUE_SILU_MUL)
+                invalid("handoff_prologue=" + str(hp) + " is not one of NONE (0), RMSNORM (1), SILU_MUL (2)");
+            weight_dtype("handoff_dtype", pr.handoff_dtype);
+            if (y_stride != n_out) invalid("handoff_emit needs dense y rows (y_row_stride 0 or n_out)");
+            const bool hsilu = hp == STRATA_PROLOGUE_SILU_MUL, hrms = hp == STRATA_PROLOGUE_RMSNORM;
+            if (hsilu && n_out % 2 != 0) invalid("handoff_emit with SILU_MUL needs an even n_out, got " + str(n_out));
+            const int64_t hk = hsilu ? n_out / 2 : n_out;
+            if (hk % 32 != 0) invalid("handoff_emit: the next call's k=" + str(hk) + " is not a multiple of 32");
+            if (hrms && pr.handoff_norm_weight == nullptr) invalid("handoff_norm_weight is NULL (RMSNORM needs it)");
+            if (!hrms && pr.handoff_norm_weight != nullptr)
+                invalid("handoff_norm_weight is given but handoff_prologue is not RMSNORM");
+            const float* hn = hrms ? reinterpret_cast<const float*>(operand(call, pr.handoff_norm_weight,
+                                                                            "handoff_norm_weight",
+                                                                            pr.handoff_norm_weight_offset,
+                                                                            u128(hk) * 4, 4, "F32"))
+                                   : nullptr;
+            if (hrms) require_disjoint(y, y_offset, y_bytes, "y", pr.handoff_norm_weight,
+                                       pr.handoff_norm_weight_offset, u128(hk) * 4, "handoff_norm_weight");
+            a.emit_prologue = hp;
+            a.emit_norm = hn;
+            a.emit_dtype = pr.handoff_dtype;
+            a.emit_k = hk;
+            emitted = {true, a.y, n_rows, hk, hp, hn};
+        }
         ctx->backend->matmul(a);
+        ctx->handoff = pr.handoff_emit ? emitted : latest;
     });
 }
 

@@ -35,6 +35,15 @@ struct strata_context : strata::HandleBase {
     // buffer again as its own operand (so a recording graph holds it); destroying the buffer drops it.
     strata_buffer* matmul_prefetch = nullptr;
     uint64_t matmul_prefetch_offset = 0, matmul_prefetch_bytes = 0;
+    // The latest strata_matmul_ex with handoff_emit (strata.h): what a handoff_use call must match.
+    // Cleared by a failed matmul_ex call.
+    struct Handoff {
+        bool set = false;
+        const void* y = nullptr;
+        int64_t n_rows = 0, k = 0;
+        int32_t prologue = 0;
+        const void* norm = nullptr;
+    } handoff;
 
     // Graph recording state.
     bool recording = false;

@@ -113,6 +113,16 @@ struct MatmulArgs {
     // call runs. Never changes a result.
     const void* prefetch = nullptr;
     uint64_t prefetch_bytes = 0;
+    // The activation hand-off (strata_matmul_params.handoff_*), checked by the API layer.
+    // emit_prologue >= 0: also prepare y's rows (dense) as the x of a later call with that prologue,
+    // emit_norm ([emit_k] F32, RMSNORM) and weights of emit_dtype; emit_k = n_out (SILU_MUL: n_out / 2).
+    // use_handoff: x's rows (dense) are y of the latest such call, with this call's prologue and norm.
+    // A backend may ignore both; never changes a result.
+    int32_t emit_prologue = -1;
+    const float* emit_norm = nullptr;
+    int32_t emit_dtype = 0;
+    int64_t emit_k = 0;
+    bool use_handoff = false;
 };
 
 struct RopeArgs {

@@ -18,6 +18,7 @@
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
 #include "cuda_scratch.cuh"
+#include "cuda_handoff.cuh"
 
 namespace strata {
 
@@ -199,7 +200,7 @@ public:
 
     void embed(const EmbedArgs& a) override { use_device(); cuda::launch_embed(a, stream_); }
     void rmsnorm(const RmsNormArgs& a) override { use_device(); cuda::launch_rmsnorm(a, stream_); }
-    void matmul(const MatmulArgs& a) override { use_device(); cuda::launch_matmul(a, stream_, scratch_); }
+    void matmul(const MatmulArgs& a) override { use_device(); cuda::launch_matmul(a, stream_, scratch_, handoff_); }
     void rope(const RopeArgs& a) override { use_device(); cuda::launch_rope(a, stream_); }
     void kv_store(const KvStoreArgs& a) override { use_device(); cuda::launch_kv_store(a, stream_); }
     void rope_kv_store(const RopeKvStoreArgs& a) override { use_device(); cuda::launch_rope_kv_store(a, stream_); }
@@ -352,6 +353,7 @@ private:
     cudaEvent_t events_[kMarkerRing] = {};
     cuda::Scratch scratch_;  // the integer matmul's activation blocks (freed after the stream, last)
     cuda::Scratch attn_scratch_;  // the decode attention's split states and arrival counters
+    cuda::Handoff handoff_;       // the activation hand-off between matmuls (its buffers and counters)
 };
 
 }  // namespace

@@ -16,10 +16,13 @@ namespace cuda {
 // The per-element steps, shared by the pre-pass and the in-kernel quantizers
 // (which distribute the work differently). `x` is the raw value of element e;
 // `aux` the norm weights (RMSNORM) or the row's second half (SILU_MUL).
-template <int kPro>
+// kL2: SILU_MUL's second half read through L2 (__ldcg), for rows other CTAs of the running kernel
+// wrote (the hand-off's emission, cuda_int_matmul.cu): this SM's L1 may hold older copies of them.
+template <int kPro, bool kL2 = false>
 __device__ __forceinline__ float int_act_value(float x, const float* aux, int64_t e) {
     if (kPro == STRATA_PROLOGUE_RMSNORM) return __fmul_rn(x, __ldg(aux + e));
-    if (kPro == STRATA_PROLOGUE_SILU_MUL) return __fmul_rn(__fdiv_rn(x, __fadd_rn(1.0f, expf(-x))), aux[e]);
+    if (kPro == STRATA_PROLOGUE_SILU_MUL)
+        return __fmul_rn(__fdiv_rn(x, __fadd_rn(1.0f, expf(-x))), kL2 ? __ldcg(aux + e) : aux[e]);
     return x;
 }
 __device__ __forceinline__ float int_act_abs(float v) {
@@ -65,8 +68,8 @@ struct IntActSrc {
 // lanes, own value first), then per chunk the 8 block totals in order, +0 for
 // the blocks past the end (block_sum over the chunk's 8 warps). Ends with a
 // CTA barrier for RMSNORM (its ssq pass reads every warp's block sums); the
-// caller orders the rest.
-template <int kPro, class L>
+// caller orders the rest. kL2: x is read through L2 (__ldcg; int_act_value says why).
+template <int kPro, class L, bool kL2 = false>
 __device__ __forceinline__ void int_quant_rows(const IntActSrc& p, const L& lay, int64_t r0, int nr) {
     constexpr int kChunk = 8;  // blocks per chunk: the pre-pass's CTA (one block per warp)
     const int lane = threadIdx.x & 31, j = lane & 3;
@@ -82,10 +85,10 @@ __device__ __forceinline__ void int_quant_rows(const IntActSrc& p, const L& lay,
         float xv[8], v[8];
         float amax = 0.0f;  // |v| >= +0: the max of the 32 values whatever the order
 #pragma unroll
-        for (int m = 0; m < 8; ++m) xv[m] = ok ? xr[e0 + 4 * m] : 0.0f;
+        for (int m = 0; m < 8; ++m) xv[m] = ok ? (kL2 ? __ldcg(xr + e0 + 4 * m) : xr[e0 + 4 * m]) : 0.0f;
 #pragma unroll
         for (int m = 0; m < 8; ++m) {
-            v[m] = ok ? int_act_value<kPro>(xv[m], aux, e0 + 4 * m) : 0.0f;
+            v[m] = ok ? int_act_value<kPro, kL2>(xv[m], aux, e0 + 4 * m) : 0.0f;
             amax = fmaxf(amax, int_act_abs(v[m]));
         }
         amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, 1));

@@ -46,6 +46,7 @@
 #include "cuda_int_act.cuh"
 #include "cuda_int_blocks.cuh"
 #include "cuda_int_gemv.cuh"
+#include "cuda_handoff.cuh"
 #include "cuda_int_kquant.cuh"
 #include "cuda_int_mma.cuh"
 #include "cuda_int_q6k.cuh"
@@ -113,6 +114,19 @@ struct IntParams {
     const uint8_t* pf;
     int64_t pf_lines;
     int pf_ctas;
+    // The activation hand-off's emission (cuda_handoff.cuh; one-row dot kernel only): emit_pro >= 0
+    // rounds y's row into the next call's blocks (emit_k values; SILU_MUL: y holds [gate | up] of
+    // emit_k each), chunk by chunk, in the epilogue of the CTA that completes the chunk (emit_cnt:
+    // arrivals per chunk). emit_off: 64 bytes of shared memory for the protocol's flags and RMSNORM's
+    // block sums.
+    int emit_pro;
+    const float* emit_norm;
+    int64_t emit_k;
+    int emit_off;
+    int8_t* emit_xq;
+    uint2* emit_meta;
+    float* emit_ssq;
+    int* emit_cnt;
 };
 
 // ---------------------------------------------------------------- activation quantization
@@ -325,6 +339,71 @@ __device__ __forceinline__ void prefetch_tail(const IntParams& p) {
         prefetch_l2(p.pf + 128 * i);
 }
 
+// The hand-off emission's layout of one chunk c (blocks 8c.., one row): the pre-pass's global blocks
+// at the chunk's offsets, the block sums of squares in shared memory.
+struct EmitChunkLayout {
+    int8_t* xq_c;
+    uint2* meta_c;
+    float* ssq_c;
+    float* wsq_s;
+    __device__ __forceinline__ int8_t* xq(int, int e) const { return xq_c + e; }
+    __device__ __forceinline__ uint2* meta(int, int b) const { return meta_c + b; }
+    __device__ __forceinline__ float* ssq(int) const { return ssq_c; }
+    __device__ __forceinline__ float* wsq(int) const { return wsq_s; }
+};
+
+// Chunk c of the next call's row (values [256c, 256c + 256) of emit_k) from y, now complete in
+// memory: int_quant_rows over that window alone gives the pre-pass CTA (row 0, chunk c) bits (its
+// per-element steps; ssq: the chunk's 8 block sums in order, +0 past the end). Read through L2.
+template <int kPro>
+__device__ __forceinline__ void emit_chunk(const IntParams& p, int c, float* wsq) {
+    const int64_t e0 = (int64_t)c * 256;
+    const int nb = (int)min((int64_t)8, p.emit_k / 32 - 8 * (int64_t)c);
+    const IntActSrc src{p.y + e0, p.emit_k, p.emit_k, kPro == STRATA_PROLOGUE_RMSNORM ? p.emit_norm + e0 : nullptr,
+                        nb, 1, p.threads};
+    const EmitChunkLayout lay{p.emit_xq + e0, p.emit_meta + 8 * (int64_t)c, p.emit_ssq + c, wsq};
+    int_quant_rows<kPro, EmitChunkLayout, true>(src, lay, 0, 1);
+}
+
+// After a one-row tile's y stores (outputs [o0, o0 + no)): count them into each chunk of the next
+// call's row they belong to (SILU_MUL: output o < emit_k is gate value o, else up value o - emit_k);
+// the CTA whose count completes a chunk (256 values, or 512 with SILU_MUL's two halves; fewer at the
+// end) rounds it and resets its counter. The classic last-block protocol: every thread fences its
+// store before the barrier, thread 0 counts with one atomic per chunk, and the finishing CTA fences
+// again before reading the others' stores. Ends with a barrier.
+__device__ __forceinline__ void emit_tile(const IntParams& p, int64_t o0, int no) {
+    int* flags = reinterpret_cast<int*>(mma_smem() + p.emit_off);      // [0, 4): chunks to round, [4]: count
+    float* wsq = reinterpret_cast<float*>(mma_smem() + p.emit_off + 32);  // 8 block sums (RMSNORM)
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const int64_t kh = p.emit_k;
+        const int mult = p.emit_pro == STRATA_PROLOGUE_SILU_MUL ? 2 : 1;
+        int n = 0;
+        for (int64_t o = o0; o < o0 + no;) {
+            const int64_t half = o < kh ? 0 : kh, c = (o - half) / 256;
+            const int64_t end = min(o0 + no, half + min((c + 1) * 256, kh));
+            const int add = (int)(end - o), target = (int)(min((c + 1) * 256, kh) - c * 256) * mult;
+            if (atomicAdd(p.emit_cnt + c, add) + add == target && n < 4) flags[n++] = (int)c;
+            o = end;
+        }
+        flags[4] = n;
+    }
+    __syncthreads();
+    const int n = flags[4];
+    for (int i = 0; i < n; ++i) {
+        const int c = flags[i];
+        __threadfence();
+        switch (p.emit_pro) {
+        case STRATA_PROLOGUE_RMSNORM: emit_chunk<STRATA_PROLOGUE_RMSNORM>(p, c, wsq); break;
+        case STRATA_PROLOGUE_SILU_MUL: emit_chunk<STRATA_PROLOGUE_SILU_MUL>(p, c, wsq); break;
+        default: emit_chunk<STRATA_PROLOGUE_NONE>(p, c, wsq); break;
+        }
+        if (threadIdx.x == 0) p.emit_cnt[c] = 0;
+        __syncthreads();
+    }
+}
+
 // kFused: no pre-pass; the CTA quantizes its tile's rows itself (fused_quant) while the first
 // part's weights are in flight, once per row tile it meets.
 template <int kDtype, int kR, bool kFused>
@@ -418,6 +497,8 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
             float* yp = p.y + row * p.y_stride + o;
             *yp = p.accumulate ? __fadd_rn(*yp, total) : total;
         }
+        if constexpr (kR == 1)
+            if (p.emit_pro >= 0) emit_tile(p, o0, no);  // ends with a barrier
         __syncthreads();  // the next tile restages buffer 0, rewrites `part` (and may requantize)
     }
     if (p.pf_lines > 0) prefetch_tail(p);
@@ -810,8 +891,59 @@ int resident_ctas(IntKernel fn, int threads, int smem) {
 
 }  // namespace
 
-void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch) {
-    if (a.n_rows <= 0 || a.n_out <= 0) return;
+namespace {
+
+// The activation pre-pass (step 1) of n_rows rows of x into `v` (the pre-pass layout for n_rows x k).
+void launch_prepass(const float* x, int64_t x_stride, int64_t n_rows, int64_t k, int32_t prologue, const float* norm,
+                    const HandoffView& v, cudaStream_t stream) {
+    const int64_t nb = k / 32;
+    PreParams pp;
+    pp.x = x;
+    pp.x_stride = x_stride;
+    pp.k = k;
+    pp.nb = (int)nb;
+    pp.nbp = (int)((nb + 1) / 2 * 2);
+    pp.nchunks = (int)((nb + kPreChunkBlocks - 1) / kPreChunkBlocks);
+    pp.prologue = prologue;
+    pp.norm = norm;
+    pp.xq = v.xq;
+    pp.meta = v.meta;
+    pp.ssq = v.ssq;
+    const dim3 pgrid((unsigned)n_rows, (unsigned)pp.nchunks);
+    switch (prologue) {
+    case STRATA_PROLOGUE_RMSNORM:
+        launch_k(int_prepass_kernel<STRATA_PROLOGUE_RMSNORM>, pgrid, kPreThreads, 0, stream, pp);
+        break;
+    case STRATA_PROLOGUE_SILU_MUL:
+        launch_k(int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL>, pgrid, kPreThreads, 0, stream, pp);
+        break;
+    default: launch_k(int_prepass_kernel<STRATA_PROLOGUE_NONE>, pgrid, kPreThreads, 0, stream, pp); break;
+    }
+    check_launch("matmul (integer activation pre-pass)");
+}
+
+}  // namespace
+
+// STRATA_HANDOFF (strata/env.py): unset, empty or "1" = the one-row dot kernel emits the hand-off in
+// its epilogue; "prepass" (or "off", which also keeps the decoder from asking) = every emission is a
+// pre-pass launch after the producing kernel (the A/B switch; the same bits). Read at each call;
+// anything else is an error naming the choices.
+bool handoff_fused_enabled() {
+    const char* v = std::getenv("STRATA_HANDOFF");
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "1") == 0) return true;
+    if (std::strcmp(v, "prepass") == 0 || std::strcmp(v, "off") == 0) return false;
+    fail(STRATA_ERR_INVALID_ARGUMENT,
+         std::string("STRATA_HANDOFF=") + v + ": expected 1 (the one-row kernel prepares the next matmul's "
+                                              "activations, the default), prepass or off");
+}
+
+void launch_handoff_prepass(const MatmulArgs& a, const HandoffView& v, cudaStream_t stream) {
+    launch_prepass(a.y, a.n_out, a.n_rows, a.emit_k, a.emit_prologue, a.emit_norm, v, stream);
+}
+
+bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch, const HandoffView* use,
+                       const HandoffView* emit, int* emit_cnt) {
+    if (a.n_rows <= 0 || a.n_out <= 0) return false;
     int dev = 0;
     check(cudaGetDevice(&dev), "cudaGetDevice");
     if (dev < 0 || dev >= kMaxDevices) fail(STRATA_ERR_INTERNAL, "cuda matmul: device index out of range");
@@ -896,61 +1028,60 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         launch_int_gemv(IntTilesArgs{nullptr, nullptr, nullptr, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w, a.bias,
                                      a.y, a.accumulate, a.prologue, a.eps, a.y_row_stride},
                         gemv_kr, dev, stream, a.x, x_stride, a.norm_weight);
-        return;
+        return false;
     }
     if (!fused) {
-        // Scratch: xq [n_rows][k] int8, meta [n_rows][nbp] uint2, ssq [n_rows][nchunks] float.
-        const size_t xq_bytes = (size_t)a.n_rows * (size_t)k;
-        const size_t meta_off = (xq_bytes + 255) / 256 * 256;
-        const size_t meta_bytes = (size_t)a.n_rows * (size_t)nbp * sizeof(uint2);
-        const size_t ssq_off = meta_off + (meta_bytes + 255) / 256 * 256;
-        uint8_t* s = static_cast<uint8_t*>(scratch.get(ssq_off + (size_t)a.n_rows * nchunks * sizeof(float)));
-        PreParams pp;
-        pp.x = a.x;
-        pp.x_stride = x_stride;
-        pp.k = k;
-        pp.nb = (int)nb;
-        pp.nbp = (int)nbp;
-        pp.nchunks = nchunks;
-        pp.prologue = a.prologue;
-        pp.norm = a.norm_weight;
-        pp.xq = reinterpret_cast<int8_t*>(s);
-        pp.meta = reinterpret_cast<uint2*>(s + meta_off);
-        pp.ssq = reinterpret_cast<float*>(s + ssq_off);
-        const dim3 pgrid((unsigned)a.n_rows, (unsigned)nchunks);
-        switch (a.prologue) {
-        case STRATA_PROLOGUE_RMSNORM:
-            launch_k(int_prepass_kernel<STRATA_PROLOGUE_RMSNORM>, pgrid, kPreThreads, 0, stream, pp);
-            break;
-        case STRATA_PROLOGUE_SILU_MUL:
-            launch_k(int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL>, pgrid, kPreThreads, 0, stream, pp);
-            break;
-        default: launch_k(int_prepass_kernel<STRATA_PROLOGUE_NONE>, pgrid, kPreThreads, 0, stream, pp); break;
+        // The activations: prepared by the previous call (the hand-off), or the pre-pass into the scratch
+        // (xq [n_rows][k] int8, meta [n_rows][nbp] uint2, ssq [n_rows][nchunks] float).
+        HandoffView v;
+        if (use != nullptr) {
+            v = *use;
+        } else {
+            const PrepassLayout lay(a.n_rows, k);
+            v = lay.at(scratch.get(lay.bytes));
+            launch_prepass(a.x, x_stride, a.n_rows, k, a.prologue, a.norm_weight, v, stream);
         }
-        check_launch("matmul (integer activation pre-pass)");
         if (gemv_kr > 0) {
-            launch_int_gemv(IntTilesArgs{pp.xq, pp.meta, pp.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
+            launch_int_gemv(IntTilesArgs{v.xq, v.meta, v.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
                                          a.bias, a.y, a.accumulate, a.prologue, a.eps, a.y_row_stride},
                             gemv_kr, dev, stream);
-            return;
+            return false;
         }
         if (tiles >= 0) {
-            launch_int_tiles(IntTilesArgs{pp.xq, pp.meta, pp.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
+            launch_int_tiles(IntTilesArgs{v.xq, v.meta, v.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
                                           a.bias, a.y, a.accumulate, a.prologue, a.eps, a.y_row_stride},
                              tiles, dev, stream);
-            return;
+            return false;
         }
         if (rows_kr > 0) {
-            launch_int_rows(IntTilesArgs{pp.xq, pp.meta, pp.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
+            launch_int_rows(IntTilesArgs{v.xq, v.meta, v.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
                                          a.bias, a.y, a.accumulate, a.prologue, a.eps, a.y_row_stride},
                             rows_kr, dev, stream);
-            return;
+            return false;
         }
-        p.xq = pp.xq;
-        p.meta = pp.meta;
-        p.ssq = pp.ssq;
+        p.xq = v.xq;
+        p.meta = v.meta;
+        p.ssq = v.ssq;
     }
-    const int64_t smem64 = kind >= 2 ? mma_smem_bytes(p, kr) : (fused ? dot_fused_smem(p) : dot_smem(p, kr));
+    // The hand-off's emission in the one-row dot kernel's epilogue (emit_tile); every other route
+    // leaves it to launch_matmul's pre-pass launch after this kernel.
+    p.emit_pro = -1;
+    const bool emit_here = emit != nullptr && emit_cnt != nullptr && kind == 0 && a.n_rows == 1 &&
+                           (a.emit_k / 32 + 7) / 8 <= kHandoffMaxChunks && handoff_fused_enabled();
+    if (emit_here) {
+        p.emit_pro = a.emit_prologue;
+        p.emit_norm = a.emit_norm;
+        p.emit_k = a.emit_k;
+        p.emit_xq = emit->xq;
+        p.emit_meta = emit->meta;
+        p.emit_ssq = emit->ssq;
+        p.emit_cnt = emit_cnt;
+    }
+    int64_t smem64 = kind >= 2 ? mma_smem_bytes(p, kr) : (fused ? dot_fused_smem(p) : dot_smem(p, kr));
+    if (emit_here) {  // the protocol's flags and block sums after everything else
+        p.emit_off = (int)((smem64 + 15) / 16 * 16);
+        smem64 = p.emit_off + 64;
+    }
     if (smem64 > lim.smem_optin) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer path tile exceeds shared memory");
     const int smem = (int)smem64;
     const int th = p.threads;
@@ -968,7 +1099,7 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         }
         launch_k(fn, (unsigned)grid, th, smem, stream, p);
         check_launch(fused ? "matmul (integer, fused activations)" : "matmul (integer)");
-        return;
+        return emit_here;
     }
     const unsigned grid = (unsigned)p.n_tiles;
     switch (a.w_dtype * 4 + kind) {
@@ -983,6 +1114,7 @@ void launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     default: fail(STRATA_ERR_INTERNAL, "cuda matmul: no integer path for dtype " + std::to_string(a.w_dtype));
     }
     check_launch("matmul (integer)");
+    return false;
 }
 
 }  // namespace cuda

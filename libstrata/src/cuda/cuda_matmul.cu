@@ -23,6 +23,7 @@
 // loads (chosen by pointer alignment) fetch the same values. There is no
 // split-K and no atomic.
 #include "cuda_kernels.cuh"
+#include "cuda_handoff.cuh"
 #include "cuda_quant.cuh"
 #include "cuda_pdl.cuh"
 
@@ -234,16 +235,34 @@ int64_t units_per_row(int dtype, int64_t k) {
 
 }  // namespace
 
-void launch_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch) {
+namespace {
+void launch_plain(const MatmulArgs& a, cudaStream_t stream);
+}  // namespace
+
+void launch_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch, Handoff& handoff) {
     if (a.n_rows <= 0 || a.n_out <= 0) return;
+    // The activation hand-off (cuda_handoff.cuh): prepared only for a next call on the integer path;
+    // read by this call only on it (elsewhere x is read as always).
+    const bool emit = a.emit_prologue >= 0 && int_matmul_supports(a.emit_dtype);
+    HandoffView ev;
+    if (emit) ev = handoff.next(a.n_rows, a.emit_k);
+    bool emitted = false;
     if (int_matmul_supports(a.w_dtype)) {  // integer-exact block products (cuda_int_matmul.cu)
-        launch_int_matmul(a, stream, scratch);
-        return;
-    }
-    if (mma_matmul_supports(a.w_dtype)) {
+        emitted = launch_int_matmul(a, stream, scratch, a.use_handoff ? handoff.latest() : nullptr,
+                                    emit ? &ev : nullptr, emit ? handoff.counters(stream) : nullptr);
+    } else if (mma_matmul_supports(a.w_dtype)) {
         launch_mma_matmul(a, stream);
-        return;
+    } else {
+        launch_plain(a, stream);
     }
+    if (emit && !emitted) launch_handoff_prepass(a, ev, stream);
+    if (a.emit_prologue >= 0) handoff.publish(ev, emit);
+}
+
+namespace {
+
+// F32 weights and the quantized types neither tensor-core path takes (matmul_kernel above).
+void launch_plain(const MatmulArgs& a, cudaStream_t stream) {
     MatmulParams p;
     p.x = a.x;
     p.x_stride = a.x_row_stride > 0 ? a.x_row_stride : (a.prologue == STRATA_PROLOGUE_SILU_MUL ? 2 * a.k : a.k);
@@ -283,6 +302,8 @@ void launch_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch) {
     default: break;
     }
 }
+
+}  // namespace
 
 }  // namespace cuda
 }  // namespace strata

@@ -1,0 +1,95 @@
+// cuda_handoff.cuh — the activation hand-off between two integer matmuls
+// (strata_matmul_params.handoff_*; docs/cuda_backend.md, "activation hand-off").
+//
+// Every integer matmul rounds its activations to int8 blocks first (the
+// pre-pass of cuda_int_matmul.cu: xq, meta, RMSNORM's ssq per chunk). In a
+// decoder layer each matmul's y is the next one's x (o -> gate_up -> down ->
+// the next layer's qkv), so the producing call can write the next call's
+// blocks itself: the one-row dot kernel rounds each chunk of 256 values in the
+// epilogue of whichever CTA finishes that chunk last; every other kernel is
+// followed by the pre-pass, into the hand-off buffer. Either way the blocks
+// are the pre-pass's bits (the same per-element functions, the same ssq
+// reduction shape), and the consumer reads them instead of running its own
+// pre-pass: one launch fewer per matmul at one row, no bit changed.
+//
+// Two buffers alternate: an emitting call reads its own x from one (when it
+// uses a hand-off too) while it writes the other. Counters of the dot
+// kernel's last-arrival protocol live in their own zeroed buffer; the CTA that
+// completes a chunk resets its counter, so they are zero between kernels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda_common.cuh"
+
+namespace strata {
+namespace cuda {
+
+// One prepared x: the pre-pass's layout for n_rows x k (xq [row][k], meta [row][nbp], ssq [row][nchunks]).
+struct HandoffView {
+    int8_t* xq = nullptr;
+    uint2* meta = nullptr;
+    float* ssq = nullptr;
+};
+
+// Chunks (of 256 values: 8 blocks, the pre-pass's CTA) one emitting dot kernel may count.
+constexpr int kHandoffMaxChunks = 4096;
+
+}  // namespace cuda
+}  // namespace strata
+
+#ifndef STRATA_CUDA_EMU
+#include "cuda_scratch.cuh"
+
+namespace strata {
+namespace cuda {
+
+// The pre-pass layout's byte offsets for n_rows x k.
+struct PrepassLayout {
+    size_t meta_off, ssq_off, bytes;
+    PrepassLayout(int64_t n_rows, int64_t k) {
+        const int64_t nb = k / 32, nbp = (nb + 1) / 2 * 2, nchunks = (nb + 7) / 8;
+        const size_t xq_bytes = (size_t)n_rows * (size_t)k;
+        meta_off = (xq_bytes + 255) / 256 * 256;
+        const size_t meta_bytes = (size_t)n_rows * (size_t)nbp * sizeof(uint2);
+        ssq_off = meta_off + (meta_bytes + 255) / 256 * 256;
+        bytes = ssq_off + (size_t)n_rows * (size_t)nchunks * sizeof(float);
+    }
+    HandoffView at(void* base) const {
+        uint8_t* s = static_cast<uint8_t*>(base);
+        return HandoffView{reinterpret_cast<int8_t*>(s), reinterpret_cast<uint2*>(s + meta_off),
+                           reinterpret_cast<float*>(s + ssq_off)};
+    }
+};
+
+// A context's hand-off state (one per CudaBackend, so per stream).
+class Handoff {
+public:
+    // The buffer for the next emission (the one the latest emission did not use).
+    HandoffView next(int64_t n_rows, int64_t k) { return PrepassLayout(n_rows, k).at(bufs_[side_ ^ 1].get(PrepassLayout(n_rows, k).bytes)); }
+    // The dot kernel's arrival counters (kHandoffMaxChunks ints), zero when the next work on `stream` runs.
+    int* counters(cudaStream_t stream) {
+        const size_t bytes = kHandoffMaxChunks * sizeof(int);
+        return static_cast<int*>(counters_.get_zeroed(bytes, bytes, stream));
+    }
+    // After an emitting call: `v` now holds the prepared x when `valid` (else consumers pre-pass themselves).
+    void publish(const HandoffView& v, bool valid) {
+        side_ ^= 1;
+        latest_ = v;
+        valid_ = valid;
+    }
+    // The latest emission, or null when it prepared nothing.
+    const HandoffView* latest() const { return valid_ ? &latest_ : nullptr; }
+
+private:
+    Scratch bufs_[2];
+    Scratch counters_;
+    int side_ = 0;
+    HandoffView latest_;
+    bool valid_ = false;
+};
+
+}  // namespace cuda
+}  // namespace strata
+#endif

@@ -1,0 +1,200 @@
+"""The activation hand-off between matmuls (strata_matmul_params.handoff_*; docs/cuda_backend.md).
+
+A decoder layer's chain o -> gate_up -> down -> the next qkv, each call preparing the next one's
+activations (handoff_emit) and reading what the previous one prepared (handoff_use), gives the same
+bits as the chain without it, on every backend (the CPU ignores the flags; CUDA's integer path rounds
+the next call's int8 blocks in the one-row dot kernel's epilogue or in a pre-pass launch after the
+producing kernel, STRATA_HANDOFF=1 / prepass), for every weight type and row count. The API checks
+that a handoff_use call reads exactly what the latest emitting call prepared, and refuses bad
+requests with clear errors. Negative control (CUDA): a consumer that reads blocks prepared before
+its x was overwritten gives other bits, so the comparison would catch a kernel reading wrong blocks.
+"""
+
+import numpy as np
+import pytest
+
+from kernel_refs import make_weights
+from strata import _ffi as S
+
+pytestmark = pytest.mark.exactness
+
+P = S.MatmulPrologue
+EPS = 1e-5
+Q, H, F, QKV = 256, 512, 512, 768  # attention width, hidden, ffn, [q | k | v] width: multiples of 256
+
+
+def bits(a):
+    return np.ascontiguousarray(a).view(np.uint32)
+
+
+class Chain:
+    """One layer's matmuls (o, gate_up, down) and the next layer's qkv on one context, their weights of
+    `dtype` and their activations in device buffers."""
+
+    def __init__(self, ctx, rng, dtype, n_rows):
+        self.ctx, self.n, self.dtype = ctx, n_rows, dtype
+        self.w = {name: S.Buffer.from_array(ctx, make_weights(rng, dtype, rows, cols)[0])
+                  for name, rows, cols in (("o", H, Q), ("gu", 2 * F, H), ("down", H, F), ("qkv", QKV, H))}
+        self.ffn_norm = S.Buffer.from_array(ctx, (1 + 0.1 * rng.standard_normal(H)).astype(np.float32))
+        self.attn_norm = S.Buffer.from_array(ctx, (1 + 0.1 * rng.standard_normal(H)).astype(np.float32))
+        self.att0 = rng.standard_normal((n_rows, Q), dtype=np.float32)
+        self.x0 = rng.standard_normal((n_rows, H), dtype=np.float32)
+        self.att = S.Buffer.from_array(ctx, self.att0)
+        self.x = S.Buffer.from_array(ctx, self.x0)
+        self.gu = S.Buffer.from_array(ctx, np.zeros((n_rows, 2 * F), np.float32))
+        self.qkv = S.Buffer.from_array(ctx, np.zeros((n_rows, QKV), np.float32))
+
+    def params(self, handoff: bool):
+        """matmul_params of the four calls, with or without the hand-off."""
+        d = int(self.dtype)
+        if not handoff:
+            return (S.matmul_params(accumulate=True),
+                    S.matmul_params(P.RMSNORM, eps=EPS, norm_weight=self.ffn_norm),
+                    S.matmul_params(P.SILU_MUL, accumulate=True),
+                    S.matmul_params(P.RMSNORM, eps=EPS, norm_weight=self.attn_norm))
+        return (S.matmul_params(accumulate=True, handoff_emit=True, handoff_prologue=P.RMSNORM, handoff_dtype=d,
+                                handoff_norm_weight=self.ffn_norm),
+                S.matmul_params(P.RMSNORM, eps=EPS, norm_weight=self.ffn_norm, handoff_use=True, handoff_emit=True,
+                                handoff_prologue=P.SILU_MUL, handoff_dtype=d),
+                S.matmul_params(P.SILU_MUL, accumulate=True, handoff_use=True, handoff_emit=True,
+                                handoff_prologue=P.RMSNORM, handoff_dtype=d, handoff_norm_weight=self.attn_norm),
+                S.matmul_params(P.RMSNORM, eps=EPS, norm_weight=self.attn_norm, handoff_use=True))
+
+    def run(self, handoff: bool, tamper=None):
+        """The chain from the same inputs: (x after o, gate_up's y, x after down, qkv). `tamper(chain)` runs
+        between o and gate_up."""
+        ctx, n, d = self.ctx, self.n, self.dtype
+        self.att.upload(self.att0)
+        self.x.upload(self.x0)
+        po, pgu, pd, pq = self.params(handoff)
+        S.matmul_ex(ctx, po, self.att, 0, n, Q, self.w["o"], 0, d, H, self.x, 0)
+        x1 = self.x.to_numpy(np.float32, (n, H))
+        if tamper is not None:
+            tamper(self)
+        S.matmul_ex(ctx, pgu, self.x, 0, n, H, self.w["gu"], 0, d, 2 * F, self.gu, 0)
+        S.matmul_ex(ctx, pd, self.gu, 0, n, F, self.w["down"], 0, d, H, self.x, 0)
+        x2 = self.x.to_numpy(np.float32, (n, H))
+        S.matmul_ex(ctx, pq, self.x, 0, n, H, self.w["qkv"], 0, d, QKV, self.qkv, 0)
+        return (x1, self.gu.to_numpy(np.float32, (n, 2 * F)), x2, self.qkv.to_numpy(np.float32, (n, QKV)))
+
+    def close(self):
+        for b in (*self.w.values(), self.ffn_norm, self.attn_norm, self.att, self.x, self.gu, self.qkv):
+            b.close()
+
+
+@pytest.fixture
+def chain_of(ctx, rng):
+    made = []
+
+    def make(dtype, n_rows):
+        made.append(Chain(ctx, rng, dtype, n_rows))
+        return made[-1]
+
+    yield make
+    for c in made:
+        c.close()
+
+
+DTYPES = [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_K, S.DType.Q6_K, S.DType.Q4_1, S.DType.F16]
+
+
+@pytest.mark.parametrize("mode", ["1", "prepass"])
+@pytest.mark.parametrize("n_rows", [1, 2, 5, 64])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_chain_with_handoff_equals_chain_without(chain_of, dtype, n_rows, mode, monkeypatch):
+    monkeypatch.setenv("STRATA_HANDOFF", mode)
+    chain = chain_of(dtype, n_rows)
+    plain = chain.run(handoff=False)
+    handed = chain.run(handoff=True)
+    for name, a, b in zip(("o", "gate_up", "down", "qkv"), plain, handed):
+        assert np.array_equal(bits(a), bits(b)), f"{name} output differs with the hand-off ({dtype.name}, {n_rows} rows)"
+    assert np.all(np.isfinite(handed[3]))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n_rows", [1, 5])
+def test_negative_control_stale_blocks_change_bits(ctx, chain_of, n_rows, backend):
+    """x overwritten after o prepared gate_up's blocks (a broken contract, on purpose): on CUDA gate_up
+    reads the stale blocks, so its output differs from the plain chain on the new x."""
+    if not str(backend).startswith("cuda"):
+        pytest.skip("the CPU ignores the hand-off (nothing prepared to go stale)")
+    chain = chain_of(S.DType.Q4_0, n_rows)
+    other = np.random.default_rng(5).standard_normal((n_rows, H), dtype=np.float32)
+
+    def overwrite(c):
+        c.x.upload(other)
+
+    def plain_with_overwrite():
+        c = chain
+        c.att.upload(c.att0)
+        c.x.upload(c.x0)
+        po, pgu, _, _ = c.params(False)
+        S.matmul_ex(c.ctx, po, c.att, 0, n_rows, Q, c.w["o"], 0, c.dtype, H, c.x, 0)
+        c.x.upload(other)
+        S.matmul_ex(c.ctx, pgu, c.x, 0, n_rows, H, c.w["gu"], 0, c.dtype, 2 * F, c.gu, 0)
+        return c.gu.to_numpy(np.float32, (n_rows, 2 * F))
+
+    want = plain_with_overwrite()
+    got = chain.run(handoff=True, tamper=overwrite)[1]
+    assert not np.array_equal(bits(want), bits(got)), "gate_up ignored the prepared blocks"
+
+
+def expect_invalid(fn, *words):
+    with pytest.raises(S.StrataError) as exc:
+        fn()
+    assert exc.value.status == S.Status.ERR_INVALID_ARGUMENT
+    for w in words:
+        assert w in exc.value.message, exc.value.message
+
+
+def test_use_is_checked_against_the_latest_emit(ctx, chain_of):
+    c = chain_of(S.DType.Q4_0, 3)
+    d, n = c.dtype, 3
+    use = S.matmul_params(P.RMSNORM, eps=EPS, norm_weight=c.ffn_norm, handoff_use=True)
+    gu = lambda params, off=0: S.matmul_ex(c.ctx, params, c.x, off, n - off // (4 * H), H, c.w["gu"], 0, d,
+                                           2 * F, c.gu, 0)
+    bad = lambda: S.matmul_ex(c.ctx, S.matmul_params(7), c.x, 0, n, H, c.w["gu"], 0, d, 2 * F, c.gu, 0)
+    expect_invalid(bad, "prologue=7")  # the context may be shared with earlier tests: this clears any hand-off
+    expect_invalid(lambda: gu(use), "handoff_use", "no earlier call")
+    po, _, _, _ = c.params(True)
+
+    def emit():
+        S.matmul_ex(c.ctx, po, c.att, 0, n, Q, c.w["o"], 0, d, H, c.x, 0)
+
+    emit()
+    gu(use)
+    gu(use)  # every call of the chain may read it until the next emit
+    other_norm = S.matmul_params(P.RMSNORM, eps=EPS, norm_weight=c.attn_norm, handoff_use=True)
+    mismatches = [
+        (lambda: gu(other_norm), "norm_weight differs"),
+        (lambda: gu(use, 4 * H), "x is not that call's y"),
+        (lambda: S.matmul_ex(c.ctx, S.matmul_params(handoff_use=True), c.x, 0, n, H, c.w["gu"], 0, d, 2 * F, c.gu, 0),
+         "prologue differs"),
+        (lambda: S.matmul_ex(c.ctx, use, c.x, 0, n, 256, c.w["qkv"], 0, d, 32, c.gu, 0), "k differs"),
+    ]
+    for call, words in mismatches:
+        emit()
+        expect_invalid(call, "handoff_use", words)
+        # A failed matmul_ex (this one included) leaves no hand-off behind.
+        expect_invalid(lambda: gu(use), "no earlier call")
+    emit()
+    expect_invalid(bad, "prologue=7")
+    expect_invalid(lambda: gu(use), "no earlier call")
+
+
+def test_bad_emit_requests_are_refused(ctx, chain_of):
+    c = chain_of(S.DType.Q4_0, 2)
+    d, n = c.dtype, 2
+
+    def emit(n_out=H, y_stride=0, **kw):
+        params = S.matmul_params(accumulate=True, y_row_stride=y_stride, handoff_emit=True, **kw)
+        S.matmul_ex(c.ctx, params, c.att, 0, n, Q, c.w["o"], 0, d, n_out, c.gu, 0)
+
+    expect_invalid(lambda: emit(handoff_prologue=5), "handoff_prologue=5")
+    expect_invalid(lambda: emit(handoff_dtype=99), "handoff_dtype")
+    expect_invalid(lambda: emit(y_stride=H + 8), "dense y")
+    expect_invalid(lambda: emit(n_out=96, handoff_prologue=P.SILU_MUL), "not a multiple of 32")
+    expect_invalid(lambda: emit(n_out=97, handoff_prologue=P.SILU_MUL), "even n_out")
+    expect_invalid(lambda: emit(handoff_prologue=P.RMSNORM), "handoff_norm_weight is NULL")
+    expect_invalid(lambda: emit(handoff_norm_weight=c.ffn_norm), "handoff_prologue is not RMSNORM")
+    emit(n_out=H, handoff_prologue=P.RMSNORM, handoff_norm_weight=c.ffn_norm)  # a good one still works
