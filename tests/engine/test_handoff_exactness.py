@@ -1,6 +1,6 @@
 """Strata's promise with the activation hand-off between a layer's matmuls (STRATA_HANDOFF; strata.h,
-docs/cuda_backend.md): with the hand-off on (1, the default: CUDA's one-row kernel prepares the next
-matmul's int8 activations in its epilogue), as pre-pass launches (prepass) and off, every request gets
+docs/cuda_backend.md): with the hand-off on (1: CUDA's one-row kernel prepares the next
+matmul's int8 activations in its epilogue), as pre-pass launches (prepass) and off (the default), every request gets
 the same tokens and logprobs, bit for bit, and each equals its solo run. Four requests admitted at
 staggered steps, greedy and seeded, so steps mix prefill chunks (many rows: the pre-pass route) and
 decode rows (one row: the epilogue route), through the engine's recorded decode graphs. Tiny `strata
