@@ -579,17 +579,15 @@ def matmul_params(prologue=MatmulPrologue.NONE, accumulate=False, eps=0.0, norm_
     handoff_use (its prologue, weight dtype and norm weight given here); handoff_use reads x as prepared
     by the latest emitting call on the context (checked). No result depends on either."""
     load()
-    return ffi.new("strata_matmul_params *", {
+    out = ffi.new("strata_matmul_params *", {
         "prologue": int(prologue), "accumulate": 1 if accumulate else 0, "eps": eps, "y_row_stride": y_row_stride,
         "norm_weight": ffi.NULL if norm_weight is None else (norm_weight._ptr or _closed(norm_weight)),
         "norm_weight_offset": norm_weight_offset,
         "bias": ffi.NULL if bias is None else (bias._ptr or _closed(bias)), "bias_offset": bias_offset,
-        "x_row_stride": x_row_stride, "handoff_emit": 1 if handoff_emit else 0,
-        "handoff_use": 1 if handoff_use else 0, "handoff_prologue": int(handoff_prologue),
-        "handoff_dtype": int(handoff_dtype),
-        "handoff_norm_weight": ffi.NULL if handoff_norm_weight is None
-        else (handoff_norm_weight._ptr or _closed(handoff_norm_weight)),
-        "handoff_norm_weight_offset": handoff_norm_weight_offset})
+        "x_row_stride": x_row_stride})
+    _set_handoff(out, handoff_emit, handoff_use, handoff_prologue, handoff_dtype, handoff_norm_weight,
+                 handoff_norm_weight_offset)
+    return out
 
 
 def matmul_params_handoff(params, handoff_emit=False, handoff_use=False, handoff_prologue=MatmulPrologue.NONE,
@@ -598,14 +596,19 @@ def matmul_params_handoff(params, handoff_emit=False, handoff_use=False, handoff
     options instead (matmul_params says what they mean)."""
     out = ffi.new("strata_matmul_params *")
     out[0] = params[0]
-    out.handoff_emit = 1 if handoff_emit else 0
-    out.handoff_use = 1 if handoff_use else 0
-    out.handoff_prologue = int(handoff_prologue)
-    out.handoff_dtype = int(handoff_dtype)
-    out.handoff_norm_weight = (ffi.NULL if handoff_norm_weight is None
-                               else (handoff_norm_weight._ptr or _closed(handoff_norm_weight)))
-    out.handoff_norm_weight_offset = handoff_norm_weight_offset
+    _set_handoff(out, handoff_emit, handoff_use, handoff_prologue, handoff_dtype, handoff_norm_weight,
+                 handoff_norm_weight_offset)
     return out
+
+
+def _set_handoff(out, emit, use, prologue, dtype, norm_weight, norm_weight_offset):
+    """The handoff_* fields of a strata_matmul_params cdata (matmul_params says what they mean)."""
+    out.handoff_emit = 1 if emit else 0
+    out.handoff_use = 1 if use else 0
+    out.handoff_prologue = int(prologue)
+    out.handoff_dtype = int(dtype)
+    out.handoff_norm_weight = ffi.NULL if norm_weight is None else (norm_weight._ptr or _closed(norm_weight))
+    out.handoff_norm_weight_offset = norm_weight_offset
 
 
 def matmul_ex(ctx, params, x, x_offset, n_rows, k, w, w_offset, w_dtype, n_out, y, y_offset):

@@ -104,6 +104,7 @@ inline void emu_cp_async(void* smem, const void* gmem, int size, int src_bytes) 
 }
 inline void cp_async16z(void* smem, const void* gmem, int src_bytes) { emu_cp_async(smem, gmem, 16, src_bytes); }
 inline void prefetch_l2(const void*) {}  // a cache hint: nothing to model
+inline void gpu_fence_acq_rel() { std::atomic_thread_fence(std::memory_order_acq_rel); }
 inline void cp_async4z(void* smem, const void* gmem, int src_bytes) { emu_cp_async(smem, gmem, 4, src_bytes); }
 inline void cp_async_commit_group() { t_emu_groups.push_back(std::move(t_emu_open)); t_emu_open.clear(); }
 template <int N> inline void cp_async_wait_group() {

@@ -494,6 +494,11 @@ int main(int argc, char** argv) {
             one(STRATA_Q4_K, kind % 3, 512, 70, 11, 2 * kind, kind % 2 ? 1000 : 1, kind == 1, kind == 2, kind);
             if (kind == 0 || kind == 3) one(STRATA_Q6_K, 1 + kind / 3, 768, 37, 10, 2 + kind, kind ? 1000 : 1, true, kind == 3, kind);
         }
+        // One row (the decode dot kernel without emission): several parts, a partial slice, odd alignment.
+        one(STRATA_Q4_0, 1, 32 * 8 * 40, 19, 1, 2, 1000, false, true, 0);
+        one(STRATA_Q8_0, 0, 96, 77, 1, 0, 1, true, false, 0);
+        one(STRATA_Q4_K, 2, 512, 77, 1, 4, 1000, false, false, 0);
+        one(STRATA_Q6_K, 1, 768, 37, 1, 2, 1, true, true, 0);
         emit_cases(true);
         printf("test_int smoke: %d checks, %d failures\n", checks, fails);
         return fails ? 1 : 0;

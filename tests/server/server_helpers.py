@@ -40,6 +40,11 @@ class ServerProcess:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     def http(self, **kwargs) -> httpx.Client:
+        # Pooled connections are dropped after 2 s idle: the server (hypercorn) closes a keep-alive
+        # connection after 5 s, the same as httpx's default expiry, so a request sent on a connection
+        # idle for ~5 s could meet the close ("Server disconnected without sending a response"; seen
+        # once in the GPU corpus test while the kernel suite shared the machine).
+        kwargs.setdefault("limits", httpx.Limits(keepalive_expiry=2.0))
         return httpx.Client(base_url=self.url, headers=self.headers(), timeout=kwargs.pop("timeout", 120), **kwargs)
 
     def log(self) -> str:

@@ -67,7 +67,10 @@ struct PrepassLayout {
 class Handoff {
 public:
     // The buffer for the next emission (the one the latest emission did not use).
-    HandoffView next(int64_t n_rows, int64_t k) { return PrepassLayout(n_rows, k).at(bufs_[side_ ^ 1].get(PrepassLayout(n_rows, k).bytes)); }
+    HandoffView next(int64_t n_rows, int64_t k) {
+        const PrepassLayout lay(n_rows, k);
+        return lay.at(bufs_[side_ ^ 1].get(lay.bytes));
+    }
     // The dot kernel's arrival counters (kHandoffMaxChunks ints), zero when the next work on `stream` runs.
     int* counters(cudaStream_t stream) {
         const size_t bytes = kHandoffMaxChunks * sizeof(int);

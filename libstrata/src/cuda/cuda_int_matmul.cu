@@ -118,8 +118,8 @@ struct IntParams {
     // rounds y's row into the next call's blocks (emit_k values; SILU_MUL: y holds [gate | up] of
     // emit_k each), chunk by chunk, in the epilogue of the CTA that completes the chunk (emit_cnt:
     // arrivals per chunk). emit_off: 64 bytes of shared memory for the protocol's flags and RMSNORM's
-    // block sums.
-    int emit_pro;
+    // block sums. -1 (none) unless set: a zero-initialized IntParams must not emit.
+    int emit_pro = -1;
     const float* emit_norm;
     int64_t emit_k;
     int emit_off;
@@ -175,39 +175,54 @@ __device__ __forceinline__ int addr_delta16(const void* p) { return (int)(reinte
 // rows [r0, r0 + nr) (both 16-byte aligned in the scratch). Weights and
 // activations are separate functions so that a CTA's first weights can be
 // issued before pdl_wait() (early_weights); one commit covers both.
+//
+// A warp stages whole rows, its lanes consecutive pieces: the row's window is worked out once per
+// row (warp-uniform) and a piece costs an add and a cp.async. (Spreading row x piece over the CTA's
+// threads cost an integer division per piece: ~66 instructions a piece, twice the one-row dot
+// kernel's arithmetic, in a kernel the profile found issue-bound; docs/cuda_backend.md.)
 template <int kDtype>
 __device__ __forceinline__ void stage_weights(const IntParams& p, uint8_t* stage, int part, int64_t o0, int no) {
     constexpr int SB = kIntSliceBytes<kDtype>;  // 8 blocks' bytes (Q6_K: whole slices only, 210)
     const int64_t b0 = (int64_t)part * p.ps * kIntSliceBlocks;
     const int nblk = (int)min((int64_t)p.ps * kIntSliceBlocks, p.nb - b0);
     const int len = nblk * SB / kIntSliceBlocks;
-    const int npm = (len + 15) / 16 + 1;  // pieces per weight row, at most
-    for (int idx = threadIdx.x; idx < no * npm; idx += p.threads) {
-        const int row = idx / npm, pc = idx - row * npm;
+    const int nw = p.threads >> 5, lane = threadIdx.x & 31;
+    for (int row = threadIdx.x >> 5; row < no; row += nw) {
         const uint8_t* s = p.w + (o0 + row) * p.w_row_bytes + b0 * SB / kIntSliceBlocks;
         const uint8_t* a = s - addr_delta16(s);
         const int np = (int)((s + len - a + 15) >> 4);
-        if (pc < np) {
-            const uint8_t* src = a + 16 * pc;
-            const int64_t left = p.w_end - src;
-            cp_async16z(stage + row * p.wstride + 16 * pc, src, left >= 16 ? 16 : (left > 0 ? (int)left : 0));
+        uint8_t* dst = stage + row * p.wstride;
+        if (a + 16 * (int64_t)np <= p.w_end) {  // the common case: every piece whole
+#pragma unroll 2
+            for (int pc = lane; pc < np; pc += 32) cp_async16z(dst + 16 * pc, a + 16 * pc, 16);
+        } else {
+            for (int pc = lane; pc < np; pc += 32) {
+                const uint8_t* src = a + 16 * pc;
+                const int64_t left = p.w_end - src;
+                cp_async16z(dst + 16 * pc, src, left >= 16 ? 16 : (left > 0 ? (int)left : 0));
+            }
         }
     }
 }
 
+// The activations of rows [r0, r0 + nr): per row 2 pieces a block of int8 values, then the meta;
+// (row, piece) advances by the thread count without a division.
 template <int kR>
 __device__ __forceinline__ void stage_acts(const IntParams& p, uint8_t* stage, int part, int64_t r0, int nr) {
     const int64_t b0 = (int64_t)part * p.ps * kIntSliceBlocks;
     const int nblk = (int)min((int64_t)p.ps * kIntSliceBlocks, p.nb - b0);
     uint8_t* xs = stage + p.no * p.wstride;
-    const int xp = 2 * nblk, mp = (nblk + 1) / 2;  // 16-byte pieces per row
-    for (int idx = threadIdx.x; idx < nr * (xp + mp); idx += p.threads) {
-        const int r = idx / (xp + mp), pc = idx - r * (xp + mp);
+    const int xp = 2 * nblk, mp = (nblk + 1) / 2, per = xp + mp;  // 16-byte pieces per row
+    int r = 0, pc = threadIdx.x;
+    while (pc >= per && r < nr) pc -= per, ++r;
+    while (r < nr) {
         if (pc < xp)
             cp_async16z(xs + r * p.xbytes + 16 * pc, p.xq + (r0 + r) * p.k + b0 * 32 + 16 * pc, 16);
         else
             cp_async16z(xs + kR * p.xbytes + r * p.mbytes + 16 * (pc - xp),
                         reinterpret_cast<const uint8_t*>(p.meta + (r0 + r) * p.nbp + b0) + 16 * (pc - xp), 16);
+        pc += p.threads;
+        while (pc >= per && r < nr) pc -= per, ++r;
     }
 }
 
@@ -368,15 +383,17 @@ __device__ __forceinline__ void emit_chunk(const IntParams& p, int c, float* wsq
 // After a one-row tile's y stores (outputs [o0, o0 + no)): count them into each chunk of the next
 // call's row they belong to (SILU_MUL: output o < emit_k is gate value o, else up value o - emit_k);
 // the CTA whose count completes a chunk (256 values, or 512 with SILU_MUL's two halves; fewer at the
-// end) rounds it and resets its counter. The classic last-block protocol: every thread fences its
-// store before the barrier, thread 0 counts with one atomic per chunk, and the finishing CTA fences
-// again before reading the others' stores. Ends with a barrier.
+// end) rounds it and resets its counter. The last-block protocol with one fencing thread: the CTA
+// barrier orders every thread's y store before thread 0's release fence, thread 0 counts with one
+// relaxed atomic per chunk, and where its CTA completes a chunk its acquire fence, then the barrier,
+// order the other CTAs' stores before every thread's reads (the pattern of a cooperative grid
+// barrier). Ends with a barrier.
 __device__ __forceinline__ void emit_tile(const IntParams& p, int64_t o0, int no) {
     int* flags = reinterpret_cast<int*>(mma_smem() + p.emit_off);      // [0, 4): chunks to round, [4]: count
     float* wsq = reinterpret_cast<float*>(mma_smem() + p.emit_off + 32);  // 8 block sums (RMSNORM)
-    __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
+        gpu_fence_acq_rel();  // release: this CTA's y stores before its counts
         const int64_t kh = p.emit_k;
         const int mult = p.emit_pro == STRATA_PROLOGUE_SILU_MUL ? 2 : 1;
         int n = 0;
@@ -387,13 +404,13 @@ __device__ __forceinline__ void emit_tile(const IntParams& p, int64_t o0, int no
             if (atomicAdd(p.emit_cnt + c, add) + add == target && n < 4) flags[n++] = (int)c;
             o = end;
         }
+        if (n > 0) gpu_fence_acq_rel();  // acquire: the other CTAs' stores before this CTA's reads
         flags[4] = n;
     }
     __syncthreads();
     const int n = flags[4];
     for (int i = 0; i < n; ++i) {
         const int c = flags[i];
-        __threadfence();
         switch (p.emit_pro) {
         case STRATA_PROLOGUE_RMSNORM: emit_chunk<STRATA_PROLOGUE_RMSNORM>(p, c, wsq); break;
         case STRATA_PROLOGUE_SILU_MUL: emit_chunk<STRATA_PROLOGUE_SILU_MUL>(p, c, wsq); break;
@@ -410,7 +427,10 @@ template <int kDtype, int kR, bool kFused>
 __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p) {
     early_weights<kDtype>(p, p.no);  // weights only, before the wait
     pdl_wait();
-    pdl_launch_dependents();
+    // An emitting kernel's dependent is the next matmul (no pre-pass between them), whose CTAs would
+    // take SM slots and shared memory from this grid's later waves while they wait: it is let in
+    // only as each CTA reaches its epilogue.
+    if (p.emit_pro < 0) pdl_launch_dependents();
     constexpr int SB = kIntSliceBytes<kDtype>;  // a multiple of 16 (Q6_K: 210, read through Q6Src)
     static_assert(SB % 16 == 0 || kDtype == STRATA_Q6_K, "a slice must span whole 16-byte windows");
     uint8_t* smem = mma_smem();
@@ -498,7 +518,10 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
             *yp = p.accumulate ? __fadd_rn(*yp, total) : total;
         }
         if constexpr (kR == 1)
-            if (p.emit_pro >= 0) emit_tile(p, o0, no);  // ends with a barrier
+            if (p.emit_pro >= 0) {
+                pdl_launch_dependents();
+                emit_tile(p, o0, no);  // ends with a barrier
+            }
         __syncthreads();  // the next tile restages buffer 0, rewrites `part` (and may requantize)
     }
     if (p.pf_lines > 0) prefetch_tail(p);

@@ -70,6 +70,12 @@ __device__ __forceinline__ void cp_async4z(void* smem, const void* gmem, int src
 // writes it is never stale: safe anywhere, it changes only when bytes arrive.
 __device__ __forceinline__ void prefetch_l2(const void* gmem) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(gmem)); }
 
+// A GPU-scope acquire-release fence (fence.acq_rel.gpu): the release and the acquire half of a
+// last-arrival protocol, run by one thread after a CTA barrier around a relaxed atomic (the CTA
+// barrier orders the other threads' stores before it). __threadfence() is the sequentially
+// consistent fence.sc.gpu (MEMBAR.SC.GPU in SASS), more than the protocol needs.
+__device__ __forceinline__ void gpu_fence_acq_rel() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+
 __device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 
 // Waits until at most N of this thread's committed groups are in flight.

@@ -56,17 +56,32 @@ public:
 
     // get(bytes), whose first `zero_bytes` bytes are zero when the work enqueued next on `stream`
     // runs, for callers that leave them zero after each call (the decode attention's arrival
-    // counters, cuda_attention_decode.cu; always the same zero_bytes). A new buffer is zeroed by
-    // an enqueued memset on every call until one of them runs outside graph capture: a graph
-    // recorded in between carries its own memset node, so graphs and plain calls may then run in
-    // any order.
+    // counters, cuda_attention_decode.cu, and the hand-off's, cuda_handoff.cuh; always the same
+    // zero_bytes). A new buffer is zeroed once: by a memset enqueued on `stream` outside graph
+    // capture, and while `stream` is being recorded by a memset on a private stream that the host
+    // waits for (nothing can be using a buffer that did not exist). It used to be an enqueued memset
+    // on every call until one ran outside capture, so a context whose first such call was recorded
+    // carried a memset node in every graph it recorded (each one breaking the programmatic
+    // dependent launch chain: the hand-off's emitting matmuls, three a layer, cost ~3 us each).
     void* get_zeroed(size_t bytes, size_t zero_bytes, cudaStream_t stream) {
         void* p = get(bytes);
         if (zero_pending_) {
-            check(cudaMemsetAsync(p, 0, zero_bytes, stream), "cudaMemsetAsync (scratch counters)");
             cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
             check(cudaStreamIsCapturing(stream, &st), "cudaStreamIsCapturing");
-            if (st == cudaStreamCaptureStatusNone) zero_pending_ = false;
+            if (st == cudaStreamCaptureStatusNone) {
+                check(cudaMemsetAsync(p, 0, zero_bytes, stream), "cudaMemsetAsync (scratch counters)");
+            } else {
+                cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // host-side work, not the recording's
+                (void)cudaThreadExchangeStreamCaptureMode(&mode);
+                cudaStream_t side = nullptr;
+                cudaError_t err = cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+                if (err == cudaSuccess) err = cudaMemsetAsync(p, 0, zero_bytes, side);
+                if (err == cudaSuccess) err = cudaStreamSynchronize(side);
+                if (side != nullptr) (void)cudaStreamDestroy(side);
+                (void)cudaThreadExchangeStreamCaptureMode(&mode);
+                check(err, "cudaMemsetAsync (scratch counters, outside the recording)");
+            }
+            zero_pending_ = false;
         }
         return p;
     }
