@@ -427,10 +427,7 @@ template <int kDtype, int kR, bool kFused>
 __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p) {
     early_weights<kDtype>(p, p.no);  // weights only, before the wait
     pdl_wait();
-    // An emitting kernel's dependent is the next matmul (no pre-pass between them), whose CTAs would
-    // take SM slots and shared memory from this grid's later waves while they wait: it is let in
-    // only as each CTA reaches its epilogue.
-    if (p.emit_pro < 0) pdl_launch_dependents();
+    pdl_launch_dependents();
     constexpr int SB = kIntSliceBytes<kDtype>;  // a multiple of 16 (Q6_K: 210, read through Q6Src)
     static_assert(SB % 16 == 0 || kDtype == STRATA_Q6_K, "a slice must span whole 16-byte windows");
     uint8_t* smem = mma_smem();
@@ -518,10 +515,7 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
             *yp = p.accumulate ? __fadd_rn(*yp, total) : total;
         }
         if constexpr (kR == 1)
-            if (p.emit_pro >= 0) {
-                pdl_launch_dependents();
-                emit_tile(p, o0, no);  // ends with a barrier
-            }
+            if (p.emit_pro >= 0) emit_tile(p, o0, no);  // ends with a barrier
         __syncthreads();  // the next tile restages buffer 0, rewrites `part` (and may requantize)
     }
     if (p.pf_lines > 0) prefetch_tail(p);
