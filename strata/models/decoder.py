@@ -297,9 +297,8 @@ def l2_prefetch_mb(ctx: F.Context) -> int:
 
 def handoff_mode() -> str:
     """STRATA_HANDOFF (strata/env.py): off (default), 1 or prepass; read when a model is loaded. The decoder
-    asks for the hand-off unless off; libstrata reads 1 / prepass itself. Off by default: on the H200
-    (2026-12-03, bench/RESULTS.md) the one-row epilogue emission made decode slower (8B tg128 363 against
-    393 tok/s, 135M 633 against 801) and prepass measured the same as off."""
+    asks for the hand-off unless off; libstrata reads 1 / prepass itself. Off by default: it measured
+    slower on the H200 (the figures: strata/env.py, bench/RESULTS.md)."""
     raw = (env.get("STRATA_HANDOFF") or "off").strip().lower()
     if raw not in ("1", "prepass", "off"):
         raise ValueError(f"STRATA_HANDOFF={raw!r}: expected off (default), 1 or prepass")

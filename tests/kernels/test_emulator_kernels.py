@@ -1,10 +1,17 @@
-"""The other CUDA kernel families on the host emulator, in CI (the integer dot kernel: test_emulator_int.py).
+"""The CUDA kernels on the host emulator, in CI.
 
 libstrata/cuda_emu compiles the real kernel sources as host C++ (one OS thread per CUDA thread; cp.async,
 mma.sync, ldmatrix and cluster barriers modelled in cuda_emu/), so a change to a kernel that the CPU-only
 CI machine cannot run is still checked, bit for bit, against each test's reference of the canonical
 arithmetic and against the other kernels of its family (docs/cuda_backend.md, "Verification without a
-GPU"). Each binary's short mode, a few minutes in all on two cores:
+GPU"). Each binary's short mode, about 6 minutes in all on two cores:
+- test_int smoke: a few configurations of every integer dot kernel (the one-row dot kernel, its 8-row
+  tiles, the int8 mma kernel, the fused kernel), every type, partial slices and several staged parts,
+  odd weight-row alignment, bias and accumulate; then a few hand-off cases;
+- test_int handoff: the one-row dot kernel that rounds the next matmul's int8 blocks in its epilogue
+  (emit_tile): its blocks against the pre-pass kernel on the finished y, bit for bit, for every integer
+  type, the three prologues, tiles that straddle chunks and SILU_MUL's two halves, and every arrival
+  counter back at 0; its negative control (a counter left at 1) must be caught;
 - test_int_tiles smoke: the many-row integer tile kernel (prompts, 64+ rows) against the reference and the
   int8 mma / dp4a kernels, Q4_0 / Q8_0 / Q4_1 / Q4_K / Q6_K;
 - test_int_rows smoke: the few-row integer kernel (2-32 rows);
@@ -27,34 +34,47 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EMU = ROOT / "libstrata" / "cuda_emu"
 
-CASES = {  # binary: (its short mode's arguments, the summary line its passing run ends with)
-    "test_int_tiles": (["smoke"], r"^test_int_tiles: \d+ checks, 0 failures$"),
-    "test_int_rows": (["smoke"], r"^test_int_rows: \d+ checks, 0 failures$"),
-    "test_int_gemv": (["smoke"], r"^test_int_gemv: \d+ checks, 0 failures$"),
-    "test_mma": (["quick"], r"^mma matmul: \d+ problems x 5 kernel configurations, 0 failures$"),
-    "test_sample": (["--quick"], r"^top-k rows .*; top-p rows "),
-}
+CASES = [  # (binary, its short mode's arguments, the summary line its passing run ends with)
+    ("test_int", ["smoke"], r"^test_int smoke: \d+ checks, 0 failures$"),
+    ("test_int", ["handoff"], r"^test_int handoff: \d+ checks, 0 failures$"),
+    ("test_int_tiles", ["smoke"], r"^test_int_tiles: \d+ checks, 0 failures$"),
+    ("test_int_rows", ["smoke"], r"^test_int_rows: \d+ checks, 0 failures$"),
+    ("test_int_gemv", ["smoke"], r"^test_int_gemv: \d+ checks, 0 failures$"),
+    ("test_mma", ["quick"], r"^mma matmul: \d+ problems x 5 kernel configurations, 0 failures$"),
+    ("test_sample", ["--quick"], r"^top-k rows .*; top-p rows "),
+]
 
 
 @pytest.fixture(scope="module")
-def emu_src(tmp_path_factory):
+def emulator(tmp_path_factory):
+    """Builds an emulator binary by name (once per module) from host copies of the CUDA sources."""
     if shutil.which("g++") is None:
         pytest.skip("needs g++ to build the host emulator")
-    src = tmp_path_factory.mktemp("emu") / "src"
+    tmp = tmp_path_factory.mktemp("emu")
+    src = tmp / "src"
     subprocess.run([sys.executable, str(EMU / "mk.py"), str(ROOT / "libstrata" / "src" / "cuda"), str(src)],
                    check=True, capture_output=True, text=True)
-    return src
-
-
-@pytest.mark.parametrize("name", list(CASES))
-def test_kernel_family_on_the_emulator(emu_src, name, tmp_path):
-    args, summary = CASES[name]
-    exe = tmp_path / name
-    flags = ["-std=c++20", "-O2", "-ffp-contract=off", "-pthread", f"-I{EMU}", f"-I{emu_src}",
+    flags = ["-std=c++20", "-O2", "-ffp-contract=off", "-pthread", f"-I{EMU}", f"-I{src}",
              f"-I{ROOT / 'libstrata' / 'include'}", f"-I{ROOT / 'libstrata' / 'src'}"]
-    build = subprocess.run(["g++", *flags, str(EMU / f"{name}.cpp"), "-o", str(exe)], capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr[-4000:]
-    run = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=1200)
+    built = {}
+
+    def build(name: str) -> Path:
+        if name not in built:
+            exe = tmp / name
+            run = subprocess.run(["g++", *flags, str(EMU / f"{name}.cpp"), "-o", str(exe)],
+                                 capture_output=True, text=True)
+            assert run.returncode == 0, run.stderr[-4000:]
+            built[name] = exe
+        return built[name]
+
+    return build
+
+
+@pytest.mark.parametrize("name,args,summary", CASES, ids=[f"{n}-{a[0].lstrip('-')}" for n, a, _ in CASES])
+def test_kernels_on_the_emulator(emulator, name, args, summary):
+    run = subprocess.run([str(emulator(name)), *args], capture_output=True, text=True, timeout=1200)
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-4000:]
     assert re.search(summary, run.stdout, re.M), out[-4000:]
+    if name == "test_int":
+        assert "FAIL" not in run.stdout

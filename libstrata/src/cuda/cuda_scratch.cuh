@@ -59,10 +59,8 @@ public:
     // counters, cuda_attention_decode.cu, and the hand-off's, cuda_handoff.cuh; always the same
     // zero_bytes). A new buffer is zeroed once: by a memset enqueued on `stream` outside graph
     // capture, and while `stream` is being recorded by a memset on a private stream that the host
-    // waits for (nothing can be using a buffer that did not exist). It used to be an enqueued memset
-    // on every call until one ran outside capture, so a context whose first such call was recorded
-    // carried a memset node in every graph it recorded (each one breaking the programmatic
-    // dependent launch chain: the hand-off's emitting matmuls, three a layer, cost ~3 us each).
+    // waits for (nothing can be using a buffer that did not exist), so no recorded graph carries a
+    // memset node between its kernels.
     void* get_zeroed(size_t bytes, size_t zero_bytes, cudaStream_t stream) {
         void* p = get(bytes);
         if (zero_pending_) {
