@@ -15,7 +15,8 @@
 // Q4_K (super-blocks of 8 blocks: k a multiple of 256) runs the same configurations; Q6_K (210-byte
 // super-blocks, two int8 scales per block of 32) too on the dp4a kernels (the only ones it takes
 // besides the tiles), with a negative control: its two half scales swapped must change bits.
-// The activation hand-off's emission from the one-row dot kernel must equal the pre-pass on its y.
+// The activation hand-off's emission from the one-row dot kernel (counted or local) must equal the
+// pre-pass on its y, and a consumer of the local one's per-block sums must give the same bits.
 // Usage: test_int [quick | smoke | handoff | fused [DTYPE] | dtype DTYPE] (fused: only the kernel that rounds
 // its own rows, optionally one dtype: the strata_dtype value, e.g. 2 for Q4_0, 12 for Q4_K; dtype:
 // every configuration of one dtype)
@@ -458,6 +459,118 @@ static void emit_case(int dt, int pro, int npro, int64_t k, int64_t kh, bool acc
           "the pre-pass, %d counters left", dt, pro, npro, (long)k, (long)kh, p.no, p.ps, p.threads, bad, left);
 }
 
+// The local emission (emit_blocks, STRATA_HANDOFF=local): CTAs of whole blocks (32 outputs, 8 slices a
+// part, as the launcher forces them) round their own outputs; xq and meta must equal the pre-pass on
+// the finished y, RMSNORM's per-block sums folded in chunks must equal its ssq, and a consumer dot
+// kernel reading the emission (ssq_blocks) must give the bits of one reading the pre-pass. Negative
+// control (`flat`): the block sums added in one chain instead of by chunks must change some factor.
+static int g_flat_differ = 0;
+static void emit_local_case(int dt, int pro, int npro, int64_t k, int64_t kh, bool acc_on, int sms) {
+    const int64_t n_out = kh, in_k = pro == STRATA_PROLOGUE_SILU_MUL ? 2 * k : k;
+    std::vector<float> x(in_k), g(k), g2(kh), y(n_out);
+    for (auto& v : x) v = randn();
+    for (auto& v : g) v = 1.0f + 0.1f * randn();
+    for (auto& v : g2) v = 1.0f + 0.1f * randn();
+    for (auto& v : y) v = 3.0f * randn();
+    auto w = random_weights(dt, n_out, k, 2);
+    const int64_t nb = k / 32, hb = kh / 32, hchunks = (hb + 7) / 8, nbp = (nb + 1) / 2 * 2, hbp = (hb + 1) / 2 * 2;
+    auto al16 = [](std::vector<uint8_t>& v) {
+        return reinterpret_cast<int8_t*>(v.data() + (16 - reinterpret_cast<uintptr_t>(v.data()) % 16) % 16);
+    };
+    auto m16 = [](std::vector<uint2>& v) { return reinterpret_cast<uintptr_t>(v.data()) % 16 ? v.data() + 1 : v.data(); };
+    std::vector<uint8_t> xq(k + 16), exq(kh + 16, 0xAB), rxq(kh + 16, 0xCD);
+    std::vector<uint2> meta(nbp + 2), emeta(hbp + 2, make_uint2(7, 7)), rmeta(hbp + 2, make_uint2(9, 9));
+    std::vector<float> ssq((nb + 7) / 8), ewsq(hb, -1.0f), rssq(hchunks, -2.0f);
+    int8_t* xq16 = al16(xq);
+    uint2* meta16 = m16(meta);
+    I::PreParams pp{x.data(), in_k, k, (int)nb, (int)nbp, (int)((nb + 7) / 8), pro, g.data(), xq16, meta16, ssq.data()};
+    auto prepass = [](const I::PreParams& q, int pr, unsigned chunks) {
+        run_grid(1, chunks, 256, [&] {
+            if (pr == STRATA_PROLOGUE_RMSNORM) I::int_prepass_kernel<STRATA_PROLOGUE_RMSNORM>(q);
+            else if (pr == STRATA_PROLOGUE_SILU_MUL) I::int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL>(q);
+            else I::int_prepass_kernel<STRATA_PROLOGUE_NONE>(q);
+        });
+    };
+    prepass(pp, pro, (unsigned)pp.nchunks);
+    auto dispatch = [&](int d, unsigned gx, const I::IntParams& q) {
+        auto go = [&](auto dtc) {
+            constexpr int D = decltype(dtc)::value;
+            run_grid(gx, 1, (unsigned)q.threads, [q] { I::int_dot_kernel<D, 1, false>(q); });
+        };
+        if (d == STRATA_Q4_0) go(std::integral_constant<int, STRATA_Q4_0>{});
+        else if (d == STRATA_Q8_0) go(std::integral_constant<int, STRATA_Q8_0>{});
+        else if (d == STRATA_Q6_K) go(std::integral_constant<int, STRATA_Q6_K>{});
+        else go(std::integral_constant<int, STRATA_Q4_K>{});
+    };
+    I::IntParams p{};
+    p.xq = xq16; p.meta = meta16; p.ssq = ssq.data();
+    p.n_rows = 1; p.k = k; p.n_out = n_out; p.w_row_bytes = rowbytes(dt, k);
+    p.nb = (int)nb; p.nbp = (int)nbp; p.n_slices = (int)((nb + 7) / 8);
+    p.w = w.data() + 2; p.w_end = p.w + n_out * p.w_row_bytes;
+    p.y = y.data(); p.y_stride = n_out; p.accumulate = acc_on; p.prologue = pro; p.eps = 1e-5f;
+    p.x = x.data(); p.x_stride = in_k; p.norm = g.data();
+    I::dot_shape(p, slicebytes(dt), sms, 233472, 1);
+    if (p.no % 32 != 0 || p.no > p.threads) {  // the launcher's local shape
+        p.no = 32;
+        p.ps = std::min(p.n_slices, 256 / 32);
+    }
+    I::dot_layout(p, slicebytes(dt), 1, 3);
+    p.n_row_tiles = 1;
+    p.n_tiles = (int)((n_out + p.no - 1) / p.no);
+    p.emit_pro = npro; p.emit_norm = npro == STRATA_PROLOGUE_RMSNORM ? g2.data() : nullptr; p.emit_k = kh;
+    p.emit_xq = reinterpret_cast<int8_t*>(exq.data()); p.emit_meta = emeta.data(); p.emit_ssq = ewsq.data();
+    p.emit_local = 1;
+    CHECK(I::dot_smem(p, 1) <= (int)sizeof(g_emu_smem), "smem %d", I::dot_smem(p, 1));
+    memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));
+    dispatch(dt, (unsigned)std::max(1, p.n_tiles / 2), p);  // fewer CTAs than tiles: the tile loop emits too
+    I::PreParams rp{y.data(), n_out, kh, (int)hb, (int)hbp, (int)hchunks, npro, g2.data(),
+                    reinterpret_cast<int8_t*>(rxq.data()), rmeta.data(), rssq.data()};
+    prepass(rp, npro, (unsigned)hchunks);
+    int bad = 0;
+    for (int64_t e = 0; e < kh; ++e) bad += exq[e] != rxq[e];
+    for (int64_t b = 0; b < hb; ++b) bad += emeta[b].x != rmeta[b].x || emeta[b].y != rmeta[b].y;
+    if (npro == STRATA_PROLOGUE_RMSNORM) {
+        for (int64_t c = 0; c < hchunks; ++c) {  // the chunk fold int_rms_factor_blocks runs
+            float sc = ewsq[8 * c];
+            for (int i = 1; i < 8; ++i) sc = __fadd_rn(sc, 8 * c + i < hb ? ewsq[8 * c + i] : 0.0f);
+            bad += bits(sc) != bits(rssq[c]);
+        }
+        bad += bits(int_rms_factor_blocks(ewsq.data(), (int)hb, kh, 1e-5f)) !=
+               bits(int_rms_factor(rssq.data(), (int)hchunks, kh, 1e-5f));
+        float flat = ewsq[0];
+        for (int64_t b = 1; b < hb; ++b) flat = __fadd_rn(flat, ewsq[b]);
+        g_flat_differ += bits(__frsqrt_rn(__fadd_rn(__fdiv_rn(flat, (float)kh), 1e-5f))) !=
+                         bits(int_rms_factor(rssq.data(), (int)hchunks, kh, 1e-5f));
+    }
+    // The consumer: a one-row matmul of k = kh reading the emission, against one reading the pre-pass.
+    const int64_t n2 = 45;
+    auto w2 = random_weights(dt, n2, kh, 0);
+    std::vector<uint8_t> axq(kh + 16);
+    std::vector<uint2> ameta(hbp + 2);
+    int8_t* axq16 = al16(axq);
+    uint2* ameta16 = m16(ameta);
+    std::vector<float> ya(n2, 0.0f), yb(n2, 0.0f);
+    for (int side = 0; side < 2; ++side) {
+        memcpy(axq16, side ? rxq.data() : exq.data(), kh);
+        for (int64_t b = 0; b < hb; ++b) ameta16[b] = side ? rmeta[b] : emeta[b];
+        I::IntParams c{};
+        c.xq = axq16; c.meta = ameta16; c.ssq = side ? rssq.data() : ewsq.data(); c.ssq_blocks = side ? 0 : 1;
+        c.n_rows = 1; c.k = kh; c.n_out = n2; c.w_row_bytes = rowbytes(dt, kh);
+        c.nb = (int)hb; c.nbp = (int)hbp; c.n_slices = (int)hchunks;
+        c.w = w2.data(); c.w_end = c.w + n2 * c.w_row_bytes;
+        c.y = side ? yb.data() : ya.data(); c.y_stride = n2; c.prologue = npro; c.eps = 1e-5f;
+        c.norm = g2.data();
+        I::dot_shape(c, slicebytes(dt), sms, 233472, 1);
+        c.n_row_tiles = 1;
+        c.n_tiles = (int)((n2 + c.no - 1) / c.no);
+        memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));
+        dispatch(dt, (unsigned)c.n_tiles, c);
+    }
+    for (int64_t o = 0; o < n2; ++o) bad += bits(ya[o]) != bits(yb[o]);
+    CHECK(bad == 0, "local hand-off dt %d pro %d -> %d k %ld kh %ld no %d ps %d threads %d: %d values differ from the "
+          "pre-pass", dt, pro, npro, (long)k, (long)kh, p.no, p.ps, p.threads, bad);
+}
+
 static void emit_cases(bool quick) {
     const int dts[4] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_K, STRATA_Q6_K};
     const int64_t khs[5] = {64, 288, 1024, 32 * 8 * 9 + 96, 2048};
@@ -474,6 +587,22 @@ static void emit_cases(bool quick) {
             }
     emit_case(STRATA_Q4_0, 0, STRATA_PROLOGUE_RMSNORM, 256, 1024, true, 132, nullptr, true);
     emit_case(STRATA_Q4_0, 1, STRATA_PROLOGUE_SILU_MUL, 256, 288, false, 1, "24:4", true);
+    // The local emission: RMSNORM and no prologue (the ones it takes), rows of 1 to 9 chunks (a partial
+    // last chunk), k of one part or several.
+    // (Q4_K and Q6_K: whole super-blocks, the consumer's k being kh.)
+    const int64_t lkhs[4] = {64, 288, 1024 + 96, 2048}, lkhs_k[4] = {256, 768, 1280, 2048};
+    int m = 0;
+    for (int dt : dts)
+        for (int npro : {STRATA_PROLOGUE_RMSNORM, STRATA_PROLOGUE_NONE})
+            for (int64_t kh : dt == STRATA_Q4_K || dt == STRATA_Q6_K ? lkhs_k : lkhs) {
+                ++m;
+                if (quick && m % 3) continue;
+                const bool super = dt == STRATA_Q4_K || dt == STRATA_Q6_K;
+                // m % 5 == 0: 3-4 parts of 8 slices (the three stage buffers' steady state).
+                const int64_t k = super ? 256 * (1 + m % 3 + 17 * (m % 5 == 0)) : 32 * (3 + 8 * (m % 4) + 8 * 20 * (m % 5 == 0));
+                emit_local_case(dt, m % 3, npro, k, kh, m % 2 == 0, m % 2 ? 132 : 1);
+            }
+    CHECK(g_flat_differ > 0, "negative control: block sums added in one chain changed no RMSNORM factor");
     printf("hand-off: %d checks, %d failures so far\n", checks, fails);
 }
 

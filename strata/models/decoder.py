@@ -295,13 +295,16 @@ def l2_prefetch_mb(ctx: F.Context) -> int:
     return mb
 
 
+HANDOFF_MODES = ("off", "local", "1", "prepass")
+
+
 def handoff_mode() -> str:
-    """STRATA_HANDOFF (strata/env.py): off (default), 1 or prepass; read when a model is loaded. The decoder
-    asks for the hand-off unless off; libstrata reads 1 / prepass itself. Off by default: it measured
-    slower on the H200 (the figures: strata/env.py, bench/RESULTS.md)."""
+    """STRATA_HANDOFF (strata/env.py): off (default), local, 1 or prepass; read when a model is loaded. The
+    decoder asks for the hand-off unless off; libstrata reads local / 1 / prepass itself (the figures
+    behind the default: strata/env.py, bench/RESULTS.md)."""
     raw = (env.get("STRATA_HANDOFF") or "off").strip().lower()
-    if raw not in ("1", "prepass", "off"):
-        raise ValueError(f"STRATA_HANDOFF={raw!r}: expected off (default), 1 or prepass")
+    if raw not in HANDOFF_MODES:
+        raise ValueError(f"STRATA_HANDOFF={raw!r}: expected one of {', '.join(HANDOFF_MODES)} (default off)")
     return raw
 
 

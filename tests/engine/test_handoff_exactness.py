@@ -1,6 +1,7 @@
 """Strata's promise with the activation hand-off between a layer's matmuls (STRATA_HANDOFF; strata.h,
-docs/cuda_backend.md): with the hand-off on (1: CUDA's one-row kernel prepares the next
-matmul's int8 activations in its epilogue), as pre-pass launches (prepass) and off (the default), every request gets
+docs/cuda_backend.md): with the hand-off on (local: CUDA's one-row kernel rounds the next matmul's int8
+activations from its own outputs in its epilogue where it can; 1: the CTA completing each chunk of them does), as
+pre-pass launches (prepass) and off (the default), every request gets
 the same tokens and logprobs, bit for bit, and each equals its solo run. Four requests admitted at
 staggered steps, greedy and seeded, so steps mix prefill chunks (many rows: the pre-pass route) and
 decode rows (one row: the epilogue route), through the engine's recorded decode graphs. Tiny `strata
@@ -69,6 +70,7 @@ async def run_mode(device, path, mode, monkeypatch):
 
 
 async def test_handoff_modes_equal_solo_runs(device, model_file, monkeypatch):
-    runs = {mode: await run_mode(device, model_file, mode, monkeypatch) for mode in ("1", "prepass", "off")}
-    assert len(set(runs["1"])) == 4, f"streams are degenerate: {runs['1']}"
-    assert runs["1"] == runs["prepass"] == runs["off"], "the hand-off modes give different tokens or logprobs"
+    runs = {mode: await run_mode(device, model_file, mode, monkeypatch) for mode in ("local", "1", "prepass", "off")}
+    assert len(set(runs["local"])) == 4, f"streams are degenerate: {runs['local']}"
+    assert runs["local"] == runs["1"] == runs["prepass"] == runs["off"], \
+        "the hand-off modes give different tokens or logprobs"

@@ -3,8 +3,9 @@
 A decoder layer's chain o -> gate_up -> down -> the next qkv, each call preparing the next one's
 activations (handoff_emit) and reading what the previous one prepared (handoff_use), gives the same
 bits as the chain without it, on every backend (the CPU ignores the flags; CUDA's integer path rounds
-the next call's int8 blocks in the one-row dot kernel's epilogue or in a pre-pass launch after the
-producing kernel, STRATA_HANDOFF=1 / prepass), for every weight type and row count. The API checks
+the next call's int8 blocks in the one-row dot kernel's epilogue, from its own outputs (STRATA_HANDOFF=local)
+or by the CTA completing each chunk (1), or in a pre-pass launch after the producing kernel (prepass), for
+every weight type and row count. The API checks
 that a handoff_use call reads exactly what the latest emitting call prepared, and refuses bad
 requests with clear errors. Negative control (CUDA): a consumer that reads blocks prepared before
 its x was overwritten gives other bits, so the comparison would catch a kernel reading wrong blocks.
@@ -98,7 +99,7 @@ def chain_of(ctx, rng):
 DTYPES = [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_K, S.DType.Q6_K, S.DType.Q4_1, S.DType.F16]
 
 
-@pytest.mark.parametrize("mode", ["1", "prepass"])
+@pytest.mark.parametrize("mode", ["local", "1", "prepass"])
 @pytest.mark.parametrize("n_rows", [1, 2, 5, 64])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_chain_with_handoff_equals_chain_without(chain_of, dtype, n_rows, mode, monkeypatch):
@@ -112,12 +113,14 @@ def test_chain_with_handoff_equals_chain_without(chain_of, dtype, n_rows, mode, 
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["local", "1"])
 @pytest.mark.parametrize("n_rows", [1, 5])
-def test_negative_control_stale_blocks_change_bits(ctx, chain_of, n_rows, backend):
+def test_negative_control_stale_blocks_change_bits(ctx, chain_of, n_rows, mode, backend, monkeypatch):
     """x overwritten after o prepared gate_up's blocks (a broken contract, on purpose): on CUDA gate_up
     reads the stale blocks, so its output differs from the plain chain on the new x."""
     if not str(backend).startswith("cuda"):
         pytest.skip("the CPU ignores the hand-off (nothing prepared to go stale)")
+    monkeypatch.setenv("STRATA_HANDOFF", mode)
     chain = chain_of(S.DType.Q4_0, n_rows)
     other = np.random.default_rng(5).standard_normal((n_rows, H), dtype=np.float32)
 

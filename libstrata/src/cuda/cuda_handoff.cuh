@@ -18,6 +18,7 @@
 // completes a chunk resets its counter, so they are zero between kernels.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -27,11 +28,19 @@ namespace strata {
 namespace cuda {
 
 // One prepared x: the pre-pass's layout for n_rows x k (xq [row][k], meta [row][nbp], ssq [row][nchunks]).
+// ssq_blocks: ssq holds RMSNORM's sums of squares per block ([row][nb], a local emission) rather
+// than per chunk ([row][nchunks]); the region has room for either.
 struct HandoffView {
     int8_t* xq = nullptr;
     uint2* meta = nullptr;
     float* ssq = nullptr;
+    bool ssq_blocks = false;
 };
+
+// How an emission is made (STRATA_HANDOFF, read by handoff_mode() in cuda_int_matmul.cu).
+enum class HandoffMode { kLocal, kCounted, kPrepass };
+// STRATA_HANDOFF_LOCAL_PARTS' default: the most 8-slice parts of a local emission's matmul.
+constexpr int kHandoffLocalParts = 64;
 
 // Chunks (of 256 values: 8 blocks, the pre-pass's CTA) one emitting dot kernel may count.
 constexpr int kHandoffMaxChunks = 4096;
@@ -54,7 +63,7 @@ struct PrepassLayout {
         meta_off = (xq_bytes + 255) / 256 * 256;
         const size_t meta_bytes = (size_t)n_rows * (size_t)nbp * sizeof(uint2);
         ssq_off = meta_off + (meta_bytes + 255) / 256 * 256;
-        bytes = ssq_off + (size_t)n_rows * (size_t)nchunks * sizeof(float);
+        bytes = ssq_off + (size_t)n_rows * (size_t)std::max(nb, nchunks) * sizeof(float);
     }
     HandoffView at(void* base) const {
         uint8_t* s = static_cast<uint8_t*>(base);

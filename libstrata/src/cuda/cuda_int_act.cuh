@@ -48,6 +48,20 @@ __device__ __forceinline__ float int_rms_factor(const float* sq, int n_slices, i
     return __frsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)k), eps));
 }
 
+// The same factor from per-block sums of squares (a local hand-off emission, cuda_int_matmul.cu's
+// emit_blocks): each chunk's 8 block sums added in order (+0 past the end, as the pre-pass's
+// block_sum over its 8 warps), then the chunks in order: the additions int_rms_factor's input was
+// made of, so the same bits.
+__device__ __forceinline__ float int_rms_factor_blocks(const float* wsq, int nb, int64_t k, float eps) {
+    float ss = 0.0f;
+    for (int c = 0; 8 * c < nb; ++c) {
+        float sc = wsq[8 * c];
+        for (int i = 1; i < 8; ++i) sc = __fadd_rn(sc, 8 * c + i < nb ? wsq[8 * c + i] : 0.0f);
+        ss = c == 0 ? sc : __fadd_rn(ss, sc);
+    }
+    return __frsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)k), eps));
+}
+
 // What an in-kernel quantizer reads: rows of x (x_stride floats apart), RMSNORM's norm weights, k,
 // its blocks and chunks (= slices of 8 blocks), and the CTA's thread count.
 struct IntActSrc {

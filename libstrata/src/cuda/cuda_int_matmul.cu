@@ -101,6 +101,10 @@ struct IntParams {
     int accumulate, prologue;
     float eps;
     int no, ps, n_parts, wstride, xbytes, mbytes, stage_bytes, n_row_tiles, n_tiles, threads;
+    // The dot kernel's stage buffers (dot_layout): 1 (one part), 2 (the next part in flight while one
+    // is computed) or 3 (two parts in flight: the local emission's 32-output CTAs, one per SM, which
+    // otherwise have half the bytes in flight of two 16-output CTAs). 0: 2 where n_parts > 1.
+    int nbuf;
     // The fused dot kernel (no pre-pass): it quantizes its rows of x itself into shared memory at
     // act_off (act_rows rows: int8 values at row stride xbytes, meta at mbytes, then RMSNORM's ssq
     // per chunk and the per-block sums of squares it is folded from).
@@ -127,7 +131,20 @@ struct IntParams {
     uint2* emit_meta;
     float* emit_ssq;
     int* emit_cnt;
+    // The local emission (emit_blocks): the CTA's outputs are whole blocks of the next call's row
+    // (no a multiple of 32, no <= threads), so each fold thread rounds its own value with its warp:
+    // no counter, no fence, no CTA barrier. emit_ssq then holds RMSNORM's per-block sums of
+    // squares ([nb]), which the consumer folds into chunks itself (ssq_blocks).
+    int emit_local = 0;
+    // ssq holds per-block sums of squares ([row][nb]) instead of per-chunk ones: the consumer of a
+    // local emission folds them with int_rms_factor_blocks (the same additions in the same order).
+    int ssq_blocks = 0;
 };
+
+// The dot kernel's stage buffers (IntParams::nbuf; 0 = the layout before it existed: 2 where several parts).
+__host__ __device__ __forceinline__ int dot_nbuf(const IntParams& p) {
+    return p.nbuf > 0 ? p.nbuf : (p.n_parts > 1 ? 2 : 1);
+}
 
 // ---------------------------------------------------------------- activation quantization
 
@@ -421,6 +438,30 @@ __device__ __forceinline__ void emit_tile(const IntParams& p, int64_t o0, int no
     }
 }
 
+// The local emission: output o0 + t of this one-row tile, held by fold thread t (t < no, whole warps:
+// no is a multiple of 32), is element o0 + t of the next call's row, and warp w's 32 values are
+// that row's block (o0 / 32 + w). Each warp runs the pre-pass kernel's per-block steps on them
+// exactly (int_prepass_kernel: the same per-element functions, warp_max, the integer warp sum; for
+// RMSNORM the block's sum of squares is warp_sum of fmaf(x, x, 0), the value the pre-pass folds
+// into its chunk sum), so the blocks are the pre-pass's bits; RMSNORM's chunk sums are left to the
+// consumer (ssq_blocks). `g`: the norm weight of element o0 + t, loaded when the tile started.
+__device__ __forceinline__ void emit_blocks(const IntParams& p, int64_t e, float xv, float g) {
+    float v = xv;
+    if (p.emit_pro == STRATA_PROLOGUE_RMSNORM) v = __fmul_rn(xv, g);  // int_act_value's RMSNORM step
+    const float d = int_act_scale(warp_max(int_act_abs(v)));
+    const int q = int_act_quant(v, d);
+    int s = q;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(kFullMask, s, off);
+    p.emit_xq[e] = (int8_t)q;
+    const bool lead = (threadIdx.x & 31) == 0;
+    if (lead) p.emit_meta[e >> 5] = make_uint2(__float_as_uint(d), (uint32_t)s);
+    if (p.emit_pro == STRATA_PROLOGUE_RMSNORM) {
+        const float w = warp_sum(fmaf(xv, xv, 0.0f));
+        if (lead) p.emit_ssq[e >> 5] = w;
+    }
+}
+
 // kFused: no pre-pass; the CTA quantizes its tile's rows itself (fused_quant) while the first
 // part's weights are in flight, once per row tile it meets.
 template <int kDtype, int kR, bool kFused>
@@ -431,7 +472,8 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
     constexpr int SB = kIntSliceBytes<kDtype>;  // a multiple of 16 (Q6_K: 210, read through Q6Src)
     static_assert(SB % 16 == 0 || kDtype == STRATA_Q6_K, "a slice must span whole 16-byte windows");
     uint8_t* smem = mma_smem();
-    float* part = reinterpret_cast<float*>(smem + (p.n_parts > 1 ? 2 : 1) * p.stage_bytes);  // [ps][no][kR]
+    const int nbuf = dot_nbuf(p), ahead = nbuf == 3 ? 2 : 1;  // stage buffers; parts staged ahead
+    float* part = reinterpret_cast<float*>(smem + nbuf * p.stage_bytes);  // [ps][no][kR]
     const int t = threadIdx.x;
     const int o_l = t % p.no, s_l = t / p.no;  // this thread's unit in every part
     const int fo = t / kR, fr = t % kR;        // this thread's element in the fold
@@ -449,6 +491,10 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
         if (tile != (int)blockIdx.x) stage_part<kDtype, kR, kFused>(p, smem, 0, o0, no, r0, nr);
         else if (!kFused) stage_acts<kR>(p, smem, 0, r0, nr);  // the first tile: weights went before the wait
         cp_async_commit_group();
+        if (ahead == 2 && p.n_parts > 1) {  // three buffers: part 1 in flight beside part 0 (uniform)
+            stage_part<kDtype, kR, kFused>(p, smem + p.stage_bytes, 1, o0, no, r0, nr);
+            cp_async_commit_group();
+        }
         if (kFused && rt != act_rt) {  // CTA-uniform; the previous tile ended with a barrier
             fused_quant(p, act, r0, nr);
             act_rt = rt;
@@ -457,26 +503,36 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
         // RMSNORM's factor per row of the tile, now, while the weights stream (its loads would
         // otherwise start only in the epilogue); the part loop's barriers publish it.
         if (p.prologue == STRATA_PROLOGUE_RMSNORM && t < nr) {
-            const float* sq = kFused ? reinterpret_cast<const float*>(act + p.act_rows * (p.xbytes + p.mbytes)) +
-                                           t * p.n_slices
-                                     : p.ssq + (r0 + t) * p.n_slices;
-            rsq[t] = int_rms_factor(sq, p.n_slices, p.k, p.eps);
-        }
-        for (int q = 0; q < p.n_parts; ++q) {
-            if (q + 1 < p.n_parts) {
-                stage_part<kDtype, kR, kFused>(p, smem + ((q + 1) & 1) * p.stage_bytes, q + 1, o0, no, r0, nr);
-                cp_async_commit_group();
-                cp_async_wait_group<1>();
+            if (!kFused && p.ssq_blocks) {
+                rsq[t] = int_rms_factor_blocks(p.ssq + (r0 + t) * p.nb, p.nb, p.k, p.eps);
             } else {
-                cp_async_wait_group<0>();
+                const float* sq = kFused ? reinterpret_cast<const float*>(act + p.act_rows * (p.xbytes + p.mbytes)) +
+                                               t * p.n_slices
+                                         : p.ssq + (r0 + t) * p.n_slices;
+                rsq[t] = int_rms_factor(sq, p.n_slices, p.k, p.eps);
             }
+        }
+        // The local emission's norm weight for this thread's output, loaded now for the same reason.
+        float emit_g = 0.0f;
+        if (kR == 1 && p.emit_local && p.emit_pro == STRATA_PROLOGUE_RMSNORM && t < no) emit_g = __ldg(p.emit_norm + o0 + t);
+        for (int q = 0; q < p.n_parts; ++q) {
+            // Part q + ahead into the buffer part q - 1 left (every thread is past it: the barrier
+            // after its compute), then wait until part q's group is done, `newer` groups after it.
+            if (q + ahead < p.n_parts) {
+                stage_part<kDtype, kR, kFused>(p, smem + ((q + ahead) % nbuf) * p.stage_bytes, q + ahead, o0, no, r0, nr);
+                cp_async_commit_group();
+            }
+            const int newer = min(ahead, p.n_parts - 1 - q);
+            if (newer >= 2) cp_async_wait_group<2>();
+            else if (newer == 1) cp_async_wait_group<1>();
+            else cp_async_wait_group<0>();
             __syncthreads();
             const int s = q * p.ps + s_l;
             if (s_l < p.ps && s < p.n_slices && o_l < no) {
                 const int nbs = (int)min((int64_t)kIntSliceBlocks, p.nb - (int64_t)s * kIntSliceBlocks);
                 const uint8_t* g = p.w + (o0 + o_l) * p.w_row_bytes + (int64_t)q * p.ps * SB;  // the part's first byte
                 const int delta = addr_delta16(g);
-                const uint8_t* st = smem + (q & 1) * p.stage_bytes;
+                const uint8_t* st = smem + (q % nbuf) * p.stage_bytes;
                 const uint8_t* base = st + o_l * p.wstride + s_l * SB;  // 16-byte aligned
                 const uint8_t* xs = kFused ? act + s * kIntSliceBlocks * 32
                                            : st + p.no * p.wstride + s_l * kIntSliceBlocks * 32;
@@ -512,10 +568,12 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
             if (p.prologue == STRATA_PROLOGUE_RMSNORM) total = __fmul_rn(total, rsq[fr]);
             if (p.bias) total = __fadd_rn(total, __ldg(p.bias + o));
             float* yp = p.y + row * p.y_stride + o;
-            *yp = p.accumulate ? __fadd_rn(*yp, total) : total;
+            const float yv = p.accumulate ? __fadd_rn(*yp, total) : total;
+            *yp = yv;
+            if (kR == 1 && p.emit_local) emit_blocks(p, o, yv, emit_g);  // whole warps (no % 32 == 0)
         }
         if constexpr (kR == 1)
-            if (p.emit_pro >= 0) emit_tile(p, o0, no);  // ends with a barrier
+            if (p.emit_pro >= 0 && !p.emit_local) emit_tile(p, o0, no);  // ends with a barrier
         __syncthreads();  // the next tile restages buffer 0, rewrites `part` (and may requantize)
     }
     if (p.pf_lines > 0) prefetch_tail(p);
@@ -740,14 +798,15 @@ DotShapeOverride dot_shape_override() {
 
 // Where the RMSNORM factors start: after the stages and the slice partials ([ps][no][kR] floats).
 inline int dot_rsq_off(const IntParams& p, int kr) {
-    return (p.n_parts > 1 ? 2 : 1) * p.stage_bytes + (p.ps * p.no * kr * (int)sizeof(float) + 15) / 16 * 16;
+    return dot_nbuf(p) * p.stage_bytes + (p.ps * p.no * kr * (int)sizeof(float) + 15) / 16 * 16;
 }
 
 // The rest of the layout from p.no and p.ps.
-inline void dot_layout(IntParams& p, int slice_bytes, int kr) {
+inline void dot_layout(IntParams& p, int slice_bytes, int kr, int nbuf = 2) {
     const int no = p.no;
     p.threads = 32 * ((max(no * p.ps, kr * no) + 31) / 32);  // one unit per thread; the fold has no x kr elements
     p.n_parts = (p.n_slices + p.ps - 1) / p.ps;
+    p.nbuf = min(p.n_parts, nbuf);
     int ws = p.ps * slice_bytes + 16;
     ws = (ws + 15) / 16 * 16;
     if ((ws / 16) % 2 == 0) ws += 16;
@@ -941,17 +1000,33 @@ void launch_prepass(const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
 
 }  // namespace
 
-// STRATA_HANDOFF (strata/env.py): unset, empty or "1" = the one-row dot kernel emits the hand-off in
-// its epilogue; "prepass" (or "off", which also keeps the decoder from asking) = every emission is a
-// pre-pass launch after the producing kernel (the A/B switch; the same bits). Read at each call;
-// anything else is an error naming the choices.
-bool handoff_fused_enabled() {
+// STRATA_HANDOFF (strata/env.py): how an emission asked for is made. Unset, empty or "local" = the
+// one-row dot kernel rounds whole blocks of its own outputs (emit_blocks) where it can (RMSNORM and
+// no prologue), a pre-pass launch after the kernel elsewhere (SILU_MUL's halves live in other CTAs);
+// "1" = the one-row dot kernel's counted emission (emit_tile: the CTA completing each chunk rounds
+// it); "prepass" (or "off", which also keeps the decoder from asking) = always the pre-pass launch.
+// All give the same bits. Read at each call; anything else is an error naming the choices.
+HandoffMode handoff_mode() {
     const char* v = std::getenv("STRATA_HANDOFF");
-    if (v == nullptr || *v == '\0' || std::strcmp(v, "1") == 0) return true;
-    if (std::strcmp(v, "prepass") == 0 || std::strcmp(v, "off") == 0) return false;
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "local") == 0) return HandoffMode::kLocal;
+    if (std::strcmp(v, "1") == 0) return HandoffMode::kCounted;
+    if (std::strcmp(v, "prepass") == 0 || std::strcmp(v, "off") == 0) return HandoffMode::kPrepass;
     fail(STRATA_ERR_INVALID_ARGUMENT,
-         std::string("STRATA_HANDOFF=") + v + ": expected 1 (the one-row kernel prepares the next matmul's "
-                                              "activations, the default), prepass or off");
+         std::string("STRATA_HANDOFF=") + v + ": expected local (the default where the decoder asks for a "
+                                              "hand-off), 1, prepass or off");
+}
+
+// STRATA_HANDOFF_LOCAL_PARTS (strata/env.py): the most parts of 8 slices a local emission's matmul may
+// have (its k up to 2,048 x this); longer ones emit by a pre-pass launch. Read at each call.
+int handoff_local_parts() {
+    const char* v = std::getenv("STRATA_HANDOFF_LOCAL_PARTS");
+    if (v == nullptr || *v == '\0') return kHandoffLocalParts;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (end == v || *end != '\0' || n < 0 || n > 1000000)
+        fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_HANDOFF_LOCAL_PARTS=") + v +
+                                              ": expected a whole number of parts (0: never emit locally)");
+    return (int)n;
 }
 
 void launch_handoff_prepass(const MatmulArgs& a, const HandoffView& v, cudaStream_t stream) {
@@ -959,7 +1034,7 @@ void launch_handoff_prepass(const MatmulArgs& a, const HandoffView& v, cudaStrea
 }
 
 bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch, const HandoffView* use,
-                       const HandoffView* emit, int* emit_cnt) {
+                       HandoffView* emit, int* emit_cnt) {
     if (a.n_rows <= 0 || a.n_out <= 0) return false;
     int dev = 0;
     check(cudaGetDevice(&dev), "cudaGetDevice");
@@ -1022,6 +1097,24 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     const int kr = kind == 0 ? 1 : (kind == 3 ? 16 : 8);
     if (kind >= 2) mma_shape(p, sb, kr);
     else dot_shape(p, sb, lim.sms, lim.smem_sm, kr);
+    const HandoffMode hmode = emit != nullptr ? handoff_mode() : HandoffMode::kPrepass;
+    // The local emission (emit_blocks): one row, a y row that is the next call's whole x row, a prologue
+    // without SILU_MUL's two halves, and CTAs of whole blocks: 32 outputs, 8 slices a part, three stage
+    // buffers (one CTA per SM would otherwise have half the bytes in flight of the two 16-output CTAs
+    // it replaces), at most STRATA_HANDOFF_LOCAL_PARTS parts.
+    bool emit_local = false;
+    if (hmode == HandoffMode::kLocal && kind == 0 && a.n_rows == 1 && a.emit_k == a.n_out &&
+        a.emit_prologue != STRATA_PROLOGUE_SILU_MUL && gemv_kr <= 0 && rows_kr <= 0 && tiles < 0) {
+        IntParams q = p;
+        if (q.no % 32 != 0 || q.no > q.threads) {
+            q.no = 32;
+            q.ps = min(q.n_slices, kDotThreads / 32);
+        }
+        dot_layout(q, sb, kr, 3);
+        if (q.no % 32 == 0 && q.no <= q.threads && q.n_parts <= handoff_local_parts() &&
+            dot_smem(q, kr) <= lim.smem_optin)
+            p = q, emit_local = true;
+    }
     const int64_t n_rt = (a.n_rows + kr - 1) / kr, n_ot = (a.n_out + p.no - 1) / p.no;
     if (n_rt * n_ot > INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer path has too many tiles");
     p.n_row_tiles = (int)n_rt;
@@ -1047,6 +1140,10 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
                         gemv_kr, dev, stream, a.x, x_stride, a.norm_weight);
         return false;
     }
+    // A local emission's per-block sums of squares are read by the one-row dot kernel alone; any other
+    // route runs its own pre-pass from x (the same bits, one launch more).
+    if (use != nullptr && use->ssq_blocks && (fused || kind != 0 || gemv_kr > 0 || tiles >= 0 || rows_kr > 0))
+        use = nullptr;
     if (!fused) {
         // The activations: prepared by the previous call (the hand-off), or the pre-pass into the scratch
         // (xq [n_rows][k] int8, meta [n_rows][nbp] uint2, ssq [n_rows][nchunks] float).
@@ -1079,12 +1176,13 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         p.xq = v.xq;
         p.meta = v.meta;
         p.ssq = v.ssq;
+        p.ssq_blocks = v.ssq_blocks ? 1 : 0;
     }
     // The hand-off's emission in the one-row dot kernel's epilogue (emit_tile); every other route
     // leaves it to launch_matmul's pre-pass launch after this kernel.
     p.emit_pro = -1;
-    const bool emit_here = emit != nullptr && emit_cnt != nullptr && kind == 0 && a.n_rows == 1 &&
-                           (a.emit_k / 32 + 7) / 8 <= kHandoffMaxChunks && handoff_fused_enabled();
+    const bool emit_here = emit_local || (hmode == HandoffMode::kCounted && emit_cnt != nullptr && kind == 0 &&
+                                          a.n_rows == 1 && (a.emit_k / 32 + 7) / 8 <= kHandoffMaxChunks);
     if (emit_here) {
         p.emit_pro = a.emit_prologue;
         p.emit_norm = a.emit_norm;
@@ -1093,9 +1191,11 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         p.emit_meta = emit->meta;
         p.emit_ssq = emit->ssq;
         p.emit_cnt = emit_cnt;
+        p.emit_local = emit_local ? 1 : 0;
+        emit->ssq_blocks = emit_local;
     }
     int64_t smem64 = kind >= 2 ? mma_smem_bytes(p, kr) : (fused ? dot_fused_smem(p) : dot_smem(p, kr));
-    if (emit_here) {  // the protocol's flags and block sums after everything else
+    if (emit_here && !emit_local) {  // the protocol's flags and block sums after everything else
         p.emit_off = (int)((smem64 + 15) / 16 * 16);
         smem64 = p.emit_off + 64;
     }
