@@ -379,6 +379,42 @@ static void one(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, int p
           (long)n_rows, far);
 }
 
+// The pre-pass kernel of one row (`chunks` CTAs) and the one-row dot kernel on `gx` CTAs, for the
+// hand-off cases below.
+static void run_prepass1(const I::PreParams& q, int pro, unsigned chunks) {
+    run_grid(1, chunks, 256, [&] {
+        if (pro == STRATA_PROLOGUE_RMSNORM) I::int_prepass_kernel<STRATA_PROLOGUE_RMSNORM>(q);
+        else if (pro == STRATA_PROLOGUE_SILU_MUL) I::int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL>(q);
+        else I::int_prepass_kernel<STRATA_PROLOGUE_NONE>(q);
+    });
+}
+static void run_dot1(int dt, unsigned gx, const I::IntParams& q) {
+    auto go = [&](auto dtc) {
+        constexpr int D = decltype(dtc)::value;
+        run_grid(gx, 1, (unsigned)q.threads, [q] { I::int_dot_kernel<D, 1, false>(q); });
+    };
+    if (dt == STRATA_Q4_0) go(std::integral_constant<int, STRATA_Q4_0>{});
+    else if (dt == STRATA_Q8_0) go(std::integral_constant<int, STRATA_Q8_0>{});
+    else if (dt == STRATA_Q6_K) go(std::integral_constant<int, STRATA_Q6_K>{});
+    else go(std::integral_constant<int, STRATA_Q4_K>{});
+}
+
+// The producing one-row matmul of the hand-off cases: x (in_k floats) through prologue `pro` into
+// k-wide blocks already made by the pre-pass (xq16, meta16, ssq), weights w, y of n_out (+= when acc_on).
+static I::IntParams producer_params(int dt, int pro, int64_t k, int64_t in_k, int64_t n_out, const float* x,
+                                    const float* g, const uint8_t* w, float* y, bool acc_on, int8_t* xq16,
+                                    uint2* meta16, float* ssq) {
+    const int64_t nb = k / 32;
+    I::IntParams p{};
+    p.xq = xq16; p.meta = meta16; p.ssq = ssq;
+    p.n_rows = 1; p.k = k; p.n_out = n_out; p.w_row_bytes = rowbytes(dt, k);
+    p.nb = (int)nb; p.nbp = (int)((nb + 1) / 2 * 2); p.n_slices = (int)((nb + 7) / 8);
+    p.w = w; p.w_end = p.w + n_out * p.w_row_bytes;
+    p.y = y; p.y_stride = n_out; p.accumulate = acc_on; p.prologue = pro; p.eps = 1e-5f;
+    p.x = x; p.x_stride = in_k; p.norm = g;
+    return p;
+}
+
 // The activation hand-off (cuda_handoff.cuh): a one-row dot kernel that also rounds its y row into
 // the next call's blocks (prologue `npro`, next k = kh; y = [gate | up] of kh each for SILU_MUL) in
 // the epilogue of the CTA completing each chunk. Its xq, meta and RMSNORM ssq must equal the
@@ -404,18 +440,9 @@ static void emit_case(int dt, int pro, int npro, int64_t k, int64_t kh, bool acc
     int8_t* xq16 = reinterpret_cast<int8_t*>(xq.data() + (16 - reinterpret_cast<uintptr_t>(xq.data()) % 16) % 16);
     uint2* meta16 = reinterpret_cast<uintptr_t>(meta.data()) % 16 ? meta.data() + 1 : meta.data();
     I::PreParams pp{x.data(), in_k, k, (int)nb, (int)nbp, (int)((nb + 7) / 8), pro, g.data(), xq16, meta16, ssq.data()};
-    run_grid(1, (unsigned)pp.nchunks, 256, [&] {
-        if (pro == STRATA_PROLOGUE_RMSNORM) I::int_prepass_kernel<STRATA_PROLOGUE_RMSNORM>(pp);
-        else if (pro == STRATA_PROLOGUE_SILU_MUL) I::int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL>(pp);
-        else I::int_prepass_kernel<STRATA_PROLOGUE_NONE>(pp);
-    });
-    I::IntParams p{};
-    p.xq = xq16; p.meta = meta16; p.ssq = ssq.data();
-    p.n_rows = 1; p.k = k; p.n_out = n_out; p.w_row_bytes = rowbytes(dt, k);
-    p.nb = (int)nb; p.nbp = (int)nbp; p.n_slices = (int)((nb + 7) / 8);
-    p.w = w.data() + 2; p.w_end = p.w + n_out * p.w_row_bytes;
-    p.y = y.data(); p.y_stride = n_out; p.accumulate = acc_on; p.prologue = pro; p.eps = 1e-5f;
-    p.x = x.data(); p.x_stride = in_k; p.norm = g.data();
+    run_prepass1(pp, pro, (unsigned)pp.nchunks);
+    I::IntParams p = producer_params(dt, pro, k, in_k, n_out, x.data(), g.data(), w.data() + 2, y.data(), acc_on,
+                                     xq16, meta16, ssq.data());
     if (shape) setenv("STRATA_INT_DOT_SHAPE", shape, 1);
     I::dot_shape(p, slicebytes(dt), sms, 233472, 1);
     if (shape) unsetenv("STRATA_INT_DOT_SHAPE");
@@ -428,23 +455,11 @@ static void emit_case(int dt, int pro, int npro, int64_t k, int64_t kh, bool acc
     p.emit_off = (smem + 15) / 16 * 16;
     CHECK(p.emit_off + 64 <= (int)sizeof(g_emu_smem), "smem %d", p.emit_off + 64);
     memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));
-    const unsigned gx = (unsigned)std::max(1, p.n_tiles / 2);  // fewer CTAs than tiles: the tile loop emits too
-    auto go = [&](auto dtc) {
-        constexpr int D = decltype(dtc)::value;
-        run_grid(gx, 1, (unsigned)p.threads, [p] { I::int_dot_kernel<D, 1, false>(p); });
-    };
-    if (dt == STRATA_Q4_0) go(std::integral_constant<int, STRATA_Q4_0>{});
-    else if (dt == STRATA_Q8_0) go(std::integral_constant<int, STRATA_Q8_0>{});
-    else if (dt == STRATA_Q6_K) go(std::integral_constant<int, STRATA_Q6_K>{});
-    else go(std::integral_constant<int, STRATA_Q4_K>{});
+    run_dot1(dt, (unsigned)std::max(1, p.n_tiles / 2), p);  // fewer CTAs than tiles: the tile loop emits too
     // The reference: the pre-pass kernel over the finished y row.
     I::PreParams rp{y.data(), n_out, kh, (int)hb, (int)((hb + 1) / 2 * 2), (int)hchunks, npro, g2.data(),
                     reinterpret_cast<int8_t*>(rxq.data()), rmeta.data(), rssq.data()};
-    run_grid(1, (unsigned)hchunks, 256, [&] {
-        if (npro == STRATA_PROLOGUE_RMSNORM) I::int_prepass_kernel<STRATA_PROLOGUE_RMSNORM>(rp);
-        else if (npro == STRATA_PROLOGUE_SILU_MUL) I::int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL>(rp);
-        else I::int_prepass_kernel<STRATA_PROLOGUE_NONE>(rp);
-    });
+    run_prepass1(rp, npro, (unsigned)hchunks);
     int bad = 0, left = 0;
     for (int64_t e = 0; e < kh; ++e) bad += exq[e] != rxq[e];
     for (int64_t b = 0; b < hb; ++b) bad += emeta[b].x != rmeta[b].x || emeta[b].y != rmeta[b].y;
@@ -484,31 +499,9 @@ static void emit_local_case(int dt, int pro, int npro, int64_t k, int64_t kh, bo
     int8_t* xq16 = al16(xq);
     uint2* meta16 = m16(meta);
     I::PreParams pp{x.data(), in_k, k, (int)nb, (int)nbp, (int)((nb + 7) / 8), pro, g.data(), xq16, meta16, ssq.data()};
-    auto prepass = [](const I::PreParams& q, int pr, unsigned chunks) {
-        run_grid(1, chunks, 256, [&] {
-            if (pr == STRATA_PROLOGUE_RMSNORM) I::int_prepass_kernel<STRATA_PROLOGUE_RMSNORM>(q);
-            else if (pr == STRATA_PROLOGUE_SILU_MUL) I::int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL>(q);
-            else I::int_prepass_kernel<STRATA_PROLOGUE_NONE>(q);
-        });
-    };
-    prepass(pp, pro, (unsigned)pp.nchunks);
-    auto dispatch = [&](int d, unsigned gx, const I::IntParams& q) {
-        auto go = [&](auto dtc) {
-            constexpr int D = decltype(dtc)::value;
-            run_grid(gx, 1, (unsigned)q.threads, [q] { I::int_dot_kernel<D, 1, false>(q); });
-        };
-        if (d == STRATA_Q4_0) go(std::integral_constant<int, STRATA_Q4_0>{});
-        else if (d == STRATA_Q8_0) go(std::integral_constant<int, STRATA_Q8_0>{});
-        else if (d == STRATA_Q6_K) go(std::integral_constant<int, STRATA_Q6_K>{});
-        else go(std::integral_constant<int, STRATA_Q4_K>{});
-    };
-    I::IntParams p{};
-    p.xq = xq16; p.meta = meta16; p.ssq = ssq.data();
-    p.n_rows = 1; p.k = k; p.n_out = n_out; p.w_row_bytes = rowbytes(dt, k);
-    p.nb = (int)nb; p.nbp = (int)nbp; p.n_slices = (int)((nb + 7) / 8);
-    p.w = w.data() + 2; p.w_end = p.w + n_out * p.w_row_bytes;
-    p.y = y.data(); p.y_stride = n_out; p.accumulate = acc_on; p.prologue = pro; p.eps = 1e-5f;
-    p.x = x.data(); p.x_stride = in_k; p.norm = g.data();
+    run_prepass1(pp, pro, (unsigned)pp.nchunks);
+    I::IntParams p = producer_params(dt, pro, k, in_k, n_out, x.data(), g.data(), w.data() + 2, y.data(), acc_on,
+                                     xq16, meta16, ssq.data());
     I::dot_shape(p, slicebytes(dt), sms, 233472, 1);
     if (p.no % 32 != 0 || p.no > p.threads) {  // the launcher's local shape
         p.no = 32;
@@ -522,10 +515,10 @@ static void emit_local_case(int dt, int pro, int npro, int64_t k, int64_t kh, bo
     p.emit_local = 1;
     CHECK(I::dot_smem(p, 1) <= (int)sizeof(g_emu_smem), "smem %d", I::dot_smem(p, 1));
     memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));
-    dispatch(dt, (unsigned)std::max(1, p.n_tiles / 2), p);  // fewer CTAs than tiles: the tile loop emits too
+    run_dot1(dt, (unsigned)std::max(1, p.n_tiles / 2), p);  // fewer CTAs than tiles: the tile loop emits too
     I::PreParams rp{y.data(), n_out, kh, (int)hb, (int)hbp, (int)hchunks, npro, g2.data(),
                     reinterpret_cast<int8_t*>(rxq.data()), rmeta.data(), rssq.data()};
-    prepass(rp, npro, (unsigned)hchunks);
+    run_prepass1(rp, npro, (unsigned)hchunks);
     int bad = 0;
     for (int64_t e = 0; e < kh; ++e) bad += exq[e] != rxq[e];
     for (int64_t b = 0; b < hb; ++b) bad += emeta[b].x != rmeta[b].x || emeta[b].y != rmeta[b].y;
@@ -564,7 +557,7 @@ static void emit_local_case(int dt, int pro, int npro, int64_t k, int64_t kh, bo
         c.n_row_tiles = 1;
         c.n_tiles = (int)((n2 + c.no - 1) / c.no);
         memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));
-        dispatch(dt, (unsigned)c.n_tiles, c);
+        run_dot1(dt, (unsigned)c.n_tiles, c);
     }
     for (int64_t o = 0; o < n2; ++o) bad += bits(ya[o]) != bits(yb[o]);
     CHECK(bad == 0, "local hand-off dt %d pro %d -> %d k %ld kh %ld no %d ps %d threads %d: %d values differ from the "
