@@ -105,6 +105,16 @@ template <class T> inline T __shfl_xor_sync(unsigned, T v, int off) {
     t_block->warp_bars[warp]->arrive_and_wait();
     T r; std::memcpy(&r, &o, sizeof(T)); return r;
 }
+// The value of lane src (of the full warp).
+template <class T> inline T __shfl_sync(unsigned, T v, int src) {
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    uint64_t bits = 0; std::memcpy(&bits, &v, sizeof(T));
+    t_block->xchg[warp][lane] = bits;
+    t_block->warp_bars[warp]->arrive_and_wait();
+    uint64_t o = t_block->xchg[warp][src & 31];
+    t_block->warp_bars[warp]->arrive_and_wait();
+    T r; std::memcpy(&r, &o, sizeof(T)); return r;
+}
 // The value of lane (this lane - off), or this lane's own below lane off.
 template <class T> inline T __shfl_up_sync(unsigned, T v, int off) {
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

@@ -137,7 +137,7 @@ struct IntParams {
     // squares ([nb]), which the consumer folds into chunks itself (ssq_blocks).
     int emit_local = 0;
     // ssq holds per-block sums of squares ([row][nb]) instead of per-chunk ones: the consumer of a
-    // local emission folds them with int_rms_factor_blocks (the same additions in the same order).
+    // local emission folds them (int_rms_factor_warp: int_rms_factor_blocks' additions, in their order).
     int ssq_blocks = 0;
 };
 
@@ -502,15 +502,20 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
         }
         // RMSNORM's factor per row of the tile, now, while the weights stream (its loads would
         // otherwise start only in the epilogue); the part loop's barriers publish it.
-        if (p.prologue == STRATA_PROLOGUE_RMSNORM && t < nr) {
-            if (!kFused && p.ssq_blocks) {
-                rsq[t] = int_rms_factor_blocks(p.ssq + (r0 + t) * p.nb, p.nb, p.k, p.eps);
-            } else {
-                const float* sq = kFused ? reinterpret_cast<const float*>(act + p.act_rows * (p.xbytes + p.mbytes)) +
-                                               t * p.n_slices
-                                         : p.ssq + (r0 + t) * p.n_slices;
-                rsq[t] = int_rms_factor(sq, p.n_slices, p.k, p.eps);
+        // One row from global memory: warp 0 forms it with its loads in one round trip (every thread
+        // waits for it at the part loop's first barrier; one thread's chain of chunk loads showed there).
+        if (p.prologue == STRATA_PROLOGUE_RMSNORM && kR == 1 && !kFused) {
+            if (t < 32) {
+                const float f = int_rms_factor_warp(p.ssq + r0 * (p.ssq_blocks ? p.nb : p.n_slices),
+                                                    p.ssq_blocks ? (p.nb + 7) / 8 : p.n_slices, p.ssq_blocks != 0,
+                                                    p.nb, p.k, p.eps);
+                if (t == 0) rsq[0] = f;
             }
+        } else if (p.prologue == STRATA_PROLOGUE_RMSNORM && t < nr) {
+            const float* sq = kFused ? reinterpret_cast<const float*>(act + p.act_rows * (p.xbytes + p.mbytes)) +
+                                           t * p.n_slices
+                                     : p.ssq + (r0 + t) * p.n_slices;
+            rsq[t] = int_rms_factor(sq, p.n_slices, p.k, p.eps);
         }
         // The local emission's norm weight for this thread's output, loaded now for the same reason.
         float emit_g = 0.0f;
