@@ -62,28 +62,22 @@ __device__ __forceinline__ float int_rms_factor_blocks(const float* wsq, int nb,
     return __frsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)k), eps));
 }
 
-// int_rms_factor (blocks: int_rms_factor_blocks, sq then per-block sums of nb blocks) computed by a
-// whole warp with the same additions in the same order, its loads in one round trip instead of one per
-// chunk: lane c forms chunk c's sum (blocks: its 8 block sums in order, +0 past the end), then every
-// lane folds the chunks in order from shuffles. Every lane returns the factor.
-__device__ __forceinline__ float int_rms_factor_warp(const float* sq, int n_chunks, bool blocks, int nb, int64_t k,
-                                                     float eps) {
-    const int lane = threadIdx.x & 31;
+// int_rms_factor_blocks computed by a whole warp with the same additions in the same order, its
+// loads in one round trip instead of one per chunk: lane c forms chunk c's sum (its 8 block sums in
+// order, +0 past the end), then every lane folds the chunks in order from shuffles and returns the factor.
+__device__ __forceinline__ float int_rms_factor_blocks_warp(const float* wsq, int nb, int64_t k, float eps) {
+    const int lane = threadIdx.x & 31, n_chunks = (nb + 7) / 8;
     float ss = 0.0f;
     for (int base = 0; base < n_chunks; base += 32) {
         const int c = base + lane;
         float sc = 0.0f;
         if (c < n_chunks) {
-            if (blocks) {
-                float w[8];
+            float w[8];
 #pragma unroll
-                for (int i = 0; i < 8; ++i) w[i] = 8 * c + i < nb ? sq[8 * c + i] : 0.0f;
-                sc = w[0];
+            for (int i = 0; i < 8; ++i) w[i] = 8 * c + i < nb ? wsq[8 * c + i] : 0.0f;
+            sc = w[0];
 #pragma unroll
-                for (int i = 1; i < 8; ++i) sc = __fadd_rn(sc, w[i]);
-            } else {
-                sc = sq[c];
-            }
+            for (int i = 1; i < 8; ++i) sc = __fadd_rn(sc, w[i]);
         }
         const int m = min(32, n_chunks - base);
         for (int j = 0; j < m; ++j) {

@@ -137,7 +137,7 @@ struct IntParams {
     // squares ([nb]), which the consumer folds into chunks itself (ssq_blocks).
     int emit_local = 0;
     // ssq holds per-block sums of squares ([row][nb]) instead of per-chunk ones: the consumer of a
-    // local emission folds them (int_rms_factor_warp: int_rms_factor_blocks' additions, in their order).
+    // local emission folds them (int_rms_factor_blocks_warp: int_rms_factor_blocks' additions, in order).
     int ssq_blocks = 0;
 };
 
@@ -502,13 +502,12 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
         }
         // RMSNORM's factor per row of the tile, now, while the weights stream (its loads would
         // otherwise start only in the epilogue); the part loop's barriers publish it.
-        // One row from global memory: warp 0 forms it with its loads in one round trip (every thread
-        // waits for it at the part loop's first barrier; one thread's chain of chunk loads showed there).
-        if (p.prologue == STRATA_PROLOGUE_RMSNORM && kR == 1 && !kFused) {
+        // A local hand-off's per-block sums (one row): warp 0 folds them with its loads in one round trip
+        // (every thread waits for the factor at the part loop's first barrier, and one thread's 16 chunks
+        // of 8 loads would each be a round trip there).
+        if (p.prologue == STRATA_PROLOGUE_RMSNORM && kR == 1 && !kFused && p.ssq_blocks) {
             if (t < 32) {
-                const float f = int_rms_factor_warp(p.ssq + r0 * (p.ssq_blocks ? p.nb : p.n_slices),
-                                                    p.ssq_blocks ? (p.nb + 7) / 8 : p.n_slices, p.ssq_blocks != 0,
-                                                    p.nb, p.k, p.eps);
+                const float f = int_rms_factor_blocks_warp(p.ssq + r0 * p.nb, p.nb, p.k, p.eps);
                 if (t == 0) rsq[0] = f;
             }
         } else if (p.prologue == STRATA_PROLOGUE_RMSNORM && t < nr) {
