@@ -503,11 +503,7 @@ static void emit_local_case(int dt, int pro, int npro, int64_t k, int64_t kh, bo
     I::IntParams p = producer_params(dt, pro, k, in_k, n_out, x.data(), g.data(), w.data() + 2, y.data(), acc_on,
                                      xq16, meta16, ssq.data());
     I::dot_shape(p, slicebytes(dt), sms, 233472, 1);
-    if (p.no % 32 != 0 || p.no > p.threads) {  // the launcher's local shape
-        p.no = 32;
-        p.ps = std::min(p.n_slices, 256 / 32);
-    }
-    I::dot_layout(p, slicebytes(dt), 1, 3);
+    I::dot_local_shape(p, slicebytes(dt));  // the launcher's local shape
     p.n_row_tiles = 1;
     p.n_tiles = (int)((n_out + p.no - 1) / p.no);
     p.emit_pro = npro; p.emit_norm = npro == STRATA_PROLOGUE_RMSNORM ? g2.data() : nullptr; p.emit_k = kh;

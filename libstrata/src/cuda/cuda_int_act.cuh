@@ -33,6 +33,18 @@ __device__ __forceinline__ float int_act_scale(float amax) { return __fdiv_rn(am
 __device__ __forceinline__ int int_act_quant(float v, float d) {
     return d > 0.0f && d <= 3.402823466e38f ? max(-127, min(127, __float2int_rn(__fdiv_rn(v, d)))) : 0;
 }
+// One block rounded by the warp that holds its 32 values (lane j: value j; v after the prologue): dx
+// from the warp's max, the lane's int8 value (returned) and the block's exact integer sum, as
+// meta = {bits of dx, sx}. The pre-pass kernel and the local hand-off emission both run exactly this.
+__device__ __forceinline__ int int_act_round_warp(float v, uint2& meta) {
+    const float d = int_act_scale(warp_max(int_act_abs(v)));
+    const int q = int_act_quant(v, d);
+    int s = q;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(kFullMask, s, off);
+    meta = make_uint2(__float_as_uint(d), (uint32_t)s);
+    return q;
+}
 template <int kPro>
 __device__ __forceinline__ const float* int_act_aux(const float* xr, const float* norm, int64_t k) {
     return kPro == STRATA_PROLOGUE_RMSNORM ? norm : xr + k;

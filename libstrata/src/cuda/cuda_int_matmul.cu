@@ -164,13 +164,9 @@ __global__ void __launch_bounds__(kPreThreads) int_prepass_kernel(const PreParam
         const int b = b0 + warp;
         const int64_t e = (int64_t)32 * b + lane;
         const float v = int_act_value<kPro>(xr[e], int_act_aux<kPro>(xr, p.norm, p.k), e);
-        const float d = int_act_scale(warp_max(int_act_abs(v)));
-        const int q = int_act_quant(v, d);
-        int s = q;
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(kFullMask, s, off);
-        p.xq[row * p.k + e] = (int8_t)q;
-        if (lane == 0) p.meta[row * p.nbp + b] = make_uint2(__float_as_uint(d), (uint32_t)s);
+        uint2 m;
+        p.xq[row * p.k + e] = (int8_t)int_act_round_warp(v, m);
+        if (lane == 0) p.meta[row * p.nbp + b] = m;
     }
     if (kPro == STRATA_PROLOGUE_RMSNORM) {  // ssq of this chunk's 256 values: one square per thread, block_sum
         __shared__ float red[kPreThreads / 32];
@@ -441,21 +437,16 @@ __device__ __forceinline__ void emit_tile(const IntParams& p, int64_t o0, int no
 // The local emission: output o0 + t of this one-row tile, held by fold thread t (t < no, whole warps:
 // no is a multiple of 32), is element o0 + t of the next call's row, and warp w's 32 values are
 // that row's block (o0 / 32 + w). Each warp runs the pre-pass kernel's per-block steps on them
-// exactly (int_prepass_kernel: the same per-element functions, warp_max, the integer warp sum; for
+// exactly (int_prepass_kernel: the same per-element function and int_act_round_warp; for
 // RMSNORM the block's sum of squares is warp_sum of fmaf(x, x, 0), the value the pre-pass folds
 // into its chunk sum), so the blocks are the pre-pass's bits; RMSNORM's chunk sums are left to the
 // consumer (ssq_blocks). `g`: the norm weight of element o0 + t, loaded when the tile started.
 __device__ __forceinline__ void emit_blocks(const IntParams& p, int64_t e, float xv, float g) {
-    float v = xv;
-    if (p.emit_pro == STRATA_PROLOGUE_RMSNORM) v = __fmul_rn(xv, g);  // int_act_value's RMSNORM step
-    const float d = int_act_scale(warp_max(int_act_abs(v)));
-    const int q = int_act_quant(v, d);
-    int s = q;
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(kFullMask, s, off);
-    p.emit_xq[e] = (int8_t)q;
+    const float v = p.emit_pro == STRATA_PROLOGUE_RMSNORM ? __fmul_rn(xv, g) : xv;  // int_act_value's step
+    uint2 m;
+    p.emit_xq[e] = (int8_t)int_act_round_warp(v, m);
     const bool lead = (threadIdx.x & 31) == 0;
-    if (lead) p.emit_meta[e >> 5] = make_uint2(__float_as_uint(d), (uint32_t)s);
+    if (lead) p.emit_meta[e >> 5] = m;
     if (p.emit_pro == STRATA_PROLOGUE_RMSNORM) {
         const float w = warp_sum(fmaf(xv, xv, 0.0f));
         if (lead) p.emit_ssq[e >> 5] = w;
@@ -849,6 +840,17 @@ inline void dot_shape(IntParams& p, int slice_bytes, int sms, int smem_sm, int k
     }
 }
 
+// The local hand-off emission's one-row shape, after dot_shape: CTAs of whole blocks of outputs (32, 8
+// slices a part, unless dot_shape's NO already is a multiple of 32 within the threads) and three
+// stage buffers.
+inline void dot_local_shape(IntParams& p, int slice_bytes) {
+    if (p.no % 32 != 0 || p.no > p.threads) {
+        p.no = 32;
+        p.ps = min(p.n_slices, kDotThreads / 32);
+    }
+    dot_layout(p, slice_bytes, 1, 3);
+}
+
 // The fused dot kernel's shape, after dot_shape: the same CTA, units and fold; only weights are
 // staged, and the quantized rows (all of k) follow the slice partials.
 inline void dot_fuse(IntParams& p, int kr) {
@@ -1110,14 +1112,8 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     if (hmode == HandoffMode::kLocal && kind == 0 && a.n_rows == 1 && a.emit_k == a.n_out &&
         a.emit_prologue != STRATA_PROLOGUE_SILU_MUL && gemv_kr <= 0 && rows_kr <= 0 && tiles < 0) {
         IntParams q = p;
-        if (q.no % 32 != 0 || q.no > q.threads) {
-            q.no = 32;
-            q.ps = min(q.n_slices, kDotThreads / 32);
-        }
-        dot_layout(q, sb, kr, 3);
-        if (q.no % 32 == 0 && q.no <= q.threads && q.n_parts <= handoff_local_parts() &&
-            dot_smem(q, kr) <= lim.smem_optin)
-            p = q, emit_local = true;
+        dot_local_shape(q, sb);
+        if (q.n_parts <= handoff_local_parts() && dot_smem(q, kr) <= lim.smem_optin) p = q, emit_local = true;
     }
     const int64_t n_rt = (a.n_rows + kr - 1) / kr, n_ot = (a.n_out + p.no - 1) / p.no;
     if (n_rt * n_ot > INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer path has too many tiles");
