@@ -299,12 +299,12 @@ HANDOFF_MODES = ("off", "local", "1", "prepass")
 
 
 def handoff_mode() -> str:
-    """STRATA_HANDOFF (strata/env.py): off (default), local, 1 or prepass; read when a model is loaded. The
+    """STRATA_HANDOFF (strata/env.py): local (default), off, 1 or prepass; read when a model is loaded. The
     decoder asks for the hand-off unless off; libstrata reads local / 1 / prepass itself (the figures
     behind the default: strata/env.py, bench/RESULTS.md)."""
-    raw = (env.get("STRATA_HANDOFF") or "off").strip().lower()
+    raw = (env.get("STRATA_HANDOFF") or "local").strip().lower()
     if raw not in HANDOFF_MODES:
-        raise ValueError(f"STRATA_HANDOFF={raw!r}: expected one of {', '.join(HANDOFF_MODES)} (default off)")
+        raise ValueError(f"STRATA_HANDOFF={raw!r}: expected one of {', '.join(HANDOFF_MODES)} (default local)")
     return raw
 
 

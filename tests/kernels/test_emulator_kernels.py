@@ -4,7 +4,7 @@ libstrata/cuda_emu compiles the real kernel sources as host C++ (one OS thread p
 mma.sync, ldmatrix and cluster barriers modelled in cuda_emu/), so a change to a kernel that the CPU-only
 CI machine cannot run is still checked, bit for bit, against each test's reference of the canonical
 arithmetic and against the other kernels of its family (docs/cuda_backend.md, "Verification without a
-GPU"). Each binary's short mode, about 6 minutes in all on two cores:
+GPU"). Each binary's short mode, about 7-8 minutes in all on two cores:
 - test_int smoke: a few configurations of every integer dot kernel (the one-row dot kernel, its 8-row
   tiles, the int8 mma kernel, the fused kernel), every type, partial slices and several staged parts,
   odd weight-row alignment, bias and accumulate; then a few hand-off cases;
@@ -19,7 +19,10 @@ GPU"). Each binary's short mode, about 6 minutes in all on two cores:
 - test_mma quick: the f16 tensor-core matmul (decode and wide tiles) against its reference, with the
   negative controls that a permuted order or a too-early cp.async wait are caught;
 - test_sample --quick: the seeded sampler (cluster and single-CTA routes) draw for draw against the
-  reference of the header's semantics, its barrier-form and invariance negative controls.
+  reference of the header's semantics, its barrier-form and invariance negative controls;
+- test_kernels decode: the decode attention kernel (cuda_attention_decode.cu) against the legacy kernel's
+  bits and float64, every split (1, 2, 3, 8) in both block orders, rows of one chunk (folded in the block)
+  and of several (folded by the last working block), F16 and int8 pools, windows, padding rows.
 The GPU runs the same kernels through the gpu-marked tests of tests/kernels/.
 """
 
@@ -42,6 +45,7 @@ CASES = [  # (binary, its short mode's arguments, the summary line its passing r
     ("test_int_gemv", ["smoke"], r"^test_int_gemv: \d+ checks, 0 failures$"),
     ("test_mma", ["quick"], r"^mma matmul: \d+ problems x 5 kernel configurations, 0 failures$"),
     ("test_sample", ["--quick"], r"^top-k rows .*; top-p rows "),
+    ("test_kernels", ["decode"], r"^ok: 0 failures$"),
 ]
 
 

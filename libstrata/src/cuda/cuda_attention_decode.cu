@@ -26,10 +26,13 @@
 //     of the item to arrive (an atomic counter per item, reset to 0 by that
 //     block so the next call and every graph replay find it zero) folds all of
 //     them in the canonical (chunk, worker) order. Blocks with no chunk of
-//     their row only arrive. The plan is fixed at capture from n_ctx; the
-//     row's real length decides at run time which blocks work;
-//   - with S = 1 the block folds each chunk's states in shared memory right
-//     after the chunk (double-buffered, one barrier per chunk).
+//     their row leave without arriving (the last of min(S, chunks) folds).
+//     The plan is fixed at capture from n_ctx; the row's real length decides
+//     at run time which blocks work;
+//   - with S = 1, or a row of one chunk (at most 256 cells) whatever S, the
+//     block folds each chunk's states in shared memory right after the chunk
+//     (double-buffered, one barrier per chunk): no global states, fences or
+//     arrival.
 // The fold of one element is a left fold over the worker states in order; it
 // is not associative, which is why the split stores raw worker states instead
 // of per-block partial folds.
@@ -45,6 +48,7 @@
 #include "cuda_common.cuh"
 #include "cuda_kernels.cuh"
 #include "cuda_kv_layout.cuh"
+#include "cuda_mma.cuh"
 #include "cuda_rope.cuh"
 #include "cuda_scratch.cuh"
 #include "cuda_pdl.cuh"
@@ -152,6 +156,15 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
     // skipped, as in the legacy kernel (no bit changes).
     const int t_first = first / kTile;
     const int n_rounds = rank < n_chunks ? (n_chunks - rank + S - 1) / S : 0;
+    // The item's working blocks: those with a chunk of the row (block 0 always, to write the output of
+    // a row with none). One working block (every row of at most 256 cells, whatever S) folds its chunk
+    // in shared memory as an unsplit block does: the same states in the same (chunk, worker) order, so
+    // the same bits, without the global states, fences and arrival. Idle blocks leave at once (the
+    // fused launch's keep their rope / store work and leave before the arrival); every block of the
+    // item reads the same row, so all decide alike.
+    const int working = S == 1 ? 1 : max(1, min(S, n_chunks));
+    const bool local_fold = working == 1;
+    if (!FUSED && rank >= working) return;
 
     if (n_rounds > 0 || FUSED) {
         // The block's query vectors (zero past its heads).
@@ -315,6 +328,16 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
             const int cell0 = t * kTile;
             const int count = min(kTile, last + 1 - cell0);  // the row's cells in this tile (>= 1)
             const size_t kb = kv_row(s, slot, a.layer, 0, kvh, cell0), vb = kv_row(s, slot, a.layer, 1, kvh, cell0);
+            // The tile's V rows asked of L2 now, lane c for cell c, beside the K loads: the PV step
+            // loads them eight rows at a time after the softmax, and each of those round trips then
+            // meets L2 instead of DRAM (a decode step's other kernels evict the cache). A hint only:
+            // no value depends on it.
+            if (lane < count) {
+                const char* vrow = INT8 ? reinterpret_cast<const char*>(s.kv8 + vb + (size_t)lane * HD)
+                                        : reinterpret_cast<const char*>(kvh16 + vb + (size_t)lane * HD);
+                prefetch_l2(vrow);
+                if (!INT8 && HD * 2 > 128) prefetch_l2(vrow + 128);
+            }
 
             // Scores: lane c takes cell c; even and odd dims in two FMA chains, ascending.
             float se[NQ], so[NQ];
@@ -467,7 +490,7 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
         }
 
         // The chunk's worker state: to shared memory (S = 1) or to the item's global scratch.
-        float* mine = S == 1 ? ws(i & 1, warp)
+        float* mine = local_fold ? ws(i & 1, warp)
                              : P.states + (((size_t)item * P.max_chunks + chunk) * kWorkers + warp) * kWs;
 #pragma unroll
         for (int v = 0; v < NQ; ++v) {
@@ -478,7 +501,7 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
 #pragma unroll
             for (int j = 0; j < DPL; ++j) mine[2 * NQ + v * HD + DPL * lane + j] = acc[v][j];
         }
-        if (S == 1) {
+        if (local_fold) {
             __syncthreads();
 #pragma unroll
             for (int w = 0; w < kWorkers; ++w) {
@@ -519,11 +542,12 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
         __syncthreads();  // last_block is reused below
     }
 
-    if (S > 1) {
-        // Arrive; the item's last block folds every chunk's worker states in order.
+    if (rank >= working) return;  // an idle block of the fused launch, its rope / store work done
+    if (!local_fold) {
+        // Arrive; the item's last working block folds every chunk's worker states in order.
         __threadfence();
         __syncthreads();
-        if (tid == 0) last_block = atomicAdd(&P.arrivals[item], 1) == S - 1;
+        if (tid == 0) last_block = atomicAdd(&P.arrivals[item], 1) == working - 1;
         __syncthreads();
         if (!last_block) return;
         __threadfence();

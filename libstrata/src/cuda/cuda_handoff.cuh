@@ -39,8 +39,10 @@ struct HandoffView {
 
 // How an emission is made (STRATA_HANDOFF, read by handoff_mode() in cuda_int_matmul.cu).
 enum class HandoffMode { kLocal, kCounted, kPrepass };
-// STRATA_HANDOFF_LOCAL_PARTS' default: the most 8-slice parts of a local emission's matmul.
-constexpr int kHandoffLocalParts = 64;
+// STRATA_HANDOFF_LOCAL_PARTS' default: the most 8-slice parts of a local emission's matmul. 2 = o at 8B
+// and 1B (k 4,096 / 2,048), every producer at 135M; the 32-output shape costs down at 8B / 1B more than
+// the launch it saves (bench/RESULTS.md, 2026-12-03 afternoon).
+constexpr int kHandoffLocalParts = 2;
 
 // Chunks (of 256 values: 8 blocks, the pre-pass's CTA) one emitting dot kernel may count.
 constexpr int kHandoffMaxChunks = 4096;
