@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
     // the same bits, without the global states, fences and arrival. Idle blocks leave at once (the
     // fused launch's keep their rope / store work and leave before the arrival); every block of the
     // item reads the same row, so all decide alike.
-    const int working = S == 1 ? 1 : max(1, min(S, n_chunks));
+    const int working = max(1, min(S, n_chunks));
     const bool local_fold = working == 1;
     if (!FUSED && rank >= working) return;
 
@@ -489,7 +489,7 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
             __syncwarp();  // p_all is rewritten by the next tile
         }
 
-        // The chunk's worker state: to shared memory (S = 1) or to the item's global scratch.
+        // The chunk's worker state: to shared memory (one working block) or to the item's global scratch.
         float* mine = local_fold ? ws(i & 1, warp)
                              : P.states + (((size_t)item * P.max_chunks + chunk) * kWorkers + warp) * kWs;
 #pragma unroll
