@@ -31,7 +31,7 @@ __all__ = [
     "DeviceInfo", "load", "cuda_device_count", "abi_version", "build_info", "dtype_block", "random_uniform",
     "status_name", "rope_params", "embed", "rmsnorm", "matmul", "MatmulPrologue", "matmul_params", "matmul_ex",
     "matmul_prefetch",
-    "rope", "kv_store", "rope_kv_store", "rope_kv_store_attention", "attention",
+    "rope", "kv_store", "rope_kv_store", "rope_kv_store_attention", "matmul_rope_kv_store", "attention",
     "attention_dense", "silu_mul", "gelu", "add", "gather_rows", "positions_decode", "argmax", "sample",
     "HostBuffer", "step_advance", "logits_adjust",
 ]
@@ -615,6 +615,19 @@ def matmul_ex(ctx, params, x, x_offset, n_rows, k, w, w_offset, w_dtype, n_out, 
     """y = prologue(x)·Wᵀ (+ bias) (+ y) with the options of a matmul_params() cdata."""
     st = _lib.strata_matmul_ex(ctx._ptr or _closed(ctx), params, x._ptr or _closed(x), x_offset, n_rows, k,
                                w._ptr or _closed(w), w_offset, w_dtype, n_out, y._ptr or _closed(y), y_offset)
+    if st:
+        _raise(st)
+
+
+def matmul_rope_kv_store(ctx, params, x, x_offset, n_rows, k, w, w_offset, w_dtype, n_out, y, y_offset, q_params,
+                         k_params, slots, layer, rows, rows_offset, freq_factors=None, freq_factors_offset=0):
+    """matmul_ex into whole [q | k | v] rows, then rope_kv_store on them, in one call: the same bits as the
+    two calls (on CUDA one kernel at one row; strata.h)."""
+    st = _lib.strata_matmul_rope_kv_store(
+        ctx._ptr or _closed(ctx), params, x._ptr or _closed(x), x_offset, n_rows, k, w._ptr or _closed(w), w_offset,
+        w_dtype, n_out, y._ptr or _closed(y), y_offset, q_params, k_params, slots._ptr or _closed(slots), layer,
+        rows._ptr or _closed(rows), rows_offset,
+        ffi.NULL if freq_factors is None else (freq_factors._ptr or _closed(freq_factors)), freq_factors_offset)
     if st:
         _raise(st)
 

@@ -73,8 +73,8 @@ enum strata_status {
 /* The ABI version this header describes. Python refuses a library whose
  * strata_abi_version() differs. Bumped on every incompatible change (ABI 5:
  * strata_matmul_params.y_row_stride and strata_matmul_prefetch; ABI 6: the activation hand-off,
- * strata_matmul_params.handoff_*). */
-enum strata_abi { STRATA_ABI_VERSION = 6 };
+ * strata_matmul_params.handoff_*; ABI 7: strata_matmul_rope_kv_store). */
+enum strata_abi { STRATA_ABI_VERSION = 7 };
 
 /* Returns STRATA_ABI_VERSION of the library that was loaded. Never fails. */
 int32_t strata_abi_version(void);
@@ -459,6 +459,25 @@ int32_t strata_rope_kv_store(strata_context *ctx, const strata_rope_params *q_pa
                              strata_buffer *qkv, uint64_t qkv_offset, int64_t row_stride, int64_t n_rows,
                              strata_buffer *rows, uint64_t rows_offset, strata_buffer *freq_factors,
                              uint64_t freq_factors_offset);
+
+/* strata_matmul_ex writing whole qkv projection rows, then strata_rope_kv_store
+ * on them, in one call: y rows (at y_offset, params->y_row_stride apart) are
+ * the qkv rows [q: q_params->n_heads x head_dim | k: n_kv_heads x head_dim |
+ * v: the same], so n_out must be (q_params->n_heads + 2 * n_kv_heads) *
+ * head_dim. Every result (the rotated q and k left in y, v, the KV cache
+ * cells) is bit-identical to the two calls on the same backend. With
+ * STRATA_MATMUL_ROPE=1 the CUDA backend runs one-row calls on its integer
+ * path with F16 pools and ADJACENT rotation as one kernel (the rotation and
+ * the F16 store in the matmul's epilogue); other calls, the default, and the
+ * CPU backend run the two calls. params->handoff_emit must be 0;
+ * handoff_use is allowed. */
+int32_t strata_matmul_rope_kv_store(strata_context *ctx, const strata_matmul_params *params, strata_buffer *x,
+                                    uint64_t x_offset, int64_t n_rows, int64_t k, strata_buffer *w,
+                                    uint64_t w_offset, int32_t w_dtype, int64_t n_out, strata_buffer *y,
+                                    uint64_t y_offset, const strata_rope_params *q_params,
+                                    const strata_rope_params *k_params, strata_slots *slots, int32_t layer,
+                                    strata_buffer *rows, uint64_t rows_offset, strata_buffer *freq_factors,
+                                    uint64_t freq_factors_offset);
 
 /* Causal grouped-query attention over the KV cache. Row r (query heads
  * [n_heads, head_dim] at q + r * q_row_stride) attends to cells

@@ -214,29 +214,20 @@ class Decoder:
             width = s.q_dim + 2 * s.kv_dim
             self._prefetch(layer.o)
             hp = self._hp
-            for j, (w, column, params) in enumerate(layer.qkv_parts):
-                F.matmul_ex(ctx, hp.qkv[j] if hp else params, A, act.x, n_rows, s.hidden, w.buffer, w.offset,
-                            w.dtype, w.rows, A, act.qkv + 4 * column)
-            if getattr(io, "distinct_slots", False) and fused_attention_enabled():
-                # Decode rows of distinct slots: one call (one kernel on CUDA), the same bits.
-                F.rope_kv_store_attention(ctx, self.rope_q, self.rope_k, slots, index, A, act.qkv, width, n_rows,
-                                          io.buffer, io.rows_off, ff_buf, ff_off, self.scale, 0, A, act.att)
-            else:
-                F.rope_kv_store(ctx, self.rope_q, self.rope_k, slots, index, A, act.qkv, width, n_rows, io.buffer,
-                                io.rows_off, ff_buf, ff_off)
+            fused = getattr(io, "distinct_slots", False) and fused_attention_enabled()
+            if len(layer.qkv_parts) == 1 and not fused:
+                # One matrix for the whole [q | k | v] row: the matmul, rope and KV store as one call (one
+                # kernel on CUDA at one row), then attention. The same bits as the calls below.
+                w, _, params = layer.qkv_parts[0]
+                F.matmul_rope_kv_store(ctx, hp.qkv[0] if hp else params, A, act.x, n_rows, s.hidden, w.buffer,
+                                       w.offset, w.dtype, w.rows, A, act.qkv, self.rope_q, self.rope_k, slots, index,
+                                       io.buffer, io.rows_off, ff_buf, ff_off)
                 F.attention(ctx, slots, index, A, act.qkv, width, n_rows, s.n_heads, io.buffer, io.rows_off,
                             self.scale, A, act.att)
+            else:
+                self._qkv_attention(index, layer, io, act, slots, n_rows, fused)
         else:
-            n = layer.attn_norm
-            F.rmsnorm(ctx, A, act.x, n.buffer, n.offset, A, act.h, n_rows, s.hidden, s.rms_eps)
-            self._matmul(act.h, n_rows, layer.q, act.q, A, layer.q_bias)
-            self._matmul(act.h, n_rows, layer.k, act.k, A, layer.k_bias)
-            self._matmul(act.h, n_rows, layer.v, act.v, A, layer.v_bias)
-            F.rope(ctx, self.rope_q, A, act.q, s.q_dim, n_rows, slots, io.buffer, io.rows_off, ff_buf, ff_off)
-            F.rope(ctx, self.rope_k, A, act.k, s.kv_dim, n_rows, slots, io.buffer, io.rows_off, ff_buf, ff_off)
-            F.kv_store(ctx, slots, index, A, act.k, s.kv_dim, A, act.v, s.kv_dim, io.buffer, io.rows_off, n_rows)
-            F.attention(ctx, slots, index, A, act.q, s.q_dim, n_rows, s.n_heads, io.buffer, io.rows_off,
-                        self.scale, A, act.att)
+            self._unfused_attention(index, layer, act, io, slots, n_rows)
         if layer.qkv_parts and layer.gate_up_parts:
             self._prefetch(layer.gate_up_parts[0][0])
         if self._hp is not None:  # o also prepares gate_up's input (the hand-off)
@@ -244,6 +235,43 @@ class Decoder:
             F.matmul_ex(ctx, self._hp.o, A, act.att, n_rows, o.cols, o.buffer, o.offset, o.dtype, o.rows, A, act.x)
             return
         self._matmul(act.att, n_rows, layer.o, act.x, A, accumulate=True)
+
+    def _qkv_attention(self, index, layer: LayerWeights, io, act, slots, n_rows, fused: bool):
+        """A matmul per stored matrix of [q | k | v] (norm fused in), then rope + store and attention: as one
+        call for decode rows of distinct slots with STRATA_FUSED_ATTENTION, else two."""
+        ctx, s, A = self.ctx, self.spec, act.buffer
+        ff = self.freq_factors
+        ff_buf, ff_off = (ff.buffer, ff.offset) if ff is not None else (None, 0)
+        width = s.q_dim + 2 * s.kv_dim
+        hp = self._hp
+        for j, (w, column, params) in enumerate(layer.qkv_parts):
+            F.matmul_ex(ctx, hp.qkv[j] if hp else params, A, act.x, n_rows, s.hidden, w.buffer, w.offset,
+                        w.dtype, w.rows, A, act.qkv + 4 * column)
+        if fused:
+            # Decode rows of distinct slots: one call (one kernel on CUDA), the same bits.
+            F.rope_kv_store_attention(ctx, self.rope_q, self.rope_k, slots, index, A, act.qkv, width, n_rows,
+                                      io.buffer, io.rows_off, ff_buf, ff_off, self.scale, 0, A, act.att)
+            return
+        F.rope_kv_store(ctx, self.rope_q, self.rope_k, slots, index, A, act.qkv, width, n_rows, io.buffer,
+                        io.rows_off, ff_buf, ff_off)
+        F.attention(ctx, slots, index, A, act.qkv, width, n_rows, s.n_heads, io.buffer, io.rows_off,
+                    self.scale, A, act.att)
+
+    def _unfused_attention(self, index, layer: LayerWeights, act, io, slots, n_rows):
+        """Separate norm, q / k / v matmuls, rope, store and attention (layers without fused qkv parts)."""
+        ctx, s, A = self.ctx, self.spec, act.buffer
+        ff = self.freq_factors
+        ff_buf, ff_off = (ff.buffer, ff.offset) if ff is not None else (None, 0)
+        n = layer.attn_norm
+        F.rmsnorm(ctx, A, act.x, n.buffer, n.offset, A, act.h, n_rows, s.hidden, s.rms_eps)
+        self._matmul(act.h, n_rows, layer.q, act.q, A, layer.q_bias)
+        self._matmul(act.h, n_rows, layer.k, act.k, A, layer.k_bias)
+        self._matmul(act.h, n_rows, layer.v, act.v, A, layer.v_bias)
+        F.rope(ctx, self.rope_q, A, act.q, s.q_dim, n_rows, slots, io.buffer, io.rows_off, ff_buf, ff_off)
+        F.rope(ctx, self.rope_k, A, act.k, s.kv_dim, n_rows, slots, io.buffer, io.rows_off, ff_buf, ff_off)
+        F.kv_store(ctx, slots, index, A, act.k, s.kv_dim, A, act.v, s.kv_dim, io.buffer, io.rows_off, n_rows)
+        F.attention(ctx, slots, index, A, act.q, s.q_dim, n_rows, s.n_heads, io.buffer, io.rows_off,
+                    self.scale, A, act.att)
 
     def _mlp_block(self, layer: LayerWeights, act, n_rows):
         ctx, s, A = self.ctx, self.spec, act.buffer

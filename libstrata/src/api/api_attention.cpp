@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 
+#include "api_args.h"
 #include "call.h"
 #include "export.h"
 
@@ -99,9 +100,9 @@ STRATA_EXPORT int32_t strata_kv_store(strata_context* ctx, strata_slots* slots, 
     });
 }
 
-namespace {
+namespace strata {
 
-// The checked arguments of strata_rope_kv_store (also the first half of the fused entry point).
+// The checked arguments of strata_rope_kv_store (also the first half of the fused entry points; api_args.h).
 RopeKvStoreArgs rope_kv_store_args(Call& call, const strata_rope_params* q_params, const strata_rope_params* k_params,
                                    strata_slots* slots, int32_t layer, strata_buffer* qkv, uint64_t qkv_offset,
                                    int64_t row_stride, int64_t n_rows, strata_buffer* rows, uint64_t rows_offset,
@@ -142,7 +143,7 @@ RopeKvStoreArgs rope_kv_store_args(Call& call, const strata_rope_params* q_param
     return a;
 }
 
-}  // namespace
+}  // namespace strata
 
 STRATA_EXPORT int32_t strata_rope_kv_store(strata_context* ctx, const strata_rope_params* q_params,
                                            const strata_rope_params* k_params, strata_slots* slots, int32_t layer,

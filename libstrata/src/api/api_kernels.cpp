@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "api_args.h"
 #include "call.h"
 #include "core/dtype.h"
 #include "export.h"
@@ -137,12 +138,15 @@ STRATA_EXPORT int32_t strata_matmul(strata_context* ctx, strata_buffer* x, uint6
     });
 }
 
-STRATA_EXPORT int32_t strata_matmul_ex(strata_context* ctx, const strata_matmul_params* params, strata_buffer* x,
-                                       uint64_t x_offset, int64_t n_rows, int64_t k, strata_buffer* w,
-                                       uint64_t w_offset, int32_t w_dtype, int64_t n_out, strata_buffer* y,
-                                       uint64_t y_offset) {
-    return guarded("strata_matmul_ex", [&](Call& call) {
-        use_context(call, ctx);
+namespace {
+
+// strata_matmul_ex's checks and call, shared with strata_matmul_rope_kv_store, which checks its rope
+// arguments first (`rope` != null: the backend's matmul_rope_kv_store instead of matmul).
+void matmul_ex_call(Call& call, strata_context* ctx, const strata_matmul_params* params, strata_buffer* x,
+                    uint64_t x_offset, int64_t n_rows, int64_t k, strata_buffer* w, uint64_t w_offset,
+                    int32_t w_dtype, int64_t n_out, strata_buffer* y, uint64_t y_offset,
+                    const RopeKvStoreArgs* rope) {
+    {
         const PrefetchHint hint = take_prefetch(call, ctx);  // the call consumes it even if it fails
         const strata_context::Handoff latest = ctx->handoff;
         ctx->handoff = {};  // a failed call leaves no hand-off behind (set again at the end once it succeeds)
@@ -234,8 +238,48 @@ STRATA_EXPORT int32_t strata_matmul_ex(strata_context* ctx, const strata_matmul_
             a.emit_k = hk;
             emitted = {true, a.y, n_rows, hk, hp, hn};
         }
-        ctx->backend->matmul(a);
+        if (rope != nullptr) ctx->backend->matmul_rope_kv_store(a, *rope);
+        else ctx->backend->matmul(a);
         ctx->handoff = pr.handoff_emit ? emitted : latest;
+    }
+}
+
+}  // namespace
+
+STRATA_EXPORT int32_t strata_matmul_ex(strata_context* ctx, const strata_matmul_params* params, strata_buffer* x,
+                                       uint64_t x_offset, int64_t n_rows, int64_t k, strata_buffer* w,
+                                       uint64_t w_offset, int32_t w_dtype, int64_t n_out, strata_buffer* y,
+                                       uint64_t y_offset) {
+    return guarded("strata_matmul_ex", [&](Call& call) {
+        use_context(call, ctx);
+        matmul_ex_call(call, ctx, params, x, x_offset, n_rows, k, w, w_offset, w_dtype, n_out, y, y_offset, nullptr);
+    });
+}
+
+STRATA_EXPORT int32_t strata_matmul_rope_kv_store(
+    strata_context* ctx, const strata_matmul_params* params, strata_buffer* x, uint64_t x_offset, int64_t n_rows,
+    int64_t k, strata_buffer* w, uint64_t w_offset, int32_t w_dtype, int64_t n_out, strata_buffer* y,
+    uint64_t y_offset, const strata_rope_params* q_params, const strata_rope_params* k_params, strata_slots* slots,
+    int32_t layer, strata_buffer* rows, uint64_t rows_offset, strata_buffer* freq_factors,
+    uint64_t freq_factors_offset) {
+    return guarded("strata_matmul_rope_kv_store", [&](Call& call) {
+        use_context(call, ctx);
+        if (params == nullptr) invalid("params is NULL");
+        if (params->handoff_emit) invalid("handoff_emit cannot be combined with the rope and KV store (y is rotated)");
+        if (params->y_row_stride < 0) invalid("y_row_stride=" + str(params->y_row_stride) + " must be >= 0");
+        require_positive("n_rows", n_rows);
+        require_positive("n_out", n_out);
+        const int64_t y_stride = params->y_row_stride == 0 ? n_out : params->y_row_stride;
+        if (q_params == nullptr || k_params == nullptr) invalid("q_params and k_params must not be NULL");
+        const SlotsView& sv = use_slots(call, slots, "slots")->view;
+        const int64_t width = (int64_t(q_params->n_heads) + 2 * int64_t(sv.n_kv_heads)) * sv.head_dim;
+        if (n_out != width)
+            invalid("n_out=" + str(n_out) + " must be the qkv row's width (q_params.n_heads + 2 * n_kv_heads) * "
+                    "head_dim = " + str(width));
+        // The rope arguments over y's rows: the same checks as strata_rope_kv_store (qkv = y).
+        const RopeKvStoreArgs r = rope_kv_store_args(call, q_params, k_params, slots, layer, y, y_offset, y_stride,
+                                                     n_rows, rows, rows_offset, freq_factors, freq_factors_offset);
+        matmul_ex_call(call, ctx, params, x, x_offset, n_rows, k, w, w_offset, w_dtype, n_out, y, y_offset, &r);
     });
 }
 

@@ -237,6 +237,12 @@ public:
         kv_store(KvStoreArgs{a.slots, a.layer, a.qkv + q_width, a.row_stride, a.qkv + q_width + kv_width,
                              a.row_stride, a.rows, a.n_rows});
     }
+    // strata_matmul_rope_kv_store: must equal matmul(m) then rope_kv_store(r) bit for bit (r.qkv is
+    // m.y's rows); backends override it to fuse.
+    virtual void matmul_rope_kv_store(const MatmulArgs& m, const RopeKvStoreArgs& r) {
+        matmul(m);
+        rope_kv_store(r);
+    }
     virtual void attention(const AttentionArgs& a) = 0;
     // strata_rope_kv_store_attention: must equal rope_kv_store(r) then attention(a) bit for bit, for
     // launches whose rows read no cell another row of the launch writes; backends override it to fuse.

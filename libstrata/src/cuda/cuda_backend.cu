@@ -204,6 +204,11 @@ public:
     void rope(const RopeArgs& a) override { use_device(); cuda::launch_rope(a, stream_); }
     void kv_store(const KvStoreArgs& a) override { use_device(); cuda::launch_kv_store(a, stream_); }
     void rope_kv_store(const RopeKvStoreArgs& a) override { use_device(); cuda::launch_rope_kv_store(a, stream_); }
+    void matmul_rope_kv_store(const MatmulArgs& m, const RopeKvStoreArgs& r) override {
+        use_device();
+        // One-row integer calls rotate and store in the matmul's epilogue; any other: the two launches.
+        if (!cuda::launch_matmul(m, stream_, scratch_, handoff_, &r)) cuda::launch_rope_kv_store(r, stream_);
+    }
     void attention(const AttentionArgs& a) override { use_device(); cuda::launch_attention(a, stream_, attn_scratch_); }
     void rope_kv_store_attention(const RopeKvStoreArgs& r, const AttentionArgs& a) override {
         use_device();

@@ -58,6 +58,7 @@
 #include "cuda_mma.cuh"
 #include "cuda_scratch.cuh"
 #include "cuda_pdl.cuh"
+#include "cuda_rope_epilogue.cuh"
 
 namespace strata {
 namespace cuda {
@@ -139,6 +140,9 @@ struct IntParams {
     // ssq holds per-block sums of squares ([row][nb]) instead of per-chunk ones: the consumer of a
     // local emission folds them (int_rms_factor_blocks_warp: int_rms_factor_blocks' additions, in order).
     int ssq_blocks = 0;
+    // strata_matmul_rope_kv_store in the one-row dot kernel's epilogue (int_dot_kernel's kRope
+    // instances, cuda_rope_epilogue.cuh): y's row is [q | k | v] of rope.qkv (= y).
+    RopeKvStoreArgs rope{};
 };
 
 // The dot kernel's stage buffers (IntParams::nbuf; 0 = the layout before it existed: 2 where several parts).
@@ -453,13 +457,13 @@ __device__ __forceinline__ void emit_blocks(const IntParams& p, int64_t e, float
     }
 }
 
+// The one-row and 8-row dot kernel's tiles, after its wait (int_dot_kernel, int_dot_rope_kernel).
 // kFused: no pre-pass; the CTA quantizes its tile's rows itself (fused_quant) while the first
-// part's weights are in flight, once per row tile it meets.
-template <int kDtype, int kR, bool kFused>
-__global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p) {
-    early_weights<kDtype>(p, p.no);  // weights only, before the wait
-    pdl_wait();
-    pdl_launch_dependents();
+// part's weights are in flight, once per row tile it meets. kRope (one row, no kFused): the rope
+// and KV store epilogue (cuda_rope_epilogue.cuh).
+template <int kDtype, int kR, bool kFused, bool kRope>
+__device__ __forceinline__ void int_dot_tiles(const IntParams& p) {
+    static_assert(!kRope || (kR == 1 && !kFused), "the rope epilogue is for the one-row kernel");
     constexpr int SB = kIntSliceBytes<kDtype>;  // a multiple of 16 (Q6_K: 210, read through Q6Src)
     static_assert(SB % 16 == 0 || kDtype == STRATA_Q6_K, "a slice must span whole 16-byte windows");
     uint8_t* smem = mma_smem();
@@ -510,6 +514,10 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
         // The local emission's norm weight for this thread's output, loaded now for the same reason.
         float emit_g = 0.0f;
         if (kR == 1 && p.emit_local && p.emit_pro == STRATA_PROLOGUE_RMSNORM && t < no) emit_g = __ldg(p.emit_norm + o0 + t);
+        // The rope epilogue's angle and cache address for this thread's output, for the same reason.
+        RopeEpi re;
+        if constexpr (kRope)
+            if (t < no) re = rope_epi_prepare(p.rope, o0 + t);
         for (int q = 0; q < p.n_parts; ++q) {
             // Part q + ahead into the buffer part q - 1 left (every thread is past it: the barrier
             // after its compute), then wait until part q's group is done, `newer` groups after it.
@@ -558,7 +566,22 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
                 }
             }
         }
-        if (fo < no && fr < nr) {
+        if constexpr (kRope) {
+            // Whole warps of the outputs' threads exchange pair neighbours (lane ^ 1), then each
+            // rotates and stores its own (no emission: launch_int_matmul never asks both).
+            const bool mine = t < no;
+            float yv = 0.0f;
+            float* yp = p.y + o0 + t;
+            if (mine) {
+                if (p.prologue == STRATA_PROLOGUE_RMSNORM) total = __fmul_rn(total, rsq[0]);
+                if (p.bias) total = __fadd_rn(total, __ldg(p.bias + o0 + t));
+                yv = p.accumulate ? __fadd_rn(*yp, total) : total;
+            }
+            if ((t & ~31) < no) {
+                const float other = __shfl_xor_sync(0xffffffffu, yv, 1);
+                if (mine) *yp = rope_epi_apply(re, yv, other);
+            }
+        } else if (fo < no && fr < nr) {
             const int64_t row = r0 + fr, o = o0 + fo;
             if (p.prologue == STRATA_PROLOGUE_RMSNORM) total = __fmul_rn(total, rsq[fr]);
             if (p.bias) total = __fadd_rn(total, __ldg(p.bias + o));
@@ -572,6 +595,25 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
         __syncthreads();  // the next tile restages buffer 0, rewrites `part` (and may requantize)
     }
     if (p.pf_lines > 0) prefetch_tail(p);
+}
+
+template <int kDtype, int kR, bool kFused>
+__global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p) {
+    early_weights<kDtype>(p, p.no);  // weights only, before the wait
+    pdl_wait();
+    pdl_launch_dependents();
+    int_dot_tiles<kDtype, kR, kFused, false>(p);
+}
+
+// strata_matmul_rope_kv_store's one-row kernel: a kernel of its own so that the others keep their
+// registers (the epilogue's sincosf and pow took the one-row kernel from 63 to 128 registers, halving
+// its CTAs per SM), capped at 64 (4 CTAs of 256 threads per SM, as the plain one-row kernel).
+template <int kDtype>
+__global__ void __launch_bounds__(kDotThreads, 4) int_dot_rope_kernel(const IntParams p) {
+    early_weights<kDtype>(p, p.no);  // weights only, before the wait
+    pdl_wait();
+    pdl_launch_dependents();
+    int_dot_tiles<kDtype, 1, false, true>(p);
 }
 
 // ---------------------------------------------------------------- mma kernel (2 rows and more)
@@ -923,7 +965,10 @@ IntLimits int_limits(int dev) {
             (const void*)int_dot_kernel<STRATA_Q4_K, 1, true>, (const void*)int_dot_kernel<STRATA_Q4_K, kDotRows, true>,
             (const void*)int_mma_kernel<STRATA_Q4_K, 1>, (const void*)int_mma_kernel<STRATA_Q4_K, 2>,
             (const void*)int_dot_kernel<STRATA_Q6_K, 1, false>, (const void*)int_dot_kernel<STRATA_Q6_K, kDotRows, false>,
-            (const void*)int_dot_kernel<STRATA_Q6_K, 1, true>, (const void*)int_dot_kernel<STRATA_Q6_K, kDotRows, true>};
+            (const void*)int_dot_kernel<STRATA_Q6_K, 1, true>, (const void*)int_dot_kernel<STRATA_Q6_K, kDotRows, true>,
+            (const void*)int_dot_rope_kernel<STRATA_Q4_0>, (const void*)int_dot_rope_kernel<STRATA_Q8_0>,
+            (const void*)int_dot_rope_kernel<STRATA_Q4_1>, (const void*)int_dot_rope_kernel<STRATA_Q4_K>,
+            (const void*)int_dot_rope_kernel<STRATA_Q6_K>};
         cudaError_t err = cudaSuccess;
         for (const void* f : kernels)
             if (err == cudaSuccess) err = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, d.smem_optin);
@@ -936,7 +981,17 @@ IntLimits int_limits(int dev) {
 
 using IntKernel = void (*)(IntParams);
 
-IntKernel dot_kernel_for(int32_t w_dtype, int kr, bool fused) {
+IntKernel dot_kernel_for(int32_t w_dtype, int kr, bool fused, bool rope = false) {
+    if (rope) {  // kr 1, not fused (launch_int_matmul's rope_here)
+        switch (w_dtype) {
+        case STRATA_Q4_0: return int_dot_rope_kernel<STRATA_Q4_0>;
+        case STRATA_Q8_0: return int_dot_rope_kernel<STRATA_Q8_0>;
+        case STRATA_Q4_1: return int_dot_rope_kernel<STRATA_Q4_1>;
+        case STRATA_Q4_K: return int_dot_rope_kernel<STRATA_Q4_K>;
+        case STRATA_Q6_K: return int_dot_rope_kernel<STRATA_Q6_K>;
+        default: return nullptr;
+        }
+    }
     switch (w_dtype) {
     case STRATA_Q4_0:
         return kr == 1 ? (fused ? int_dot_kernel<STRATA_Q4_0, 1, true> : int_dot_kernel<STRATA_Q4_0, 1, false>)
@@ -1039,8 +1094,34 @@ void launch_handoff_prepass(const MatmulArgs& a, const HandoffView& v, cudaStrea
     launch_prepass(a.y, a.n_out, a.n_rows, a.emit_k, a.emit_prologue, a.emit_norm, v, stream);
 }
 
+namespace {
+
+// Whether the one-row dot kernel's epilogue can take strata_matmul_rope_kv_store's rope and store
+// (cuda_rope_epilogue.cuh) for a launch of `p`'s shape: one row whose y is the whole [q | k | v] row,
+// ADJACENT pairs of an even rot_dim that rope_kv_store takes, an F16 pool, CTAs of an even number of
+// outputs, and STRATA_MATMUL_ROPE=1 (read at each call; unset or 0 = the separate launch, same bits:
+// on the H200 the one kernel measured no faster, docs/cuda_backend.md).
+bool rope_epilogue_covers(const MatmulArgs& a, const RopeKvStoreArgs& r, const IntParams& p) {
+    const char* env = std::getenv("STRATA_MATMUL_ROPE");
+    if (env == nullptr || std::strcmp(env, "1") != 0) return false;
+    const int hd = r.slots.head_dim;
+    const int64_t width = ((int64_t)r.q_params.n_heads + 2 * (int64_t)r.k_params.n_heads) * hd;
+    if (a.n_rows != 1 || r.n_rows != 1 || r.qkv != a.y || a.n_out != width || hd % 2 != 0 || p.no % 2 != 0 ||
+        p.threads % 32 != 0)
+        return false;
+    if (r.slots.kv_dtype != STRATA_KV_F16 || r.slots.kv == nullptr) return false;
+    for (const strata_rope_params* q : {&r.q_params, &r.k_params})
+        if (q->mode != STRATA_ROPE_ADJACENT || q->head_dim != hd || q->rot_dim < 2 || q->rot_dim % 2 != 0 ||
+            q->rot_dim > hd || q->rot_dim / 2 > kRopeMaxHalf)
+            return false;
+    return true;
+}
+
+}  // namespace
+
 bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch, const HandoffView* use,
-                       HandoffView* emit, int* emit_cnt) {
+                       HandoffView* emit, int* emit_cnt, const RopeKvStoreArgs* rope, bool* rope_done) {
+    if (rope_done != nullptr) *rope_done = false;
     if (a.n_rows <= 0 || a.n_out <= 0) return false;
     int dev = 0;
     check(cudaGetDevice(&dev), "cudaGetDevice");
@@ -1203,7 +1284,12 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     const int smem = (int)smem64;
     const int th = p.threads;
     if (kind <= 1) {
-        const IntKernel fn = dot_kernel_for(a.w_dtype, kr, fused);
+        const bool rope_here = rope != nullptr && kind == 0 && !fused && !emit_here && rope_epilogue_covers(a, *rope, p);
+        if (rope_here) {
+            p.rope = *rope;
+            if (rope_done != nullptr) *rope_done = true;
+        }
+        const IntKernel fn = dot_kernel_for(a.w_dtype, kr, fused, rope_here);
         if (!fn) fail(STRATA_ERR_INTERNAL, "cuda matmul: no integer path for dtype " + std::to_string(a.w_dtype));
         int64_t grid = p.n_tiles;
         if (fused) grid = dot_fused_grid(p, (int64_t)resident_ctas(fn, th, smem) * lim.sms);

@@ -22,13 +22,18 @@ struct HandoffView;
 
 void launch_embed(const EmbedArgs& a, cudaStream_t stream);              // cuda_embed.cu
 void launch_gather_rows(const GatherRowsArgs& a, cudaStream_t stream);   // cuda_embed.cu
-void launch_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch, Handoff& handoff);  // cuda_matmul.cu
+// rope non-null (strata_matmul_rope_kv_store): true when the matmul's kernel also rotated y's q and k
+// and stored k and v (the one-row integer path); false: the caller launches rope_kv_store after it.
+bool launch_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch, Handoff& handoff,
+                   const RopeKvStoreArgs* rope = nullptr);  // cuda_matmul.cu
 bool int_matmul_supports(int32_t w_dtype);                                // cuda_int_matmul.cu
 // use: x's prepared blocks (null: the pre-pass runs); emit / emit_cnt: where the one-row dot kernel
 // writes the hand-off and its arrival counters (a local emission marks emit->ssq_blocks). True when
 // the launched kernel emitted it (else the caller runs launch_handoff_prepass after it).
+// Returns whether the kernel emitted the hand-off; *rope_done: whether it ran `rope` in its epilogue.
 bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch, const HandoffView* use,
-                       HandoffView* emit, int* emit_cnt);                    // cuda_int_matmul.cu
+                       HandoffView* emit, int* emit_cnt, const RopeKvStoreArgs* rope = nullptr,
+                       bool* rope_done = nullptr);  // cuda_int_matmul.cu
 void launch_handoff_prepass(const MatmulArgs& a, const HandoffView& v, cudaStream_t stream);  // cuda_int_matmul.cu
 bool mma_matmul_supports(int32_t w_dtype);                                // cuda_mma_matmul.cu
 void launch_mma_matmul(const MatmulArgs& a, cudaStream_t stream);        // cuda_mma_matmul.cu

@@ -239,17 +239,19 @@ namespace {
 void launch_plain(const MatmulArgs& a, cudaStream_t stream);
 }  // namespace
 
-void launch_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch, Handoff& handoff) {
-    if (a.n_rows <= 0 || a.n_out <= 0) return;
+bool launch_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch, Handoff& handoff,
+                   const RopeKvStoreArgs* rope) {
+    if (a.n_rows <= 0 || a.n_out <= 0) return false;
     // The activation hand-off (cuda_handoff.cuh): prepared only for a next call on the integer path;
     // read by this call only on it (elsewhere x is read as always).
     const bool emit = a.emit_prologue >= 0 && int_matmul_supports(a.emit_dtype);
     HandoffView ev;
     if (emit) ev = handoff.next(a.n_rows, a.emit_k);
-    bool emitted = false;
+    bool emitted = false, rope_done = false;
     if (int_matmul_supports(a.w_dtype)) {  // integer-exact block products (cuda_int_matmul.cu)
         emitted = launch_int_matmul(a, stream, scratch, a.use_handoff ? handoff.latest() : nullptr,
-                                    emit ? &ev : nullptr, emit ? handoff.counters(stream) : nullptr);
+                                    emit ? &ev : nullptr, emit ? handoff.counters(stream) : nullptr, rope,
+                                    &rope_done);
     } else if (mma_matmul_supports(a.w_dtype)) {
         launch_mma_matmul(a, stream);
     } else {
@@ -257,6 +259,7 @@ void launch_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch, H
     }
     if (emit && !emitted) launch_handoff_prepass(a, ev, stream);
     if (a.emit_prologue >= 0) handoff.publish(ev, emit);
+    return rope_done;
 }
 
 namespace {
