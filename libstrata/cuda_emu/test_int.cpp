@@ -17,12 +17,16 @@
 // besides the tiles), with a negative control: its two half scales swapped must change bits.
 // The activation hand-off's emission from the one-row dot kernel (counted or local) must equal the
 // pre-pass on its y, and a consumer of the local one's per-block sums must give the same bits.
-// Usage: test_int [quick | smoke | handoff | fused [DTYPE] | dtype DTYPE] (fused: only the kernel that rounds
-// its own rows, optionally one dtype: the strata_dtype value, e.g. 2 for Q4_0, 12 for Q4_K; dtype:
-// every configuration of one dtype)
+// strata_matmul_rope_kv_store's one-row kernel (int_dot_rope_kernel: rope and the F16 KV store in the
+// epilogue) must equal the plain one-row dot kernel followed by rope_kv_store_kernel bit for bit (the
+// qkv row, every pool element), with a negative control (another cell's position changes the bits).
+// Usage: test_int [quick | smoke | handoff | rope | fused [DTYPE] | dtype DTYPE] (fused: only the kernel
+// that rounds its own rows, optionally one dtype: the strata_dtype value, e.g. 2 for Q4_0, 12 for Q4_K;
+// dtype: every configuration of one dtype; rope: the rope epilogue only)
 #define STRATA_CUDA_EMU 1
 #include "emu.h"
 #include "cuda_int_matmul.cu"
+#include "cuda_kv_store.cu"  // rope_kv_store_kernel: the rope epilogue's reference
 
 #include <cstdio>
 #include <random>
@@ -595,8 +599,119 @@ static void emit_cases(bool quick) {
     printf("hand-off: %d checks, %d failures so far\n", checks, fails);
 }
 
+// ---------------------------------------------------------------- the rope epilogue
+// One row of [q | k | v] (n_heads, n_kv, n_kv heads of hd) from x (k values, RMSNORM with a bias) into a
+// paged F16 pool at (slot, index): the one-row rope kernel against the dot kernel + rope_kv_store_kernel.
+// `shape` forces STRATA_INT_DOT_SHAPE (even NO: the launcher's rope_epilogue_covers); `shift` > 0 runs
+// the rope kernel at cell index + shift instead, for the negative control (returns how many of the
+// row's values differ from the reference then). slot 1 has no position table (not rotated); `unmapped`:
+// the page of the row's cell is unmapped (not stored).
+static int rope_case(int dt, int64_t k, int n_heads, int n_kv, int hd, int rot, bool ff_on, int32_t slot,
+                     int32_t index, bool unmapped, const char* shape, int sms, int shift = 0) {
+    if (shape) setenv("STRATA_INT_DOT_SHAPE", shape, 1);
+    else unsetenv("STRATA_INT_DOT_SHAPE");
+    const int64_t n_out = (int64_t)(n_heads + 2 * n_kv) * hd;
+    SlotsView s; s.n_slots = 3; s.n_layers = 2; s.n_ctx = 300; s.n_kv_heads = n_kv; s.head_dim = hd;
+    s.slot_pages = (s.n_ctx + kPageCells - 1) / kPageCells;
+    s.n_pages = s.n_slots * s.slot_pages;
+    std::vector<uint16_t> kv((s.n_pages + 1) * s.page_elems(), 0x7e00);
+    std::vector<int32_t> pages(s.n_pages);
+    for (int i = 0; i < s.n_pages; ++i) pages[i] = i;
+    for (int i = s.n_pages - 1; i > 0; --i) std::swap(pages[i], pages[rng() % (i + 1)]);
+    if (unmapped && slot >= 0) pages[(size_t)slot * s.slot_pages + index / kPageCells] = -1;
+    std::vector<int32_t> table(s.n_slots * s.n_ctx * 4), delta(s.n_slots), table_of = {0, -1, 2};
+    for (auto& v : table) v = (int32_t)(rng() % 3000);
+    s.kv = kv.data(); s.pages = pages.data(); s.table = table.data(); s.delta = delta.data(); s.table_of = table_of.data();
+    strata_rope_params pq{}; pq.mode = STRATA_ROPE_ADJACENT; pq.n_heads = n_heads; pq.head_dim = hd; pq.rot_dim = rot;
+    pq.theta_base = 10000.f; pq.freq_scale = 1.f;
+    strata_rope_params pk = pq; pk.n_heads = n_kv;
+    std::vector<float> ff(rot / 2); for (auto& v : ff) v = 1.f + (rng() % 4);
+    std::vector<float> x(k), g(k), bias(n_out);
+    for (auto& v : x) v = randn();
+    for (auto& v : g) v = 1 + 0.1f * randn();
+    for (auto& v : bias) v = 0.1f * randn();
+    const auto w = random_weights(dt, n_out, k, 0);
+    const int64_t nb = k / 32;
+    const int nchunks = (int)((nb + 7) / 8), nbp = (int)((nb + 1) / 2 * 2);
+    std::vector<uint8_t> xq(k + 16);
+    std::vector<uint2> meta(nbp + 2);
+    std::vector<float> ssq(nchunks);
+    int8_t* xq16 = reinterpret_cast<int8_t*>(xq.data() + (16 - reinterpret_cast<uintptr_t>(xq.data()) % 16) % 16);
+    uint2* meta16 = reinterpret_cast<uintptr_t>(meta.data()) % 16 ? meta.data() + 1 : meta.data();
+    I::PreParams pp{x.data(), k, k, (int)nb, nbp, nchunks, STRATA_PROLOGUE_RMSNORM, g.data(), xq16, meta16, ssq.data()};
+    run_prepass1(pp, STRATA_PROLOGUE_RMSNORM, (unsigned)nchunks);
+    std::vector<int32_t> rows = {slot, index}, rows2 = {slot, index + shift};
+    const std::vector<uint16_t> kv0 = kv;
+    auto params = [&](float* y) {
+        I::IntParams p = producer_params(dt, STRATA_PROLOGUE_RMSNORM, k, k, n_out, x.data(), g.data(), w.data(), y,
+                                         false, xq16, meta16, ssq.data());
+        p.bias = bias.data();
+        I::dot_shape(p, slicebytes(dt), sms, 233472, 1);
+        p.n_row_tiles = 1;
+        p.n_tiles = (int)((n_out + p.no - 1) / p.no);
+        CHECK(p.no % 2 == 0, "rope case with an odd CTA width %d", p.no);
+        return p;
+    };
+    // The reference: the plain kernel, then the separate launch (its decode grid).
+    std::vector<float> y_ref(n_out, 7.f), y(n_out, 7.f);
+    I::IntParams pr = params(y_ref.data());
+    CHECK(I::dot_smem(pr, 1) <= (int64_t)sizeof(g_emu_smem), "smem");
+    run_dot1(dt, (unsigned)std::max(1, pr.n_tiles / 2), pr);
+    RopeKvStoreArgs ra{pq, pk, s, 1, y_ref.data(), n_out, 1, rows.data(), ff_on ? ff.data() : nullptr};
+    run_grid(1, (unsigned)((n_heads + n_kv + 3) / 4), 128, [&] { T_cuda_kv_store::rope_kv_store_kernel<true>(ra); });
+    const std::vector<uint16_t> kv_ref = kv;
+    // The rope kernel from the same start (fewer CTAs than tiles: each prepares every tile it meets).
+    kv = kv0;
+    I::IntParams pf = params(y.data());
+    pf.rope = RopeKvStoreArgs{pq, pk, s, 1, y.data(), n_out, 1, shift ? rows2.data() : rows.data(),
+                              ff_on ? ff.data() : nullptr};
+    auto go = [&](auto dtc) {
+        constexpr int D = decltype(dtc)::value;
+        run_grid((unsigned)std::max(1, pf.n_tiles / 2), 1, (unsigned)pf.threads, [pf] { I::int_dot_rope_kernel<D>(pf); });
+    };
+    if (dt == STRATA_Q4_0) go(std::integral_constant<int, STRATA_Q4_0>{});
+    else if (dt == STRATA_Q8_0) go(std::integral_constant<int, STRATA_Q8_0>{});
+    else if (dt == STRATA_Q6_K) go(std::integral_constant<int, STRATA_Q6_K>{});
+    else go(std::integral_constant<int, STRATA_Q4_K>{});
+    unsetenv("STRATA_INT_DOT_SHAPE");
+    int differ = 0;
+    for (int64_t o = 0; o < n_out; ++o) differ += bits(y[o]) != bits(y_ref[o]);
+    if (shift) return differ;
+    CHECK(differ == 0, "rope epilogue dt %d k %ld heads %d/%d hd %d rot %d slot %d cell %d shape %s: %d of %ld values differ",
+          dt, (long)k, n_heads, n_kv, hd, rot, slot, index, shape ? shape : "auto", differ, (long)n_out);
+    CHECK(kv == kv_ref, "rope epilogue dt %d slot %d cell %d shape %s: the pool differs", dt, slot, index,
+          shape ? shape : "auto");
+    if (!unmapped && slot == 0) CHECK(kv != kv0, "rope epilogue: nothing stored");
+    return differ;
+}
+
+static void rope_cases() {
+    const int dts[4] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_K, STRATA_Q6_K};
+    const char* shapes[4] = {nullptr, "8:2", "2:64", "32:8"};
+    int n = 0;
+    for (int dt : dts) {
+        const bool super = dt == STRATA_Q4_K || dt == STRATA_Q6_K;
+        for (int c = 0; c < 4; ++c) {
+            ++n;
+            const int64_t k = super ? 256 * (1 + c % 2) : 32 * (9 + 8 * c);
+            const int hd = c % 2 ? 128 : 64, rot = c == 2 ? hd / 2 : hd;
+            const int32_t slot = c == 3 ? 1 : (c == 1 ? 2 : 0), index = c == 0 ? 0 : 31 + 97 * c;
+            rope_case(dt, k, 2 + c, 1 + c % 2, hd, rot, c == 1, slot, index, c == 2, shapes[n % 4], n % 2 ? 132 : 1);
+        }
+    }
+    rope_case(STRATA_Q4_0, 512, 4, 2, 64, 64, false, -1, 5, false, nullptr, 132);  // a padding row
+    CHECK(rope_case(STRATA_Q4_0, 512, 4, 2, 64, 64, false, 0, 40, false, nullptr, 132, 1) > 0,
+          "negative control: another cell's position changed no value of the row");
+    printf("rope epilogue: %d checks, %d failures so far\n", checks, fails);
+}
+
 int main(int argc, char** argv) {
     setvbuf(stdout, nullptr, _IOLBF, 0);  // progress and failures as they happen
+    if (argc > 1 && std::string(argv[1]) == "rope") {  // the rope epilogue only
+        rope_cases();
+        printf("test_int rope: %d checks, %d failures\n", checks, fails);
+        return fails ? 1 : 0;
+    }
     if (argc > 1 && std::string(argv[1]) == "handoff") {  // the hand-off emission only
         emit_cases(false);
         printf("test_int handoff: %d checks, %d failures\n", checks, fails);
@@ -697,6 +812,7 @@ int main(int argc, char** argv) {
         CHECK(differ > 0, "the negative control (ssq summed in another shape) changed no bit");
     }
     emit_cases(quick);
+    rope_cases();
     printf("test_int: %d checks, %d failures\n", checks, fails);
     return fails ? 1 : 0;
 }

@@ -108,6 +108,37 @@ def buffer_of(ctx, array, pad_front=0):
     return S.Buffer.from_array(ctx, np.concatenate([junk, data])), pad_front
 
 
+def paged_slots(ctx, n_slots, n_layers, n_ctx, n_kv, head_dim, page_table, tables, kv_dtype="f16", unmapped=None):
+    """A slot set whose pool pages start zeroed, slot s mapped to page_table[s] (one page per PAGE_CELLS
+    cells) with position table tables[s]; unmapped = (slot, cell): the page of that cell left unmapped."""
+    slot_pages = page_table.shape[1]
+    slots = S.Slots(ctx, n_slots, n_layers, n_ctx, n_kv, head_dim, n_pages=page_table.size, kv_dtype=kv_dtype)
+    zeros = bytes(slots.page_bytes())   # a new pool's bytes are unspecified: start from zeros
+    for p in range(page_table.size):
+        slots.write_page(p, zeros)
+    for s in range(n_slots):
+        slots.write_positions(s, 0, tables[s])
+        table = page_table[s]
+        if unmapped is not None and s == unmapped[0]:
+            cut = unmapped[1] // S.PAGE_CELLS
+            if cut > 0:
+                slots.map_pages(s, 0, table[:cut])
+            if cut + 1 < slot_pages:
+                slots.map_pages(s, cut + 1, table[cut + 1:])
+        else:
+            slots.map_pages(s, 0, table)
+    return slots
+
+
+def run_recorded(ctx, call):
+    """Records call()'s launches into a graph on ctx, launches it once and destroys it."""
+    ctx.graph_begin()
+    call()
+    g = ctx.graph_end()
+    g.launch()
+    g.close()
+
+
 def rows_array(pairs):
     """int32 [n_rows, 2] {slot, index} row metadata."""
     return np.asarray(pairs, dtype=np.int32).reshape(-1, 2)

@@ -12,6 +12,10 @@ GPU"). Each binary's short mode, about 7-8 minutes in all on two cores:
   (emit_tile): its blocks against the pre-pass kernel on the finished y, bit for bit, for every integer
   type, the three prologues, tiles that straddle chunks and SILU_MUL's two halves, and every arrival
   counter back at 0; its negative control (a counter left at 1) must be caught;
+- test_int rope: strata_matmul_rope_kv_store's one-row kernel (rope and the F16 KV store in the dot
+  kernel's epilogue) against the plain kernel followed by rope_kv_store_kernel, bit for bit (the qkv row,
+  every pool element): the integer types, CTA widths 2-32, partial rotation, freq_factors, a row without a
+  table cell, an unmapped page, a padding row; its negative control (another cell) must change bits;
 - test_int_tiles smoke: the many-row integer tile kernel (prompts, 64+ rows) against the reference and the
   int8 mma / dp4a kernels, Q4_0 / Q8_0 / Q4_1 / Q4_K / Q6_K;
 - test_int_rows smoke: the few-row integer kernel (2-32 rows);
@@ -40,6 +44,7 @@ EMU = ROOT / "libstrata" / "cuda_emu"
 CASES = [  # (binary, its short mode's arguments, the summary line its passing run ends with)
     ("test_int", ["smoke"], r"^test_int smoke: \d+ checks, 0 failures$"),
     ("test_int", ["handoff"], r"^test_int handoff: \d+ checks, 0 failures$"),
+    ("test_int", ["rope"], r"^test_int rope: \d+ checks, 0 failures$"),
     ("test_int_tiles", ["smoke"], r"^test_int_tiles: \d+ checks, 0 failures$"),
     ("test_int_rows", ["smoke"], r"^test_int_rows: \d+ checks, 0 failures$"),
     ("test_int_gemv", ["smoke"], r"^test_int_gemv: \d+ checks, 0 failures$"),

@@ -16,7 +16,7 @@ position gives other bits, so the comparison sees the rotation the fused kernel 
 import numpy as np
 import pytest
 
-from kernel_refs import buffer_of, make_weights, rows_array
+from kernel_refs import buffer_of, make_weights, paged_slots, rows_array, run_recorded
 from strata import _ffi as S
 
 pytestmark = pytest.mark.exactness
@@ -61,23 +61,8 @@ class Setup:
         self.pk = S.rope_params(mode, n_kv, hd, rot, 10000.0, 1.0)
 
     def slots(self):
-        slots = S.Slots(self.ctx, self.n_slots, 2, N_CTX, self.n_kv, self.hd, n_pages=self.n_pages,
-                        kv_dtype=self.kv_dtype)
-        zeros = bytes(slots.page_bytes())   # a new pool's bytes are unspecified: start from zeros
-        for p in range(self.n_pages):
-            slots.write_page(p, zeros)
-        for s in range(self.n_slots):
-            slots.write_positions(s, 0, self.tables[s])
-            table = self.page_table[s]
-            if self.unmapped is not None and s == self.unmapped[0]:
-                cut = self.unmapped[1] // P
-                if cut > 0:
-                    slots.map_pages(s, 0, table[:cut])
-                if cut + 1 < self.slot_pages:
-                    slots.map_pages(s, cut + 1, table[cut + 1:])
-            else:
-                slots.map_pages(s, 0, table)
-        return slots
+        return paged_slots(self.ctx, self.n_slots, 2, N_CTX, self.n_kv, self.hd, self.page_table, self.tables,
+                           self.kv_dtype, self.unmapped)
 
     def run(self, fused, graph=False, handoff=False, pairs=None):
         """(qkv rows after the call, every page's bytes)."""
@@ -110,11 +95,7 @@ class Setup:
                 pw = S.Buffer.from_array(ctx, make_weights(rng, S.DType.Q8_0, HIDDEN, HIDDEN)[0])
                 pb = S.Buffer.from_array(ctx, rng.standard_normal((n, HIDDEN), dtype=np.float32))
             if graph:
-                ctx.graph_begin()
-                call()
-                g = ctx.graph_end()
-                g.launch()
-                g.close()
+                run_recorded(ctx, call)
             else:
                 call()
             qkv = yb.to_numpy(np.float32, (n, self.n_out), y_off)

@@ -13,7 +13,7 @@ On the CPU backend the fused call is the two calls composed; on CUDA (gpu) it is
 import numpy as np
 import pytest
 
-from kernel_refs import buffer_of, rows_array
+from kernel_refs import buffer_of, paged_slots, rows_array, run_recorded
 from strata import _ffi as S
 
 P = S.PAGE_CELLS
@@ -76,21 +76,8 @@ class Setup:
 
     def slots(self):
         ctx, kv_w = self.ctx, self.n_kv * self.hd
-        slots = S.Slots(ctx, self.n_slots, 2, N_CTX, self.n_kv, self.hd, n_pages=self.n_pages, kv_dtype=self.kv_dtype)
-        zeros = bytes(slots.page_bytes())   # a new pool's bytes are unspecified: start from zeros
-        for p in range(self.n_pages):
-            slots.write_page(p, zeros)
-        for s in range(self.n_slots):
-            slots.write_positions(s, 0, self.tables[s])
-            table = self.page_table[s]
-            if self.unmapped is not None and s == self.unmapped[0]:
-                cut = self.unmapped[1] // P
-                if cut > 0:
-                    slots.map_pages(s, 0, table[:cut])
-                if cut + 1 < self.slot_pages:
-                    slots.map_pages(s, cut + 1, table[cut + 1:])
-            else:
-                slots.map_pages(s, 0, table)
+        slots = paged_slots(ctx, self.n_slots, 2, N_CTX, self.n_kv, self.hd, self.page_table, self.tables,
+                            self.kv_dtype, self.unmapped)
         for s, (k, v) in self.fill.items():
             i = len(k)
             chunks = [(0, k, v)]
@@ -128,11 +115,7 @@ class Setup:
                                        self.scale, self.window, out, 0)
 
             if graph:
-                ctx.graph_begin()
-                call()
-                g = ctx.graph_end()
-                g.launch()
-                g.close()
+                run_recorded(ctx, call)
             else:
                 call()
             got = out.to_numpy(np.float32, (n, width))
