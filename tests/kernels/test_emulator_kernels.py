@@ -4,7 +4,7 @@ libstrata/cuda_emu compiles the real kernel sources as host C++ (one OS thread p
 mma.sync, ldmatrix and cluster barriers modelled in cuda_emu/), so a change to a kernel that the CPU-only
 CI machine cannot run is still checked, bit for bit, against each test's reference of the canonical
 arithmetic and against the other kernels of its family (docs/cuda_backend.md, "Verification without a
-GPU"). Each binary's short mode, about 7-8 minutes in all on two cores:
+GPU"). Each binary's short mode, about 9-10 minutes in all on two cores:
 - test_int smoke: a few configurations of every integer dot kernel (the one-row dot kernel, its 8-row
   tiles, the int8 mma kernel, the fused kernel), every type, partial slices and several staged parts,
   odd weight-row alignment, bias and accumulate; then a few hand-off cases;
@@ -26,7 +26,10 @@ GPU"). Each binary's short mode, about 7-8 minutes in all on two cores:
   reference of the header's semantics, its barrier-form and invariance negative controls;
 - test_kernels decode: the decode attention kernel (cuda_attention_decode.cu) against the legacy kernel's
   bits and float64, every split (1, 2, 3, 8) in both block orders, rows of one chunk (folded in the block)
-  and of several (folded by the last working block), F16 and int8 pools, windows, padding rows.
+  and of several (folded by the last working block), F16 and int8 pools, windows, padding rows;
+- test_kernels fused: strata_rope_kv_store_attention's one kernel (rope, the KV store and decode attention)
+  against rope_kv_store + attention, bit for bit (out, the rotated q and k, every pool element), its 36
+  plans (splits, block orders, head spreading), with a negative control (the new cell taken before rounding).
 The GPU runs the same kernels through the gpu-marked tests of tests/kernels/.
 """
 
@@ -51,6 +54,7 @@ CASES = [  # (binary, its short mode's arguments, the summary line its passing r
     ("test_mma", ["quick"], r"^mma matmul: \d+ problems x 5 kernel configurations, 0 failures$"),
     ("test_sample", ["--quick"], r"^top-k rows .*; top-p rows "),
     ("test_kernels", ["decode"], r"^ok: 0 failures$"),
+    ("test_kernels", ["fused"], r"^ok: 0 failures$"),
 ]
 
 
