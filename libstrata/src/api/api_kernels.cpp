@@ -146,102 +146,100 @@ void matmul_ex_call(Call& call, strata_context* ctx, const strata_matmul_params*
                     uint64_t x_offset, int64_t n_rows, int64_t k, strata_buffer* w, uint64_t w_offset,
                     int32_t w_dtype, int64_t n_out, strata_buffer* y, uint64_t y_offset,
                     const RopeKvStoreArgs* rope) {
-    {
-        const PrefetchHint hint = take_prefetch(call, ctx);  // the call consumes it even if it fails
-        const strata_context::Handoff latest = ctx->handoff;
-        ctx->handoff = {};  // a failed call leaves no hand-off behind (set again at the end once it succeeds)
-        if (params == nullptr) invalid("params is NULL");
-        const strata_matmul_params& pr = *params;
-        if (pr.prologue < STRATA_PROLOGUE_NONE || pr.prologue > STRATA_PROLOGUE_SILU_MUL)
-            invalid("prologue=" + str(pr.prologue) + " is not one of NONE (0), RMSNORM (1), SILU_MUL (2)");
-        const DtypeInfo& info = weight_dtype("w_dtype", w_dtype);
-        require_positive("n_rows", n_rows);
-        require_positive("k", k);
-        require_positive("n_out", n_out);
-        require_blocks("k", k, info);
-        const bool silu = pr.prologue == STRATA_PROLOGUE_SILU_MUL, rms = pr.prologue == STRATA_PROLOGUE_RMSNORM;
-        if (k > (INT64_MAX / 2)) invalid("k=" + str(k) + " is too large");
-        const int64_t width = silu ? 2 * k : k;
-        const int64_t stride = pr.x_row_stride == 0 ? width : pr.x_row_stride;
-        if (pr.x_row_stride < 0) invalid("x_row_stride=" + str(pr.x_row_stride) + " must be >= 0");
-        if (pr.y_row_stride != 0 && pr.y_row_stride < n_out)
-            invalid("y_row_stride=" + str(pr.y_row_stride) + " must be 0 (dense) or at least n_out=" + str(n_out));
-        const int64_t y_stride = pr.y_row_stride == 0 ? n_out : pr.y_row_stride;
-        if (rms && (!(pr.eps >= 0.0f) || pr.eps > 1.0f)) invalid("eps must be in [0, 1]");
-        if (rms && pr.norm_weight == nullptr) invalid("norm_weight is NULL (RMSNORM needs it)");
-        if (!rms && pr.norm_weight != nullptr) invalid("norm_weight is given but prologue is not RMSNORM");
-        MatmulArgs a;
-        const u128 x_bytes = strided_bytes("x", n_rows, width, stride, 4);
-        const u128 y_bytes = strided_bytes("y", n_rows, n_out, y_stride, 4);  // through the last row's n_out values
-        a.x = reinterpret_cast<const float*>(operand(call, x, "x", x_offset, x_bytes, 4, "F32"));
-        a.w = operand(call, w, "w", w_offset, mul_sat(n_out, u128(k / info.block_values) * info.block_bytes),
-                      dtype_align(w_dtype), info.name);
-        a.bias = pr.bias == nullptr ? nullptr
-                                    : reinterpret_cast<const float*>(operand(call, pr.bias, "bias", pr.bias_offset,
-                                                                             u128(n_out) * 4, 4, "F32"));
-        a.norm_weight = rms ? reinterpret_cast<const float*>(operand(call, pr.norm_weight, "norm_weight",
-                                                                     pr.norm_weight_offset, u128(k) * 4, 4, "F32"))
-                            : nullptr;
-        a.y = reinterpret_cast<float*>(operand(call, y, "y", y_offset, y_bytes, 4, "F32"));
-        require_disjoint(y, y_offset, y_bytes, "y", x, x_offset, x_bytes, "x");
-        if (pr.bias != nullptr)
-            require_disjoint(y, y_offset, y_bytes, "y", pr.bias, pr.bias_offset, u128(n_out) * 4, "bias");
-        if (rms) require_disjoint(y, y_offset, y_bytes, "y", pr.norm_weight, pr.norm_weight_offset, u128(k) * 4,
-                                  "norm_weight");
-        a.n_rows = n_rows;
-        a.k = k;
-        a.w_dtype = w_dtype;
-        a.n_out = n_out;
-        a.accumulate = pr.accumulate != 0;
-        a.prologue = pr.prologue;
-        a.eps = rms ? pr.eps : 0.0f;
-        a.x_row_stride = stride;
-        a.prefetch = hint.ptr;
-        a.prefetch_bytes = hint.bytes;
-        a.y_row_stride = y_stride;
-        if (pr.handoff_use) {  // x must be exactly what the latest emitting call prepared
-            const char* why = !latest.set                        ? "no earlier call on this context set handoff_emit"
-                              : latest.y != a.x                   ? "x is not that call's y"
-                              : latest.n_rows != n_rows           ? "n_rows differs from that call's"
-                              : latest.k != k                     ? "k differs from the k that call prepared"
-                              : latest.prologue != pr.prologue    ? "prologue differs from that call's handoff_prologue"
-                              : latest.norm != a.norm_weight      ? "norm_weight differs from that call's handoff_norm_weight"
-                              : stride != width                   ? "x rows are not dense"
-                                                                  : nullptr;
-            if (why) invalid(std::string("handoff_use: ") + why);
-            a.use_handoff = true;
-        }
-        strata_context::Handoff emitted;
-        if (pr.handoff_emit) {
-            const int32_t hp = pr.handoff_prologue;
-            if (hp < STRATA_PROLOGUE_NONE || hp > STRATA_PROLOGUE_SILU_MUL)
-                invalid("handoff_prologue=" + str(hp) + " is not one of NONE (0), RMSNORM (1), SILU_MUL (2)");
-            weight_dtype("handoff_dtype", pr.handoff_dtype);
-            if (y_stride != n_out) invalid("handoff_emit needs dense y rows (y_row_stride 0 or n_out)");
-            const bool hsilu = hp == STRATA_PROLOGUE_SILU_MUL, hrms = hp == STRATA_PROLOGUE_RMSNORM;
-            if (hsilu && n_out % 2 != 0) invalid("handoff_emit with SILU_MUL needs an even n_out, got " + str(n_out));
-            const int64_t hk = hsilu ? n_out / 2 : n_out;
-            if (hk % 32 != 0) invalid("handoff_emit: the next call's k=" + str(hk) + " is not a multiple of 32");
-            if (hrms && pr.handoff_norm_weight == nullptr) invalid("handoff_norm_weight is NULL (RMSNORM needs it)");
-            if (!hrms && pr.handoff_norm_weight != nullptr)
-                invalid("handoff_norm_weight is given but handoff_prologue is not RMSNORM");
-            const float* hn = hrms ? reinterpret_cast<const float*>(operand(call, pr.handoff_norm_weight,
-                                                                            "handoff_norm_weight",
-                                                                            pr.handoff_norm_weight_offset,
-                                                                            u128(hk) * 4, 4, "F32"))
-                                   : nullptr;
-            if (hrms) require_disjoint(y, y_offset, y_bytes, "y", pr.handoff_norm_weight,
-                                       pr.handoff_norm_weight_offset, u128(hk) * 4, "handoff_norm_weight");
-            a.emit_prologue = hp;
-            a.emit_norm = hn;
-            a.emit_dtype = pr.handoff_dtype;
-            a.emit_k = hk;
-            emitted = {true, a.y, n_rows, hk, hp, hn};
-        }
-        if (rope != nullptr) ctx->backend->matmul_rope_kv_store(a, *rope);
-        else ctx->backend->matmul(a);
-        ctx->handoff = pr.handoff_emit ? emitted : latest;
+    const PrefetchHint hint = take_prefetch(call, ctx);  // the call consumes it even if it fails
+    const strata_context::Handoff latest = ctx->handoff;
+    ctx->handoff = {};  // a failed call leaves no hand-off behind (set again at the end once it succeeds)
+    if (params == nullptr) invalid("params is NULL");
+    const strata_matmul_params& pr = *params;
+    if (pr.prologue < STRATA_PROLOGUE_NONE || pr.prologue > STRATA_PROLOGUE_SILU_MUL)
+        invalid("prologue=" + str(pr.prologue) + " is not one of NONE (0), RMSNORM (1), SILU_MUL (2)");
+    const DtypeInfo& info = weight_dtype("w_dtype", w_dtype);
+    require_positive("n_rows", n_rows);
+    require_positive("k", k);
+    require_positive("n_out", n_out);
+    require_blocks("k", k, info);
+    const bool silu = pr.prologue == STRATA_PROLOGUE_SILU_MUL, rms = pr.prologue == STRATA_PROLOGUE_RMSNORM;
+    if (k > (INT64_MAX / 2)) invalid("k=" + str(k) + " is too large");
+    const int64_t width = silu ? 2 * k : k;
+    const int64_t stride = pr.x_row_stride == 0 ? width : pr.x_row_stride;
+    if (pr.x_row_stride < 0) invalid("x_row_stride=" + str(pr.x_row_stride) + " must be >= 0");
+    if (pr.y_row_stride != 0 && pr.y_row_stride < n_out)
+        invalid("y_row_stride=" + str(pr.y_row_stride) + " must be 0 (dense) or at least n_out=" + str(n_out));
+    const int64_t y_stride = pr.y_row_stride == 0 ? n_out : pr.y_row_stride;
+    if (rms && (!(pr.eps >= 0.0f) || pr.eps > 1.0f)) invalid("eps must be in [0, 1]");
+    if (rms && pr.norm_weight == nullptr) invalid("norm_weight is NULL (RMSNORM needs it)");
+    if (!rms && pr.norm_weight != nullptr) invalid("norm_weight is given but prologue is not RMSNORM");
+    MatmulArgs a;
+    const u128 x_bytes = strided_bytes("x", n_rows, width, stride, 4);
+    const u128 y_bytes = strided_bytes("y", n_rows, n_out, y_stride, 4);  // through the last row's n_out values
+    a.x = reinterpret_cast<const float*>(operand(call, x, "x", x_offset, x_bytes, 4, "F32"));
+    a.w = operand(call, w, "w", w_offset, mul_sat(n_out, u128(k / info.block_values) * info.block_bytes),
+                  dtype_align(w_dtype), info.name);
+    a.bias = pr.bias == nullptr ? nullptr
+                                : reinterpret_cast<const float*>(operand(call, pr.bias, "bias", pr.bias_offset,
+                                                                         u128(n_out) * 4, 4, "F32"));
+    a.norm_weight = rms ? reinterpret_cast<const float*>(operand(call, pr.norm_weight, "norm_weight",
+                                                                 pr.norm_weight_offset, u128(k) * 4, 4, "F32"))
+                        : nullptr;
+    a.y = reinterpret_cast<float*>(operand(call, y, "y", y_offset, y_bytes, 4, "F32"));
+    require_disjoint(y, y_offset, y_bytes, "y", x, x_offset, x_bytes, "x");
+    if (pr.bias != nullptr)
+        require_disjoint(y, y_offset, y_bytes, "y", pr.bias, pr.bias_offset, u128(n_out) * 4, "bias");
+    if (rms) require_disjoint(y, y_offset, y_bytes, "y", pr.norm_weight, pr.norm_weight_offset, u128(k) * 4,
+                              "norm_weight");
+    a.n_rows = n_rows;
+    a.k = k;
+    a.w_dtype = w_dtype;
+    a.n_out = n_out;
+    a.accumulate = pr.accumulate != 0;
+    a.prologue = pr.prologue;
+    a.eps = rms ? pr.eps : 0.0f;
+    a.x_row_stride = stride;
+    a.prefetch = hint.ptr;
+    a.prefetch_bytes = hint.bytes;
+    a.y_row_stride = y_stride;
+    if (pr.handoff_use) {  // x must be exactly what the latest emitting call prepared
+        const char* why = !latest.set                        ? "no earlier call on this context set handoff_emit"
+                          : latest.y != a.x                   ? "x is not that call's y"
+                          : latest.n_rows != n_rows           ? "n_rows differs from that call's"
+                          : latest.k != k                     ? "k differs from the k that call prepared"
+                          : latest.prologue != pr.prologue    ? "prologue differs from that call's handoff_prologue"
+                          : latest.norm != a.norm_weight      ? "norm_weight differs from that call's handoff_norm_weight"
+                          : stride != width                   ? "x rows are not dense"
+                                                              : nullptr;
+        if (why) invalid(std::string("handoff_use: ") + why);
+        a.use_handoff = true;
     }
+    strata_context::Handoff emitted;
+    if (pr.handoff_emit) {
+        const int32_t hp = pr.handoff_prologue;
+        if (hp < STRATA_PROLOGUE_NONE || hp > STRATA_PROLOGUE_SILU_MUL)
+            invalid("handoff_prologue=" + str(hp) + " is not one of NONE (0), RMSNORM (1), SILU_MUL (2)");
+        weight_dtype("handoff_dtype", pr.handoff_dtype);
+        if (y_stride != n_out) invalid("handoff_emit needs dense y rows (y_row_stride 0 or n_out)");
+        const bool hsilu = hp == STRATA_PROLOGUE_SILU_MUL, hrms = hp == STRATA_PROLOGUE_RMSNORM;
+        if (hsilu && n_out % 2 != 0) invalid("handoff_emit with SILU_MUL needs an even n_out, got " + str(n_out));
+        const int64_t hk = hsilu ? n_out / 2 : n_out;
+        if (hk % 32 != 0) invalid("handoff_emit: the next call's k=" + str(hk) + " is not a multiple of 32");
+        if (hrms && pr.handoff_norm_weight == nullptr) invalid("handoff_norm_weight is NULL (RMSNORM needs it)");
+        if (!hrms && pr.handoff_norm_weight != nullptr)
+            invalid("handoff_norm_weight is given but handoff_prologue is not RMSNORM");
+        const float* hn = hrms ? reinterpret_cast<const float*>(operand(call, pr.handoff_norm_weight,
+                                                                        "handoff_norm_weight",
+                                                                        pr.handoff_norm_weight_offset,
+                                                                        u128(hk) * 4, 4, "F32"))
+                               : nullptr;
+        if (hrms) require_disjoint(y, y_offset, y_bytes, "y", pr.handoff_norm_weight,
+                                   pr.handoff_norm_weight_offset, u128(hk) * 4, "handoff_norm_weight");
+        a.emit_prologue = hp;
+        a.emit_norm = hn;
+        a.emit_dtype = pr.handoff_dtype;
+        a.emit_k = hk;
+        emitted = {true, a.y, n_rows, hk, hp, hn};
+    }
+    if (rope != nullptr) ctx->backend->matmul_rope_kv_store(a, *rope);
+    else ctx->backend->matmul(a);
+    ctx->handoff = pr.handoff_emit ? emitted : latest;
 }
 
 }  // namespace
@@ -267,7 +265,6 @@ STRATA_EXPORT int32_t strata_matmul_rope_kv_store(
         if (params == nullptr) invalid("params is NULL");
         if (params->handoff_emit) invalid("handoff_emit cannot be combined with the rope and KV store (y is rotated)");
         if (params->y_row_stride < 0) invalid("y_row_stride=" + str(params->y_row_stride) + " must be >= 0");
-        require_positive("n_rows", n_rows);
         require_positive("n_out", n_out);
         const int64_t y_stride = params->y_row_stride == 0 ? n_out : params->y_row_stride;
         if (q_params == nullptr || k_params == nullptr) invalid("q_params and k_params must not be NULL");

@@ -140,8 +140,8 @@ struct IntParams {
     // ssq holds per-block sums of squares ([row][nb]) instead of per-chunk ones: the consumer of a
     // local emission folds them (int_rms_factor_blocks_warp: int_rms_factor_blocks' additions, in order).
     int ssq_blocks = 0;
-    // strata_matmul_rope_kv_store in the one-row dot kernel's epilogue (int_dot_kernel's kRope
-    // instances, cuda_rope_epilogue.cuh): y's row is [q | k | v] of rope.qkv (= y).
+    // strata_matmul_rope_kv_store in the one-row dot kernel's epilogue (int_dot_rope_kernel,
+    // cuda_rope_epilogue.cuh): y's row is [q | k | v] of rope.qkv (= y).
     RopeKvStoreArgs rope{};
 };
 
@@ -1097,22 +1097,20 @@ void launch_handoff_prepass(const MatmulArgs& a, const HandoffView& v, cudaStrea
 namespace {
 
 // Whether the one-row dot kernel's epilogue can take strata_matmul_rope_kv_store's rope and store
-// (cuda_rope_epilogue.cuh) for a launch of `p`'s shape: one row whose y is the whole [q | k | v] row,
-// ADJACENT pairs of an even rot_dim that rope_kv_store takes, an F16 pool, CTAs of an even number of
-// outputs, and STRATA_MATMUL_ROPE=1 (read at each call; unset or 0 = the separate launch, same bits:
-// on the H200 the one kernel measured no faster, docs/cuda_backend.md).
+// (cuda_rope_epilogue.cuh) for a launch of `p`'s shape. The API guarantees that y is r's whole
+// [q | k | v] rows and the head dims match the slot set; this adds one row, ADJACENT pairs of an even
+// rot_dim that rope_kv_store takes, an F16 pool, CTAs of an even number of outputs, and
+// STRATA_MATMUL_ROPE=1 (read at each call; unset or 0 = the separate launch, same bits: on the H200
+// the one kernel measured no faster, docs/cuda_backend.md).
 bool rope_epilogue_covers(const MatmulArgs& a, const RopeKvStoreArgs& r, const IntParams& p) {
     const char* env = std::getenv("STRATA_MATMUL_ROPE");
     if (env == nullptr || std::strcmp(env, "1") != 0) return false;
     const int hd = r.slots.head_dim;
-    const int64_t width = ((int64_t)r.q_params.n_heads + 2 * (int64_t)r.k_params.n_heads) * hd;
-    if (a.n_rows != 1 || r.n_rows != 1 || r.qkv != a.y || a.n_out != width || hd % 2 != 0 || p.no % 2 != 0 ||
-        p.threads % 32 != 0)
-        return false;
+    if (a.n_rows != 1 || hd % 2 != 0 || p.no % 2 != 0 || p.threads % 32 != 0) return false;
     if (r.slots.kv_dtype != STRATA_KV_F16 || r.slots.kv == nullptr) return false;
     for (const strata_rope_params* q : {&r.q_params, &r.k_params})
-        if (q->mode != STRATA_ROPE_ADJACENT || q->head_dim != hd || q->rot_dim < 2 || q->rot_dim % 2 != 0 ||
-            q->rot_dim > hd || q->rot_dim / 2 > kRopeMaxHalf)
+        if (q->mode != STRATA_ROPE_ADJACENT || q->rot_dim < 2 || q->rot_dim % 2 != 0 || q->rot_dim > hd ||
+            q->rot_dim / 2 > kRopeMaxHalf)
             return false;
     return true;
 }

@@ -29,8 +29,8 @@ bool launch_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch, H
 bool int_matmul_supports(int32_t w_dtype);                                // cuda_int_matmul.cu
 // use: x's prepared blocks (null: the pre-pass runs); emit / emit_cnt: where the one-row dot kernel
 // writes the hand-off and its arrival counters (a local emission marks emit->ssq_blocks). True when
-// the launched kernel emitted it (else the caller runs launch_handoff_prepass after it).
-// Returns whether the kernel emitted the hand-off; *rope_done: whether it ran `rope` in its epilogue.
+// the launched kernel emitted it (else the caller runs launch_handoff_prepass after it). rope
+// (strata_matmul_rope_kv_store): *rope_done tells whether the kernel ran it in its epilogue.
 bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch, const HandoffView* use,
                        HandoffView* emit, int* emit_cnt, const RopeKvStoreArgs* rope = nullptr,
                        bool* rope_done = nullptr);  // cuda_int_matmul.cu
