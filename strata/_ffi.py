@@ -32,6 +32,7 @@ __all__ = [
     "status_name", "rope_params", "embed", "rmsnorm", "matmul", "MatmulPrologue", "matmul_params", "matmul_ex",
     "matmul_prefetch",
     "rope", "kv_store", "rope_kv_store", "rope_kv_store_attention", "matmul_rope_kv_store", "attention",
+    "attention_handoff",
     "attention_dense", "silu_mul", "gelu", "add", "gather_rows", "positions_decode", "argmax", "sample",
     "HostBuffer", "step_advance", "logits_adjust",
 ]
@@ -690,6 +691,18 @@ def attention(ctx, slots, layer, q, q_offset, q_row_stride, n_rows, n_heads, row
     st = _lib.strata_attention(ctx._ptr or _closed(ctx), slots._ptr or _closed(slots), layer,
                                q._ptr or _closed(q), q_offset, q_row_stride, n_rows, n_heads,
                                rows._ptr or _closed(rows), rows_offset, scale, out._ptr or _closed(out), out_offset)
+    if st:
+        _raise(st)
+
+
+def attention_handoff(ctx, slots, layer, q, q_offset, q_row_stride, n_rows, n_heads, rows, rows_offset, scale, window,
+                      handoff_dtype, out, out_offset):
+    """attention_window whose out rows are also prepared as the x of the next matmul_ex that sets
+    handoff_use with no prologue and weights of handoff_dtype (the o projection; strata.h). Same bits."""
+    st = _lib.strata_attention_handoff(ctx._ptr or _closed(ctx), slots._ptr or _closed(slots), layer,
+                                       q._ptr or _closed(q), q_offset, q_row_stride, n_rows, n_heads,
+                                       rows._ptr or _closed(rows), rows_offset, scale, window, int(handoff_dtype),
+                                       out._ptr or _closed(out), out_offset)
     if st:
         _raise(st)
 

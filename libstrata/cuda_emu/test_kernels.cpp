@@ -172,9 +172,15 @@ static void run_attention(const AttentionArgs& a, int R, int S, bool big) {
 // order or reversed (so that another block of each item arrives last and folds); checks that the
 // arrival counters are back at zero. Scratch states start as NaN: only written ones may be read.
 template <int HD, int NQ, bool I8>
-static void run_decode_plan(const AttentionArgs& a, int S, bool reverse) {
+static void run_decode_plan(const AttentionArgs& a, int S, bool reverse, const HandoffView* emit) {
     DecodePlan P{};
     P.a = a;
+    if (emit != nullptr) {  // strata_attention_handoff's emission (launch_attention_decode's fields)
+        const int64_t nb = (int64_t)a.n_heads * HD / 32;
+        P.emit_xq = emit->xq;
+        P.emit_meta = emit->meta;
+        P.emit_nbp = (int32_t)((nb + 1) / 2 * 2);
+    }
     P.group = a.n_heads / a.slots.n_kv_heads;
     P.heads_per_cta = std::min(P.group, NQ);
     P.n_hgroups = (P.group + P.heads_per_cta - 1) / P.heads_per_cta;
@@ -193,21 +199,47 @@ static void run_decode_plan(const AttentionArgs& a, int S, bool reverse) {
     for (int32_t c : arrivals) CHECK(c == 0, "decode attention: an arrival counter was left at %d", c);
 }
 // The decode variant the launcher takes (NQ 4 for groups up to 4, else 8); false when none covers hd.
-static bool run_decode(const AttentionArgs& a, int S, bool reverse) {
+static bool run_decode(const AttentionArgs& a, int S, bool reverse, const HandoffView* emit = nullptr) {
     const int hd = a.slots.head_dim, g = a.n_heads / a.slots.n_kv_heads;
     const bool i8 = a.slots.kv_dtype == STRATA_KV_INT8;
-#define DEC(HD, NQ) (i8 ? run_decode_plan<HD, NQ, true>(a, S, reverse) : run_decode_plan<HD, NQ, false>(a, S, reverse))
+#define DEC(HD, NQ) (i8 ? run_decode_plan<HD, NQ, true>(a, S, reverse, emit) : run_decode_plan<HD, NQ, false>(a, S, reverse, emit))
     if (hd == 64) { if (g <= 4) DEC(64, 4); else DEC(64, 8); return true; }
     if (hd == 128) { if (g <= 4) DEC(128, 4); else DEC(128, 8); return true; }
 #undef DEC
     return false;
+}
+// The activation pre-pass's blocks (int_prepass_kernel, prologue NONE) of n_rows rows of k values: the
+// reference for strata_attention_handoff's emission. Lane order as the pre-pass's warp: the max and the
+// integer sum are exact in any order.
+static void prepass_reference(const float* x, int64_t n_rows, int64_t k, std::vector<int8_t>& xq, std::vector<uint2>& meta) {
+    const int64_t nb = k / 32, nbp = (nb + 1) / 2 * 2;
+    xq.assign(n_rows * k, 0);
+    meta.assign(n_rows * nbp, make_uint2(0, 0));
+    for (int64_t r = 0; r < n_rows; ++r) for (int64_t b = 0; b < nb; ++b) {
+        const float* v = x + r * k + 32 * b;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j) amax = fmaxf(amax, int_act_abs(v[j]));
+        const float d = int_act_scale(amax);
+        int sum = 0;
+        for (int j = 0; j < 32; ++j) {
+            const int q = int_act_quant(v[j], d);
+            xq[r * k + 32 * b + j] = (int8_t)q;
+            sum += q;
+        }
+        meta[r * nbp + b] = make_uint2(__float_as_uint(d), (uint32_t)sum);
+    }
+}
+static bool same_meta(const std::vector<uint2>& a, const std::vector<uint2>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) if (a[i].x != b[i].x || a[i].y != b[i].y) return false;
+    return true;
 }
 static int nq_of(int hd, bool big) { return hd <= 64 ? (big ? 16 : 4) : hd <= 128 ? (big ? 8 : 4) : 4; }
 
 // decode_only: the legacy kernel's one reference plan and the decode kernel's plans, not the legacy
 // kernel's other plans (the short mode CI runs: tests/kernels/test_emulator_kernels.py).
 static void test_attention(bool decode_only = false) {
-    int decode_plans = 0;
+    int decode_plans = 0, emit_plans = 0;
     // window > 0: sliding-window attention (Gemma); int8: an int8 pool (STRATA_KV_INT8)
     struct Case { int hd, n_kv, n_heads, window = 0; bool int8 = false; };
     for (Case cs : {Case{64, 3, 9}, Case{128, 2, 8}, Case{80, 1, 4}, Case{6, 2, 2}, Case{256, 1, 3}, Case{64, 1, 8},
@@ -342,6 +374,33 @@ static void test_attention(bool decode_only = false) {
             CHECK(memcmp(od.data(), out.data(), out.size() * 4) == 0, "decode attention hd=%d S=%d reverse=%d", hd, S, (int)reverse);
             ++decode_plans;
         }
+        // strata_attention_handoff: the same out, and the o projection's blocks the pre-pass would make of
+        // it, for every split and block order (padding rows included: their zeros round to zeros).
+        for (auto [S, reverse] : {std::pair{1, false}, std::pair{2, true}, std::pair{8, true}}) {
+            const int64_t k = (int64_t)n_heads * hd, nbp = (k / 32 + 1) / 2 * 2;
+            if (k % 32 != 0) break;
+            std::vector<float> o(n_rows * k, 123.f);
+            std::vector<int8_t> exq(n_rows * k, 99);
+            std::vector<uint2> emeta(n_rows * nbp, make_uint2(7, 7));
+            for (int64_t r = 0; r < n_rows; ++r)  // the pad block of an odd nb is never written
+                for (int64_t b = k / 32; b < nbp; ++b) emeta[r * nbp + b] = make_uint2(0, 0);
+            HandoffView ev{exq.data(), emeta.data(), nullptr};
+            AttentionArgs a{s, layer, q.data(), qstride, n_rows, n_heads, rows.data(), scale, o.data()};
+            a.window = cs.window;
+            if (!run_decode(a, S, reverse, &ev)) break;
+            CHECK(memcmp(o.data(), out.data(), out.size() * 4) == 0, "decode attention with emission hd=%d S=%d", hd, S);
+            std::vector<int8_t> rq;
+            std::vector<uint2> rm;
+            prepass_reference(o.data(), n_rows, k, rq, rm);
+            CHECK(rq == exq, "attention emission xq hd=%d n_heads=%d S=%d", hd, n_heads, S);
+            CHECK(same_meta(rm, emeta), "attention emission meta hd=%d n_heads=%d S=%d", hd, n_heads, S);
+            ++emit_plans;
+            // Negative control: one output value changed makes the reference's blocks differ.
+            std::vector<float> o2 = o;
+            o2[k + 5] = -2.0f * o2[k + 5] + 1.0f;
+            prepass_reference(o2.data(), n_rows, k, rq, rm);
+            CHECK(rq != exq || !same_meta(rm, emeta), "attention emission: the comparison missed a changed value");
+        }
         for (int64_t r0 : {4, 13}) {
             const std::vector<float> o1 = decode(rows.data() + 2 * r0, q.data() + r0 * qstride, 1, 2, true);
             if (o1.empty()) break;
@@ -350,7 +409,8 @@ static void test_attention(bool decode_only = false) {
         printf("attention hd=%d n_kv=%d n_heads=%d window=%d int8=%d ok so far (%d failures)\n", hd, cs.n_kv, n_heads,
                cs.window, (int)cs.int8, fails);
     }
-    printf("attention done (%d decode-kernel plans compared with the legacy bits)\n", decode_plans);
+    printf("attention done (%d decode-kernel plans compared with the legacy bits, %d with the o projection's "
+           "blocks emitted)\n", decode_plans, emit_plans);
 }
 
 static void test_dense() {

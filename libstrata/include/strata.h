@@ -73,8 +73,9 @@ enum strata_status {
 /* The ABI version this header describes. Python refuses a library whose
  * strata_abi_version() differs. Bumped on every incompatible change (ABI 5:
  * strata_matmul_params.y_row_stride and strata_matmul_prefetch; ABI 6: the activation hand-off,
- * strata_matmul_params.handoff_*; ABI 7: strata_matmul_rope_kv_store). */
-enum strata_abi { STRATA_ABI_VERSION = 7 };
+ * strata_matmul_params.handoff_*; ABI 7: strata_matmul_rope_kv_store; ABI 8:
+ * strata_attention_handoff). */
+enum strata_abi { STRATA_ABI_VERSION = 8 };
 
 /* Returns STRATA_ABI_VERSION of the library that was loaded. Never fails. */
 int32_t strata_abi_version(void);
@@ -498,6 +499,21 @@ int32_t strata_attention_window(strata_context *ctx, strata_slots *slots, int32_
                                 uint64_t q_offset, int64_t q_row_stride, int64_t n_rows, int32_t n_heads,
                                 strata_buffer *rows, uint64_t rows_offset, float scale, int32_t window,
                                 strata_buffer *out, uint64_t out_offset);
+
+/* strata_attention_window whose out rows are also prepared as the x of the
+ * next strata_matmul_ex that sets handoff_use (the o projection): as a
+ * strata_matmul_ex with handoff_emit whose y is out, n_rows and k =
+ * n_heads * head_dim, and handoff_prologue NONE. handoff_dtype is that
+ * call's w_dtype (a backend may prepare only for some types; the CUDA
+ * backend's decode attention kernel rounds the int8 blocks of its own
+ * output, other launches are followed by the activation pre-pass). out is
+ * bit-identical to strata_attention_window's, and so is the result of the
+ * matmul that reads the prepared rows. A failed call leaves no hand-off
+ * behind; the CPU backend checks the arguments and prepares nothing. */
+int32_t strata_attention_handoff(strata_context *ctx, strata_slots *slots, int32_t layer, strata_buffer *q,
+                                 uint64_t q_offset, int64_t q_row_stride, int64_t n_rows, int32_t n_heads,
+                                 strata_buffer *rows, uint64_t rows_offset, float scale, int32_t window,
+                                 int32_t handoff_dtype, strata_buffer *out, uint64_t out_offset);
 
 /* strata_rope_kv_store followed by strata_attention_window (window 0:
  * strata_attention) on the same rows, in one call: the queries are the

@@ -42,13 +42,17 @@ class LayerWeights:
 
 @dataclass(frozen=True)
 class LayerHandoff:
-    """matmul_ex params of one layer's activation hand-off chain (strata.h, handoff_*): o prepares
-    gate_up's input, gate_up down's (one stored matrix only), down the next layer's qkv (not after the
-    last layer). `qkv` / `gate_up`: params per stored matrix, as LayerWeights' parts."""
+    """matmul_ex params of one layer's activation hand-off chain (strata.h, handoff_*): attention prepares
+    o's input (strata_attention_handoff; `o_dtype` set), o gate_up's, gate_up down's (one stored matrix
+    only), down the next layer's qkv (not after the last layer). `qkv` / `gate_up`: params per stored
+    matrix, as LayerWeights' parts; `o_use`: o's params when attention prepared its input, `o` when not
+    (STRATA_FUSED_ATTENTION's call prepares nothing)."""
     qkv: tuple
     o: object
     gate_up: tuple
     down: object
+    o_use: object = None
+    o_dtype: int | None = None
 
 
 class Activations:
@@ -115,6 +119,7 @@ class Decoder:
                 or cls._mlp_block is not Decoder._mlp_block:
             return []
         layers, P = self.layers, F.MatmulPrologue
+        att = handoff_attention_enabled()
         fused = [bool(layer.qkv_parts and layer.gate_up_parts) for layer in layers]
         plan = []
         for i, layer in enumerate(layers):
@@ -127,6 +132,10 @@ class Decoder:
                                 handoff_dtype=layer.gate_up_parts[0][0].dtype,
                                 handoff_norm_weight=layer.ffn_norm.buffer,
                                 handoff_norm_weight_offset=layer.ffn_norm.offset)
+            o_use = F.matmul_params_handoff(o, handoff_use=True, handoff_emit=True, handoff_prologue=P.RMSNORM,
+                                            handoff_dtype=layer.gate_up_parts[0][0].dtype,
+                                            handoff_norm_weight=layer.ffn_norm.buffer,
+                                            handoff_norm_weight_offset=layer.ffn_norm.offset) if att else None
             one = len(layer.gate_up_parts) == 1     # [gate | up] from one call: it can prepare down's input
             gate_up = tuple(F.matmul_params_handoff(params, handoff_use=True, handoff_emit=one,
                                                     handoff_prologue=P.SILU_MUL, handoff_dtype=layer.down.dtype)
@@ -138,7 +147,8 @@ class Decoder:
                 handoff_dtype=nxt.qkv_parts[0][0].dtype if nxt is not None else 0,
                 handoff_norm_weight=nxt.attn_norm.buffer if nxt is not None else None,
                 handoff_norm_weight_offset=nxt.attn_norm.offset if nxt is not None else 0)
-            plan.append(LayerHandoff(qkv=qkv, o=o, gate_up=gate_up, down=down))
+            plan.append(LayerHandoff(qkv=qkv, o=o, gate_up=gate_up, down=down, o_use=o_use,
+                                     o_dtype=layer.o.dtype if att else None))
         return plan
 
     def _layer(self, i: int) -> LayerWeights:
@@ -222,23 +232,25 @@ class Decoder:
                 F.matmul_rope_kv_store(ctx, hp.qkv[0] if hp else params, A, act.x, n_rows, s.hidden, w.buffer,
                                        w.offset, w.dtype, w.rows, A, act.qkv, self.rope_q, self.rope_k, slots, index,
                                        io.buffer, io.rows_off, ff_buf, ff_off)
-                F.attention(ctx, slots, index, A, act.qkv, width, n_rows, s.n_heads, io.buffer, io.rows_off,
-                            self.scale, A, act.att)
+                prepared = self._attend(index, io, act, slots, act.qkv, width, n_rows)
             else:
-                self._qkv_attention(index, layer, io, act, slots, n_rows, fused)
+                prepared = self._qkv_attention(index, layer, io, act, slots, n_rows, fused)
         else:
             self._unfused_attention(index, layer, act, io, slots, n_rows)
+            prepared = False
         if layer.qkv_parts and layer.gate_up_parts:
             self._prefetch(layer.gate_up_parts[0][0])
         if self._hp is not None:  # o also prepares gate_up's input (the hand-off)
             o = layer.o
-            F.matmul_ex(ctx, self._hp.o, A, act.att, n_rows, o.cols, o.buffer, o.offset, o.dtype, o.rows, A, act.x)
+            F.matmul_ex(ctx, self._hp.o_use if prepared else self._hp.o, A, act.att, n_rows, o.cols, o.buffer,
+                        o.offset, o.dtype, o.rows, A, act.x)
             return
         self._matmul(act.att, n_rows, layer.o, act.x, A, accumulate=True)
 
     def _qkv_attention(self, index, layer: LayerWeights, io, act, slots, n_rows, fused: bool):
         """A matmul per stored matrix of [q | k | v] (norm fused in), then rope + store and attention: as one
-        call for decode rows of distinct slots with STRATA_FUSED_ATTENTION, else two."""
+        call for decode rows of distinct slots with STRATA_FUSED_ATTENTION, else two. Returns whether the
+        attention call prepared o's input (_attend)."""
         ctx, s, A = self.ctx, self.spec, act.buffer
         ff = self.freq_factors
         ff_buf, ff_off = (ff.buffer, ff.offset) if ff is not None else (None, 0)
@@ -251,11 +263,22 @@ class Decoder:
             # Decode rows of distinct slots: one call (one kernel on CUDA), the same bits.
             F.rope_kv_store_attention(ctx, self.rope_q, self.rope_k, slots, index, A, act.qkv, width, n_rows,
                                       io.buffer, io.rows_off, ff_buf, ff_off, self.scale, 0, A, act.att)
-            return
+            return False
         F.rope_kv_store(ctx, self.rope_q, self.rope_k, slots, index, A, act.qkv, width, n_rows, io.buffer,
                         io.rows_off, ff_buf, ff_off)
-        F.attention(ctx, slots, index, A, act.qkv, width, n_rows, s.n_heads, io.buffer, io.rows_off,
+        return self._attend(index, io, act, slots, act.qkv, width, n_rows)
+
+    def _attend(self, index, io, act, slots, q_off, q_stride, n_rows) -> bool:
+        """Attention of the rows' queries (at q_off, q_stride apart) into act.att; also prepares o's input
+        when the layer's hand-off plan asks for it (strata_attention_handoff). Returns whether it did."""
+        ctx, s, A, hp = self.ctx, self.spec, act.buffer, self._hp
+        if hp is not None and hp.o_dtype is not None:
+            F.attention_handoff(ctx, slots, index, A, q_off, q_stride, n_rows, s.n_heads, io.buffer, io.rows_off,
+                                self.scale, 0, hp.o_dtype, A, act.att)
+            return True
+        F.attention(ctx, slots, index, A, q_off, q_stride, n_rows, s.n_heads, io.buffer, io.rows_off,
                     self.scale, A, act.att)
+        return False
 
     def _unfused_attention(self, index, layer: LayerWeights, act, io, slots, n_rows):
         """Separate norm, q / k / v matmuls, rope, store and attention (layers without fused qkv parts)."""
@@ -334,6 +357,15 @@ def handoff_mode() -> str:
     if raw not in HANDOFF_MODES:
         raise ValueError(f"STRATA_HANDOFF={raw!r}: expected one of {', '.join(HANDOFF_MODES)} (default local)")
     return raw
+
+
+def handoff_attention_enabled() -> bool:
+    """STRATA_HANDOFF_ATTENTION (strata/env.py): with the hand-off on, whether attention also prepares o's
+    input (strata_attention_handoff). Read when a model is loaded; on (1) by default."""
+    raw = (env.get("STRATA_HANDOFF_ATTENTION") or "1").strip().lower()
+    if raw not in ("0", "1"):
+        raise ValueError(f"STRATA_HANDOFF_ATTENTION={raw!r}: expected 1 (default) or 0")
+    return raw == "1"
 
 
 def fused_attention_enabled() -> bool:

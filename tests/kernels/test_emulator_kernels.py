@@ -26,7 +26,9 @@ GPU"). Each binary's short mode, about 9-10 minutes in all on two cores:
   reference of the header's semantics, its barrier-form and invariance negative controls;
 - test_kernels decode: the decode attention kernel (cuda_attention_decode.cu) against the legacy kernel's
   bits and float64, every split (1, 2, 3, 8) in both block orders, rows of one chunk (folded in the block)
-  and of several (folded by the last working block), F16 and int8 pools, windows, padding rows;
+  and of several (folded by the last working block), F16 and int8 pools, windows, padding rows; and
+  strata_attention_handoff's emission (the o projection's int8 blocks the kernel rounds from its own
+  output) against the pre-pass's blocks of that output, with a negative control;
 - test_kernels fused: strata_rope_kv_store_attention's one kernel (rope, the KV store and decode attention)
   against rope_kv_store + attention, bit for bit (out, the rotated q and k, every pool element), its 36
   plans (splits, block orders, head spreading), with a negative control (the new cell taken before rounding).

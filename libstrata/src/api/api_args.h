@@ -5,8 +5,12 @@
 
 #include "call.h"
 #include "core/backend.h"
+#include "core/dtype.h"
 
 namespace strata {
+
+// The dtype's info if it is a stored-weight type (anything but I32); `name` names the argument in the error.
+const DtypeInfo& weight_dtype(const char* name, int32_t dtype);
 
 // strata_rope_kv_store's arguments (api_attention.cpp): q_params / k_params against the slot set,
 // the qkv rows (n_rows at row_stride elements), rows and freq_factors.

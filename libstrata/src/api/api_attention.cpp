@@ -223,6 +223,29 @@ STRATA_EXPORT int32_t strata_attention_window(strata_context* ctx, strata_slots*
                            rows, rows_offset, scale, window, out, out_offset);
 }
 
+STRATA_EXPORT int32_t strata_attention_handoff(strata_context* ctx, strata_slots* slots, int32_t layer,
+                                               strata_buffer* q, uint64_t q_offset, int64_t q_row_stride,
+                                               int64_t n_rows, int32_t n_heads, strata_buffer* rows,
+                                               uint64_t rows_offset, float scale, int32_t window,
+                                               int32_t handoff_dtype, strata_buffer* out, uint64_t out_offset) {
+    return guarded("strata_attention_handoff", [&](Call& call) {
+        use_context(call, ctx);
+        ctx->handoff = {};  // a failed call leaves no hand-off behind (set once the call succeeds)
+        weight_dtype("handoff_dtype", handoff_dtype);
+        AttentionArgs a = attention_args(call, slots, layer, q, q_offset, q_row_stride, n_rows, n_heads, rows,
+                                         rows_offset, scale, window, out, out_offset);
+        // out is the next call's x: dense rows of k = n_heads * head_dim values, whole blocks of 32 (every
+        // head_dim a slot set takes is even, but not always a multiple of 32).
+        const int64_t k = int64_t(n_heads) * a.slots.head_dim;
+        if (k % 32 != 0)
+            invalid("strata_attention_handoff: the next call's k = n_heads * head_dim = " + str(k) +
+                    " is not a multiple of 32");
+        a.emit_dtype = handoff_dtype;
+        ctx->backend->attention(a);
+        ctx->handoff = {true, a.out, n_rows, k, STRATA_PROLOGUE_NONE, nullptr};
+    });
+}
+
 STRATA_EXPORT int32_t strata_rope_kv_store_attention(
     strata_context* ctx, const strata_rope_params* q_params, const strata_rope_params* k_params, strata_slots* slots,
     int32_t layer, strata_buffer* qkv, uint64_t qkv_offset, int64_t row_stride, int64_t n_rows, strata_buffer* rows,

@@ -13,6 +13,17 @@
 
 using namespace strata;
 
+// api_args.h.
+const DtypeInfo& strata::weight_dtype(const char* name, int32_t dtype) {
+    const DtypeInfo* info = dtype_info(dtype);
+    if (info == nullptr || dtype == STRATA_I32)
+        invalid(std::string(name) + "=" + str(dtype) + (info ? " (I32)" : "") +
+                " is not a weight type; allowed: F32 (0), F16 (1), BF16 (30), Q8_0 (8), Q4_0 (2), Q4_1 (3), "
+                "Q5_0 (6), Q5_1 (7), Q2_K (10), Q3_K (11), Q4_K (12), Q5_K (13), Q6_K (14), IQ4_NL (20), "
+                "IQ3_S (21), IQ4_XS (23)");
+    return *info;
+}
+
 namespace {
 
 // strata_matmul_prefetch's pending hint, taken by the next matmul call (and so dropped if that call
@@ -32,16 +43,6 @@ PrefetchHint take_prefetch(Call& call, strata_context* ctx) {
 
 constexpr uint64_t kF32 = 4;
 
-// The dtype's info if it is a stored-weight type (anything but I32).
-const DtypeInfo& weight_dtype(const char* name, int32_t dtype) {
-    const DtypeInfo* info = dtype_info(dtype);
-    if (info == nullptr || dtype == STRATA_I32)
-        invalid(std::string(name) + "=" + str(dtype) + (info ? " (I32)" : "") +
-                " is not a weight type; allowed: F32 (0), F16 (1), BF16 (30), Q8_0 (8), Q4_0 (2), Q4_1 (3), "
-                "Q5_0 (6), Q5_1 (7), Q2_K (10), Q3_K (11), Q4_K (12), Q5_K (13), Q6_K (14), IQ4_NL (20), "
-                "IQ3_S (21), IQ4_XS (23)");
-    return *info;
-}
 
 // Values along the blocked dimension must fill whole blocks.
 void require_blocks(const char* name, int64_t n, const DtypeInfo& info) {

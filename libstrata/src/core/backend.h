@@ -155,6 +155,10 @@ struct AttentionArgs {
     const int32_t* rows; float scale;
     float* out;  // [n_rows][n_heads * head_dim]
     int32_t window = 0;  // > 0: row r sees cells max(0, index - window + 1)..index (sliding-window layers)
+    // strata_attention_handoff (>= 0): also prepare out's rows as the x of a later matmul with no
+    // prologue and weights of this dtype (MatmulArgs' emit_* with emit_prologue NONE and emit_k =
+    // n_heads * head_dim). A backend may ignore it; never changes a result.
+    int32_t emit_dtype = -1;
 };
 
 struct DenseAttentionArgs {

@@ -518,10 +518,10 @@ int sm_count() {
 
 }  // namespace
 
-void launch_attention(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch) {
-    if (a.n_rows <= 0 || a.n_heads <= 0) return;
-    if (launch_attention_prompt(a, stream, scratch)) return;   // 128+ rows: same bits, tiles shared per row block
-    if (launch_attention_decode(a, stream, scratch)) return;   // decode-sized calls: same bits, leaner
+bool launch_attention(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch, const HandoffView* emit) {
+    if (a.n_rows <= 0 || a.n_heads <= 0) return false;
+    if (launch_attention_prompt(a, stream, scratch)) return false;  // 128+ rows: same bits, tiles shared per row block
+    if (launch_attention_decode(a, stream, scratch, emit)) return emit != nullptr;  // decode-sized: same bits, leaner
     const SlotsView& s = a.slots;
     const int hd = s.head_dim;
     // Up to 256: a wider head's staged K/V tiles (4 warps x 2 x 32 rows) no longer fit in shared memory.
@@ -576,6 +576,7 @@ void launch_attention(const AttentionArgs& a, cudaStream_t stream, Scratch& scra
     cfg.numAttrs = pdl_add_attr(attr, split > 1 ? 1 : 0);  // programmatic launch: cuda_pdl.cuh
     check(cudaLaunchKernelEx(&cfg, k.fn, P), "attention launch");
     check_launch("attention");
+    return false;
 }
 
 }  // namespace cuda

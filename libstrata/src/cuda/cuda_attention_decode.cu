@@ -46,6 +46,8 @@
 
 #include "cuda_attention_route.cuh"
 #include "cuda_common.cuh"
+#include "cuda_handoff.cuh"
+#include "cuda_int_act.cuh"
 #include "cuda_kernels.cuh"
 #include "cuda_kv_layout.cuh"
 #include "cuda_mma.cuh"
@@ -70,6 +72,11 @@ struct DecodePlan {
     RopeKvStoreArgs rope;   // the fused launch (strata_rope_kv_store_attention) only: a.q is rope.qkv
     int32_t prompt_rows;    // > 0: after the prompt kernel (cuda_attention_prompt.cu) with blocks of
                             // this many rows: rows of its blocks that read one slot are skipped
+    // strata_attention_handoff (non-null emit_xq): out's rows also rounded to the o projection's int8
+    // blocks, the pre-pass layout (cuda_handoff.cuh): xq [row][n_heads * HD], {dx, sx} [row][emit_nbp].
+    int8_t* emit_xq;
+    uint2* emit_meta;
+    int32_t emit_nbp;
 };
 
 namespace {
@@ -108,6 +115,39 @@ __device__ __forceinline__ float dec_i8(uint32_t word, int byte, float scale) {
 // a row without a table cell is not rotated (strata_rope's padding rule). FUSED == 2 is a deliberately
 // wrong variant (the new cell taken before rounding) that only the emulator's negative control runs.
 constexpr int kFusedUnroundedForTests = 2;
+
+// strata_attention_handoff: the int8 blocks of this block's output for the o projection, made where
+// the values are. A thread's kE output values are consecutive and a block of 32 values is aligned
+// within a head (head_dim 64 or 128), so the 32 / kE neighbouring lanes that hold it round it
+// together with the pre-pass's per-element steps (cuda_int_act.cuh: int_act_abs, int_act_scale,
+// int_act_quant; the max is exact in any order and the block sum is an integer), hence
+// int_prepass_kernel's bits for prologue NONE. e: the thread's first element in the row; every
+// lane runs the shuffles, `store` says whether its values are the block's output (ve < nh).
+template <int kE>
+__device__ __forceinline__ void emit_out_blocks(const DecodePlan& P, int r, int64_t k_row, int64_t e,
+                                                const float (&v)[kE], bool store) {
+    constexpr int kLanes = 32 / kE;  // lanes of one block: an aligned group of a warp
+    float amax = 0.0f;               // |v| >= +0, so starting at +0 changes no max
+#pragma unroll
+    for (int i = 0; i < kE; ++i) amax = fmaxf(amax, int_act_abs(v[i]));
+#pragma unroll
+    for (int off = kLanes / 2; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, off));
+    const float d = int_act_scale(amax);
+    int q[kE], sum = 0;
+#pragma unroll
+    for (int i = 0; i < kE; ++i) {
+        q[i] = int_act_quant(v[i], d);
+        sum += q[i];
+    }
+#pragma unroll
+    for (int off = kLanes / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(kFullMask, sum, off);
+    if (!store) return;
+    int8_t* xq = P.emit_xq + (int64_t)r * k_row + e;
+#pragma unroll
+    for (int i = 0; i < kE; ++i) xq[i] = (int8_t)q[i];
+    if ((threadIdx.x & (kLanes - 1)) == 0)
+        P.emit_meta[(int64_t)r * P.emit_nbp + (e >> 5)] = make_uint2(__float_as_uint(d), (uint32_t)sum);
+}
 
 // HD: head_dim (64 or 128); NQ: query vectors per block; INT8: int8 pool (STRATA_KV_INT8); FUSED: above.
 template <int HD, int NQ, bool INT8, int FUSED = 0>
@@ -566,11 +606,16 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
         if (tid == 0) P.arrivals[item] = 0;  // every block of the item has arrived: ready for the next call
     }
 
-    if (ve < nh) {
-        float* o = a.out + (int64_t)r * ((int64_t)a.n_heads * HD) + (int64_t)(h0 + ve) * HD + de;
+    float ov[kElems];
 #pragma unroll
-        for (int k = 0; k < kElems; ++k) o[k] = el[k] > 0.0f ? __fdiv_rn(ea[k], el[k]) : 0.0f;
+    for (int k = 0; k < kElems; ++k) ov[k] = el[k] > 0.0f ? __fdiv_rn(ea[k], el[k]) : 0.0f;
+    const int64_t k_row = (int64_t)a.n_heads * HD, eo = (int64_t)(h0 + ve) * HD + de;
+    if (ve < nh) {
+        float* o = a.out + (int64_t)r * k_row + eo;
+#pragma unroll
+        for (int k = 0; k < kElems; ++k) o[k] = ov[k];
     }
+    if (P.emit_xq != nullptr) emit_out_blocks<kElems>(P, r, k_row, eo, ov, ve < nh);  // every thread: shuffles
 }
 
 }  // namespace
@@ -625,7 +670,7 @@ void launch_variant(const DecodePlan& P, bool int8, bool fused, unsigned grid, c
 // of a skipped item returns before arriving, so its counter stays zero. False when the call is not
 // decode-sized (nothing launched).
 bool decode_launch(const AttentionArgs& a, const RopeKvStoreArgs* rope, cudaStream_t stream, Scratch& scratch,
-                   int32_t prompt_rows) {
+                   int32_t prompt_rows, const HandoffView* emit = nullptr) {
     const SlotsView& s = a.slots;
     const int hd = s.head_dim;
     if (prompt_rows <= 0 && attention_legacy_selected()) return false;
@@ -642,6 +687,12 @@ bool decode_launch(const AttentionArgs& a, const RopeKvStoreArgs* rope, cudaStre
     P.a = a;
     if (rope != nullptr) P.rope = *rope;
     P.prompt_rows = prompt_rows;
+    if (emit != nullptr) {  // every row's output is written by this launch (no prompt rows, not fused)
+        const int64_t nb = (int64_t)a.n_heads * hd / 32;
+        P.emit_xq = emit->xq;
+        P.emit_meta = emit->meta;
+        P.emit_nbp = (int32_t)((nb + 1) / 2 * 2);
+    }
     P.group = a.n_heads / s.n_kv_heads;
     const int nq = P.group <= 4 ? 4 : 8;
     P.heads_per_cta = P.group < nq ? P.group : nq;
@@ -694,8 +745,8 @@ bool decode_launch(const AttentionArgs& a, const RopeKvStoreArgs* rope, cudaStre
 
 }  // namespace
 
-bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch) {
-    return decode_launch(a, nullptr, stream, scratch, 0);
+bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch, const HandoffView* emit) {
+    return decode_launch(a, nullptr, stream, scratch, 0, emit);
 }
 
 bool launch_rope_kv_store_attention(const RopeKvStoreArgs& r, const AttentionArgs& a, cudaStream_t stream,

@@ -44,6 +44,15 @@ enum class HandoffMode { kLocal, kCounted, kPrepass };
 // the launch it saves (bench/RESULTS.md, 2026-12-03 afternoon).
 constexpr int kHandoffLocalParts = 2;
 
+// strata_attention_handoff: the decode attention kernel rounds o's input itself only up to this k (the
+// attention width); wider rows take the pre-pass launch after it (the launch count of o's own pre-pass).
+// Why: without a kernel in between, o's CTAs become resident as soon as every attention block is, and
+// their early weights (cuda_pdl.cuh) stream while attention's latency-bound loads run. On the H200
+// (bench/RESULTS.md, 2026-12-03 night) that cost the 8B (k 4,096: 4.7 MB of o's first part) 2.5 %
+// (tg128 447 -> 436) while the 1B (k 2,048) gained 3 % and the 135M (576) 5 %; a late dependent
+// trigger in the attention kernel recovered the 8B only to its figure without the emission.
+constexpr int64_t kHandoffAttentionMaxK = 2048;
+
 // Chunks (of 256 values: 8 blocks, the pre-pass's CTA) one emitting dot kernel may count.
 constexpr int kHandoffMaxChunks = 4096;
 

@@ -1094,6 +1094,10 @@ void launch_handoff_prepass(const MatmulArgs& a, const HandoffView& v, cudaStrea
     launch_prepass(a.y, a.n_out, a.n_rows, a.emit_k, a.emit_prologue, a.emit_norm, v, stream);
 }
 
+void launch_prepass_rows(const float* x, int64_t n_rows, int64_t k, const HandoffView& v, cudaStream_t stream) {
+    launch_prepass(x, k, n_rows, k, STRATA_PROLOGUE_NONE, nullptr, v, stream);
+}
+
 namespace {
 
 // Whether the one-row dot kernel's epilogue can take strata_matmul_rope_kv_store's rope and store

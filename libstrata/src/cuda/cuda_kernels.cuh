@@ -35,6 +35,10 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
                        HandoffView* emit, int* emit_cnt, const RopeKvStoreArgs* rope = nullptr,
                        bool* rope_done = nullptr);  // cuda_int_matmul.cu
 void launch_handoff_prepass(const MatmulArgs& a, const HandoffView& v, cudaStream_t stream);  // cuda_int_matmul.cu
+// The pre-pass of n_rows dense rows of x (k values, no prologue) into v: strata_attention_handoff's
+// emission where the attention kernel did not make it.
+void launch_prepass_rows(const float* x, int64_t n_rows, int64_t k, const HandoffView& v,
+                         cudaStream_t stream);  // cuda_int_matmul.cu
 bool mma_matmul_supports(int32_t w_dtype);                                // cuda_mma_matmul.cu
 void launch_mma_matmul(const MatmulArgs& a, cudaStream_t stream);        // cuda_mma_matmul.cu
 void launch_rmsnorm(const RmsNormArgs& a, cudaStream_t stream);          // cuda_norm_rope.cu
@@ -42,10 +46,14 @@ void launch_rope(const RopeArgs& a, cudaStream_t stream);                // cuda
 void launch_positions_decode(const PositionsDecodeArgs& a, cudaStream_t stream);  // cuda_norm_rope.cu
 void launch_kv_store(const KvStoreArgs& a, cudaStream_t stream);         // cuda_kv_store.cu
 void launch_rope_kv_store(const RopeKvStoreArgs& a, cudaStream_t stream);  // cuda_kv_store.cu
-void launch_attention(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch);  // cuda_attention.cu
+// emit (strata_attention_handoff): where the decode kernel rounds out's rows for the o projection;
+// true when it did (else the caller runs launch_prepass_rows after the launch).
+bool launch_attention(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch,
+                      const HandoffView* emit = nullptr);  // cuda_attention.cu
 // The lean decode kernel (cuda_attention_decode.cu): false when it does not cover the call (or
 // STRATA_ATTENTION=legacy is set); launch_attention then runs the general kernel, same bits.
-bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch);
+bool launch_attention_decode(const AttentionArgs& a, cudaStream_t stream, Scratch& scratch,
+                             const HandoffView* emit = nullptr);
 // The prompt kernel (cuda_attention_prompt.cu) for launches of 128+ rows with head_dim 64 or 128,
 // followed by the decode kernel for the rows of its blocks that read several slots: false when it
 // does not cover the call (or STRATA_ATTENTION=legacy / noprompt is set); same bits.
