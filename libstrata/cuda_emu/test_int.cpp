@@ -564,6 +564,70 @@ static void emit_local_case(int dt, int pro, int npro, int64_t k, int64_t kh, bo
           "pre-pass", dt, pro, npro, (long)k, (long)kh, p.no, p.ps, p.threads, bad);
 }
 
+// The local emission of SILU_MUL's input (dot_pair_shape, emit_pair): CTAs of 64 outputs holding gate
+// outputs [32j, 32j + 32) and the up outputs of the same elements. y must equal the plain kernel's bit for
+// bit (which CTA computes an output changes nothing), and xq and meta the pre-pass's on the finished y.
+// Negative control: the pre-pass of y with its halves swapped (silu(up) * gate) must differ.
+static int g_pair_swapped_differ = 0;
+static void emit_pair_case(int dt, int pro, int64_t k, int64_t kh, bool acc_on, int sms) {
+    const int64_t n_out = 2 * kh, in_k = pro == STRATA_PROLOGUE_SILU_MUL ? 2 * k : k;
+    std::vector<float> x(in_k), g(k), y0(n_out);
+    for (auto& v : x) v = randn();
+    for (auto& v : g) v = 1.0f + 0.1f * randn();
+    for (auto& v : y0) v = 3.0f * randn();
+    auto w = random_weights(dt, n_out, k, 2);
+    const int64_t nb = k / 32, hb = kh / 32, hbp = (hb + 1) / 2 * 2, nbp = (nb + 1) / 2 * 2;
+    auto al16 = [](std::vector<uint8_t>& v) {
+        return reinterpret_cast<int8_t*>(v.data() + (16 - reinterpret_cast<uintptr_t>(v.data()) % 16) % 16);
+    };
+    std::vector<uint8_t> xq(k + 16), exq(kh + 16, 0xAB), rxq(kh + 16, 0xCD);
+    std::vector<uint2> meta(nbp + 2), emeta(hbp + 2, make_uint2(7, 7)), rmeta(hbp + 2, make_uint2(9, 9));
+    std::vector<float> ssq((nb + 7) / 8);
+    int8_t* xq16 = al16(xq);
+    uint2* meta16 = reinterpret_cast<uintptr_t>(meta.data()) % 16 ? meta.data() + 1 : meta.data();
+    I::PreParams pp{x.data(), in_k, k, (int)nb, (int)nbp, (int)((nb + 7) / 8), pro, g.data(), xq16, meta16, ssq.data()};
+    run_prepass1(pp, pro, (unsigned)pp.nchunks);
+    // The plain kernel's y, then the pairing kernel's from the same start.
+    std::vector<float> yp = y0, y = y0;
+    I::IntParams q = producer_params(dt, pro, k, in_k, n_out, x.data(), g.data(), w.data() + 2, yp.data(), acc_on,
+                                     xq16, meta16, ssq.data());
+    I::dot_shape(q, slicebytes(dt), sms, 233472, 1);
+    q.n_row_tiles = 1;
+    q.n_tiles = (int)((n_out + q.no - 1) / q.no);
+    memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));
+    run_dot1(dt, (unsigned)q.n_tiles, q);
+    I::IntParams p = producer_params(dt, pro, k, in_k, n_out, x.data(), g.data(), w.data() + 2, y.data(), acc_on,
+                                     xq16, meta16, ssq.data());
+    I::dot_shape(p, slicebytes(dt), sms, 233472, 1);
+    I::dot_pair_shape(p, slicebytes(dt));  // the launcher's pairing shape
+    p.pair_half = kh;
+    p.n_row_tiles = 1;
+    p.n_tiles = (int)(n_out / p.no);
+    p.emit_pro = STRATA_PROLOGUE_SILU_MUL; p.emit_k = kh;
+    p.emit_xq = reinterpret_cast<int8_t*>(exq.data()); p.emit_meta = emeta.data();
+    p.emit_local = 1;
+    CHECK(I::dot_smem(p, 1) <= (int)sizeof(g_emu_smem), "smem %d", I::dot_smem(p, 1));
+    memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));
+    run_dot1(dt, (unsigned)std::max(1, p.n_tiles / 2), p);  // fewer CTAs than tiles: the tile loop emits too
+    int bad_y = 0, bad = 0;
+    for (int64_t o = 0; o < n_out; ++o) bad_y += bits(y[o]) != bits(yp[o]);
+    I::PreParams rp{y.data(), n_out, kh, (int)hb, (int)hbp, (int)((hb + 7) / 8), STRATA_PROLOGUE_SILU_MUL, nullptr,
+                    reinterpret_cast<int8_t*>(rxq.data()), rmeta.data(), nullptr};
+    run_prepass1(rp, STRATA_PROLOGUE_SILU_MUL, (unsigned)rp.nchunks);
+    for (int64_t e = 0; e < kh; ++e) bad += exq[e] != rxq[e];
+    for (int64_t b = 0; b < hb; ++b) bad += emeta[b].x != rmeta[b].x || emeta[b].y != rmeta[b].y;
+    std::vector<float> sw(n_out);
+    for (int64_t e = 0; e < kh; ++e) sw[e] = y[kh + e], sw[kh + e] = y[e];
+    rp.x = sw.data();
+    run_prepass1(rp, STRATA_PROLOGUE_SILU_MUL, (unsigned)rp.nchunks);
+    int swapped = 0;
+    for (int64_t e = 0; e < kh; ++e) swapped += exq[e] != rxq[e];
+    g_pair_swapped_differ += swapped > 0;
+    CHECK(bad_y == 0 && bad == 0, "paired hand-off dt %d pro %d k %ld kh %ld no %d ps %d parts %d: %d y values differ from "
+          "the plain kernel's, %d emitted values from the pre-pass", dt, pro, (long)k, (long)kh, p.no, p.ps, p.n_parts,
+          bad_y, bad);
+}
+
 static void emit_cases(bool quick) {
     const int dts[4] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_K, STRATA_Q6_K};
     const int64_t khs[5] = {64, 288, 1024, 32 * 8 * 9 + 96, 2048};
@@ -596,6 +660,17 @@ static void emit_cases(bool quick) {
                 emit_local_case(dt, m % 3, npro, k, kh, m % 2 == 0, m % 2 ? 132 : 1);
             }
     CHECK(g_flat_differ > 0, "negative control: block sums added in one chain changed no RMSNORM factor");
+    // The paired SILU_MUL emission: one part or several (4 slices a part), a partial last slice.
+    int n_pair = 0;
+    for (int dt : {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_K})
+        for (int64_t kh : {64, 288, 1024 + 96}) {
+            ++n_pair;
+            if (quick && n_pair % 2) continue;
+            const bool super = dt == STRATA_Q4_K;
+            const int64_t k = super ? 256 * (1 + n_pair % 3 + 4 * (n_pair % 4 == 0)) : 32 * (3 + 8 * (n_pair % 4) + 40 * (n_pair % 3 == 0));
+            emit_pair_case(dt, n_pair % 3, k, kh, n_pair % 2 == 0, n_pair % 2 ? 132 : 1);
+        }
+    CHECK(g_pair_swapped_differ > 0, "negative control: the pre-pass of the swapped halves matched the paired emission");
     printf("hand-off: %d checks, %d failures so far\n", checks, fails);
 }
 

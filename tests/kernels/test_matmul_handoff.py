@@ -99,11 +99,14 @@ def chain_of(ctx, rng):
 DTYPES = [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_K, S.DType.Q6_K, S.DType.Q4_1, S.DType.F16]
 
 
-@pytest.mark.parametrize("mode", ["local", "1", "prepass"])
+@pytest.mark.parametrize("mode", ["local", "local-nopair", "1", "prepass"])
 @pytest.mark.parametrize("n_rows", [1, 2, 5, 64])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_chain_with_handoff_equals_chain_without(chain_of, dtype, n_rows, mode, monkeypatch):
-    monkeypatch.setenv("STRATA_HANDOFF", mode)
+    # local-nopair: gate_up's SILU_MUL emission by the pre-pass launch (STRATA_HANDOFF_PAIR=0), not by
+    # the 64-output CTAs that hold both halves of their elements
+    monkeypatch.setenv("STRATA_HANDOFF", mode.split("-")[0])
+    monkeypatch.setenv("STRATA_HANDOFF_PAIR", "0" if mode.endswith("nopair") else "1")
     chain = chain_of(dtype, n_rows)
     plain = chain.run(handoff=False)
     handed = chain.run(handoff=True)
@@ -140,6 +143,30 @@ def test_negative_control_stale_blocks_change_bits(ctx, chain_of, n_rows, mode, 
     want = plain_with_overwrite()
     got = chain.run(handoff=True, tamper=overwrite)[1]
     assert not np.array_equal(bits(want), bits(got)), "gate_up ignored the prepared blocks"
+
+
+@pytest.mark.gpu
+def test_negative_control_stale_silu_mul_blocks_change_bits(ctx, chain_of, backend, monkeypatch):
+    """gate_up's [gate | up] overwritten after gate_up prepared down's blocks (its CTAs that hold both
+    halves, STRATA_HANDOFF_PAIR): down reads the stale blocks, so it differs from down on the new rows."""
+    if not str(backend).startswith("cuda"):
+        pytest.skip("the CPU ignores the hand-off (nothing prepared to go stale)")
+    monkeypatch.setenv("STRATA_HANDOFF", "local")
+    monkeypatch.setenv("STRATA_HANDOFF_PAIR", "1")
+    c = chain_of(S.DType.Q4_0, 1)
+    other = np.random.default_rng(6).standard_normal((1, 2 * F), dtype=np.float32)
+    po, pgu, pd, _ = c.params(True)
+    plain_down = c.params(False)[2]
+    outputs = []
+    for params_down, stale in ((pd, True), (plain_down, False)):
+        c.att.upload(c.att0)
+        c.x.upload(c.x0)
+        S.matmul_ex(c.ctx, po, c.att, 0, 1, Q, c.w["o"], 0, c.dtype, H, c.x, 0)
+        S.matmul_ex(c.ctx, pgu, c.x, 0, 1, H, c.w["gu"], 0, c.dtype, 2 * F, c.gu, 0)
+        c.gu.upload(other)
+        S.matmul_ex(c.ctx, params_down, c.gu, 0, 1, F, c.w["down"], 0, c.dtype, H, c.x, 0)
+        outputs.append(c.x.to_numpy(np.float32, (1, H)))
+    assert not np.array_equal(bits(outputs[0]), bits(outputs[1])), "down ignored the blocks gate_up prepared"
 
 
 def expect_invalid(fn, *words):

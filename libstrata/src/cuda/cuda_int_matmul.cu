@@ -137,6 +137,12 @@ struct IntParams {
     // no counter, no fence, no CTA barrier. emit_ssq then holds RMSNORM's per-block sums of
     // squares ([nb]), which the consumer folds into chunks itself (ssq_blocks).
     int emit_local = 0;
+    // The local emission of SILU_MUL's input (pair_half = emit_k > 0; emit_local set): y's row is
+    // [gate | up] of pair_half values each, and a CTA of 64 outputs takes gate outputs [o0 / 2,
+    // o0 / 2 + 32) as its local rows 0-31 and the up outputs pair_half + the same as rows 32-63
+    // (out_row), so one CTA holds both halves of its 32 elements of the next call's row. Which CTA
+    // computes an output never changes its arithmetic. 0: local row i is output o0 + i.
+    int64_t pair_half = 0;
     // ssq holds per-block sums of squares ([row][nb]) instead of per-chunk ones: the consumer of a
     // local emission folds them (int_rms_factor_blocks_warp: int_rms_factor_blocks' additions, in order).
     int ssq_blocks = 0;
@@ -185,7 +191,15 @@ __global__ void __launch_bounds__(kPreThreads) int_prepass_kernel(const PreParam
 
 __device__ __forceinline__ int addr_delta16(const void* p) { return (int)(reinterpret_cast<uintptr_t>(p) & 15); }
 
-// Stages part `part` into `stage`: weight rows [o0, o0 + no) at row stride
+// The output (= weight row) of local row i of the tile starting at o0 (IntParams::pair_half). Q6_K
+// never pairs (launch_int_matmul): its one-row kernel keeps the registers it had without the mapping.
+template <int kDtype>
+__device__ __forceinline__ int64_t out_row(const IntParams& p, int64_t o0, int i) {
+    if constexpr (kDtype == STRATA_Q6_K) return o0 + i;
+    return p.pair_half == 0 ? o0 + i : (o0 >> 1) + (i < 32 ? i : p.pair_half + (i - 32));
+}
+
+// Stages part `part` into `stage`: weight rows [o0, o0 + no) (out_row) at row stride
 // p.wstride (16-byte pieces from the aligned address at or below each row's
 // first byte, so byte s lands at offset (s & 15) of its row's window; nothing
 // at or past w_end is read), then the int8 activations and the block meta of
@@ -205,7 +219,7 @@ __device__ __forceinline__ void stage_weights(const IntParams& p, uint8_t* stage
     const int len = nblk * SB / kIntSliceBlocks;
     const int nw = p.threads >> 5, lane = threadIdx.x & 31;
     for (int row = threadIdx.x >> 5; row < no; row += nw) {
-        const uint8_t* s = p.w + (o0 + row) * p.w_row_bytes + b0 * SB / kIntSliceBlocks;
+        const uint8_t* s = p.w + out_row<kDtype>(p, o0, row) * p.w_row_bytes + b0 * SB / kIntSliceBlocks;
         const uint8_t* a = s - addr_delta16(s);
         const int np = (int)((s + len - a + 15) >> 4);
         uint8_t* dst = stage + row * p.wstride;
@@ -457,6 +471,26 @@ __device__ __forceinline__ void emit_blocks(const IntParams& p, int64_t e, float
     }
 }
 
+// The local emission of SILU_MUL's input (IntParams::pair_half): fold thread t < 32 holds gate output
+// o0 / 2 + t and thread 32 + t the up output of the same element, so the up values go through shared
+// memory (`xch`: the slice partials, free once every thread is past the fold) and warp 0 forms
+// int_act_value<SILU_MUL>'s silu(gate) * up, then rounds the block as the pre-pass does
+// (int_act_round_warp): the pre-pass's bits for element block o0 / 64 of the next call's row.
+// Called by every thread of the CTA (two barriers).
+__device__ __forceinline__ void emit_pair(const IntParams& p, int64_t o0, float yv, float* xch) {
+    const int t = threadIdx.x;
+    __syncthreads();  // every thread is past the fold's reads of the partials
+    if (t >= 32 && t < 64) xch[t - 32] = yv;
+    __syncthreads();
+    if (t < 32) {
+        const float v = __fmul_rn(__fdiv_rn(yv, __fadd_rn(1.0f, expf(-yv))), xch[t]);  // int_act_value<SILU_MUL>
+        const int64_t e = (o0 >> 1) + t;
+        uint2 m;
+        p.emit_xq[e] = (int8_t)int_act_round_warp(v, m);
+        if (t == 0) p.emit_meta[e >> 5] = m;
+    }
+}
+
 // The one-row and 8-row dot kernel's tiles, after its wait (int_dot_kernel, int_dot_rope_kernel).
 // kFused: no pre-pass; the CTA quantizes its tile's rows itself (fused_quant) while the first
 // part's weights are in flight, once per row tile it meets. kRope (one row, no kFused): the rope
@@ -533,7 +567,7 @@ __device__ __forceinline__ void int_dot_tiles(const IntParams& p) {
             const int s = q * p.ps + s_l;
             if (s_l < p.ps && s < p.n_slices && o_l < no) {
                 const int nbs = (int)min((int64_t)kIntSliceBlocks, p.nb - (int64_t)s * kIntSliceBlocks);
-                const uint8_t* g = p.w + (o0 + o_l) * p.w_row_bytes + (int64_t)q * p.ps * SB;  // the part's first byte
+                const uint8_t* g = p.w + out_row<kDtype>(p, o0, o_l) * p.w_row_bytes + (int64_t)q * p.ps * SB;  // the part's first byte
                 const int delta = addr_delta16(g);
                 const uint8_t* st = smem + (q % nbuf) * p.stage_bytes;
                 const uint8_t* base = st + o_l * p.wstride + s_l * SB;  // 16-byte aligned
@@ -581,14 +615,19 @@ __device__ __forceinline__ void int_dot_tiles(const IntParams& p) {
                 const float other = __shfl_xor_sync(0xffffffffu, yv, 1);
                 if (mine) *yp = rope_epi_apply(re, yv, other);
             }
-        } else if (fo < no && fr < nr) {
-            const int64_t row = r0 + fr, o = o0 + fo;
-            if (p.prologue == STRATA_PROLOGUE_RMSNORM) total = __fmul_rn(total, rsq[fr]);
-            if (p.bias) total = __fadd_rn(total, __ldg(p.bias + o));
-            float* yp = p.y + row * p.y_stride + o;
-            const float yv = p.accumulate ? __fadd_rn(*yp, total) : total;
-            *yp = yv;
-            if (kR == 1 && p.emit_local) emit_blocks(p, o, yv, emit_g);  // whole warps (no % 32 == 0)
+        } else {
+            float yv = 0.0f;
+            if (fo < no && fr < nr) {
+                const int64_t row = r0 + fr, o = kR == 1 ? out_row<kDtype>(p, o0, fo) : o0 + fo;
+                if (p.prologue == STRATA_PROLOGUE_RMSNORM) total = __fmul_rn(total, rsq[fr]);
+                if (p.bias) total = __fadd_rn(total, __ldg(p.bias + o));
+                float* yp = p.y + row * p.y_stride + o;
+                yv = p.accumulate ? __fadd_rn(*yp, total) : total;
+                *yp = yv;
+                if (kR == 1 && p.emit_local && p.pair_half == 0) emit_blocks(p, o, yv, emit_g);  // whole warps (no % 32 == 0)
+            }
+            if constexpr (kR == 1 && kDtype != STRATA_Q6_K)
+                if (p.pair_half > 0) emit_pair(p, o0, yv, part);  // every thread: CTA barriers
         }
         if constexpr (kR == 1)
             if (p.emit_pro >= 0 && !p.emit_local) emit_tile(p, o0, no);  // ends with a barrier
@@ -893,6 +932,14 @@ inline void dot_local_shape(IntParams& p, int slice_bytes) {
     dot_layout(p, slice_bytes, 1, 3);
 }
 
+// The local SILU_MUL emission's shape (IntParams::pair_half): CTAs of 64 outputs (32 gate, 32 up), up
+// to 4 slices a part (256 threads), two stage buffers.
+inline void dot_pair_shape(IntParams& p, int slice_bytes) {
+    p.no = 64;
+    p.ps = min(p.n_slices, kDotThreads / 64);
+    dot_layout(p, slice_bytes, 1);
+}
+
 // The fused dot kernel's shape, after dot_shape: the same CTA, units and fold; only weights are
 // staged, and the quantized rows (all of k) follow the slice partials.
 inline void dot_fuse(IntParams& p, int kr) {
@@ -1090,6 +1137,15 @@ int handoff_local_parts() {
     return (int)n;
 }
 
+// STRATA_HANDOFF_PAIR (strata/env.py): whether SILU_MUL's input may be emitted locally (dot_pair_shape);
+// 0 = the pre-pass launch after gate_up, as before. Same bits either way; read at each call.
+bool handoff_pair_enabled() {
+    const char* v = std::getenv("STRATA_HANDOFF_PAIR");
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "1") == 0) return true;
+    if (std::strcmp(v, "0") == 0) return false;
+    fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_HANDOFF_PAIR=") + v + ": expected 1 (the default) or 0");
+}
+
 void launch_handoff_prepass(const MatmulArgs& a, const HandoffView& v, cudaStream_t stream) {
     launch_prepass(a.y, a.n_out, a.n_rows, a.emit_k, a.emit_prologue, a.emit_norm, v, stream);
 }
@@ -1197,6 +1253,21 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         IntParams q = p;
         dot_local_shape(q, sb);
         if (q.n_parts <= handoff_local_parts() && dot_smem(q, kr) <= lim.smem_optin) p = q, emit_local = true;
+    }
+    // SILU_MUL's input (y = [gate | up] of the next k each): CTAs that hold both halves of their 32
+    // elements (dot_pair_shape, emit_pair), within the same parts limit.
+    if (hmode == HandoffMode::kLocal && kind == 0 && a.n_rows == 1 && a.emit_prologue == STRATA_PROLOGUE_SILU_MUL &&
+        a.n_out == 2 * a.emit_k && a.emit_k % 32 == 0 && (a.y_row_stride == 0 || a.y_row_stride == a.n_out) &&
+        a.w_dtype != STRATA_Q6_K && gemv_kr <= 0 && rows_kr <= 0 && tiles < 0 && handoff_pair_enabled()) {
+        IntParams q = p;
+        dot_pair_shape(q, sb);
+        // At most STRATA_HANDOFF_LOCAL_PARTS parts of this shape's 4 slices (k up to 2,048 by default): on the
+        // H200 the 8B's gate_up (k 4,096) ran 13 % slower a step in these CTAs (bench/RESULTS.md, 2026-12-03 night).
+        if (q.n_parts <= handoff_local_parts() && dot_smem(q, kr) <= lim.smem_optin) {
+            p = q;
+            p.pair_half = a.emit_k;
+            emit_local = true;
+        }
     }
     const int64_t n_rt = (a.n_rows + kr - 1) / kr, n_ot = (a.n_out + p.no - 1) / p.no;
     if (n_rt * n_ot > INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer path has too many tiles");
