@@ -20,6 +20,7 @@
 // strata_matmul_rope_kv_store's one-row kernel (int_dot_rope_kernel: rope and the F16 KV store in the
 // epilogue) must equal the plain one-row dot kernel followed by rope_kv_store_kernel bit for bit (the
 // qkv row, every pool element), with a negative control (another cell's position changes the bits).
+// (handoff: the counted and local emissions, the paired SILU_MUL one included.)
 // Usage: test_int [quick | smoke | handoff | rope | fused [DTYPE] | dtype DTYPE] (fused: only the kernel
 // that rounds its own rows, optionally one dtype: the strata_dtype value, e.g. 2 for Q4_0, 12 for Q4_K;
 // dtype: every configuration of one dtype; rope: the rope epilogue only)

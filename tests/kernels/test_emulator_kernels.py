@@ -11,7 +11,10 @@ GPU"). Each binary's short mode, about 9-10 minutes in all on two cores:
 - test_int handoff: the one-row dot kernel that rounds the next matmul's int8 blocks in its epilogue
   (emit_tile): its blocks against the pre-pass kernel on the finished y, bit for bit, for every integer
   type, the three prologues, tiles that straddle chunks and SILU_MUL's two halves, and every arrival
-  counter back at 0; its negative control (a counter left at 1) must be caught;
+  counter back at 0; its negative control (a counter left at 1) must be caught; the local emissions
+  (CTAs of whole blocks; for SILU_MUL's input, 64-output CTAs that hold the gate and up outputs of their
+  32 elements: y equal to the plain kernel's, blocks to the pre-pass's; negative control: the pre-pass
+  of the swapped halves must differ);
 - test_int rope: strata_matmul_rope_kv_store's one-row kernel (rope and the F16 KV store in the dot
   kernel's epilogue) against the plain kernel followed by rope_kv_store_kernel, bit for bit (the qkv row,
   every pool element): the integer types, CTA widths 2-32, partial rotation, freq_factors, a row without a
