@@ -43,16 +43,15 @@ class LayerWeights:
 @dataclass(frozen=True)
 class LayerHandoff:
     """matmul_ex params of one layer's activation hand-off chain (strata.h, handoff_*): attention prepares
-    o's input (strata_attention_handoff; `o_dtype` set), o gate_up's, gate_up down's (one stored matrix
-    only), down the next layer's qkv (not after the last layer). `qkv` / `gate_up`: params per stored
-    matrix, as LayerWeights' parts; `o_use`: o's params when attention prepared its input, `o` when not
-    (STRATA_FUSED_ATTENTION's call prepares nothing)."""
+    o's input (strata_attention_handoff; when `o_use` is set), o gate_up's, gate_up down's (one stored
+    matrix only), down the next layer's qkv (not after the last layer). `qkv` / `gate_up`: params per
+    stored matrix, as LayerWeights' parts; `o_use`: o's params when attention prepared its input, `o`
+    when not (STRATA_FUSED_ATTENTION's call prepares nothing)."""
     qkv: tuple
     o: object
     gate_up: tuple
     down: object
     o_use: object = None
-    o_dtype: int | None = None
 
 
 class Activations:
@@ -128,14 +127,11 @@ class Decoder:
                 continue
             use_qkv = i > 0 and fused[i - 1]
             qkv = tuple(F.matmul_params_handoff(params, handoff_use=use_qkv) for _, _, params in layer.qkv_parts)
-            o = F.matmul_params(accumulate=True, handoff_emit=True, handoff_prologue=P.RMSNORM,
-                                handoff_dtype=layer.gate_up_parts[0][0].dtype,
-                                handoff_norm_weight=layer.ffn_norm.buffer,
-                                handoff_norm_weight_offset=layer.ffn_norm.offset)
-            o_use = F.matmul_params_handoff(o, handoff_use=True, handoff_emit=True, handoff_prologue=P.RMSNORM,
-                                            handoff_dtype=layer.gate_up_parts[0][0].dtype,
-                                            handoff_norm_weight=layer.ffn_norm.buffer,
-                                            handoff_norm_weight_offset=layer.ffn_norm.offset) if att else None
+            o_emit = dict(accumulate=True, handoff_emit=True, handoff_prologue=P.RMSNORM,
+                          handoff_dtype=layer.gate_up_parts[0][0].dtype, handoff_norm_weight=layer.ffn_norm.buffer,
+                          handoff_norm_weight_offset=layer.ffn_norm.offset)
+            o = F.matmul_params(**o_emit)
+            o_use = F.matmul_params(handoff_use=True, **o_emit) if att else None
             one = len(layer.gate_up_parts) == 1     # [gate | up] from one call: it can prepare down's input
             gate_up = tuple(F.matmul_params_handoff(params, handoff_use=True, handoff_emit=one,
                                                     handoff_prologue=P.SILU_MUL, handoff_dtype=layer.down.dtype)
@@ -147,8 +143,7 @@ class Decoder:
                 handoff_dtype=nxt.qkv_parts[0][0].dtype if nxt is not None else 0,
                 handoff_norm_weight=nxt.attn_norm.buffer if nxt is not None else None,
                 handoff_norm_weight_offset=nxt.attn_norm.offset if nxt is not None else 0)
-            plan.append(LayerHandoff(qkv=qkv, o=o, gate_up=gate_up, down=down, o_use=o_use,
-                                     o_dtype=layer.o.dtype if att else None))
+            plan.append(LayerHandoff(qkv=qkv, o=o, gate_up=gate_up, down=down, o_use=o_use))
         return plan
 
     def _layer(self, i: int) -> LayerWeights:
@@ -232,7 +227,7 @@ class Decoder:
                 F.matmul_rope_kv_store(ctx, hp.qkv[0] if hp else params, A, act.x, n_rows, s.hidden, w.buffer,
                                        w.offset, w.dtype, w.rows, A, act.qkv, self.rope_q, self.rope_k, slots, index,
                                        io.buffer, io.rows_off, ff_buf, ff_off)
-                prepared = self._attend(index, io, act, slots, act.qkv, width, n_rows)
+                prepared = self._attend(index, layer, io, act, slots, act.qkv, width, n_rows)
             else:
                 prepared = self._qkv_attention(index, layer, io, act, slots, n_rows, fused)
         else:
@@ -266,15 +261,15 @@ class Decoder:
             return False
         F.rope_kv_store(ctx, self.rope_q, self.rope_k, slots, index, A, act.qkv, width, n_rows, io.buffer,
                         io.rows_off, ff_buf, ff_off)
-        return self._attend(index, io, act, slots, act.qkv, width, n_rows)
+        return self._attend(index, layer, io, act, slots, act.qkv, width, n_rows)
 
-    def _attend(self, index, io, act, slots, q_off, q_stride, n_rows) -> bool:
+    def _attend(self, index, layer: LayerWeights, io, act, slots, q_off, q_stride, n_rows) -> bool:
         """Attention of the rows' queries (at q_off, q_stride apart) into act.att; also prepares o's input
         when the layer's hand-off plan asks for it (strata_attention_handoff). Returns whether it did."""
         ctx, s, A, hp = self.ctx, self.spec, act.buffer, self._hp
-        if hp is not None and hp.o_dtype is not None:
+        if hp is not None and hp.o_use is not None:
             F.attention_handoff(ctx, slots, index, A, q_off, q_stride, n_rows, s.n_heads, io.buffer, io.rows_off,
-                                self.scale, 0, hp.o_dtype, A, act.att)
+                                self.scale, 0, layer.o.dtype, A, act.att)
             return True
         F.attention(ctx, slots, index, A, q_off, q_stride, n_rows, s.n_heads, io.buffer, io.rows_off,
                     self.scale, A, act.att)

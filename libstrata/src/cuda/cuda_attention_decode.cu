@@ -119,34 +119,19 @@ constexpr int kFusedUnroundedForTests = 2;
 // strata_attention_handoff: the int8 blocks of this block's output for the o projection, made where
 // the values are. A thread's kE output values are consecutive and a block of 32 values is aligned
 // within a head (head_dim 64 or 128), so the 32 / kE neighbouring lanes that hold it round it
-// together with the pre-pass's per-element steps (cuda_int_act.cuh: int_act_abs, int_act_scale,
-// int_act_quant; the max is exact in any order and the block sum is an integer), hence
+// together (cuda_int_act.cuh, int_act_round_lanes: the pre-pass's per-element steps), hence
 // int_prepass_kernel's bits for prologue NONE. e: the thread's first element in the row; every
 // lane runs the shuffles, `store` says whether its values are the block's output (ve < nh).
 template <int kE>
 __device__ __forceinline__ void emit_out_blocks(const DecodePlan& P, int r, int64_t k_row, int64_t e,
                                                 const float (&v)[kE], bool store) {
-    constexpr int kLanes = 32 / kE;  // lanes of one block: an aligned group of a warp
-    float amax = 0.0f;               // |v| >= +0, so starting at +0 changes no max
-#pragma unroll
-    for (int i = 0; i < kE; ++i) amax = fmaxf(amax, int_act_abs(v[i]));
-#pragma unroll
-    for (int off = kLanes / 2; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, off));
-    const float d = int_act_scale(amax);
-    int q[kE], sum = 0;
-#pragma unroll
-    for (int i = 0; i < kE; ++i) {
-        q[i] = int_act_quant(v[i], d);
-        sum += q[i];
-    }
-#pragma unroll
-    for (int off = kLanes / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(kFullMask, sum, off);
+    int q[kE];
+    const uint2 meta = int_act_round_lanes<kE>(v, q);
     if (!store) return;
     int8_t* xq = P.emit_xq + (int64_t)r * k_row + e;
 #pragma unroll
     for (int i = 0; i < kE; ++i) xq[i] = (int8_t)q[i];
-    if ((threadIdx.x & (kLanes - 1)) == 0)
-        P.emit_meta[(int64_t)r * P.emit_nbp + (e >> 5)] = make_uint2(__float_as_uint(d), (uint32_t)sum);
+    if ((threadIdx.x & (32 / kE - 1)) == 0) P.emit_meta[(int64_t)r * P.emit_nbp + (e >> 5)] = meta;
 }
 
 // HD: head_dim (64 or 128); NQ: query vectors per block; INT8: int8 pool (STRATA_KV_INT8); FUSED: above.

@@ -45,6 +45,28 @@ __device__ __forceinline__ int int_act_round_warp(float v, uint2& meta) {
     meta = make_uint2(__float_as_uint(d), (uint32_t)s);
     return q;
 }
+// int_act_round_warp for a block held kE values a lane by 32 / kE neighbouring lanes (an aligned group
+// of the warp; every lane of the warp calls it): the same max, scale, int8 values (q) and exact sum, so
+// the same bits. Returns the block's meta in every lane of the group.
+template <int kE>
+__device__ __forceinline__ uint2 int_act_round_lanes(const float (&v)[kE], int (&q)[kE]) {
+    constexpr int kLanes = 32 / kE;
+    float amax = 0.0f;  // |v| >= +0, so starting at +0 changes no max
+#pragma unroll
+    for (int i = 0; i < kE; ++i) amax = fmaxf(amax, int_act_abs(v[i]));
+#pragma unroll
+    for (int off = kLanes / 2; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, off));
+    const float d = int_act_scale(amax);
+    int sum = 0;
+#pragma unroll
+    for (int i = 0; i < kE; ++i) {
+        q[i] = int_act_quant(v[i], d);
+        sum += q[i];
+    }
+#pragma unroll
+    for (int off = kLanes / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(kFullMask, sum, off);
+    return make_uint2(__float_as_uint(d), (uint32_t)sum);
+}
 template <int kPro>
 __device__ __forceinline__ const float* int_act_aux(const float* xr, const float* norm, int64_t k) {
     return kPro == STRATA_PROLOGUE_RMSNORM ? norm : xr + k;

@@ -483,7 +483,7 @@ __device__ __forceinline__ void emit_pair(const IntParams& p, int64_t o0, float 
     if (t >= 32 && t < 64) xch[t - 32] = yv;
     __syncthreads();
     if (t < 32) {
-        const float v = __fmul_rn(__fdiv_rn(yv, __fadd_rn(1.0f, expf(-yv))), xch[t]);  // int_act_value<SILU_MUL>
+        const float v = int_act_value<STRATA_PROLOGUE_SILU_MUL>(yv, xch, t);  // silu(gate) * up, aux[t] = up
         const int64_t e = (o0 >> 1) + t;
         uint2 m;
         p.emit_xq[e] = (int8_t)int_act_round_warp(v, m);
