@@ -41,7 +41,8 @@ def create_app(engine: Engine, settings: ServerSettings) -> Quart:
     app.register_blueprint(openapi.bp)
     app.register_blueprint(routes_ui.bp)
     state.in_flight = InFlight(app.asgi_app, GENERATION_PATHS)
-    app.asgi_app = memory.ReturnMemory(DisconnectWatch(state.in_flight))
+    app.asgi_app = memory.ReturnMemory(DisconnectWatch(state.in_flight, GENERATION_PATHS,
+                                                       on_unaccounted=lambda: state.count_outcome("cancelled")))
     app.before_request(_check_api_key)
     app.after_request(_count_refusals)
     cors.install(app, settings.cors_origins)

@@ -10,6 +10,13 @@ swallows the cancellation, so the handler runs on and its request decodes to
 max_tokens for nobody. Here the disconnect is recorded on the request's ASGI
 scope, the routes register what to do about it (cancel the engine request),
 and that runs whatever the handler task is doing.
+
+The same cancellation can also end a handler before its request reached the
+engine (say, while the prompt was being tokenized) and before any response
+was made. Such a request would be counted under no outcome at all, so the
+middleware reports it (`on_unaccounted`) unless the route took charge of it
+(`accounted`: submitted to the engine, which counts its outcome, or counted
+itself) or a response started (the app's after-request hook counted that).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ class ClientConnection:
 
     def __init__(self) -> None:
         self.gone = False
+        self.accounted = False       # the route counted the request's outcome, or handed it to the engine
         self._callbacks: list[Callable[[], None]] = []
 
     def on_gone(self, callback: Callable[[], None]) -> None:
@@ -55,10 +63,14 @@ class ClientConnection:
 
 
 class DisconnectWatch:
-    """ASGI middleware: puts a ClientConnection on each HTTP scope and marks it on http.disconnect."""
+    """ASGI middleware: puts a ClientConnection on each HTTP scope and marks it on http.disconnect.
 
-    def __init__(self, app) -> None:
-        self.app = app
+    on_unaccounted(): called for a request on `paths` whose client left and that ended with no response
+    started and not `accounted` (see the module docstring)."""
+
+    def __init__(self, app, paths: frozenset[str] = frozenset(),
+                 on_unaccounted: Callable[[], None] | None = None) -> None:
+        self.app, self.paths, self.on_unaccounted = app, paths, on_unaccounted
 
     async def __call__(self, scope, receive, send):
         if scope.get("type") != "http":
@@ -72,10 +84,18 @@ class DisconnectWatch:
                 client.mark_gone()
             return message
 
+        async def watched_send(message):
+            if message.get("type") == "http.response.start":
+                client.accounted = True
+            return await send(message)
+
         try:
-            return await self.app(scope, watched_receive, send)
+            return await self.app(scope, watched_receive, watched_send)
         finally:
+            left = client.gone
             client.mark_gone()       # the exchange is over either way; nothing may outlive it
+            if left and not client.accounted and self.on_unaccounted is not None and scope.get("path") in self.paths:
+                self.on_unaccounted()
 
 
 def client_of(scope) -> ClientConnection:

@@ -96,6 +96,7 @@ async def _generate(state: ServerState, kind: str, inputs: EngineInput, options:
     if params.grammar is not None:     # compiled off the event loop (the first one builds the tokenizer map)
         await anyio.to_thread.run_sync(engine.compile_grammar, params.grammar)
     client = client_of(request.scope)
+    client.accounted = True          # from here the outcome is counted: below, or by the engine
     if client.gone:                  # left while its prompt was prepared: nothing to run for it
         state.count_outcome("cancelled")
         raise APIError(499, "the client closed the connection", code="client_closed_request")
