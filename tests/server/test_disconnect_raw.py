@@ -93,3 +93,31 @@ def test_a_storm_of_immediate_closes(server, http):
     for sock in socks:
         sock.close()
     assert 8 <= cancelled <= 12          # the four resets may come before their request was read (see above)
+
+
+def _counted(server, *outcomes: str) -> float:
+    text = metrics(server)
+    return sum(metric(text, "strata_requests_total", outcome=o) for o in outcomes)
+
+
+def test_leaving_while_a_long_prompt_is_prepared_is_counted_once(server, http):
+    """The client leaves while its long prompt (too long for a slot, but not refused before tokenizing) is
+    being prepared. Whether the handler is cancelled there or gets as far as refusing the prompt, the
+    request is counted exactly once — cancelled or invalid — never under no outcome, and the server serves
+    on. (The handler cancelled with no response is server/client_gone.py's `on_unaccounted`, unit-tested
+    in test_client_gone.py.)"""
+    wait_idle(server)
+    before = _counted(server, "cancelled", "invalid")
+    body = json.dumps({**BODY, "prompt": "count the words of this sentence " * 4_800, "stream": True}).encode()
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    _leave(sock, "fin")
+    deadline = time.monotonic() + 20
+    while _counted(server, "cancelled", "invalid") == before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    wait_idle(server)
+    time.sleep(0.2)                                  # a second count would come within the same exchange
+    assert _counted(server, "cancelled", "invalid") - before == 1
+    r = http.post("/v1/completions", json={**BODY, "max_tokens": 2})
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 2
