@@ -5,7 +5,9 @@ and runs the engine loop as a background task from before the first request
 until shutdown. Requests refused before reaching the engine are counted
 here for /metrics, and every response by status. The ASGI app is wrapped so
 that a client's disconnect is seen whatever the handler is doing
-(client_gone) and memory goes back to the system after large requests.
+(client_gone), a body left unread does not cost the client its keep-alive
+connection (body_drain), and memory goes back to the system after large
+requests.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from quart import Quart, request
 from strata.engine.engine import Engine
 
 from . import cors, errors, memory, openapi, routes_admin, routes_openai, routes_ui
+from .body_drain import DrainBody
 from .client_gone import DisconnectWatch
 from .drain import InFlight
 from .errors import APIError
@@ -41,8 +44,8 @@ def create_app(engine: Engine, settings: ServerSettings) -> Quart:
     app.register_blueprint(openapi.bp)
     app.register_blueprint(routes_ui.bp)
     state.in_flight = InFlight(app.asgi_app, GENERATION_PATHS)
-    app.asgi_app = memory.ReturnMemory(DisconnectWatch(state.in_flight, GENERATION_PATHS,
-                                                       on_unaccounted=lambda: state.count_outcome("cancelled")))
+    watch = DisconnectWatch(state.in_flight, GENERATION_PATHS, on_unaccounted=lambda: state.count_outcome("cancelled"))
+    app.asgi_app = memory.ReturnMemory(DrainBody(watch))
     app.before_request(_check_api_key)
     app.after_request(_count_refusals)
     cors.install(app, settings.cors_origins)

@@ -4,7 +4,7 @@ Choice i is its own engine request in its own slot, sampled with the key
 (seed, choice_index + i) (SamplingParams.sampler_seed), so choice i is the
 same whether asked as one of n or alone with `choice_index` = i. A request
 without a seed gets one here, once, shared by its choices. The choices send
-their events into one memory-object stream (Engine.submit's `events`), each
+their events into one event channel (Engine.submit's `events`), each
 tagged with its choice index, so reading them needs no task per choice and a
 wait can time out safely (SSE keep-alive). If any choice can't be queued,
 the ones already queued are cancelled and the error stands for the request.
@@ -12,13 +12,12 @@ the ones already queued are cancelled and the error stands for the request.
 
 from __future__ import annotations
 
-import math
 import secrets
 from dataclasses import replace
 
 import anyio
 
-from strata.engine.output import Event
+from strata.engine.event_channel import open_event_channel
 from strata.engine.sampling import SamplingParams
 from strata.engine.stream import Completion, RequestStream
 
@@ -31,7 +30,7 @@ class ChoiceSet:
             params = replace(params, seed=secrets.randbits(63))
         self.base = params.choice_index
         self.n = n
-        send, self._receive = anyio.create_memory_object_stream[Event](math.inf)
+        send, self._receive = open_event_channel()
         self.streams: list[RequestStream] = []
         try:
             for i in range(n):
@@ -51,13 +50,13 @@ class ChoiceSet:
 
     async def next(self, timeout: float | None = None):
         """(choice index, event), PING after `timeout` seconds without one, or None once every choice ended."""
-        with anyio.move_on_after(timeout):
-            try:
-                event = await self._receive.receive()
-            except (anyio.EndOfStream, anyio.ClosedResourceError):
-                return None
-            return event.choice - self.base, event
-        return PING
+        try:
+            event = await self._receive.receive(timeout)
+        except TimeoutError:
+            return PING
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            return None
+        return event.choice - self.base, event
 
     def cancel(self) -> None:
         for stream in self.streams:

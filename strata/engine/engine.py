@@ -4,14 +4,13 @@ One loop task schedules steps; each step's device work runs in the engine's
 device thread (device_thread.py; cffi releases the GIL), so the event loop
 keeps serving clients while the device computes. Requests come in through
 `submit`, which validates them first (docs/design.md, invariant 3), and their
-tokens leave through one anyio memory-object stream per request, as soon as
-each token exists.
+tokens leave through one event channel per request (event_channel.py), as soon
+as each token exists.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 
 import anyio
@@ -23,6 +22,7 @@ from .logit_rules import LogitRules
 from .device_thread import DeviceThread
 from .drafting.factory import make_speculator
 from .drafting.speculator import draft_state
+from .event_channel import open_event_channel
 from .host_cache import HostCache
 from .kv_pool import KvPool
 from .page_salt import rope_axes
@@ -123,7 +123,7 @@ class Engine:
         """Validates and queues a request; raises InvalidRequest (VisionRecordError for a vision model's
         images) or QueueFull, changing nothing.
 
-        events: a (send, receive) memory-object stream pair that several requests share (the n
+        events: a (send, receive) pair of open_event_channel() that several requests share (the n
         choices of one API request); each request sends on its own clone, and its Events carry
         its params.choice_index."""
         params = self.validate(list(prompt_ids), params)
@@ -136,7 +136,7 @@ class Engine:
         request = Request(list(prompt_ids), params, positions=positions, rope_delta=rope_delta, vision=vision,
                           rules=self._rules(list(prompt_ids), params, eos))
         if events is None:
-            send, receive = anyio.create_memory_object_stream[Event](math.inf)
+            send, receive = open_event_channel()
         else:
             send, receive = events[0].clone(), events[1]
         processor = OutputProcessor(self.tokenizer, params.stop, eos, params.stop_token_ids)

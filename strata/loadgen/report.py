@@ -106,6 +106,9 @@ def format_table(summary: dict, title: str = "") -> str:
         ("TTFT p50 / p99", f"{_fmt(summary['ttft_p50_ms'])} / {_fmt(summary['ttft_p99_ms'])} ms"),
         ("ITL p50 / p99", f"{_fmt(summary['itl_p50_ms'])} / {_fmt(summary['itl_p99_ms'])} ms"),
     ]
+    if "server_cpu_main_us_per_token" in summary:
+        rows.append(("server CPU per token", f"{_fmt(summary['server_cpu_main_us_per_token'])} us main thread, "
+                                             f"{_fmt(summary['server_cpu_all_us_per_token'])} us all threads"))
     if summary["solo_checked"]:
         rows.append(("streams equal to solo", f"{summary['equal_solo']} / {summary['compared']} "
                                               f"(by {summary['compared_by']})"))

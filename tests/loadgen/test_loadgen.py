@@ -9,6 +9,8 @@ below the total, compared by text — the negative control of the check that
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -123,3 +125,24 @@ def test_bench_conversation_table(capsys):
     assert status == 0
     assert "turns, cache_prompt      2, false" in out
     assert "| 2 | 1 |" in out and out.rstrip().endswith("| 30 | 0 |")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads Linux's /proc")
+def test_bench_reports_the_server_cpu_per_token(capsys):
+    with FakeServer(gather=2) as fake:           # it serves from this process: its CPU is ours
+        status = cli.main(["--url", fake.url, "--clients", "2", "--stagger-ms", "0", "--no-solo", "--json",
+                           "--server-pid", str(os.getpid())])
+    assert status == 0
+    summary = json.loads(capsys.readouterr().out)
+    main, every = summary["server_cpu_main_us_per_token"], summary["server_cpu_all_us_per_token"]
+    assert summary["generated_tokens"] > 0 and 0 <= main <= every
+    with FakeServer(gather=1) as fake:
+        status = cli.main(["--url", fake.url, "--clients", "1", "--no-solo", "--server-pid", str(os.getpid())])
+    assert status == 0 and "server CPU per token" in capsys.readouterr().out
+
+
+def test_bench_server_pid_that_is_not_here_is_a_clear_error(capsys):
+    with FakeServer(gather=1) as fake:
+        status = cli.main(["--url", fake.url, "--clients", "1", "--server-pid", "999999999"])
+    assert status == 2
+    assert "--server-pid 999999999: no such process here" in capsys.readouterr().err
