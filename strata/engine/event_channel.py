@@ -31,6 +31,7 @@ from typing import Any
 import anyio
 
 _EXPIRED = object()
+_EMPTY = object()
 
 
 class _State:
@@ -95,7 +96,8 @@ class EventReceiver:
     def __init__(self, state: _State) -> None:
         self._state = state
 
-    def receive_nowait(self) -> Any:
+    def _take(self) -> Any:
+        """The next item, or _EMPTY while senders are open and nothing waits (no exception on that path)."""
         state = self._state
         if state.receiver_closed:
             raise anyio.ClosedResourceError
@@ -103,18 +105,21 @@ class EventReceiver:
             return state.buffer.popleft()
         if state.senders == 0:
             raise anyio.EndOfStream
-        raise anyio.WouldBlock
+        return _EMPTY
+
+    def receive_nowait(self) -> Any:
+        item = self._take()
+        if item is _EMPTY:
+            raise anyio.WouldBlock
+        return item
 
     async def receive(self, timeout: float | None = None) -> Any:
         """The next item; TimeoutError after `timeout` seconds without one (None: wait as long as it takes)."""
         state = self._state
         while True:
-            if state.receiver_closed:
-                raise anyio.ClosedResourceError
-            if state.buffer:
-                return state.buffer.popleft()
-            if state.senders == 0:
-                raise anyio.EndOfStream
+            item = self._take()
+            if item is not _EMPTY:
+                return item
             loop = asyncio.get_running_loop()
             waiter = loop.create_future()
             state.waiters.append(waiter)
