@@ -65,7 +65,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server-pid", type=int, default=None,
                         help="a local server's process id: also report its CPU time per generated token, on its "
                              "main thread (the event loop) and on all its threads (Linux /proc; measured over "
-                             "the whole run, solo reruns included unless --no-solo)")
+                             "the concurrent phase, the one whose tokens it divides by)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
 
 
@@ -78,15 +78,14 @@ def run(args: argparse.Namespace) -> int:
                             max_tokens=args.max_tokens, sampling=args.sampling, seed=args.seed,
                             ignore_eos=not args.no_ignore_eos, token_ids=not args.no_token_ids, turns=args.turns,
                             cache_prompt=None if args.cache_prompt is None else args.cache_prompt == "on")
-        cpu_before = server_cpu.snapshot(args.server_pid) if args.server_pid is not None else None
-        load = asyncio.run(run_load(target, workload, args.clients, args.stagger_ms / 1000, not args.no_solo))
-        cpu_after = server_cpu.snapshot(args.server_pid) if cpu_before is not None else None
+        load = asyncio.run(run_load(target, workload, args.clients, args.stagger_ms / 1000, not args.no_solo,
+                                    server_pid=args.server_pid))
     except (ValueError, RuntimeError, OSError, httpx.HTTPError) as exc:
         print(f"error: {args.url}: {exc}", file=sys.stderr)
         return 2
     summary = {"url": target.v1, "model": model, **summarize(load)}
-    if cpu_before is not None:
-        summary.update(server_cpu.per_token_us(cpu_before, cpu_after, summary["generated_tokens"]))
+    if load.cpu is not None:
+        summary.update(server_cpu.per_token_us(*load.cpu, summary["generated_tokens"]))
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from . import server_cpu
 from .client import StreamResult, stream_chat
 from .workload import Workload
 
@@ -49,6 +50,8 @@ class LoadRun:
     wall_s: float
     solo: list[StreamResult] | None = None      # None: the solo check was not run
     notes: list[str] = field(default_factory=list)
+    # the server's CPU (server_cpu.py) just before and just after the concurrent phase; None: not asked
+    cpu: tuple[server_cpu.CpuSnapshot, server_cpu.CpuSnapshot] | None = None
 
 
 async def discover_model(target: Target) -> str:
@@ -64,8 +67,13 @@ async def discover_model(target: Target) -> str:
 
 
 async def run_load(target: Target, workload: Workload, num_clients: int, stagger_s: float = 0.0,
-                   solo_check: bool = True) -> LoadRun:
-    """Runs the concurrent phase, then (solo_check) every request again alone."""
+                   solo_check: bool = True, server_pid: int | None = None) -> LoadRun:
+    """Runs the concurrent phase, then (solo_check) every request again alone.
+
+    server_pid: a local server process whose CPU time is read around the
+    concurrent phase only (the solo reruns generate as many tokens again,
+    mostly while the server waits on its device).
+    """
     if num_clients < 1:
         raise ValueError("the number of clients must be at least 1")
     url = target.v1 + "/chat/completions"
@@ -78,10 +86,12 @@ async def run_load(target: Target, workload: Workload, num_clients: int, stagger
             results[index] = await run_conversation(http, url, workload, index)
 
     async with target.client(num_clients) as http:
+        cpu_before = server_cpu.snapshot(server_pid) if server_pid is not None else None
         start = time.perf_counter()
         await asyncio.gather(*(client(c, http) for c in range(min(num_clients, workload.num_requests))))
         wall_s = time.perf_counter() - start
-    run = LoadRun(workload, num_clients, stagger_s, [r for turns in results if turns for r in turns], wall_s)
+        cpu = (cpu_before, server_cpu.snapshot(server_pid)) if cpu_before is not None else None
+    run = LoadRun(workload, num_clients, stagger_s, [r for turns in results if turns for r in turns], wall_s, cpu=cpu)
     if solo_check:
         run.solo = await run_solo(target, workload)
     return run

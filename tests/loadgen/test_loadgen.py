@@ -141,6 +141,34 @@ def test_bench_reports_the_server_cpu_per_token(capsys):
     assert status == 0 and "server CPU per token" in capsys.readouterr().out
 
 
+def test_bench_server_cpu_covers_the_concurrent_phase_only(capsys, monkeypatch):
+    """The per-token figure divides by the concurrent phase's tokens, so the solo reruns (as many tokens
+    again, most of the time spent waiting on the device) must not be inside its CPU window."""
+    from strata.loadgen import runner, server_cpu
+
+    events = []
+
+    def snapshot(pid):
+        events.append("snapshot")
+        return server_cpu.CpuSnapshot(main=0.001 * len(events), total=0.002 * len(events))
+
+    real_solo = runner.run_solo
+
+    async def solo(target, workload):
+        events.append("solo")
+        return await real_solo(target, workload)
+
+    monkeypatch.setattr(server_cpu, "snapshot", snapshot)
+    monkeypatch.setattr(runner, "run_solo", solo)
+    with FakeServer(gather=1) as fake:
+        status = cli.main(["--url", fake.url, "--clients", "1", "--json", "--server-pid", "1"])
+    summary = json.loads(capsys.readouterr().out)
+    assert status == 0 and events == ["snapshot", "snapshot", "solo"]
+    tokens = summary["generated_tokens"]
+    assert summary["server_cpu_main_us_per_token"] == pytest.approx(1000 / tokens)
+    assert summary["server_cpu_all_us_per_token"] == pytest.approx(2000 / tokens)
+
+
 def test_bench_server_pid_that_is_not_here_is_a_clear_error(capsys):
     with FakeServer(gather=1) as fake:
         status = cli.main(["--url", fake.url, "--clients", "1", "--server-pid", "999999999"])
