@@ -2,7 +2,7 @@
 // under the host emulator. Reuses test_int.cpp's host reference of the
 // canonical integer-matmul arithmetic (its main renamed away) and requires,
 // for Q4_0, Q8_0, Q4_1, Q4_K and Q6_K, every prologue, bias and accumulate, each of the
-// tile configurations (128/64/32 outputs x 64 rows, 128 x 128 on 16 warps; the
+// tile configurations (128/64/32 outputs x 64 rows, 128 x 128 on 16 warps, 128 x 16 and 128 x 32; the
 // pipeline depths 0-2: 2 to 6 slices in flight; Q4_0's offset in the
 // float subtraction; rows 4-byte aligned or not), 1 to 131 rows, k with
 // full and partial slices and more slices than stages, n_out not a multiple of
@@ -60,9 +60,11 @@ static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_row
     CHECK(pending == 0, "cp.async copies left pending");
 }
 
-// `choice` = a launch choice of cuda_int_mma_tiles.cu: shape + 4·depth (0-11), or 12 + shape + 4·(depth == 2)
-// with Q4_0's offset in the float subtraction (12-19). Shapes 0 = 128 x 64, 1 = 64 x 64, 2 = 32 x 64,
-// 3 = 128 x 128 on 16 warps (whose depth 1 is its depth 0).
+// `choice` = a launch choice of cuda_int_mma_tiles.cu (TT::choice_of): shape + kShapes·depth, or kPlain +
+// shape + kShapes·(depth == 2) with Q4_0's offset in the float subtraction. Shapes 0 = 128 x 64, 1 = 64 x 64,
+// 2 = 32 x 64, 3 = 128 x 128 on 16 warps (whose depth 1 is its depth 0), 4 = 128 x 16, 5 = 128 x 32.
+static constexpr int ch(int shape, int depth, bool offset_c = false) { return TT::choice_of(shape, depth, offset_c); }
+
 template <int kDt, int kDepth, bool kOffC>
 static void run_tiles_depth(int shape, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
                             const uint8_t* w, int64_t n_out, const float* g, float eps, const float* bias, float* y,
@@ -70,6 +72,8 @@ static void run_tiles_depth(int shape, int pro, const float* x, int64_t x_stride
     if (shape == 0) run_tiles_t<kDt, 4, 2, 4, 8, kDepth, kOffC>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     else if (shape == 1) run_tiles_t<kDt, 4, 1, 4, 8, kDepth, kOffC>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     else if (shape == 2) run_tiles_t<kDt, 2, 1, 2, 8, kDepth, kOffC>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else if (shape == 4) run_tiles_t<kDt, 8, 1, 2, 8, kDepth, kOffC>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else if (shape == 5) run_tiles_t<kDt, 8, 1, 4, 8, kDepth, kOffC>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     else run_tiles_t<kDt, 4, 2, 4, 16, kDepth == 1 ? 0 : kDepth, kOffC>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
 }
 
@@ -77,13 +81,13 @@ template <int kDt>
 static void run_tiles_dt(int choice, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
                          const uint8_t* w, int64_t n_out, const float* g, float eps, const float* bias, float* y,
                          bool accumulate) {
-    const int shape = choice % 4;
-    if (choice >= 12) {
-        if ((choice - 12) / 4 == 0) run_tiles_depth<kDt, 0, true>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    const int shape = choice % TT::kShapes;
+    if (choice >= TT::kPlain) {
+        if ((choice - TT::kPlain) / TT::kShapes == 0) run_tiles_depth<kDt, 0, true>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
         else run_tiles_depth<kDt, 2, true>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
         return;
     }
-    const int depth = choice / 4;
+    const int depth = choice / TT::kShapes;
     if (depth == 0) run_tiles_depth<kDt, 0, false>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     else if (depth == 1) run_tiles_depth<kDt, 1, false>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     else run_tiles_depth<kDt, 2, false>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
@@ -101,7 +105,7 @@ static void run_tiles(int dt, int shape, int pro, const float* x, int64_t x_stri
 
 static void one_tiles(int dt, int shape, int pro, int64_t k, int64_t n_out, int64_t n_rows, int pad, bool bias_on,
                       bool acc_on, bool with_old) {
-    if (dt == STRATA_Q6_K) k = (k + 255) / 256 * 256;  // whole super-blocks (the deep table's 800 / 1568: 4 / 7)
+    if (dt == STRATA_Q6_K || dt == STRATA_Q4_K) k = (k + 255) / 256 * 256;  // whole super-blocks (the deep table's 800 / 1568: 4 / 7)
     const int64_t in_k = pro == STRATA_PROLOGUE_SILU_MUL ? 2 * k : k;
     const int64_t stride = in_k + (rng() % 3);
     // y rows n_out + ygap apart (strata_matmul_ex's y_row_stride): the gap columns must stay as they were.
@@ -180,6 +184,13 @@ int main(int argc, char** argv) {
     const int only_dt = argc > 2 && what == "dtype" ? std::atoi(argv[2]) : -1;
     const int dts[5] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1, STRATA_Q4_K, STRATA_Q6_K};
     if (smoke) {
+        // The few-row shapes (128 x 16, 128 x 32) as the default routing picks them (Q4_0 with the offset,
+        // depths 0 and 2) and plain (Q6_K: the lm_head's type), rows that fill one, two and three row tiles
+        // (9, 16, 20, 33), a partial output tile, more slices than stages.
+        one_tiles(STRATA_Q4_0, ch(4, 0, true), 0, 1600, 150, 16, 0, true, false, true);
+        one_tiles(STRATA_Q4_0, ch(5, 2, true), 1, 1056, 150, 20, 2, false, true, true);
+        one_tiles(STRATA_Q6_K, ch(4, 0), 2, 768, 131, 9, 4, false, false, true);
+        one_tiles(STRATA_Q8_0, ch(5, 0), 2, 576, 140, 33, 0, true, true, true);
         for (int shape = 0; shape < 3; ++shape) {
             one_tiles(dts[shape], shape, shape, 576, 77, 70, 2, shape == 1, shape == 2, true);
             one_tiles(STRATA_Q4_K, shape, 2 - shape, 512, 77, 70, 2 * shape, shape == 0, shape == 1, true);
@@ -214,20 +225,22 @@ int main(int argc, char** argv) {
         // (the emulator's cost is per tile and slice).
         struct Deep { int dt, choice; };
         const Deep deep[] = {  // in the order of what the routings use most (the default first)
-            {STRATA_Q4_0, 3 + 8}, {STRATA_Q4_0, 2 + 8}, {STRATA_Q4_0, 12 + 3 + 4}, {STRATA_Q4_0, 12 + 2},
-            {STRATA_Q8_0, 3 + 8}, {STRATA_Q4_0, 0}, {STRATA_Q4_0, 1 + 4}, {STRATA_Q8_0, 2 + 8},
-            {STRATA_Q4_0, 12 + 0}, {STRATA_Q4_1, 2 + 8}, {STRATA_Q4_0, 0 + 8}, {STRATA_Q4_0, 12 + 1 + 4},
-            {STRATA_Q4_0, 3}, {STRATA_Q4_0, 2 + 4}, {STRATA_Q8_0, 1 + 8}, {STRATA_Q4_1, 3},
-            {STRATA_Q6_K, 2 + 8}, {STRATA_Q6_K, 3 + 8}, {STRATA_Q6_K, 0}, {STRATA_Q6_K, 12 + 1 + 4}};
+            {STRATA_Q4_0, ch(3, 2)}, {STRATA_Q4_0, ch(2, 2)}, {STRATA_Q4_0, ch(3, 2, true)}, {STRATA_Q4_0, ch(2, 0, true)},
+            {STRATA_Q8_0, ch(3, 2)}, {STRATA_Q4_0, ch(0, 0)}, {STRATA_Q4_0, ch(1, 1)}, {STRATA_Q8_0, ch(2, 2)},
+            {STRATA_Q4_0, ch(0, 0, true)}, {STRATA_Q4_1, ch(2, 2)}, {STRATA_Q4_0, ch(0, 2)}, {STRATA_Q4_0, ch(1, 2, true)},
+            {STRATA_Q4_0, ch(3, 0)}, {STRATA_Q4_0, ch(2, 1)}, {STRATA_Q8_0, ch(1, 2)}, {STRATA_Q4_1, ch(3, 0)},
+            {STRATA_Q6_K, ch(2, 2)}, {STRATA_Q6_K, ch(3, 2)}, {STRATA_Q6_K, ch(0, 0)}, {STRATA_Q6_K, ch(1, 2, true)},
+            {STRATA_Q4_0, ch(4, 0, true)}, {STRATA_Q4_0, ch(5, 2, true)}, {STRATA_Q6_K, ch(5, 0)}, {STRATA_Q4_K, ch(4, 2)}};
         const int n_deep = (int)(sizeof(deep) / sizeof(deep[0]));
         const int from = argc > 2 ? atoi(argv[2]) : 0, to = argc > 3 ? std::min(atoi(argv[3]), n_deep) : n_deep;
         for (int i = from; i < to; ++i) {
-            const int c = deep[i].choice, shape = c % 4, pro = i % 3;
+            const int c = deep[i].choice, shape = c % TT::kShapes, pro = i % 3;
             // k 1600 (6 full slices + one of 2 blocks, rows of an even number of blocks) with a base
             // padding of 0 or 4 bytes: every row 4-byte aligned, the kernel's fast block loop.
             const int64_t k = i % 4 == 3 ? 800 : (i % 4 == 2 || i == 8 || i == 12 ? 1600 : 1568);
             const int64_t n_out = shape == 1 ? 61 : (shape == 2 ? 45 : 123);             // one partial tile
-            const int64_t nr = shape == 3 ? (i == 0 ? 131 : 70) : (i % 2 ? 70 : 9);        // 1 or 2 row tiles
+            const int64_t nr = shape == 3 ? (i == 0 ? 131 : 70) : shape >= 4 ? (i % 2 ? 33 : 16)  // 1 to 3 row tiles
+                             : (i % 2 ? 70 : 9);
             fprintf(stderr, "deep %d/%d: dt %d choice %d pro %d k %ld n_out %ld rows %ld\n", i + 1, n_deep, deep[i].dt, c,
                     pro, (long)k, (long)n_out, (long)nr);
             one_tiles(deep[i].dt, c, pro, k, n_out, nr, 2 * (i % 4), i % 3 == 0, i % 3 == 1, i == 2 || i == 7);

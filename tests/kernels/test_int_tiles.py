@@ -1,6 +1,6 @@
 """The CUDA integer matmul's many-row tile kernel (libstrata/src/cuda/cuda_int_mma_tiles.cu)
 against the older integer kernels (dp4a, 8/16-row int8 mma), bit for bit on the device:
-STRATA_INT_MATMUL=tiles (tiles:v1..v6: one routing; tiles:128/64/32 and tiles:NOxROWSdD: one
+STRATA_INT_MATMUL=tiles (tiles:v1..v7: one routing; tiles:128/64/32 and tiles:NOxROWSdD: one
 configuration of tile shape and pipeline depth) runs the tile kernel at every row count, =legacy never, so each case runs both on the same buffers. Q4_0, Q8_0, Q4_K and Q6_K (the
 types routed to the integer path; the K-quants' k rounded down to whole 256-value super-blocks;
 Q6_K's `legacy` kernel is the dp4a kernel, it has no 8/16-row int8 mma kernel), every
@@ -76,11 +76,12 @@ def both(monkeypatch, run, tiles="tiles"):
 
 # Every configuration the kernel file instantiates (cuda_int_mma_tiles.cu: each shape at depths 0-2, and
 # with Q4_0's offset out of the nibbles at depths 0 and 2; the 128-row shape's depth 1 is its 0) and
-# the six routings.
-ROUTINGS = ["tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4", "tiles:v5", "tiles:v6"]
+# the seven routings.
+ROUTINGS = ["tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4", "tiles:v5", "tiles:v6", "tiles:v7"]
 CONFIGS = ["tiles:128", "tiles:64", "tiles:32"] + [
     f"tiles:{no}x{rows}d{d}{o}" for o in ("", "o") for d in (0, 1, 2) for no, rows in
-    ((128, 64), (64, 64), (32, 64), (128, 128)) if (o or d or rows == 128) and (d != 1 or not (o or rows == 128))
+    ((128, 64), (64, 64), (32, 64), (128, 128), (128, 16), (128, 32))
+    if (o or d or rows != 64) and (d != 1 or not (o or rows == 128))
 ] + ROUTINGS
 
 
@@ -111,10 +112,11 @@ def test_tiles_bit_identical_to_legacy(cuda_ctx, rng, monkeypatch, dtype, shape)
 
 
 @pytest.mark.exactness
-@pytest.mark.parametrize("n_rows", [16, 64, 512])
+@pytest.mark.parametrize("n_rows", [16, 24, 64, 512])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_tiles_bit_identical_on_llama_8b_shapes(cuda_ctx, rng, monkeypatch, dtype, n_rows):
-    """The benchmark's shapes under every routing (each shape and depth they pick: 1024 to 28672 outputs)."""
+    """The benchmark's shapes under every routing (each shape and depth they pick: 1024 to 28672 outputs;
+    at 16 and 24 rows v7 takes the 16- and 32-row tiles for gate_up)."""
     for n_out, k in [(4096, 4096), (1024, 4096), (6144, 4096), (4096, 14336), (28672, 4096)]:
         raw = random_blocks(rng, dtype, n_out, k)
         x = rng.standard_normal((n_rows, k), dtype=np.float32)
@@ -133,7 +135,7 @@ def test_tiles_bit_identical_on_llama_8b_shapes(cuda_ctx, rng, monkeypatch, dtyp
 
 
 @pytest.mark.exactness
-@pytest.mark.parametrize("routing", ["tiles:v2", "tiles:v5", "tiles:v6"])
+@pytest.mark.parametrize("routing", ["tiles:v2", "tiles:v5", "tiles:v6", "tiles:v7"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_tiles_rows_independent_of_batch(cuda_ctx, rng, monkeypatch, dtype, routing):
     """Forced to the tile kernel: every row the same alone, in a 64-row tile and in a 700-row batch
@@ -148,8 +150,33 @@ def test_tiles_rows_independent_of_batch(cuda_ctx, rng, monkeypatch, dtype, rout
         assert np.array_equal(part.view(np.uint32), full[rows].view(np.uint32)), f"{len(rows)} rows differ"
 
 
-@pytest.mark.parametrize("name", ["tile", "tiles:96", "tiles:v7", "tiles:64x128d0", "tiles:32x64d3", "tiles:32x64d2x",
-                                  "tiles:32x64d1o", "auto:v7", "auto:v"])
+@pytest.mark.exactness
+@pytest.mark.parametrize("dtype", [S.DType.Q4_0, S.DType.Q6_K], ids=lambda d: d.name)
+def test_decode_batches_of_every_size_give_each_row_its_bits(cuda_ctx, rng, monkeypatch, dtype):
+    """The default routing on a matrix wide enough for the 16- and 32-row tiles (more 128-output tiles
+    than SMs, as the 8B's gate_up and lm_head): each row's outputs are the same alone (the one-row
+    kernel), in batches of 9-16 and 17-32 rows (the few-row tiles), 40 (the 16-row int8 mma kernel) and
+    70 rows (the 64-row tiles). Negative control: one element of one row moved by 0.5 (about 25 steps
+    of its int8 block) must change that row's bits in the batch."""
+    k, n_out = 1024, 128 * 160
+    raw = random_blocks(rng, dtype, n_out, k)
+    x = rng.standard_normal((70, k), dtype=np.float32)
+    monkeypatch.delenv("STRATA_INT_MATMUL", raising=False)
+    alone = np.concatenate([run_ex(cuda_ctx, x[r:r + 1], k, raw, dtype, n_out) for r in range(0, 70, 7)])
+    for size in (9, 16, 17, 24, 32, 40, 70):
+        batch = run_ex(cuda_ctx, x[:size], k, raw, dtype, n_out)
+        for i, r in enumerate(range(0, 70, 7)):
+            if r < size:
+                assert np.array_equal(batch[r].view(np.uint32), alone[i].view(np.uint32)), \
+                    f"row {r} differs in a batch of {size} rows"
+    nudged = x[:16].copy()
+    nudged[7, 5] += np.float32(0.5)
+    batch = run_ex(cuda_ctx, nudged, k, raw, dtype, n_out)
+    assert not np.array_equal(batch[7].view(np.uint32), alone[1].view(np.uint32)), "the control changed no bit"
+
+
+@pytest.mark.parametrize("name", ["tile", "tiles:96", "tiles:v8", "tiles:64x128d0", "tiles:32x64d3", "tiles:32x64d2x",
+                                  "tiles:32x64d1o", "tiles:64x16d0", "auto:v8", "auto:v"])
 def test_unknown_kernel_name_is_refused(cuda_ctx, rng, monkeypatch, name):
     """A typo in STRATA_INT_MATMUL is an error naming the choices, and y is left as it was."""
     k, n_out = 256, 40

@@ -5,7 +5,8 @@
 // inside a slice of 8, slice totals added in slice order, the same epilogue).
 //
 // Shape: a CTA of W warps owns NO outputs x R rows (8 warps x 64 rows with NO
-// = 128, 64 or 32; 16 warps x 128 rows with NO = 128), a warp kWM-major owns
+// = 128, 64 or 32; 16 warps x 128 rows with NO = 128; 8 warps x 16 or 32 rows
+// with NO = 128, every warp on all the rows), a warp kWM-major owns
 // 16·kMT outputs x 8·kNT rows, so each A fragment (16 outputs x one 32-value
 // block) feeds kNT mma and each B fragment kMT. K is walked one slice (8
 // blocks) per pipeline stage with cp.async, kStages slices in shared memory
@@ -82,6 +83,21 @@ static_assert(STRATA_INT_TILES_STAGES >= 2 && STRATA_INT_TILES_MAX_STAGES >= 2, 
 constexpr int kSmemSM = 228 * 1024, kSmemCTA = 227 * 1024, kSmemRuntime = 1024;  // sm_90: per SM, per CTA, the runtime's per CTA
 constexpr uint32_t kMagic = 0x4B400000u;  // 1.5·2^23: the mma's starting accumulator
 constexpr float kMagicF = 12582912.0f;
+
+// A launch choice: shape + kShapes·depth (0-17), or 18 + shape + kShapes·(depth == 2) with Q4_0's offset
+// in the float subtraction (18-29). Shapes: 0 = 128 outputs x 64 rows, 1 = 64 x 64, 2 = 32 x 64 (8
+// warps), 3 = 128 x 128 (16 warps; its depth 1 is depth 0: one CTA per SM in any case), 4 = 128 x 16
+// and 5 = 128 x 32 (8 warps side by side on the outputs, each on all the rows: decode batches of 9 to 32
+// rows, where a 64-row tile would multiply zero rows and the 16-row int8 mma kernel of
+// cuda_int_matmul.cu ran ~111 instructions per mma: bench/RESULTS.md, 2026-12-04).
+constexpr int kShapes = 6, kPlain = 3 * kShapes, kChoices = kPlain + 2 * kShapes;
+constexpr int shape_no(int c) { return c == 1 ? 64 : (c == 2 ? 32 : 128); }
+constexpr int shape_rows(int c) { return c == 3 ? 128 : (c == 4 ? 16 : (c == 5 ? 32 : 64)); }
+// The few-row shape for n rows (9 to 32): the least that holds them.
+constexpr int few_shape(int64_t n) { return n <= 16 ? 4 : 5; }
+constexpr int choice_of(int shape, int depth, bool offset_c) {
+    return offset_c ? kPlain + shape + kShapes * (depth == 2 ? 1 : 0) : shape + kShapes * depth;
+}
 
 struct TileParams {
     const int8_t* xq;
@@ -530,23 +546,14 @@ constexpr int kTilesMaxDevices = 64;
 constexpr int kTilesMinRows = STRATA_INT_TILES_MIN_ROWS;  // below, the older kernels' 8/16-row tiles waste less
 constexpr int64_t kTilesShortK = 1024;                     // ... except at short k (int_tiles_choice)
 
-// A launch choice: shape + 4·depth (0-11), or 12 + shape + 4·(depth == 2) with Q4_0's offset in the
-// float subtraction (12-19). Shapes: 0 = 128 outputs x 64 rows, 1 = 64 x 64, 2 = 32 x 64 (8 warps),
-// 3 = 128 x 128 (16 warps; its depth 1 is depth 0: one CTA per SM in any case).
-constexpr int kShapes = 4, kPlain = 3 * kShapes, kChoices = kPlain + 2 * kShapes;
-constexpr int shape_no(int c) { return c == 1 ? 64 : (c == 2 ? 32 : 128); }
-constexpr int shape_rows(int c) { return c == 3 ? 128 : 64; }
-constexpr int choice_of(int shape, int depth, bool offset_c) {
-    return offset_c ? kPlain + shape + kShapes * (depth == 2 ? 1 : 0) : shape + kShapes * depth;
-}
-
 template <int kDtype, int kChoice>
 struct Config {
     static constexpr bool kOffsetC = kChoice >= kPlain;
     static constexpr int kShape = kChoice % kShapes;
     static constexpr int kCode = kOffsetC ? 2 * ((kChoice - kPlain) / kShapes) : kChoice / kShapes;
     static constexpr int kDepth = kShape == 3 && kCode == 1 ? 0 : kCode;
-    static constexpr int kWM = kShape == 2 ? 2 : 4, kMT = kShape == 0 || kShape == 3 ? 2 : 1, kNT = kShape == 2 ? 2 : 4;
+    static constexpr int kWM = kShape == 2 ? 2 : (kShape >= 4 ? 8 : 4), kMT = kShape == 0 || kShape == 3 ? 2 : 1;
+    static constexpr int kNT = kShape == 2 || kShape == 4 ? 2 : 4;
     static constexpr int kWarps = kShape == 3 ? 16 : 8;
     using L = TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth, kOffsetC>;
     static constexpr auto kernel = int_tiles_kernel<kDtype, kWM, kMT, kNT, kWarps, kDepth, kOffsetC>;
@@ -621,12 +628,19 @@ int64_t tiles_of(int shape, int64_t n_rows, int64_t n_out) {
 //      CTA per SM to 90 % (q/o, gate_up, down, lm_head at 512 rows), else v1's shape at depth 2 where
 //      the launch has at most one CTA per SM (depth 1 at k of at most 3 slices) and depth 0 otherwise;
 //  v6: v5 with Q4_0's −8·sx out of the nibbles (TileLayout::kOffsetInC: 3 fewer integer instructions
-//      per mma than v5 in the aligned loop; not yet timed).
+//      per mma than v5 in the aligned loop; the default 2026-12-02 to 2026-12-04);
+//  v7 (the default): v6, and 9 to 32 rows on the few-row shapes (128 x 16, 128 x 32) where their tiles
+//      give every SM a CTA (8B gate_up and lm_head; int_tiles_choice lets those row counts in).
 int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     const bool short_k = k <= 3 * 32 * kIntSliceBlocks;
+    if (v >= 7 && n_rows >= 9 && n_rows <= 32 && tiles_of(few_shape(n_rows), n_rows, n_out) >= sms) {
+        const int c = few_shape(n_rows);
+        const int64_t per_sm = (tiles_of(c, n_rows, n_out) + sms - 1) / sms;
+        return choice_of(c, per_sm > 1 || short_k ? 0 : 2, true);
+    }
     if (v >= 5 && n_rows >= 128) {
         const int64_t t = tiles_of(3, n_rows, n_out), waves = (t + sms - 1) / sms;
-        if (10 * t >= 9 * waves * (int64_t)sms) return choice_of(3, 2, v == 6);
+        if (10 * t >= 9 * waves * (int64_t)sms) return choice_of(3, 2, v >= 6);
     }
     if (v == 3 && n_rows >= 128 && 8 * tiles_of(3, n_rows, n_out) >= 7 * (int64_t)sms) return choice_of(3, 2, false);
     int c = 2;
@@ -651,8 +665,8 @@ int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     if (v == 1) return c;
     const int64_t per_sm = (tiles_of(c, n_rows, n_out) + sms - 1) / sms;
     if (v >= 5) {
-        if (per_sm > 1 || short_k) return choice_of(c, 0, v == 6);  // the offset variants exist at depth 0 and 2
-        return choice_of(c, 2, v == 6);
+        if (per_sm > 1 || short_k) return choice_of(c, 0, v >= 6);  // the offset variants exist at depth 0 and 2
+        return choice_of(c, 2, v >= 6);
     }
     const int depth = per_sm <= 1 ? 2 : (per_sm == 2 ? 1 : 0);
     return choice_of(c, depth == 2 && short_k ? 1 : depth, false);
@@ -680,9 +694,9 @@ int parse_forced(const char* env) {
 int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     const char* env = std::getenv("STRATA_INT_MATMUL");  // read per call: tests switch it within a process
     if (env && std::strcmp(env, "legacy") == 0) return -1;
-    int routing = 6;  // the default (H200, 2026-12-02: 8B pp512 +6 %, 64 sequences +2 % over v5)
+    int routing = 7;  // the default (v6: H200, 2026-12-02: 8B pp512 +6 %, 64 sequences +2 % over v5; v7: bench/RESULTS.md 2026-12-04)
     bool forced = false;
-    if (env && std::strncmp(env, "auto:v", 6) == 0 && env[6] >= '1' && env[6] <= '6' && env[7] == 0) {
+    if (env && std::strncmp(env, "auto:v", 6) == 0 && env[6] >= '1' && env[6] <= '7' && env[7] == 0) {
         routing = env[6] - '0';  // auto's row thresholds, one routing (whole-model A/B: scripts/gpu_ab.sh)
     } else if (env && (std::strcmp(env, "rows") == 0 || std::strcmp(env, "rows:16") == 0 ||
                        std::strcmp(env, "rows:32") == 0 || std::strcmp(env, "rows:64") == 0)) {
@@ -694,14 +708,16 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
         else if (std::strcmp(env, "tiles:v2") == 0) routing = 2;
         else if (std::strcmp(env, "tiles:v4") == 0) routing = 4;
         else if (std::strcmp(env, "tiles:v5") == 0) routing = 5;
-        else if (std::strcmp(env, "tiles") != 0 && std::strcmp(env, "tiles:v6") != 0) {
+        else if (std::strcmp(env, "tiles:v6") == 0) routing = 6;
+        else if (std::strcmp(env, "tiles") != 0 && std::strcmp(env, "tiles:v7") != 0) {
             const int c = parse_forced(env);  // one configuration (bench/gpu_matmul.py, tests)
             if (c >= 0) return c;
             // a typo must not time the wrong kernel
             fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_MATMUL=") + env +
-                                                  ": expected auto, tiles, auto:v1 ... auto:v6, tiles:v1 ... tiles:v6, tiles:NO "
+                                                  ": expected auto, tiles, auto:v1 ... auto:v7, tiles:v1 ... tiles:v7, tiles:NO "
                                                   "(128, 64 or 32), tiles:NOxROWSdDEPTH[o] (e.g. tiles:32x64d2, "
-                                                  "tiles:128x128d2o), rows, rows:16, rows:32, rows:64, norows or legacy");
+                                                  "tiles:128x128d2o, tiles:128x16d0o), rows, rows:16, rows:32, rows:64, "
+                                                  "norows or legacy");
         }
     }
     if (!forced && n_rows < kTilesMinRows) {
@@ -714,7 +730,11 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
         // Short k (at most 4 slices, e.g. the 135M shapes): the tiles took ~9 µs at 4 and 8 rows where the
         // dp4a 8-row tiles took 24-40 µs from 2 rows on (bench/RESULTS.md, 2026-12-01 night).
         const bool short_k = n_rows > 1 && k <= kTilesShortK;
-        if (!short_k && (!dp4a_tiles || !(n_rows >= 16 || (n_rows >= 4 && n_out < 8 * (int64_t)sms)))) return -1;
+        // 9 to 32 rows on the few-row shapes (routing v7) where their tiles fill the GPU: the 8B's gate_up
+        // and lm_head at 16 rows took 103 and 122 µs in the 16-row int8 mma kernel (bench/RESULTS.md).
+        const bool few = routing >= 7 && n_rows >= 9 && n_rows <= 32 &&
+                         tiles_of(few_shape(n_rows), n_rows, n_out) >= sms;
+        if (!few && !short_k && (!dp4a_tiles || !(n_rows >= 16 || (n_rows >= 4 && n_out < 8 * (int64_t)sms)))) return -1;
     }
     return route(routing, n_rows, n_out, k, sms);
 }
