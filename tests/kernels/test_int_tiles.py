@@ -155,8 +155,8 @@ def test_tiles_rows_independent_of_batch(cuda_ctx, rng, monkeypatch, dtype, rout
 def test_decode_batches_of_every_size_give_each_row_its_bits(cuda_ctx, rng, monkeypatch, dtype):
     """The default routing on a matrix wide enough for the 16- and 32-row tiles (more 128-output tiles
     than SMs, as the 8B's gate_up and lm_head): each row's outputs are the same alone (the one-row
-    kernel), in batches of 9-16 and 17-32 rows (the few-row tiles), 40 (the 16-row int8 mma kernel) and
-    70 rows (the 64-row tiles). Negative control: one element of one row moved by 0.5 (about 25 steps
+    kernel), in batches of 9-16 and 17-32 rows (the 16- and 32-row tiles), 40 and 70 rows (the 64-row
+    tiles), and 40 rows under auto:v6 (the 16-row int8 mma kernel). Negative control: one element of one row moved by 0.5 (about 25 steps
     of its int8 block) must change that row's bits in the batch."""
     k, n_out = 1024, 128 * 160
     raw = random_blocks(rng, dtype, n_out, k)
@@ -169,6 +169,11 @@ def test_decode_batches_of_every_size_give_each_row_its_bits(cuda_ctx, rng, monk
             if r < size:
                 assert np.array_equal(batch[r].view(np.uint32), alone[i].view(np.uint32)), \
                     f"row {r} differs in a batch of {size} rows"
+    monkeypatch.setenv("STRATA_INT_MATMUL", "auto:v6")
+    batch = run_ex(cuda_ctx, x[:40], k, raw, dtype, n_out)
+    monkeypatch.delenv("STRATA_INT_MATMUL")
+    for i, r in enumerate(range(0, 40, 7)):
+        assert np.array_equal(batch[r].view(np.uint32), alone[i].view(np.uint32)), f"row {r} differs (auto:v6, 40 rows)"
     nudged = x[:16].copy()
     nudged[7, 5] += np.float32(0.5)
     batch = run_ex(cuda_ctx, nudged, k, raw, dtype, n_out)

@@ -630,7 +630,8 @@ int64_t tiles_of(int shape, int64_t n_rows, int64_t n_out) {
 //  v6: v5 with Q4_0's −8·sx out of the nibbles (TileLayout::kOffsetInC: 3 fewer integer instructions
 //      per mma than v5 in the aligned loop; the default 2026-12-02 to 2026-12-04);
 //  v7 (the default): v6, and 9 to 32 rows on the few-row shapes (128 x 16, 128 x 32) where their tiles
-//      give every SM a CTA (8B gate_up and lm_head; int_tiles_choice lets those row counts in).
+//      give every SM a CTA (8B gate_up and lm_head; int_tiles_choice lets those row counts in, and 33 to
+//      63 rows where the 128 x 64 tiles give every SM a CTA).
 int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     const bool short_k = k <= 3 * 32 * kIntSliceBlocks;
     if (v >= 7 && n_rows >= 9 && n_rows <= 32 && tiles_of(few_shape(n_rows), n_rows, n_out) >= sms) {
@@ -734,7 +735,11 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
         // and lm_head at 16 rows took 103 and 122 µs in the 16-row int8 mma kernel (bench/RESULTS.md).
         const bool few = routing >= 7 && n_rows >= 9 && n_rows <= 32 &&
                          tiles_of(few_shape(n_rows), n_rows, n_out) >= sms;
-        if (!few && !short_k && (!dp4a_tiles || !(n_rows >= 16 || (n_rows >= 4 && n_out < 8 * (int64_t)sms)))) return -1;
+        // 33 to 63 rows there: the 64-row tiles, whose time does not grow with the live rows (gate_up 111 µs
+        // at 64 rows) where the 16-row int8 mma kernel's does (165 µs at 32 rows already).
+        const bool mid = routing >= 7 && n_rows >= 33 && tiles_of(0, n_rows, n_out) >= sms;
+        if (!few && !mid && !short_k && (!dp4a_tiles || !(n_rows >= 16 || (n_rows >= 4 && n_out < 8 * (int64_t)sms))))
+            return -1;
     }
     return route(routing, n_rows, n_out, k, sms);
 }
