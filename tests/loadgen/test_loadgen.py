@@ -150,7 +150,8 @@ def test_bench_server_cpu_covers_the_concurrent_phase_only(capsys, monkeypatch):
 
     def snapshot(pid):
         events.append("snapshot")
-        return server_cpu.CpuSnapshot(main=0.001 * len(events), total=0.002 * len(events))
+        n = len(events)
+        return server_cpu.CpuSnapshot(pid, {pid: n, pid + 1: 2 * n}, tick_hz=1000)
 
     real_solo = runner.run_solo
 
@@ -166,7 +167,20 @@ def test_bench_server_cpu_covers_the_concurrent_phase_only(capsys, monkeypatch):
     assert status == 0 and events == ["snapshot", "snapshot", "solo"]
     tokens = summary["generated_tokens"]
     assert summary["server_cpu_main_us_per_token"] == pytest.approx(1000 / tokens)
-    assert summary["server_cpu_all_us_per_token"] == pytest.approx(2000 / tokens)
+    assert summary["server_cpu_all_us_per_token"] == pytest.approx(3000 / tokens)  # main 1 tick + the other 2
+
+
+def test_server_cpu_per_thread_differences():
+    """Threads that end or start between the snapshots never make the figure negative or let the main
+    thread's exceed the total (the CI failure of 2026-12-04: 1428.57142857216 > 1428.57142857013 from
+    summing float seconds in two orders)."""
+    from strata.loadgen import server_cpu
+
+    before = server_cpu.CpuSnapshot(10, {10: 100, 11: 500, 12: 7}, tick_hz=100)
+    after = server_cpu.CpuSnapshot(10, {10: 103, 12: 7, 13: 2}, tick_hz=100)   # 11 ended, 13 started
+    got = server_cpu.per_token_us(before, after, 10)
+    assert got == {"server_cpu_main_us_per_token": 3 * 1e6 / 100 / 10, "server_cpu_all_us_per_token": 5 * 1e6 / 100 / 10}
+    assert server_cpu.per_token_us(before, after, 0)["server_cpu_main_us_per_token"] is None
 
 
 def test_bench_server_pid_that_is_not_here_is_a_clear_error(capsys):
