@@ -26,11 +26,11 @@ depend on the values.
                                                      # against the routing before it (STRATA_INT_GEMV: strata/env.py;
                                                      # an --int-kernels value that forces a kernel turns it off)
     python bench/gpu_matmul.py --models 8b --dtypes Q4_0 --rows 16 64 128 512 \
-        --int-kernels routings                       # the tile kernel's routings v1-v7 and legacy (A/B in one run)
+        --int-kernels routings                       # the tile kernel's routings v1-v8 and legacy (A/B in one run)
     python bench/gpu_matmul.py --models 8b --dtypes Q4_0 --rows 64 512 --int-kernels configs
                                                      # every tile configuration (tiles:NOxROWSdD) forced
 
---int-kernels takes STRATA_INT_MATMUL values: auto, auto:v1..v7, legacy, norows, rows, rows:16/32/64 (the few-row kernel), tiles, tiles:v1..v7 (routings),
+--int-kernels takes STRATA_INT_MATMUL values: auto, auto:v1..v8, legacy, norows, rows, rows:16/32/64 (the few-row kernel), tiles, tiles:v1..v8 (routings),
 tiles:128/64/32 (a 64-row shape at 2 stages), tiles:NOxROWSdD[o] (NO 128/64/32 x 64 rows, 128 x 128, 128 x 16 or 128 x 32,
 pipeline depth D 0-2, o: Q4_0's offset out of the nibbles, at D 0 and 2;
 libstrata/src/cuda/cuda_int_mma_tiles.cu), and `routings` / `configs` as shorthands for all routings /
@@ -66,7 +66,7 @@ SHAPES = [
 DTYPES = ["Q4_0", "Q8_0", "F16", "BF16", "Q4_1", "Q4_K", "Q6_K"]
 
 
-ROUTINGS = ["legacy", "tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4", "tiles:v5", "tiles:v6", "tiles:v7"]
+ROUTINGS = ["legacy", "tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4", "tiles:v5", "tiles:v6", "tiles:v7", "tiles:v8"]
 CONFIGS = [f"tiles:{no}x{rows}d{d}{o}" for o in ("", "o") for d in (0, 1, 2) for no, rows in
            ((128, 64), (64, 64), (32, 64), (128, 128), (128, 16), (128, 32)) if d != 1 or not (o or rows == 128)]
 _INT_KERNEL = re.compile(r"auto(:v[1-7])?|legacy|norows|rows(:16|:32|:64)?"

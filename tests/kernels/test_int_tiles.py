@@ -76,8 +76,8 @@ def both(monkeypatch, run, tiles="tiles"):
 
 # Every configuration the kernel file instantiates (cuda_int_mma_tiles.cu: each shape at depths 0-2, and
 # with Q4_0's offset out of the nibbles at depths 0 and 2; the 128-row shape's depth 1 is its 0) and
-# the seven routings.
-ROUTINGS = ["tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4", "tiles:v5", "tiles:v6", "tiles:v7"]
+# the eight routings.
+ROUTINGS = ["tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4", "tiles:v5", "tiles:v6", "tiles:v7", "tiles:v8"]
 CONFIGS = ["tiles:128", "tiles:64", "tiles:32"] + [
     f"tiles:{no}x{rows}d{d}{o}" for o in ("", "o") for d in (0, 1, 2) for no, rows in
     ((128, 64), (64, 64), (32, 64), (128, 128), (128, 16), (128, 32))
@@ -112,11 +112,12 @@ def test_tiles_bit_identical_to_legacy(cuda_ctx, rng, monkeypatch, dtype, shape)
 
 
 @pytest.mark.exactness
-@pytest.mark.parametrize("n_rows", [16, 24, 64, 512])
+@pytest.mark.parametrize("n_rows", [16, 24, 40, 64, 512])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_tiles_bit_identical_on_llama_8b_shapes(cuda_ctx, rng, monkeypatch, dtype, n_rows):
     """The benchmark's shapes under every routing (each shape and depth they pick: 1024 to 28672 outputs;
-    at 16 and 24 rows v7 takes the 16- and 32-row tiles for gate_up)."""
+    at 16 and 24 rows v7 takes the 16- and 32-row tiles for gate_up, at 40 rows v8 the 64-row route on every
+    matrix)."""
     for n_out, k in [(4096, 4096), (1024, 4096), (6144, 4096), (4096, 14336), (28672, 4096)]:
         raw = random_blocks(rng, dtype, n_out, k)
         x = rng.standard_normal((n_rows, k), dtype=np.float32)
@@ -135,7 +136,7 @@ def test_tiles_bit_identical_on_llama_8b_shapes(cuda_ctx, rng, monkeypatch, dtyp
 
 
 @pytest.mark.exactness
-@pytest.mark.parametrize("routing", ["tiles:v2", "tiles:v5", "tiles:v6", "tiles:v7"])
+@pytest.mark.parametrize("routing", ["tiles:v2", "tiles:v5", "tiles:v6", "tiles:v7", "tiles:v8"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_tiles_rows_independent_of_batch(cuda_ctx, rng, monkeypatch, dtype, routing):
     """Forced to the tile kernel: every row the same alone, in a 64-row tile and in a 700-row batch
@@ -180,8 +181,42 @@ def test_decode_batches_of_every_size_give_each_row_its_bits(cuda_ctx, rng, monk
     assert not np.array_equal(batch[7].view(np.uint32), alone[1].view(np.uint32)), "the control changed no bit"
 
 
-@pytest.mark.parametrize("name", ["tile", "tiles:96", "tiles:v8", "tiles:64x128d0", "tiles:32x64d3", "tiles:32x64d2x",
-                                  "tiles:32x64d1o", "tiles:64x16d0", "auto:v8", "auto:v"])
+@pytest.mark.exactness
+@pytest.mark.parametrize("n_out", [1024, 4608])
+@pytest.mark.parametrize("dtype", [S.DType.Q4_0, S.DType.Q4_K, S.DType.Q6_K], ids=lambda d: d.name)
+def test_decode_batches_on_a_narrow_matrix_give_each_row_its_bits(cuda_ctx, rng, monkeypatch, dtype, n_out):
+    """The default routing on a matrix of fewer 128-output tiles than SMs (as the 8B's q/o, qkv and down)
+    at k beyond the short-k rule: each row's outputs are the same alone (the one-row kernel), in batches
+    of 2-8 rows (the gemv or dot kernels), 12 rows (the 4,608-output Q4_K: v8's tile route, where the int8 mma 8-row tiles ran), 24 rows (Q4_0 at 1,024
+    outputs: the few-row kernel; 4,608 outputs, as qkv, and the K-quants: v8's tile route), 33-63 rows (v8: the 64-row tile route) and 64 rows, and
+    40 rows under auto:v7 (the 16-row int8 mma kernel or dp4a tiles, which v7 kept there). Negative
+    control: one element of one row moved by 0.5 must change that row's bits in the batch."""
+    k = 2048
+    raw = random_blocks(rng, dtype, n_out, k)
+    x = rng.standard_normal((64, k), dtype=np.float32)
+    monkeypatch.delenv("STRATA_INT_MATMUL", raising=False)
+    picked = range(0, 64, 5)
+    alone = np.concatenate([run_ex(cuda_ctx, x[r:r + 1], k, raw, dtype, n_out) for r in picked])
+    for size in (6, 12, 24, 33, 40, 48, 63, 64):
+        batch = run_ex(cuda_ctx, x[:size], k, raw, dtype, n_out)
+        for i, r in enumerate(picked):
+            if r < size:
+                assert np.array_equal(batch[r].view(np.uint32), alone[i].view(np.uint32)), \
+                    f"row {r} differs in a batch of {size} rows"
+    monkeypatch.setenv("STRATA_INT_MATMUL", "auto:v7")
+    batch = run_ex(cuda_ctx, x[:40], k, raw, dtype, n_out)
+    monkeypatch.delenv("STRATA_INT_MATMUL")
+    for i, r in enumerate(picked):
+        if r < 40:
+            assert np.array_equal(batch[r].view(np.uint32), alone[i].view(np.uint32)), f"row {r} differs (auto:v7, 40 rows)"
+    nudged = x[:48].copy()
+    nudged[35, 5] += np.float32(0.5)
+    batch = run_ex(cuda_ctx, nudged, k, raw, dtype, n_out)
+    assert not np.array_equal(batch[35].view(np.uint32), alone[7].view(np.uint32)), "the control changed no bit"
+
+
+@pytest.mark.parametrize("name", ["tile", "tiles:96", "tiles:v9", "tiles:64x128d0", "tiles:32x64d3", "tiles:32x64d2x",
+                                  "tiles:32x64d1o", "tiles:64x16d0", "auto:v9", "auto:v0", "auto:v"])
 def test_unknown_kernel_name_is_refused(cuda_ctx, rng, monkeypatch, name):
     """A typo in STRATA_INT_MATMUL is an error naming the choices, and y is left as it was."""
     k, n_out = 256, 40

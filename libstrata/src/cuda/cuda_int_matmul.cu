@@ -1194,7 +1194,7 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
 
     // Many rows: the large-tile kernel (cuda_int_mma_tiles.cu) after the pre-pass, the same bits as
     // the kernels below.
-    int tiles = int_tiles_choice(a.n_rows, a.n_out, k, lim.sms);
+    int tiles = int_tiles_choice(a.n_rows, a.n_out, k, a.w_dtype, lim.sms);
     // A few rows (decode of 2 to ~32 sequences): the few-row tensor-core kernel (cuda_int_rows.cu) after
     // the pre-pass, the same bits again; where it applies it comes before the tiles (unless the one-launch
     // dot kernel below applies: an explicit STRATA_INT_FUSE_ROUNDS).

@@ -629,9 +629,13 @@ int64_t tiles_of(int shape, int64_t n_rows, int64_t n_out) {
 //      the launch has at most one CTA per SM (depth 1 at k of at most 3 slices) and depth 0 otherwise;
 //  v6: v5 with Q4_0's −8·sx out of the nibbles (TileLayout::kOffsetInC: 3 fewer integer instructions
 //      per mma than v5 in the aligned loop; the default 2026-12-02 to 2026-12-04);
-//  v7 (the default): v6, and 9 to 32 rows on the few-row shapes (128 x 16, 128 x 32) where their tiles
-//      give every SM a CTA (8B gate_up and lm_head; int_tiles_choice lets those row counts in, and 33 to
-//      63 rows where the 128 x 64 tiles give every SM a CTA).
+//  v7: v6, and 9 to 32 rows on the few-row shapes (128 x 16, 128 x 32) where their tiles give every
+//      SM a CTA (8B gate_up and lm_head; int_tiles_choice lets those row counts in, and 33 to 63 rows
+//      where the 128 x 64 tiles give every SM a CTA; the default 2026-12-04);
+//  v8 (the default): v7, and 17 to 63 rows on every matrix, the K-quants' from 9 rows at k > 8,192 and
+//      Q4_K's where the int8 mma 8-row tiles would run (int_tiles_choice lets them in; the few-row kernel
+//      keeps Q4_0 / Q8_0 / Q4_1 matrices of at most 4,096 outputs at 17-32 rows): the 64-row route, whose
+//      time does not grow with the live rows, where the int8 mma and dp4a tiles' does.
 int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     const bool short_k = k <= 3 * 32 * kIntSliceBlocks;
     if (v >= 7 && n_rows >= 9 && n_rows <= 32 && tiles_of(few_shape(n_rows), n_rows, n_out) >= sms) {
@@ -692,12 +696,12 @@ int parse_forced(const char* env) {
 
 }  // namespace
 
-int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
+int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, int sms) {
     const char* env = std::getenv("STRATA_INT_MATMUL");  // read per call: tests switch it within a process
     if (env && std::strcmp(env, "legacy") == 0) return -1;
-    int routing = 7;  // the default (v6: H200, 2026-12-02: 8B pp512 +6 %, 64 sequences +2 % over v5; v7: bench/RESULTS.md 2026-12-04)
+    int routing = 8;  // the default (v6: H200, 2026-12-02: 8B pp512 +6 %, 64 sequences +2 % over v5; v7, v8: bench/RESULTS.md 2026-12-04)
     bool forced = false;
-    if (env && std::strncmp(env, "auto:v", 6) == 0 && env[6] >= '1' && env[6] <= '7' && env[7] == 0) {
+    if (env && std::strncmp(env, "auto:v", 6) == 0 && env[6] >= '1' && env[6] <= '8' && env[7] == 0) {
         routing = env[6] - '0';  // auto's row thresholds, one routing (whole-model A/B: scripts/gpu_ab.sh)
     } else if (env && (std::strcmp(env, "rows") == 0 || std::strcmp(env, "rows:16") == 0 ||
                        std::strcmp(env, "rows:32") == 0 || std::strcmp(env, "rows:64") == 0)) {
@@ -710,12 +714,13 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
         else if (std::strcmp(env, "tiles:v4") == 0) routing = 4;
         else if (std::strcmp(env, "tiles:v5") == 0) routing = 5;
         else if (std::strcmp(env, "tiles:v6") == 0) routing = 6;
-        else if (std::strcmp(env, "tiles") != 0 && std::strcmp(env, "tiles:v7") != 0) {
+        else if (std::strcmp(env, "tiles:v7") == 0) routing = 7;
+        else if (std::strcmp(env, "tiles") != 0 && std::strcmp(env, "tiles:v8") != 0) {
             const int c = parse_forced(env);  // one configuration (bench/gpu_matmul.py, tests)
             if (c >= 0) return c;
             // a typo must not time the wrong kernel
             fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_MATMUL=") + env +
-                                                  ": expected auto, tiles, auto:v1 ... auto:v7, tiles:v1 ... tiles:v7, tiles:NO "
+                                                  ": expected auto, tiles, auto:v1 ... auto:v8, tiles:v1 ... tiles:v8, tiles:NO "
                                                   "(128, 64 or 32), tiles:NOxROWSdDEPTH[o] (e.g. tiles:32x64d2, "
                                                   "tiles:128x128d2o, tiles:128x16d0o), rows, rows:16, rows:32, rows:64, "
                                                   "norows or legacy");
@@ -736,8 +741,23 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms) {
         const bool few = routing >= 7 && n_rows >= 9 && n_rows <= 32 &&
                          tiles_of(few_shape(n_rows), n_rows, n_out) >= sms;
         // 33 to 63 rows there: the 64-row tiles, whose time does not grow with the live rows (gate_up 111 µs
-        // at 64 rows) where the 16-row int8 mma kernel's does (165 µs at 32 rows already).
-        const bool mid = routing >= 7 && n_rows >= 33 && tiles_of(0, n_rows, n_out) >= sms;
+        // at 64 rows) where the 16-row int8 mma kernel's does (165 µs at 32 rows already). v8: from 17 rows
+        // on every matrix, so a step of 33-63 rows costs at most a 64-row step (H200, 8B at 40-56 rows: q/o
+        // 69 -> 27 µs, qkv 69 -> 43, down 183-195 -> 87-92) and qkv's 6,144 outputs at 17-32 rows leave the
+        // 16-row int8 mma kernel (69 -> 42 µs); matrices of at most 4,096 outputs keep the few-row kernel
+        // there (launch_int_matmul asks it after this; it measured faster at 17-32 rows: bench/RESULTS.md).
+        // The K-quants have no few-row kernel: at 9-16 rows v7 left them the int8 mma 8-row tiles (Q4_K where
+        // those fill the GPU and the 16-row ones do not) and the dp4a 8-row tiles, which measured slower than
+        // the tile route there (H200, 8B at 9 / 12 rows: Q4_K qkv 78 / 76 -> 49 µs, Q4_K down 157 / 173 -> 97,
+        // Q6_K down 161 / 178 -> 141) but faster on the other narrow matrices (8B q/o 23 against 29, 1B
+        // gate_up 40 against 54, Q6_K qkv 31 against 67): v8 takes the tiles at k beyond 8,192 (the dp4a
+        // tiles' time grows fastest with k) and for Q4_K where the int8 mma 8-row tiles would run.
+        const int64_t mt16 = (n_out + 63) / 64 * ((n_rows + 15) / 16);
+        const bool kquant = w_dtype == STRATA_Q4_K || w_dtype == STRATA_Q6_K;
+        const bool kquant_few = routing >= 8 && kquant && n_rows >= 9 && n_rows <= 16 &&
+                                (k > 8192 || (w_dtype == STRATA_Q4_K && mt8 >= sms && mt16 < sms));
+        const bool mid = (routing >= 8 && (n_rows >= 17 || kquant_few)) ||
+                         (routing >= 7 && n_rows >= 33 && tiles_of(0, n_rows, n_out) >= sms);
         if (!few && !mid && !short_k && (!dp4a_tiles || !(n_rows >= 16 || (n_rows >= 4 && n_out < 8 * (int64_t)sms))))
             return -1;
     }

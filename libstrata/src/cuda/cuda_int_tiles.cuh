@@ -28,14 +28,15 @@ struct IntTilesArgs {
 
 // The tile configuration the many-row kernel would use for this matmul (a
 // choice code of cuda_int_mma_tiles.cu), or -1 where the older kernels run.
-// STRATA_INT_MATMUL (read per call): unset or auto: routing v5 from 64 rows,
-// fewer where the older kernels would use dp4a tiles, and from 2 rows when k
-// is at most 1024; auto:v1 ... auto:v6: the same with that routing; tiles,
-// tiles:v1 ... tiles:v6: that routing (tiles: v5) at every row count;
+// STRATA_INT_MATMUL (read per call): unset or auto: routing v8 from 17 rows
+// (K-quants from 9 on some matrices), 9-32 rows where the 16- and 32-row tiles fill the GPU, fewer where the older
+// kernels would use dp4a tiles, and from 2 rows when k is at most 1024;
+// auto:v1 ... auto:v8: the same with that routing; tiles, tiles:v1 ...
+// tiles:v8: that routing (tiles: v8) at every row count;
 // tiles:128, tiles:64, tiles:32 and tiles:NOxROWSdD[o] one configuration;
 // legacy never the tile kernel. No choice changes a bit (the bit-identity
 // tests and bench/gpu_matmul.py compare them).
-int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int sms);
+int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, int sms);
 
 void launch_int_tiles(const IntTilesArgs& a, int choice, int dev, cudaStream_t stream);
 
