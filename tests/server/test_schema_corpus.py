@@ -6,10 +6,14 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 
-import jsonschema
+import pytest
 from server_helpers import chat_body
 
 from schema_corpus import CORPUS
+
+# A test dependency (pyproject's [test]): `make test` installs it. Where it is missing (the lent GPU machine,
+# which has no registry) this module must not stop the collection of the whole suite (docs/gpu.md).
+jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed (make test installs it)")
 
 
 def test_every_schema_gives_valid_json(api_server):
