@@ -151,34 +151,46 @@ def test_tiles_rows_independent_of_batch(cuda_ctx, rng, monkeypatch, dtype, rout
         assert np.array_equal(part.view(np.uint32), full[rows].view(np.uint32)), f"{len(rows)} rows differ"
 
 
+def rows_keep_their_bits(ctx, monkeypatch, x, k, raw, dtype, n_out, step, sizes, second_route, control):
+    """Every `step`-th row of x alone (the one-row kernel), then in batches of each of `sizes` rows under the
+    default routing and of 40 rows under `second_route`: the same bits. Negative control: in a batch of
+    control = (size, row) rows, one element of that row moved by 0.5 (about 25 steps of its int8 block) must
+    change its bits."""
+    monkeypatch.delenv("STRATA_INT_MATMUL", raising=False)
+    picked = range(0, len(x), step)
+    alone = np.concatenate([run_ex(ctx, x[r:r + 1], k, raw, dtype, n_out) for r in picked])
+
+    def check(batch, size, where):
+        for i, r in enumerate(picked):
+            if r < size:
+                assert np.array_equal(batch[r].view(np.uint32), alone[i].view(np.uint32)), f"row {r} differs {where}"
+
+    for size in sizes:
+        check(run_ex(ctx, x[:size], k, raw, dtype, n_out), size, f"in a batch of {size} rows")
+    monkeypatch.setenv("STRATA_INT_MATMUL", second_route)
+    batch = run_ex(ctx, x[:40], k, raw, dtype, n_out)
+    monkeypatch.delenv("STRATA_INT_MATMUL")
+    check(batch, 40, f"({second_route}, 40 rows)")
+    size, row = control
+    nudged = x[:size].copy()
+    nudged[row, 5] += np.float32(0.5)
+    batch = run_ex(ctx, nudged, k, raw, dtype, n_out)
+    assert not np.array_equal(batch[row].view(np.uint32), alone[row // step].view(np.uint32)), \
+        "the control changed no bit"
+
+
 @pytest.mark.exactness
 @pytest.mark.parametrize("dtype", [S.DType.Q4_0, S.DType.Q6_K], ids=lambda d: d.name)
 def test_decode_batches_of_every_size_give_each_row_its_bits(cuda_ctx, rng, monkeypatch, dtype):
     """The default routing on a matrix wide enough for the 16- and 32-row tiles (more 128-output tiles
-    than SMs, as the 8B's gate_up and lm_head): each row's outputs are the same alone (the one-row
-    kernel), in batches of 9-16 and 17-32 rows (the 16- and 32-row tiles), 40 and 70 rows (the 64-row
-    tiles), and 40 rows under auto:v6 (the 16-row int8 mma kernel). Negative control: one element of one row moved by 0.5 (about 25 steps
-    of its int8 block) must change that row's bits in the batch."""
+    than SMs, as the 8B's gate_up and lm_head): each row's outputs are the same alone, in batches of 9-16
+    and 17-32 rows (the 16- and 32-row tiles), 40 and 70 rows (the 64-row tiles), and 40 rows under
+    auto:v6 (the 16-row int8 mma kernel); with the nudged-row control."""
     k, n_out = 1024, 128 * 160
     raw = random_blocks(rng, dtype, n_out, k)
     x = rng.standard_normal((70, k), dtype=np.float32)
-    monkeypatch.delenv("STRATA_INT_MATMUL", raising=False)
-    alone = np.concatenate([run_ex(cuda_ctx, x[r:r + 1], k, raw, dtype, n_out) for r in range(0, 70, 7)])
-    for size in (9, 16, 17, 24, 32, 40, 70):
-        batch = run_ex(cuda_ctx, x[:size], k, raw, dtype, n_out)
-        for i, r in enumerate(range(0, 70, 7)):
-            if r < size:
-                assert np.array_equal(batch[r].view(np.uint32), alone[i].view(np.uint32)), \
-                    f"row {r} differs in a batch of {size} rows"
-    monkeypatch.setenv("STRATA_INT_MATMUL", "auto:v6")
-    batch = run_ex(cuda_ctx, x[:40], k, raw, dtype, n_out)
-    monkeypatch.delenv("STRATA_INT_MATMUL")
-    for i, r in enumerate(range(0, 40, 7)):
-        assert np.array_equal(batch[r].view(np.uint32), alone[i].view(np.uint32)), f"row {r} differs (auto:v6, 40 rows)"
-    nudged = x[:16].copy()
-    nudged[7, 5] += np.float32(0.5)
-    batch = run_ex(cuda_ctx, nudged, k, raw, dtype, n_out)
-    assert not np.array_equal(batch[7].view(np.uint32), alone[1].view(np.uint32)), "the control changed no bit"
+    rows_keep_their_bits(cuda_ctx, monkeypatch, x, k, raw, dtype, n_out, 7, (9, 16, 17, 24, 32, 40, 70), "auto:v6",
+                         (16, 7))
 
 
 @pytest.mark.exactness
@@ -186,33 +198,16 @@ def test_decode_batches_of_every_size_give_each_row_its_bits(cuda_ctx, rng, monk
 @pytest.mark.parametrize("dtype", [S.DType.Q4_0, S.DType.Q4_K, S.DType.Q6_K], ids=lambda d: d.name)
 def test_decode_batches_on_a_narrow_matrix_give_each_row_its_bits(cuda_ctx, rng, monkeypatch, dtype, n_out):
     """The default routing on a matrix of fewer 128-output tiles than SMs (as the 8B's q/o, qkv and down)
-    at k beyond the short-k rule: each row's outputs are the same alone (the one-row kernel), in batches
-    of 2-8 rows (the gemv or dot kernels), 12 rows (the 4,608-output Q4_K: v8's tile route, where the int8 mma 8-row tiles ran), 24 rows (Q4_0 at 1,024
-    outputs: the few-row kernel; 4,608 outputs, as qkv, and the K-quants: v8's tile route), 33-63 rows (v8: the 64-row tile route) and 64 rows, and
-    40 rows under auto:v7 (the 16-row int8 mma kernel or dp4a tiles, which v7 kept there). Negative
-    control: one element of one row moved by 0.5 must change that row's bits in the batch."""
+    at k beyond the short-k rule: each row's outputs are the same alone, in batches of 6 rows (the gemv or
+    dot kernels), 12 rows (the 4,608-output Q4_K: v8's tile route, where the int8 mma 8-row tiles ran), 24
+    rows (Q4_0 at 1,024 outputs: the few-row kernel; 4,608 outputs, as qkv, and the K-quants: v8's tile
+    route), 33-63 rows (v8: the 64-row tile route) and 64 rows, and 40 rows under auto:v7 (the 16-row int8
+    mma kernel or dp4a tiles, which v7 kept there); with the nudged-row control."""
     k = 2048
     raw = random_blocks(rng, dtype, n_out, k)
     x = rng.standard_normal((64, k), dtype=np.float32)
-    monkeypatch.delenv("STRATA_INT_MATMUL", raising=False)
-    picked = range(0, 64, 5)
-    alone = np.concatenate([run_ex(cuda_ctx, x[r:r + 1], k, raw, dtype, n_out) for r in picked])
-    for size in (6, 12, 24, 33, 40, 48, 63, 64):
-        batch = run_ex(cuda_ctx, x[:size], k, raw, dtype, n_out)
-        for i, r in enumerate(picked):
-            if r < size:
-                assert np.array_equal(batch[r].view(np.uint32), alone[i].view(np.uint32)), \
-                    f"row {r} differs in a batch of {size} rows"
-    monkeypatch.setenv("STRATA_INT_MATMUL", "auto:v7")
-    batch = run_ex(cuda_ctx, x[:40], k, raw, dtype, n_out)
-    monkeypatch.delenv("STRATA_INT_MATMUL")
-    for i, r in enumerate(picked):
-        if r < 40:
-            assert np.array_equal(batch[r].view(np.uint32), alone[i].view(np.uint32)), f"row {r} differs (auto:v7, 40 rows)"
-    nudged = x[:48].copy()
-    nudged[35, 5] += np.float32(0.5)
-    batch = run_ex(cuda_ctx, nudged, k, raw, dtype, n_out)
-    assert not np.array_equal(batch[35].view(np.uint32), alone[7].view(np.uint32)), "the control changed no bit"
+    rows_keep_their_bits(cuda_ctx, monkeypatch, x, k, raw, dtype, n_out, 5, (6, 12, 24, 33, 40, 48, 63, 64), "auto:v7",
+                         (48, 35))
 
 
 @pytest.mark.parametrize("name", ["tile", "tiles:96", "tiles:v9", "tiles:64x128d0", "tiles:32x64d3", "tiles:32x64d2x",

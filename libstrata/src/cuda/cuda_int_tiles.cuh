@@ -29,8 +29,9 @@ struct IntTilesArgs {
 // The tile configuration the many-row kernel would use for this matmul (a
 // choice code of cuda_int_mma_tiles.cu), or -1 where the older kernels run.
 // STRATA_INT_MATMUL (read per call): unset or auto: routing v8 from 17 rows
-// (K-quants from 9 on some matrices), 9-32 rows where the 16- and 32-row tiles fill the GPU, fewer where the older
-// kernels would use dp4a tiles, and from 2 rows when k is at most 1024;
+// (K-quants from 9 on some matrices), 9-32 rows where the 16- and 32-row
+// tiles fill the GPU, fewer where the older kernels would use dp4a tiles,
+// and from 2 rows when k is at most 1024;
 // auto:v1 ... auto:v8: the same with that routing; tiles, tiles:v1 ...
 // tiles:v8: that routing (tiles: v8) at every row count;
 // tiles:128, tiles:64, tiles:32 and tiles:NOxROWSdD[o] one configuration;
