@@ -191,6 +191,10 @@ int main(int argc, char** argv) {
         one_tiles(STRATA_Q4_0, ch(5, 2, true), 1, 1056, 150, 20, 2, false, true, true);
         one_tiles(STRATA_Q6_K, ch(4, 0), 2, 768, 131, 9, 4, false, false, true);
         one_tiles(STRATA_Q8_0, ch(5, 0), 2, 576, 140, 33, 0, true, true, true);
+        // Interior tiles (all outputs and rows, a tile after them: stage_slice's fast form) beside a
+        // partial output tile and a partial slice; Q6_K's 210-byte slices move each row's phase per slice.
+        one_tiles(STRATA_Q4_0, ch(0, 0, true), 0, 576, 300, 64, 2, false, false, true);
+        one_tiles(STRATA_Q6_K, ch(1, 0), 1, 768, 200, 64, 0, true, false, true);
         for (int shape = 0; shape < 3; ++shape) {
             one_tiles(dts[shape], shape, shape, 576, 77, 70, 2, shape == 1, shape == 2, true);
             one_tiles(STRATA_Q4_K, shape, 2 - shape, 512, 77, 70, 2 * shape, shape == 0, shape == 1, true);

@@ -75,6 +75,9 @@ namespace {
 #ifndef STRATA_INT_TILES_UNROLL_AL
 #define STRATA_INT_TILES_UNROLL_AL 0  // block pairs of a full aligned slice unrolled (0: half the blocks of ..._UNROLL's choice)
 #endif
+#ifndef STRATA_INT_TILES_INTERIOR
+#define STRATA_INT_TILES_INTERIOR 1  // interior tiles' whole slices staged without bounds (0: every slice checked)
+#endif
 #ifndef STRATA_INT_TILES_MIN_ROWS
 #define STRATA_INT_TILES_MIN_ROWS 64
 #endif
@@ -225,14 +228,65 @@ __device__ __forceinline__ void mma_magic(int (&d)[4], const uint32_t (&a)[4], u
 // counts per row rounded up to powers of 2), so its addresses advance by one
 // 64-bit stride per piece instead of a division and a row product each: the
 // staging was a third of the kernel's instructions (docs/cuda_backend.md).
+// `interior`: the tile has all kNO outputs and all kRows rows and is not the matrix's last output tile
+// (a row follows its last one, so no window read reaches w_end). Its whole slices take the fast form
+// below: the same pieces to the same places, without the per-piece bounds, sizes and zero fills.
 template <int kDtype, class L>
 __device__ __forceinline__ void stage_slice(const TileParams& p, uint8_t* slot, int s, int64_t o0, int no,
-                                            int64_t r0, int nr) {
+                                            int64_t r0, int nr, bool interior) {
     constexpr IntBlocksBytes<kDtype> B{};  // n * B: the bytes of n blocks (Q6_K: whole slices of 210)
     const int64_t b0 = (int64_t)s * kIntSliceBlocks;
     const int nblk = (int)min((int64_t)kIntSliceBlocks, p.nb - b0);
     const int len = nblk * B;
     const int t = threadIdx.x;
+    if (interior && nblk == kIntSliceBlocks) {  // uniform
+        constexpr int kLen = kIntSliceBlocks * B;
+        {  // weights
+            constexpr int kS = L::kWSlots, kStep = L::kThreads / kS, kIt = (L::kNO + kStep - 1) / kStep;
+            const int pc = t % kS, row0 = t / kS;
+            const uint8_t* src = p.w + (o0 + row0) * p.w_row_bytes + b0 * B;
+            const int64_t step = (int64_t)kStep * p.w_row_bytes;
+            uint8_t* dst = slot + row0 * L::kWS + 16 * pc;
+            if (pc < L::kWP) {
+#pragma unroll
+                for (int i = 0; i < kIt; ++i) {
+                    if (L::kNO % kStep == 0 || row0 + i * kStep < L::kNO) {
+                        const int phi = (int)(reinterpret_cast<uintptr_t>(src) & 15);
+                        if (16 * pc < phi + kLen) cp_async16z(dst, src + (16 * pc - phi), 16);
+                    }
+                    src += step;
+                    dst += kStep * L::kWS;
+                }
+            }
+        }
+        {  // activations
+            constexpr int kXP = 2 * kIntSliceBlocks, kStep = L::kThreads / kXP, kIt = (L::kRows + kStep - 1) / kStep;
+            const int pc = t % kXP, rx0 = t / kXP;
+            const int8_t* src = p.xq + (r0 + rx0) * p.k + b0 * 32 + 16 * pc;
+            const int64_t step = (int64_t)kStep * p.k;
+            uint8_t* dst = slot + L::kXOff + rx0 * L::kXS + 16 * pc;
+#pragma unroll
+            for (int i = 0; i < kIt; ++i) {
+                if (L::kRows % kStep == 0 || rx0 + i * kStep < L::kRows) cp_async16z(dst, src, 16);
+                src += step;
+                dst += kStep * L::kXS;
+            }
+        }
+        {  // block meta
+            constexpr int kMP = kIntSliceBlocks / 2, kStep = L::kThreads / kMP, kIt = (L::kRows + kStep - 1) / kStep;
+            const int pc = t % kMP, rm0 = t / kMP;
+            const uint2* src = p.meta + (r0 + rm0) * p.nbp + b0 + 2 * pc;
+            const int64_t step = (int64_t)kStep * p.nbp;
+            uint8_t* dst = slot + L::kMOff + rm0 * L::kMS + 16 * pc;
+#pragma unroll
+            for (int i = 0; i < kIt; ++i) {
+                if (L::kRows % kStep == 0 || rm0 + i * kStep < L::kRows) cp_async16z(dst, src, 16);
+                src += step;
+                dst += kStep * L::kMS;
+            }
+        }
+        return;
+    }
     {  // weights: piece pc of rows row0, row0 + kStep, ...
         constexpr int kS = L::kWSlots, kStep = L::kThreads / kS, kIt = (L::kNO + kStep - 1) / kStep;
         const int pc = t % kS, row0 = t / kS;
@@ -326,9 +380,10 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
         const int no = (int)min((int64_t)L::kNO, p.n_out - o0);
         const int64_t r0 = (int64_t)rt * L::kRows;
         const int nr = (int)min((int64_t)L::kRows, p.n_rows - r0);
+        const bool interior = STRATA_INT_TILES_INTERIOR && no == L::kNO && nr == L::kRows && o0 + L::kNO < p.n_out;
 #pragma unroll
         for (int s = 0; s < kStages - 1; ++s) {
-            if (s < p.n_slices) stage_slice<kDtype, L>(p, smem + s * L::kStage, s, o0, no, r0, nr);
+            if (s < p.n_slices) stage_slice<kDtype, L>(p, smem + s * L::kStage, s, o0, no, r0, nr, interior);
             cp_async_commit_group();
         }
         if (p.prologue == STRATA_PROLOGUE_RMSNORM && t < nr)  // the row's factor, as every kernel computes it
@@ -350,7 +405,7 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
             {
                 const int sn = s + kStages - 1;
                 const int fill = slot == 0 ? kStages - 1 : slot - 1;
-                if (sn < p.n_slices) stage_slice<kDtype, L>(p, smem + fill * L::kStage, sn, o0, no, r0, nr);
+                if (sn < p.n_slices) stage_slice<kDtype, L>(p, smem + fill * L::kStage, sn, o0, no, r0, nr, interior);
                 cp_async_commit_group();
             }
             const uint8_t* st = smem + slot * L::kStage;
