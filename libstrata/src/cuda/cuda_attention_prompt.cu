@@ -334,7 +334,11 @@ __global__ void __launch_bounds__(NW * 32, 2) attention_prompt_kernel(const Prom
                             max_cnt = max(max_cnt, cnt[v]);
                         }
                     }
-                    full = full && act[v] && cnt[v] == kTile;
+                    // cnt[v] == kTile, written as the comparison itself: ptxas 13.0 folded the
+                    // clamp-and-compare into a VIMNMX predicate whose sense held only at exactly
+                    // kTile cells (bench/RESULTS.md, 2026-12-04 evening: the guarded PV path ran
+                    // 99.6 % of a 512-row prompt's steps).
+                    full = full && act[v] && vlast[v] + 1 - t * kTile >= kTile;
                 }
                 __syncwarp();
 
