@@ -334,10 +334,11 @@ __global__ void __launch_bounds__(NW * 32, 2) attention_prompt_kernel(const Prom
                             max_cnt = max(max_cnt, cnt[v]);
                         }
                     }
-                    // cnt[v] == kTile, written as the comparison itself: ptxas 13.0 folded the
-                    // clamp-and-compare into a VIMNMX predicate whose sense held only at exactly
-                    // kTile cells (bench/RESULTS.md, 2026-12-04 evening: the guarded PV path ran
-                    // 99.6 % of a 512-row prompt's steps).
+                    // cnt[v] == kTile, written as the comparison itself (an ISETP in the SASS).
+                    // Written on cnt, ptxas 13.0 made it a VIMNMX predicate, and the H200 profile
+                    // took the unguarded PV form only where a tile held exactly kTile cells: the
+                    // guarded one ran 99.6 % of a 512-row prompt's steps (bench/RESULTS.md,
+                    // 2026-12-04 evening). Either form gives the same bits.
                     full = full && act[v] && vlast[v] + 1 - t * kTile >= kTile;
                 }
                 __syncwarp();
