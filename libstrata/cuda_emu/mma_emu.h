@@ -13,11 +13,18 @@
 // - cp.async: deferred. The source bytes are read at issue time and written
 //   to shared memory only when a wait_group retires their group, so a kernel
 //   that reads shared memory before waiting sees stale bytes (as it could on
-//   the device) instead of passing by luck.
+//   the device) instead of passing by luck. cp.async.mbarrier.arrive lands
+//   the thread's copies, then arrives.
+// - mbarriers: a counted phase per barrier address; a wait blocks until the
+//   phase of the given parity completes (so a missing wait reads stale or
+//   half-written slots, and a missing arrival hangs).
 // - dynamic shared memory: one static buffer (blocks run one at a time).
 #pragma once
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <vector>
 
 namespace strata {
@@ -118,6 +125,38 @@ inline size_t emu_pending_copies() {
     size_t n = t_emu_open.size();
     for (auto& g : t_emu_groups) n += g.size();
     return n;
+}
+
+// mbarriers: a side table keyed by the barrier's shared-memory address (init resets it; one block
+// runs at a time). A wait blocks the OS thread until the phase of the given parity has completed.
+struct EmuMbar { unsigned count, pending; uint64_t phase; };
+inline std::mutex g_emu_mbar_mu;
+inline std::condition_variable g_emu_mbar_cv;
+inline std::map<const void*, EmuMbar> g_emu_mbars;
+inline EmuMbar& emu_mbar(const void* bar) {
+    auto it = g_emu_mbars.find(bar);
+    if (it == g_emu_mbars.end()) { fprintf(stderr, "mbarrier used before its init\n"); abort(); }
+    return it->second;
+}
+inline void mbar_init(uint64_t* bar, unsigned count) {
+    if (reinterpret_cast<uintptr_t>(bar) % 8 != 0 || count == 0) { fprintf(stderr, "bad mbarrier init\n"); abort(); }
+    std::lock_guard<std::mutex> lk(g_emu_mbar_mu);
+    g_emu_mbars[bar] = EmuMbar{count, count, 0};
+}
+inline void mbar_arrive(uint64_t* bar) {
+    std::lock_guard<std::mutex> lk(g_emu_mbar_mu);
+    EmuMbar& b = emu_mbar(bar);
+    if (--b.pending == 0) { ++b.phase; b.pending = b.count; g_emu_mbar_cv.notify_all(); }
+}
+inline void mbar_wait(uint64_t* bar, unsigned parity) {
+    std::unique_lock<std::mutex> lk(g_emu_mbar_mu);
+    g_emu_mbar_cv.wait(lk, [&] { return (emu_mbar(bar).phase & 1u) != (parity & 1u); });
+}
+// This thread's copies land (oldest first), then it arrives: what the device's arrival waits for.
+inline void cp_async_mbar_arrive(uint64_t* bar) {
+    cp_async_commit_group();
+    cp_async_wait_group<0>();
+    mbar_arrive(bar);
 }
 
 alignas(128) inline uint8_t g_emu_smem[256 * 1024];

@@ -12,7 +12,9 @@
 // blocks) per pipeline stage with cp.async, kStages slices in shared memory
 // at once (a depth code picks it per launch: 2; the most that keep 2 CTAs per
 // SM; the most that fit one CTA per SM — launches with at most one CTA per SM
-// are latency-bound with one slice in flight, so they keep several): the
+// are latency-bound with one slice in flight, so they keep several), handed
+// from the staging threads to the reading warps on mbarriers, a full and an
+// empty one per slot, instead of a CTA barrier per slice; the
 // weights' raw bytes keep their 16-byte phase (as in cuda_int_matmul.cu's
 // staging), the int8 activations are read with ldmatrix from rows 17 x 16
 // bytes apart (no bank conflicts), and each warp copies the dx (and Q4_1's
@@ -78,11 +80,18 @@ namespace {
 #ifndef STRATA_INT_TILES_INTERIOR
 #define STRATA_INT_TILES_INTERIOR 1  // interior tiles' whole slices staged without bounds (0: every slice checked)
 #endif
+#ifndef STRATA_INT_TILES_MBAR
+#define STRATA_INT_TILES_MBAR 1  // slices handed over on mbarriers (0: one CTA barrier per slice)
+#endif
+#ifndef STRATA_INT_TILES_STAGE_AT
+#define STRATA_INT_TILES_STAGE_AT 0  // mbarrier form: the block pair of an aligned whole slice before which the next slice is staged
+#endif
 #ifndef STRATA_INT_TILES_MIN_ROWS
 #define STRATA_INT_TILES_MIN_ROWS 64
 #endif
 constexpr int kTileUnroll = STRATA_INT_TILES_UNROLL;
 static_assert(STRATA_INT_TILES_STAGES >= 2 && STRATA_INT_TILES_MAX_STAGES >= 2, "the pipeline needs two stages");
+static_assert(STRATA_INT_TILES_STAGE_AT >= 0 && 2 * STRATA_INT_TILES_STAGE_AT < 8, "a block pair of the slice");
 constexpr int kSmemSM = 228 * 1024, kSmemCTA = 227 * 1024, kSmemRuntime = 1024;  // sm_90: per SM, per CTA, the runtime's per CTA
 constexpr uint32_t kMagic = 0x4B400000u;  // 1.5·2^23: the mma's starting accumulator
 constexpr float kMagicF = 12582912.0f;
@@ -146,7 +155,8 @@ struct TileLayout {
     // accumulator: the same integers, but 4 register moves per mma to assemble that operand.)
     static constexpr bool kOffsetInC = kOffsetC && IntW<kDtype>::kOffset8;
     static constexpr int kTables = IntW<kDtype>::kMin || kOffsetInC ? 2 : 1;  // dx; Q4_1's dx·sx or the subtrahends
-    static constexpr int kFixed = kWarps * kTables * kIntSliceBlocks * kDS * 4 + kRows * 4;  // tables, row factors
+    // tables, row factors, the mbarriers (2 per stage, counted at the most stages)
+    static constexpr int kFixed = kWarps * kTables * kIntSliceBlocks * kDS * 4 + kRows * 4 + 8 + 16 * STRATA_INT_TILES_MAX_STAGES;
     static constexpr int stages_within(int budget) {
         int n = 2;
         while (n < STRATA_INT_TILES_MAX_STAGES && kFixed + (n + 1) * kStage <= budget) ++n;
@@ -157,7 +167,8 @@ struct TileLayout {
     static_assert(kStages >= 2, "the pipeline needs two stages");
     static constexpr int kDxOff = kStages * kStage;
     static constexpr int kRsOff = kDxOff + kWarps * kTables * kIntSliceBlocks * kDS * 4;
-    static constexpr int kBytes = kRsOff + kRows * 4;
+    static constexpr int kBarOff = (kRsOff + kRows * 4 + 7) / 8 * 8;  // full[kStages], then empty[kStages]
+    static constexpr int kBytes = kBarOff + 16 * kStages;
     static_assert(kBytes <= kSmemCTA, "a tile's shared memory");
 #ifdef STRATA_INT_TILES_MIN_BLOCKS
     static constexpr int kMinBlocks = kDepth == 2 || kWarps > 8 ? 1 : STRATA_INT_TILES_MIN_BLOCKS;
@@ -372,6 +383,24 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
     const bool al4 = ((reinterpret_cast<uintptr_t>(p.w) | (uintptr_t)p.w_row_bytes) & 3) == 0;
     // This lane's ldmatrix row: matrix m = lane / 8 is (n-tile m / 2, bytes 16·(m % 2)) of a pair.
     const int x_lane = L::kXOff + (wn * L::kRW + 8 * ((lane >> 3) >> 1) + (lane & 7)) * L::kXS + 16 * ((lane >> 3) & 1);
+    // The slices' hand-off on mbarriers (STRATA_INT_TILES_MBAR): full[i] completes when every thread's
+    // copies of the slice staged into slot i have landed (kThreads arrivals, cp.async.mbarrier.arrive),
+    // empty[i] when every warp has read that slice (kWarps arrivals). A warp waits only for the slice it
+    // reads and, before staging into a slot, for that slot's last readers: no CTA barrier per slice, so
+    // the warps need not run in step (docs/cuda_backend.md, "The slices' hand-off").
+    constexpr bool kMbar = STRATA_INT_TILES_MBAR != 0;
+    uint64_t* full = reinterpret_cast<uint64_t*>(smem + L::kBarOff);
+    uint64_t* empty = full + kStages;
+    if constexpr (kMbar) {
+        if (t < kStages) {
+            mbar_init(full + t, L::kThreads);
+            mbar_init(empty + t, kWarps);
+        }
+        __syncthreads();
+    }
+    // The next slot to stage into and to read (the same in every thread), with how many times each
+    // has wrapped (the parity of the phase to wait for).
+    int pslot = 0, pwrap = 0, cslot = 0, cwrap = 0;
 
     for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x) {
         // Row tiles of one output tile are neighbours: their CTAs share its weights in L2.
@@ -381,13 +410,25 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
         const int64_t r0 = (int64_t)rt * L::kRows;
         const int nr = (int)min((int64_t)L::kRows, p.n_rows - r0);
         const bool interior = STRATA_INT_TILES_INTERIOR && no == L::kNO && nr == L::kRows && o0 + L::kNO < p.n_out;
+        // Slice sn into the next slot, once that slot's last slice has been read by every warp.
+        auto produce = [&](const int sn) {
+            if (pwrap > 0) mbar_wait(empty + pslot, (unsigned)(pwrap - 1) & 1u);
+            stage_slice<kDtype, L>(p, smem + pslot * L::kStage, sn, o0, no, r0, nr, interior);
+            cp_async_mbar_arrive(full + pslot);
+            if (++pslot == kStages) { pslot = 0; ++pwrap; }
+        };
 #pragma unroll
         for (int s = 0; s < kStages - 1; ++s) {
-            if (s < p.n_slices) stage_slice<kDtype, L>(p, smem + s * L::kStage, s, o0, no, r0, nr, interior);
-            cp_async_commit_group();
+            if constexpr (kMbar) {
+                if (s < p.n_slices) produce(s);
+            } else {
+                if (s < p.n_slices) stage_slice<kDtype, L>(p, smem + s * L::kStage, s, o0, no, r0, nr, interior);
+                cp_async_commit_group();
+            }
         }
         if (p.prologue == STRATA_PROLOGUE_RMSNORM && t < nr)  // the row's factor, as every kernel computes it
             rsq[t] = int_rms_factor(p.ssq + (r0 + t) * p.n_slices, p.n_slices, p.k, p.eps);
+        if (kMbar && p.prologue == STRATA_PROLOGUE_RMSNORM) __syncthreads();  // rsq, for the epilogue
         float tot[kMT][kNT][4];
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
@@ -400,17 +441,25 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
         // s + kStages − 1 is staged into the slot before it, slice s − 1's.
         int slot = 0;
         for (int s = 0; s < p.n_slices; ++s) {
-            cp_async_wait_group<kStages - 2>();
-            __syncthreads();  // slice s is in; every warp is done with slice s − 1's slot and tables
-            {
-                const int sn = s + kStages - 1;
+            const int nbs = (int)min((int64_t)kIntSliceBlocks, p.nb - (int64_t)s * kIntSliceBlocks);
+            const int sn = s + kStages - 1;  // the slice staged during this one
+            // mbarrier form: an aligned whole slice stages the next one before its block pair
+            // STRATA_INT_TILES_STAGE_AT (0: first, as the barrier form does); every other slice first.
+            const bool late = kMbar && STRATA_INT_TILES_STAGE_AT > 0 && nbs == kIntSliceBlocks && al4;
+            const uint8_t* st;
+            if constexpr (kMbar) {
+                if (!late && sn < p.n_slices) produce(sn);
+                mbar_wait(full + cslot, (unsigned)cwrap & 1u);
+                st = smem + cslot * L::kStage;
+            } else {
+                cp_async_wait_group<kStages - 2>();
+                __syncthreads();  // slice s is in; every warp is done with slice s − 1's slot and tables
                 const int fill = slot == 0 ? kStages - 1 : slot - 1;
                 if (sn < p.n_slices) stage_slice<kDtype, L>(p, smem + fill * L::kStage, sn, o0, no, r0, nr, interior);
                 cp_async_commit_group();
+                st = smem + slot * L::kStage;
+                slot = slot == kStages - 1 ? 0 : slot + 1;
             }
-            const uint8_t* st = smem + slot * L::kStage;
-            slot = slot == kStages - 1 ? 0 : slot + 1;
-            const int nbs = (int)min((int64_t)kIntSliceBlocks, p.nb - (int64_t)s * kIntSliceBlocks);
             // This warp's rows' dx (Q4_1: and dx·sx, the fold's exact product) as [block][row]: a lane per
             // row, its 8 {dx, sx} in 4 loads. A partial slice's entries past nbs are stale and never read.
             for (int rl = lane; rl < L::kRW; rl += 32) {
@@ -555,6 +604,7 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
             if (nbs == kIntSliceBlocks && al4) {  // uniform; a whole slice of aligned rows, no bounds checks
 #pragma unroll kUnrollAl
                 for (int jp = 0; jp < kIntSliceBlocks; jp += 2) {  // pairs: the quant words' phases are j's parity
+                    if (late && jp == 2 * STRATA_INT_TILES_STAGE_AT && sn < p.n_slices) produce(sn);
                     block(jp, std::true_type{});
                     block(jp + 1, std::true_type{});
                 }
@@ -563,6 +613,11 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
                 for (int j = 0; j < kIntSliceBlocks; ++j) block(j, std::false_type{});
             } else {
                 for (int j = 0; j < nbs; ++j) block(j, std::false_type{});
+            }
+            if constexpr (kMbar) {  // this warp is done with the slot (and its tables, rewritten next slice)
+                __syncwarp();
+                if (lane == 0) mbar_arrive(empty + cslot);
+                if (++cslot == kStages) { cslot = 0; ++cwrap; }
             }
 #pragma unroll
             for (int mt = 0; mt < kMT; ++mt)

@@ -1,6 +1,6 @@
 // cuda_mma.cuh — the device primitives of the tensor-core matmul: mma.sync
 // m16n8k16 (f16 and bf16 inputs, f32 accumulators), ldmatrix, cp.async with
-// zero fill, dynamic shared memory, f16x2 arithmetic and byte permutes.
+// zero fill, mbarriers, dynamic shared memory, f16x2 arithmetic and byte permutes.
 //
 // Why a header of its own: each primitive is one PTX instruction whose result
 // is fully determined by its inputs (no rounding choice is left to the
@@ -82,6 +82,33 @@ __device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async
 template <int N>
 __device__ __forceinline__ void cp_async_wait_group() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// mbarriers in shared memory (sm_90): a phase completes when `count` arrivals have come; waiting
+// names the parity of the phase waited for (the k-th completion, 0-based, has parity k & 1), which
+// is unambiguous while no waiter falls two phases behind. Arrivals release and waits acquire at CTA
+// scope, so a warp's shared-memory reads before its arrival are done before a waiter's later writes.
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(s), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(s) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(bar);
+    unsigned done = 0;
+    do {
+        asm volatile("{\n.reg .pred ok;\nmbarrier.try_wait.parity.shared::cta.b64 ok, [%1], %2;\nselp.u32 %0, 1, 0, ok;\n}\n"
+                     : "=r"(done) : "r"(s), "r"(parity) : "memory");
+    } while (!done);
+}
+// One arrival on bar once every cp.async this thread issued before it has landed (noinc: the
+// arrival counts against the count given at init).
+__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t* bar) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(s) : "memory");
 }
 
 __device__ __forceinline__ uint8_t* mma_smem() {
