@@ -83,8 +83,13 @@ namespace {
 #ifndef STRATA_INT_TILES_MBAR
 #define STRATA_INT_TILES_MBAR 1  // slices handed over on mbarriers (0: one CTA barrier per slice)
 #endif
+// mbarrier form: the block pair of an aligned whole slice before which the next slice is staged, for
+// the 32-output tiles (_NARROW) and the wider ones (measured: bench/RESULTS.md, 2026-12-04 night).
 #ifndef STRATA_INT_TILES_STAGE_AT
-#define STRATA_INT_TILES_STAGE_AT 0  // mbarrier form: the block pair of an aligned whole slice before which the next slice is staged
+#define STRATA_INT_TILES_STAGE_AT 0
+#endif
+#ifndef STRATA_INT_TILES_STAGE_AT_NARROW
+#define STRATA_INT_TILES_STAGE_AT_NARROW 1
 #endif
 #ifndef STRATA_INT_TILES_MIN_ROWS
 #define STRATA_INT_TILES_MIN_ROWS 64
@@ -92,6 +97,7 @@ namespace {
 constexpr int kTileUnroll = STRATA_INT_TILES_UNROLL;
 static_assert(STRATA_INT_TILES_STAGES >= 2 && STRATA_INT_TILES_MAX_STAGES >= 2, "the pipeline needs two stages");
 static_assert(STRATA_INT_TILES_STAGE_AT >= 0 && 2 * STRATA_INT_TILES_STAGE_AT < 8, "a block pair of the slice");
+static_assert(STRATA_INT_TILES_STAGE_AT_NARROW >= 0 && 2 * STRATA_INT_TILES_STAGE_AT_NARROW < 8, "a block pair of the slice");
 constexpr int kSmemSM = 228 * 1024, kSmemCTA = 227 * 1024, kSmemRuntime = 1024;  // sm_90: per SM, per CTA, the runtime's per CTA
 constexpr uint32_t kMagic = 0x4B400000u;  // 1.5·2^23: the mma's starting accumulator
 constexpr float kMagicF = 12582912.0f;
@@ -443,9 +449,11 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
         for (int s = 0; s < p.n_slices; ++s) {
             const int nbs = (int)min((int64_t)kIntSliceBlocks, p.nb - (int64_t)s * kIntSliceBlocks);
             const int sn = s + kStages - 1;  // the slice staged during this one
-            // mbarrier form: an aligned whole slice stages the next one before its block pair
-            // STRATA_INT_TILES_STAGE_AT (0: first, as the barrier form does); every other slice first.
-            const bool late = kMbar && STRATA_INT_TILES_STAGE_AT > 0 && nbs == kIntSliceBlocks && al4;
+            // mbarrier form: an aligned whole slice stages the next one before its block pair kStageAt
+            // (0: first, as the barrier form does); every other slice first. A warp that is ahead then
+            // waits for the slot's last readers mid-slice rather than at its start.
+            constexpr int kStageAt = L::kNO == 32 ? STRATA_INT_TILES_STAGE_AT_NARROW : STRATA_INT_TILES_STAGE_AT;
+            const bool late = kMbar && kStageAt > 0 && nbs == kIntSliceBlocks && al4;
             const uint8_t* st;
             if constexpr (kMbar) {
                 if (!late && sn < p.n_slices) produce(sn);
@@ -604,7 +612,7 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
             if (nbs == kIntSliceBlocks && al4) {  // uniform; a whole slice of aligned rows, no bounds checks
 #pragma unroll kUnrollAl
                 for (int jp = 0; jp < kIntSliceBlocks; jp += 2) {  // pairs: the quant words' phases are j's parity
-                    if (late && jp == 2 * STRATA_INT_TILES_STAGE_AT && sn < p.n_slices) produce(sn);
+                    if (late && jp == 2 * kStageAt && sn < p.n_slices) produce(sn);
                     block(jp, std::true_type{});
                     block(jp + 1, std::true_type{});
                 }
