@@ -4,7 +4,7 @@ libstrata/cuda_emu compiles the real kernel sources as host C++ (one OS thread p
 mma.sync, ldmatrix and cluster barriers modelled in cuda_emu/), so a change to a kernel that the CPU-only
 CI machine cannot run is still checked, bit for bit, against each test's reference of the canonical
 arithmetic and against the other kernels of its family (docs/cuda_backend.md, "Verification without a
-GPU"). Each binary's short mode, about 9-10 minutes in all on two cores:
+GPU"). Each binary's short mode, about 15 minutes in all on two cores:
 - test_int smoke: a few configurations of every integer dot kernel (the one-row dot kernel, its 8-row
   tiles, the int8 mma kernel, the fused kernel), every type, partial slices and several staged parts,
   odd weight-row alignment, bias and accumulate; then a few hand-off cases;
@@ -20,7 +20,8 @@ GPU"). Each binary's short mode, about 9-10 minutes in all on two cores:
   every pool element): the integer types, CTA widths 2-32, partial rotation, freq_factors, a row without a
   table cell, an unmapped page, a padding row; its negative control (another cell) must change bits;
 - test_int_tiles smoke: the many-row integer tile kernel (prompts, 64+ rows) against the reference and the
-  int8 mma / dp4a kernels, Q4_0 / Q8_0 / Q4_1 / Q4_K / Q6_K;
+  int8 mma / dp4a kernels, Q4_0 / Q8_0 / Q4_1 / Q4_K / Q6_K; and twice more with one of the two mbarrier
+  waits of its slice hand-off deleted from the source, runs that must fail (the negative controls);
 - test_int_rows smoke: the few-row integer kernel (2-32 rows);
 - test_int_gemv smoke: the gemv integer kernel (1-8 rows);
 - test_mma quick: the f16 tensor-core matmul (decode and wide tiles) against its reference, with the
@@ -96,3 +97,36 @@ def test_kernels_on_the_emulator(emulator, name, args, summary):
     assert re.search(summary, run.stdout, re.M), out[-4000:]
     if name == "test_int":
         assert "FAIL" not in run.stdout
+
+
+# The tile kernel's two mbarrier waits (cuda_int_mma_tiles.cu, "The slices' hand-off" in docs/cuda_backend.md).
+TILE_WAITS = {
+    "full": "mbar_wait(full + cslot, (unsigned)cwrap & 1u);",  # the slice has landed before a warp reads it
+    "empty": "if (pwrap > 0) mbar_wait(empty + pslot, (unsigned)(pwrap - 1) & 1u);",  # its slot is read out
+}
+
+
+@pytest.mark.parametrize("wait", sorted(TILE_WAITS))
+def test_tile_handoff_negative_control(tmp_path, wait):
+    """With either wait deleted the smoke run must fail: the emulator lands a thread's copies only at its
+    arrival and runs every CUDA thread as an OS thread, so a warp that reads a slot before the copies land,
+    or a thread that stages over a slot another warp still reads, gives wrong bits."""
+    if shutil.which("g++") is None:
+        pytest.skip("needs g++ to build the host emulator")
+    src = tmp_path / "src"
+    subprocess.run([sys.executable, str(EMU / "mk.py"), str(ROOT / "libstrata" / "src" / "cuda"), str(src)],
+                   check=True, capture_output=True, text=True)
+    kernel = src / "cuda_int_mma_tiles.cu"
+    text = kernel.read_text()
+    assert text.count(TILE_WAITS[wait]) == 1, "the wait's statement moved: update TILE_WAITS"
+    kernel.write_text(text.replace(TILE_WAITS[wait], ""))
+    exe = tmp_path / "test_int_tiles"
+    flags = ["-std=c++20", "-O2", "-ffp-contract=off", "-pthread", f"-I{EMU}", f"-I{src}",
+             f"-I{ROOT / 'libstrata' / 'include'}", f"-I{ROOT / 'libstrata' / 'src'}"]
+    build = subprocess.run(["g++", *flags, str(EMU / "test_int_tiles.cpp"), "-o", str(exe)],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-4000:]
+    run = subprocess.run([str(exe), "smoke"], capture_output=True, text=True, timeout=1200)
+    m = re.search(r"^test_int_tiles: (\d+) checks, (\d+) failures$", run.stdout, re.M)
+    assert m, (run.stdout + run.stderr)[-4000:]
+    assert run.returncode != 0 and int(m.group(2)) > 0, f"the {wait} wait's deletion went unnoticed: {m.group(0)}"
