@@ -64,26 +64,34 @@ CASES = [  # (binary, its short mode's arguments, the summary line its passing r
 ]
 
 
+def host_sources(out: Path) -> Path:
+    """Host-compilable copies of the CUDA sources (cuda_emu/mk.py) in out; returns out."""
+    subprocess.run([sys.executable, str(EMU / "mk.py"), str(ROOT / "libstrata" / "src" / "cuda"), str(out)],
+                   check=True, capture_output=True, text=True)
+    return out
+
+
+def build_binary(src: Path, name: str, exe: Path) -> Path:
+    """Compiles cuda_emu/<name>.cpp against the host sources in src into exe."""
+    flags = ["-std=c++20", "-O2", "-ffp-contract=off", "-pthread", f"-I{EMU}", f"-I{src}",
+             f"-I{ROOT / 'libstrata' / 'include'}", f"-I{ROOT / 'libstrata' / 'src'}"]
+    run = subprocess.run(["g++", *flags, str(EMU / f"{name}.cpp"), "-o", str(exe)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-4000:]
+    return exe
+
+
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory):
     """Builds an emulator binary by name (once per module) from host copies of the CUDA sources."""
     if shutil.which("g++") is None:
         pytest.skip("needs g++ to build the host emulator")
     tmp = tmp_path_factory.mktemp("emu")
-    src = tmp / "src"
-    subprocess.run([sys.executable, str(EMU / "mk.py"), str(ROOT / "libstrata" / "src" / "cuda"), str(src)],
-                   check=True, capture_output=True, text=True)
-    flags = ["-std=c++20", "-O2", "-ffp-contract=off", "-pthread", f"-I{EMU}", f"-I{src}",
-             f"-I{ROOT / 'libstrata' / 'include'}", f"-I{ROOT / 'libstrata' / 'src'}"]
+    src = host_sources(tmp / "src")
     built = {}
 
     def build(name: str) -> Path:
         if name not in built:
-            exe = tmp / name
-            run = subprocess.run(["g++", *flags, str(EMU / f"{name}.cpp"), "-o", str(exe)],
-                                 capture_output=True, text=True)
-            assert run.returncode == 0, run.stderr[-4000:]
-            built[name] = exe
+            built[name] = build_binary(src, name, tmp / name)
         return built[name]
 
     return build
@@ -113,19 +121,12 @@ def test_tile_handoff_negative_control(tmp_path, wait):
     or a thread that stages over a slot another warp still reads, gives wrong bits."""
     if shutil.which("g++") is None:
         pytest.skip("needs g++ to build the host emulator")
-    src = tmp_path / "src"
-    subprocess.run([sys.executable, str(EMU / "mk.py"), str(ROOT / "libstrata" / "src" / "cuda"), str(src)],
-                   check=True, capture_output=True, text=True)
+    src = host_sources(tmp_path / "src")
     kernel = src / "cuda_int_mma_tiles.cu"
     text = kernel.read_text()
     assert text.count(TILE_WAITS[wait]) == 1, "the wait's statement moved: update TILE_WAITS"
     kernel.write_text(text.replace(TILE_WAITS[wait], ""))
-    exe = tmp_path / "test_int_tiles"
-    flags = ["-std=c++20", "-O2", "-ffp-contract=off", "-pthread", f"-I{EMU}", f"-I{src}",
-             f"-I{ROOT / 'libstrata' / 'include'}", f"-I{ROOT / 'libstrata' / 'src'}"]
-    build = subprocess.run(["g++", *flags, str(EMU / "test_int_tiles.cpp"), "-o", str(exe)],
-                           capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr[-4000:]
+    exe = build_binary(src, "test_int_tiles", tmp_path / "test_int_tiles")
     run = subprocess.run([str(exe), "smoke"], capture_output=True, text=True, timeout=1200)
     m = re.search(r"^test_int_tiles: (\d+) checks, (\d+) failures$", run.stdout, re.M)
     assert m, (run.stdout + run.stderr)[-4000:]

@@ -443,8 +443,9 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
 #pragma unroll
                 for (int e = 0; e < 4; ++e) tot[mt][nt][e] = 0.0f;
 
-        // Slice s sits in slot s % kStages (counted, not divided: kStages need not be a power of 2); slice
-        // s + kStages − 1 is staged into the slot before it, slice s − 1's.
+        // Barrier form: slice s sits in slot s % kStages (counted, not divided: kStages need not be a power
+        // of 2); slice s + kStages − 1 is staged into the slot before it, slice s − 1's. (The mbarrier form
+        // counts slots across tiles: pslot, cslot.)
         int slot = 0;
         for (int s = 0; s < p.n_slices; ++s) {
             const int nbs = (int)min((int64_t)kIntSliceBlocks, p.nb - (int64_t)s * kIntSliceBlocks);
