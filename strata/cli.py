@@ -108,7 +108,8 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--ctx", type=int, default=None,
                    help="tokens per slot (default: the model's context, at most 4096 on cpu, 8192 on cuda)")
     g.add_argument("--chunk", type=int, default=None,
-                   help="prompt tokens read per step; longer prompts resume next step (default: 128 cpu, 512 cuda)")
+                   help="prompt tokens read per step, less the step's decode rows so that its rows end on a multiple of "
+                        "the chunk (STRATA_PREFILL_ALIGN); longer prompts resume next step (default: 128 cpu, 512 cuda)")
     g.add_argument("--max-queue", type=int, default=256,
                    help="requests that may wait for a slot before new ones get 503 (default: 256)")
     g.add_argument("--threads", type=int, default=None,

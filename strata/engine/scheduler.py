@@ -3,7 +3,11 @@
 There are no prefill or decode phases (vLLM v1's rule): each running
 request's computed-token count catches up with its token count. A step holds
 one decode row for every request whose prompt is done, plus prompt chunks of
-admitted requests within the token budget (`chunk`). Admission also needs
+admitted requests within the token budget (`chunk`). The budget is shortened
+so that the step's rows (decode rows + prompt tokens) end on a multiple of
+`chunk` (`prefill_budget`): a GPU matmul's time grows in whole row tiles and
+waves, so 512 rows cost markedly less than 512 + 64 (bench/RESULTS.md,
+2026-12-04 (night 2)). Admission also needs
 the KV pages a request may use (kv_pool.py): a request the pool cannot cover
 yet waits, and so do the ones behind it. A prompt longer than the
 budget yields at each chunk boundary and resumes next step (BYIELD/resume, docs/design.md), so
@@ -18,6 +22,7 @@ import collections
 import time
 from dataclasses import dataclass, field
 
+from .. import env
 from .request import Request, State
 
 
@@ -56,8 +61,10 @@ class StepPlan:
 
 
 class Scheduler:
-    def __init__(self, num_slots: int, chunk: int, max_queue: int, pool=None):
-        """pool: a KvPool (kv_pool.py) whose pages admission must find first; None admits on slots alone."""
+    def __init__(self, num_slots: int, chunk: int, max_queue: int, pool=None, align: bool | None = None):
+        """pool: a KvPool (kv_pool.py) whose pages admission must find first; None admits on slots alone.
+        align: end each step's rows on a multiple of the chunk (`prefill_budget`); None reads
+        STRATA_PREFILL_ALIGN."""
         if num_slots < 1 or chunk < 1 or max_queue < 0:
             raise ValueError("num_slots and chunk must be >= 1 and max_queue >= 0")
         self.num_slots = num_slots
@@ -68,6 +75,7 @@ class Scheduler:
         self.free_slots: list[int] = list(range(num_slots))
         self.released: list[int] = []        # slots freed since the runner last looked
         self.pool = pool
+        self.align = env.get("STRATA_PREFILL_ALIGN") != "0" if align is None else align
 
     @property
     def queue_len(self) -> int:
@@ -121,7 +129,7 @@ class Scheduler:
         prefilling = []
         for _, request in sorted(self.running.items()):
             (prefilling if request.in_prefill else plan.decode).append(request)
-        budget = self.chunk
+        budget = self.prefill_budget(len(plan.decode))
         for request in sorted(prefilling, key=lambda r: (r.admit_time, r.slot)) if prefilling else ():
             if budget == 0:
                 break
@@ -129,6 +137,16 @@ class Scheduler:
             plan.prefill.append(PrefillChunk(request, request.num_computed, n))
             budget -= n
         return plan
+
+    def prefill_budget(self, num_decode: int) -> int:
+        """Prompt tokens a step with `num_decode` decode rows may take: what completes its rows to a multiple
+        of the chunk, or the whole chunk where that would leave prompts less than a quarter of it (many
+        decoding slots) or with `STRATA_PREFILL_ALIGN=0`. Never more than the chunk, so no step is larger than
+        before. Which rows share a step changes no request's tokens (docs/design.md)."""
+        if not self.align:
+            return self.chunk
+        budget = self.chunk - num_decode % self.chunk
+        return budget if 4 * budget >= self.chunk else self.chunk
 
     def _drop_cancelled(self) -> None:
         if not any(r.cancelled for r in self.waiting) and not any(r.cancelled for r in self.running.values()):

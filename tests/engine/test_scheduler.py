@@ -50,8 +50,9 @@ def test_admits_in_arrival_order_into_the_lowest_free_slots():
     assert plan.sampled_requests() == [a, b]          # both prompts complete in this step
 
 
-def test_a_long_prompt_yields_at_each_chunk_and_decoding_never_waits():
-    s = Scheduler(num_slots=2, chunk=8, max_queue=0)
+@pytest.mark.parametrize("align, expected", [(False, [(0, 8), (8, 8), (16, 4)]), (True, [(0, 7), (7, 7), (14, 6)])])
+def test_a_long_prompt_yields_at_each_chunk_and_decoding_never_waits(align, expected):
+    s = Scheduler(num_slots=2, chunk=8, max_queue=0, align=align)
     short, long = request(3), request(20)
     s.submit(short)
     run_step(s)                                     # short: prompt read, first token
@@ -61,8 +62,11 @@ def test_a_long_prompt_yields_at_each_chunk_and_decoding_never_waits():
         plan = run_step(s)
         chunks += [(c.start, c.length) for c in plan.prefill]
         decode_rows.append([r.slot for r in plan.decode])
-    # budget 8 per step: one decode row (short) leaves the chunk its 8 tokens (decode rows are extra)
-    assert chunks == [(0, 8), (8, 8), (16, 4)]
+        if align and plan.prefill and not plan.prefill[-1].completes_prompt:
+            assert plan.num_rows == 8                 # aligned: decode row + prompt tokens fill the chunk
+    # unaligned, budget 8 per step: one decode row (short) leaves the chunk its 8 tokens (decode rows are
+    # extra); aligned: the decode row takes one of the 8
+    assert chunks == expected
     assert decode_rows == [[0], [0], [0]]            # a token for `short` in every step
     assert not long.in_prefill and len(long.output_ids) == 1
     plan = s.schedule()
@@ -118,6 +122,23 @@ def test_a_waiting_request_finished_before_admission_never_gets_a_slot():
     s.schedule()
     s.finish(waiting, "error")
     assert s.queue_len == 0 and waiting.slot is None and waiting.finished
+
+
+@pytest.mark.parametrize("num_decode, budget", [(0, 512), (1, 511), (64, 448), (384, 128), (385, 512), (511, 512),
+                                                (512, 512), (600, 424), (1000, 512)])
+def test_the_prefill_budget_ends_the_steps_rows_on_a_multiple_of_the_chunk(num_decode, budget):
+    s = Scheduler(num_slots=1, chunk=512, max_queue=0, align=True)
+    assert s.prefill_budget(num_decode) == budget
+    assert (num_decode + budget) % 512 == 0 or budget == 512     # whole chunks of rows, or the whole chunk
+    assert 4 * budget >= 512                                        # prompts always get a quarter chunk
+    assert Scheduler(num_slots=1, chunk=512, max_queue=0, align=False).prefill_budget(num_decode) == 512
+
+
+def test_the_alignment_follows_its_environment_switch(monkeypatch):
+    monkeypatch.setenv("STRATA_PREFILL_ALIGN", "0")
+    assert not Scheduler(num_slots=1, chunk=8, max_queue=0).align
+    monkeypatch.delenv("STRATA_PREFILL_ALIGN")
+    assert Scheduler(num_slots=1, chunk=8, max_queue=0).align
 
 
 @pytest.mark.parametrize("bad", [dict(num_slots=0, chunk=1, max_queue=0), dict(num_slots=1, chunk=0, max_queue=0),
