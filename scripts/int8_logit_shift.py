@@ -2,6 +2,10 @@
 GGUF's logits: a float32 NumPy forward pass of the model, once with float32 matmul inputs (as the
 CPU backend) and once with every matmul input rounded per 32-value block to int8 (step max/127),
 on random token ids; prints the largest |logit difference| at the last position per trial.
+Then the flips: the rounded pass again with every matmul input perturbed by a relative 1e-5
+before its rounding (what differing float orders do to CUDA's and a model's inputs), against the
+rounded pass — how far one-step flips at rounding boundaries alone move the logits
+(tests/test_backend_agreement.py's allowance).
 
     python scripts/int8_logit_shift.py ~/.cache/strata/models/SmolLM2-135M-Instruct.Q4_1.gguf
 
@@ -27,7 +31,11 @@ def q8(x):
     d = np.abs(b).max(-1, keepdims=True) / 127.0
     q = np.where(d > 0, np.clip(np.rint(b / np.where(d > 0, d, 1)), -127, 127), 0)
     return (q * d).reshape(n, k).astype(np.float32)
+PERTURB = [0.0]
+prng = np.random.default_rng(7)
 def mm(x, w, quant):
+    if quant and PERTURB[0]:
+        x = (x * (1 + PERTURB[0] * prng.standard_normal(x.shape))).astype(np.float32)
     return (q8(x) if quant else x) @ w.T
 def rms(x, g): return x / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + eps).astype(np.float32) * g
 def rope(x, pos):  # adjacent pairs, as llama GGUFs store q/k (both runs use the same rotation)
@@ -64,3 +72,7 @@ for trial in range(3):
     top = np.sort(a)[-2:]
     worst.append(float(np.abs(a - b).max()))
     print(f"trial {trial}: max|dlogit| {worst[-1]:.4f}  logit std {a.std():.2f}  argmax same {a.argmax() == b.argmax()}  top gap {top[1]-top[0]:.3f}", flush=True)
+    PERTURB[0] = 1e-5
+    c = forward(ids, True)
+    PERTURB[0] = 0.0
+    print(f"trial {trial}: flips alone (inputs x (1 + 1e-5 N(0,1)) before rounding) max|dlogit| {float(np.abs(b - c).max()):.4f}", flush=True)

@@ -14,7 +14,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, quants
 
 from strata import _ffi
 
-CUDA_INT8_HEAD = (_ffi.DType.Q4_0, _ffi.DType.Q8_0, _ffi.DType.Q4_K, _ffi.DType.Q6_K)  # cuda_int_matmul.cu's types
+CUDA_INT8_HEAD = (_ffi.DType.Q4_0, _ffi.DType.Q8_0, _ffi.DType.Q4_1, _ffi.DType.Q4_K, _ffi.DType.Q6_K)  # cuda_int_matmul.cu's types
 
 
 def head_int8_bound(llm, cpu_as_reference: bool = False) -> np.ndarray:

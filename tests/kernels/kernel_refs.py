@@ -211,7 +211,7 @@ def int8_activation_bound(xp, w):
     return bm @ wa.T
 
 
-INT8_DTYPES = (S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_K, S.DType.Q6_K)  # the types cuda_int_matmul.cu is routed for
+INT8_DTYPES = (S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_1, S.DType.Q4_K, S.DType.Q6_K)  # the types cuda_int_matmul.cu is routed for
 
 
 def int8_activations(x):
@@ -250,18 +250,18 @@ def matmul_tolerance(device, dtype, k, bound, exact_terms=0.0, xw=None):
 
     CPU, and CUDA with F32 weights: x stays float32, so the only error is float32
     accumulation over k: 3e-6 * sqrt(k) * bound.
-    CUDA integer path (Q4_0, Q8_0, Q4_K, Q6_K, cuda_int_matmul.cu): each 32-value block of x'
+    CUDA integer path (Q4_0, Q8_0, Q4_1, Q4_K, Q6_K, cuda_int_matmul.cu): each 32-value block of x'
     is rounded to int8 with step max|x'|/127: at most int8_activation_bound (slack 2 %
     for the rounded step); the block products are exact integers, then one fmaf per block
     (its scale a rounded product) and one add per 8 blocks: (k/32 + k/256 + 48) * 2^-23 * bound.
     Q4_K folds each block with two fmafs (scale, then min: 2 * 2^-24 per block, the same
     2^-23 per block); its partial sums can exceed bound by the blocks' min terms, which the
     2^-20 and the 1.25 slack absorb for these data (and the int8 term dwarfs all of it: it
-    is ~2^-8 of bound). Q6_K's block integer sc0·I0 + sc1·I1 is exact too (|I| < 2^24), one fmaf
+    is ~2^-8 of bound; Q4_1 likewise, its min term exact in dx·sx). Q6_K's block integer sc0·I0 + sc1·I1 is exact too (|I| < 2^24), one fmaf
     per block as Q4_0's.
     (Where x' is known in float32, tests model the rounding itself instead:
     int8_activations, int8_accumulation_tolerance.)
-    CUDA tensor cores (F16, BF16, Q4_1 and the K-quants): each 32-value block of x' is
+    CUDA tensor cores (F16, BF16, the other K-quants; Q4_1 under STRATA_INT_Q4_1=0): each 32-value block of x' is
     scaled by a power of two and rounded to f16 (bf16 for BF16 weights), a relative
     error of at most u = 2^-11 (2^-8) per value, so |error| <= u * bound; accumulation
     in float32 adds at most (k/32 + 48) * 2^-23 * bound (an mma sums 16 products, then

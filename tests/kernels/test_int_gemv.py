@@ -5,13 +5,13 @@ STRATA_INT_GEMV=N runs the kernel for matmuls of 1..N rows, =0 never (the few-ro
 kernels as before); STRATA_INT_GEMV_FUSE=1 has it quantize its rows itself (no pre-pass launch), and
 every case runs both ways. Each case runs the same buffers under several values, so a row count is
 computed by the gemv kernel in one run and by another kernel in the next: every output must have
-the same bits. Q4_0, Q8_0, Q4_K and Q6_K (the types routed to the integer path), every prologue, bias
+the same bits. Q4_0, Q8_0, Q4_1, Q4_K and Q6_K (the types routed to the integer path), every prologue, bias
 and accumulate, 1 to 9 rows (8 = the widest row template, 9 = the first row count it never
 takes), k of 1, 2.25 (a partial last slice), 16, 32 and 56 slices (a row in two chunks), rows that are not
 16-byte aligned (k = 576: 324-byte Q4_0 rows),
 misaligned weights, and the matrices of the 8B, 1B and 135M benchmark models; the results also
-within kernel_refs' float64 tolerance. Q4_1 (implemented, not routed) is covered by
-libstrata/cuda_emu/test_int_gemv.cpp. An unknown value is refused with an error naming the
+within kernel_refs' float64 tolerance (the emulator's libstrata/cuda_emu/test_int_gemv.cpp covers the
+same types on the CPU). An unknown value is refused with an error naming the
 choices, leaving y as it was.
 """
 
@@ -25,7 +25,7 @@ from test_matmul_ex import P, PROLOGUES, check, prologue_f64, run_ex, width_of
 
 pytestmark = pytest.mark.gpu
 
-DTYPES = [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_K, S.DType.Q6_K]
+DTYPES = [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_1, S.DType.Q4_K, S.DType.Q6_K]
 CASES = [  # (n_rows, k, n_out, w_pad)
     (1, 576, 77, 2),
     (2, 1056, 131, 0),

@@ -6,10 +6,10 @@ STRATA_INT_MATMUL=rows (rows:16/32/64: one CTA width) runs the few-row kernel at
 tile kernel: each case runs them on the same buffers and every output must have the same bits.
 Its A/B switches too: STRATA_INT_ROWS_WARPS=16 (CTAs of 16 warps) and STRATA_INT_ROWS_WIDE=1 (auto
 also on matrices of more than 4096 outputs).
-Q4_0 and Q8_0 (the types routed to the integer path), every prologue, bias and accumulate, 1 to 64
+Q4_0, Q8_0 and Q4_1 (the types the few-row kernel takes), every prologue, bias and accumulate, 1 to 64
 rows (odd counts, one row tile of 8/16/32 or several), n_out not a multiple of the CTA, k with
-partial slices, misaligned weights; the results also within kernel_refs' float64 tolerance. Q4_1
-(the kernels implement it; it is not routed) is covered by libstrata/cuda_emu/test_int_rows.cpp.
+partial slices, misaligned weights; the results also within kernel_refs' float64 tolerance; the
+emulator's libstrata/cuda_emu/test_int_rows.cpp covers the same types on the CPU.
 """
 
 import numpy as np
@@ -22,7 +22,7 @@ from test_matmul_ex import P, PROLOGUES, check, prologue_f64, run_ex, width_of
 
 pytestmark = pytest.mark.gpu
 
-DTYPES = [S.DType.Q4_0, S.DType.Q8_0]
+DTYPES = [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_1]
 CASES = [  # (n_rows, k, n_out, w_pad): CTAs of 16/32/64 outputs x 8/16/32 rows, slices of 256 values
     (1, 1056, 77, 2),
     (2, 4096, 131, 0),

@@ -2,12 +2,12 @@
 against the older integer kernels (dp4a, 8/16-row int8 mma), bit for bit on the device:
 STRATA_INT_MATMUL=tiles (tiles:v1..v7: one routing; tiles:128/64/32 and tiles:NOxROWSdD: one
 configuration of tile shape and pipeline depth) runs the tile kernel at every row count, =legacy never, so each case runs both on the same buffers. Q4_0, Q8_0, Q4_K and Q6_K (the
-types routed to the integer path; the K-quants' k rounded down to whole 256-value super-blocks;
+types routed to the integer path, and Q4_1; the K-quants' k rounded down to whole 256-value super-blocks;
 Q6_K's `legacy` kernel is the dp4a kernel, it has no 8/16-row int8 mma kernel), every
 prologue, bias and accumulate, 1 to 512 rows, n_out and k
 not multiples of a tile or a slice, misaligned weights; the results also within kernel_refs'
-float64 tolerance. Q4_1 (the kernels implement it; it is not routed) is covered by
-libstrata/cuda_emu/test_int_tiles.cpp.
+float64 tolerance. Q4_1 (routed since 2026-12-04: the default model's type) runs the same cases,
+and libstrata/cuda_emu/test_int_tiles.cpp covers it on the CPU.
 """
 
 import numpy as np
@@ -19,7 +19,7 @@ from test_matmul_ex import P, PROLOGUES, check, prologue_f64, run_ex, width_of
 
 pytestmark = pytest.mark.gpu
 
-DTYPES = [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_K, S.DType.Q6_K]
+DTYPES = [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_1, S.DType.Q4_K, S.DType.Q6_K]
 CASES = [  # (n_rows, k, n_out, w_pad): row tiles of 64, output tiles of 128/64/32, slices of 256 values
     (1, 576, 77, 2),
     (5, 1056, 131, 0),
@@ -37,7 +37,7 @@ def k_for(dtype, k):
 
 
 def random_blocks(rng, dtype, n_out, k):
-    """Raw Q4_0/Q8_0/Q4_K/Q6_K rows of random quants with finite f16 scales (large shapes: no float64 copy)."""
+    """Raw Q4_0/Q8_0/Q4_1/Q4_K/Q6_K rows of random quants with finite f16 scales (large shapes: no float64 copy)."""
     if dtype == S.DType.Q6_K:  # per super-block: random ql, qh and int8 scales, then the f16 d at byte 208
         raw = rng.integers(0, 256, (n_out, k // 256, 210), dtype=np.uint8)
         raw[:, :, 208:] = rng.uniform(0.00005, 0.0004, (n_out, k // 256, 1)).astype(np.float16).view(np.uint8) \
@@ -48,10 +48,13 @@ def random_blocks(rng, dtype, n_out, k):
         raw[:, :, :4] = rng.uniform(0.0005, 0.004, (n_out, k // 256, 2)).astype(np.float16).view(np.uint8) \
             .reshape(n_out, k // 256, 4)
         return raw.reshape(n_out, -1)
-    block = 18 if dtype == S.DType.Q4_0 else 34
+    block = {S.DType.Q4_0: 18, S.DType.Q4_1: 20}.get(dtype, 34)
     raw = rng.integers(0, 256, (n_out, k // 32, block), dtype=np.uint8)
     scales = rng.uniform(0.001, 0.02, (n_out, k // 32)).astype(np.float16)
     raw[:, :, :2] = scales.view(np.uint8).reshape(n_out, k // 32, 2)
+    if dtype == S.DType.Q4_1:  # then the f16 minimum m (a block's values are d·q + m, q in 0..15)
+        mins = rng.uniform(-0.16, 0.0, (n_out, k // 32)).astype(np.float16)
+        raw[:, :, 2:4] = mins.view(np.uint8).reshape(n_out, k // 32, 2)
     return raw.reshape(n_out, -1)
 
 

@@ -9,7 +9,7 @@ k: |y - ref| <= 3e-6 * sqrt(k) * sum_i |x_i * w_i| + 1e-30 (about 1e-4 of the
 absolute-value sum for k = 1536, far below the error a mis-decoded block or a
 wrong scale gives). CUDA's tensor cores round each activation block to f16
 (bf16 for BF16 weights) after a power-of-two scale: 2^-11 (2^-8) of the sum.
-CUDA's integer path (Q4_0, Q8_0, Q4_K, Q6_K) rounds each 32-value block of x to int8; the
+CUDA's integer path (Q4_0, Q8_0, Q4_1, Q4_K, Q6_K) rounds each 32-value block of x to int8; the
 reference models that rounding (kernel_refs.int8_activations), so only the
 float fold of exact block integers is left as error; a hand-built row checks
 the rounding rule itself (ties to even, zero blocks, the clamp) on CUDA, and

@@ -19,7 +19,7 @@ from test_matmul_ex import P, assert_strided_equals_dense, run_ex, run_ex_stride
 
 pytestmark = pytest.mark.gpu
 
-INT_DTYPES = [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_K, S.DType.Q6_K]
+INT_DTYPES = [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_1, S.DType.Q4_K, S.DType.Q6_K]
 ROWS = [1, 4, 16, 64, 100]
 # (what the routing forces, the environment that forces it)
 INT_ROUTES = [
@@ -57,8 +57,10 @@ def test_y_row_stride_integer_kernels(cuda_ctx, rng, monkeypatch, dtype, route):
 @pytest.mark.exactness
 @pytest.mark.parametrize("dtype", [S.DType.F16, S.DType.Q4_1, S.DType.BF16, S.DType.F32], ids=lambda d: d.name)
 def test_y_row_stride_float_kernels(cuda_ctx, rng, monkeypatch, dtype):
-    """The f16 tensor-core kernels (decode and wide tiles) and the plain kernel, where these types go."""
+    """The f16 tensor-core kernels (decode and wide tiles) and the plain kernel, where these types go
+    (Q4_1 under STRATA_INT_Q4_1=0; by default it takes the integer path)."""
     routed(monkeypatch, {})
+    monkeypatch.setenv("STRATA_INT_Q4_1", "0")
     k = 1024
     raw, _ = make_weights(rng, dtype, 131, k)
     for n_rows in ROWS:
