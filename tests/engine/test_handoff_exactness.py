@@ -5,8 +5,9 @@ pre-pass launches (prepass) and off (the default), every request gets
 the same tokens and logprobs, bit for bit, and each equals its solo run. Four requests admitted at
 staggered steps, greedy and seeded, so steps mix prefill chunks (many rows: the pre-pass route) and
 decode rows (one row: the epilogue route), through the engine's recorded decode graphs. Tiny `strata
-synth` models: pure Q4_0 (one matrix per [q | k | v] and [gate | up]) and llama-quantize's Q4_K_M mix
-(stacked runs of one type: several consumers of one hand-off). On the CPU the flags are checked and
+synth` models: pure Q4_0 (one matrix per [q | k | v] and [gate | up]), pure Q4_1 (the default model's type, on
+the integer path since 2026-12-04) and llama-quantize's Q4_K_M mix (stacked runs of one type: several consumers
+of one hand-off). On the CPU the flags are checked and
 ignored (the same plan runs through the API's checks)."""
 
 import pytest
@@ -26,7 +27,7 @@ def seeded(seed: int) -> SamplingParams:
     return SamplingParams(temperature=0.9, top_p=0.95, seed=seed, max_tokens=10, ignore_eos=True, logprobs=True)
 
 
-@pytest.fixture(scope="module", params=[("Q4_0", True), ("Q4_K_M", False)], ids=["Q4_0", "Q4_K_M"])
+@pytest.fixture(scope="module", params=[("Q4_0", True), ("Q4_1", True), ("Q4_K_M", False)], ids=["Q4_0", "Q4_1", "Q4_K_M"])
 def model_file(request, tmp_path_factory):
     dtype, pure = request.param
     return tiny_gguf(tmp_path_factory, dtype, seed=13, folder="handoff", pure=pure)
