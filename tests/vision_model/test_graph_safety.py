@@ -26,12 +26,14 @@ CAT, WIDE, TALL, SMALL = picture(170, 140, 11), picture(200, 90, 12), picture(60
 
 async def jobs_of(engine) -> list[Job]:
     a = await encode(engine, [user("what is in ", SMALL, "?")])
-    # b's prompt is longer than a's prompt plus a's 24 tokens: with a shared table, a's decode
-    # positions land in rows b's chunked prefill still has to read.
+    # b's prompt is longer than a's prompt plus a's tokens: with a shared table, a's decode
+    # positions land in rows b's chunked prefill still has to read. a's 32 tokens outlast b's
+    # prefill, c and its cancellation, so d is admitted into c's freed slot while a still decodes
+    # (with 24, a finished first once a step's prompt tokens made room for its decode rows).
     b = await encode(engine, [user(WIDE, "and", TALL, "and", CAT, "which is taller?")])
     c = await encode(engine, [user("a text request that will be cancelled")])
     d = await encode(engine, [user("then ", TALL, " once more")])
-    long, short = dataclasses.replace(GREEDY, max_tokens=24), dataclasses.replace(GREEDY, max_tokens=8)
+    long, short = dataclasses.replace(GREEDY, max_tokens=32), dataclasses.replace(GREEDY, max_tokens=8)
     return [Job("a", a, long), Job("b", b, short, after_tokens=("a", 2)),
             Job("c", c, long, after_tokens=("a", 4), cancel_after=2),
             Job("d", d, short, after_finish="c")]
@@ -48,7 +50,7 @@ async def batched_and_solo(make_engine, share_table=None):
     for job in jobs:
         plain = Job(job.name, job.inputs, job.params)
         alone[job.name] = (await drive(make_engine(batch=3, chunk=8, graphs=True), [plain]))[job.name]
-    assert len(jobs[1].inputs.prompt_ids) > len(jobs[0].inputs.prompt_ids) + 24
+    assert len(jobs[1].inputs.prompt_ids) > len(jobs[0].inputs.prompt_ids) + jobs[0].params.max_tokens
     return jobs, batched, alone
 
 
