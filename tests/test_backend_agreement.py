@@ -70,12 +70,9 @@ def open_pair():
     return LLM(device="cpu", batch=1, ctx=512), LLM(device="cuda:0", batch=1, ctx=512)
 
 
-@pytest.fixture(scope="module")
-def prompts():
-    from strata import LLM
-
-    with LLM(device="cpu", batch=1, ctx=512) as cpu:
-        return [cpu.render_chat([{"role": "user", "content": q}]) for q in CHAT] + [cpu.encode_prompt(t) for t in RAW]
+def prompts_of(cpu) -> list[list[int]]:
+    """The 12 agreement prompts as token ids (the chat questions through the model's template)."""
+    return [cpu.render_chat([{"role": "user", "content": q}]) for q in CHAT] + [cpu.encode_prompt(t) for t in RAW]
 
 
 def last_logits(llm) -> np.ndarray:
@@ -94,12 +91,13 @@ def log_softmax(z: np.ndarray) -> np.ndarray:
     return z - np.log(np.exp(z).sum())
 
 
-def test_default_route_keeps_the_models_quality(prompts, monkeypatch):
+def test_default_route_keeps_the_models_quality(monkeypatch):
     monkeypatch.setenv("STRATA_INT_Q4_1", "1")
     cpu, gpu = open_pair()
     params = SamplingParams(temperature=0, max_tokens=TOKENS, ignore_eos=True)
     rows, agree_all, identical = [], [], 0
     try:
+        prompts = prompts_of(cpu)
         for ids in prompts:
             cont = cpu.generate([ids], params)[0].token_ids
             identical += gpu.generate([ids], params)[0].token_ids == cont
@@ -130,13 +128,14 @@ def test_default_route_keeps_the_models_quality(prompts, monkeypatch):
     assert np.mean(agree_all) >= AGREE_ALL
 
 
-def test_f16_route_agrees_closely(prompts, monkeypatch):
+def test_f16_route_agrees_closely(monkeypatch):
     monkeypatch.setenv("STRATA_INT_Q4_1", "0")
     cpu, gpu = open_pair()
     params = SamplingParams(temperature=0, max_tokens=TOKENS, ignore_eos=True)
     divergences, worst, worst_ratio = [], 0.0, 0.0
     first = SamplingParams(temperature=0, max_tokens=1)
     try:
+        prompts = prompts_of(cpu)
         for ids in prompts:
             a = cpu.generate([ids], params)[0].token_ids
             b = gpu.generate([ids], params)[0].token_ids
