@@ -4,7 +4,8 @@
 // for Q4_0, Q8_0, Q4_1, Q4_K and Q6_K, every prologue, bias and accumulate, each of the
 // tile configurations (128/64/32 outputs x 64 rows, 128 x 128 on 16 warps, 128 x 16 and 128 x 32; the
 // pipeline depths 0-2: 2 to 6 slices in flight; Q4_0's offset in the
-// float subtraction; rows 4-byte aligned or not), 1 to 131 rows, k with
+// float subtraction; rows 4-byte aligned or not; the K split: two groups of 8 warps on alternate
+// slices, 32 x 64 as routed and 64 x 64 as a test-only configuration), 1 to 131 rows, k with
 // full and partial slices and more slices than stages, n_out not a multiple of
 // the tile and misaligned weight rows:
 //  - every output bit-identical to the reference and to the older int8
@@ -13,7 +14,8 @@
 //  - within the int8-activation bound of a float64 product;
 //  - no cp.async copy left pending.
 // A negative control (the tile kernel with one block's scale changed) must
-// differ, and for Q6_K the reference with each block's two half scales swapped
+// differ, the K split with group 1's totals added in a wrong association must
+// change some bit, and for Q6_K the reference with each block's two half scales swapped
 // must disagree with the kernel. Usage: test_int_tiles [smoke|v1|deep [FROM TO]|dtype DTYPE] (default: v1 and deep; dtype: the
 // v1 configurations of one strata_dtype value, e.g. 12 for Q4_K)
 #define main test_int_main
@@ -24,10 +26,10 @@
 namespace TT = strata::cuda::T_cuda_int_mma_tiles;
 
 // The pre-pass (as launch_int_matmul runs it), then the tile kernel of one configuration.
-template <int kDt, int kWM, int kMT, int kNT, int kWarps, int kDepth, bool kOffC>
+template <int kDt, int kWM, int kMT, int kNT, int kWarps, int kDepth, bool kOffC, int kGroups = 1>
 static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k, const uint8_t* w,
                         int64_t n_out, const float* g, float eps, const float* bias, float* y, bool accumulate) {
-    using L = TT::TileLayout<kDt, kWM, kMT, kNT, kWarps, kDepth, kOffC>;
+    using L = TT::TileLayout<kDt, kWM, kMT, kNT, kWarps, kDepth, kOffC, kGroups>;
     const int64_t nb = k / 32;
     const int nchunks = (int)((nb + 7) / 8), nbp = (int)((nb + 1) / 2 * 2);
     std::vector<uint8_t> xq(n_rows * k + 16);
@@ -53,8 +55,8 @@ static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_row
     memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));
     static int pending = 0;
     const unsigned gx = (unsigned)std::max(1, p.n_tiles / 2);  // fewer CTAs than tiles: the tile loop runs
-    run_grid(gx, 1, L::kThreads, [p] {
-        TT::int_tiles_kernel<kDt, kWM, kMT, kNT, kWarps, kDepth, kOffC>(p);
+    run_grid(gx, 1, L::kCtaThreads, [p] {
+        TT::int_tiles_kernel<kDt, kWM, kMT, kNT, kWarps, kDepth, kOffC, kGroups>(p);
         if (emu_pending_copies() != 0) pending++;
     });
     CHECK(pending == 0, "cp.async copies left pending");
@@ -63,7 +65,12 @@ static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_row
 // `choice` = a launch choice of cuda_int_mma_tiles.cu (TT::choice_of): shape + kShapes·depth, or kPlain +
 // shape + kShapes·(depth == 2) with Q4_0's offset in the float subtraction. Shapes 0 = 128 x 64, 1 = 64 x 64,
 // 2 = 32 x 64, 3 = 128 x 128 on 16 warps (whose depth 1 is its depth 0), 4 = 128 x 16, 5 = 128 x 32.
+// The K split: TT::ksplit_choice (32 x 64 at depth 2, two groups of 8 warps), and kKSplit64 / kKSplit64o,
+// a test-only K split of the 64 x 64 shape (16 totals a lane to exchange instead of 8).
 static constexpr int ch(int shape, int depth, bool offset_c = false) { return TT::choice_of(shape, depth, offset_c); }
+static constexpr int kKSplit64 = 1000, kKSplit64o = 1001;
+static constexpr int ks(bool offset_c = false) { return TT::ksplit_choice(offset_c); }
+static constexpr int shape_of(int choice) { return choice >= kKSplit64 ? 1 : TT::choice_shape(choice); }
 
 template <int kDt, int kDepth, bool kOffC>
 static void run_tiles_depth(int shape, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
@@ -81,6 +88,16 @@ template <int kDt>
 static void run_tiles_dt(int choice, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
                          const uint8_t* w, int64_t n_out, const float* g, float eps, const float* bias, float* y,
                          bool accumulate) {
+    if (choice == kKSplit64 || choice == kKSplit64o) {
+        if (choice == kKSplit64o) run_tiles_t<kDt, 4, 1, 4, 8, 2, true, 2>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+        else run_tiles_t<kDt, 4, 1, 4, 8, 2, false, 2>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+        return;
+    }
+    if (choice >= TT::kOffsetEnd) {
+        if (choice == ks(true)) run_tiles_t<kDt, 2, 1, 2, 8, 2, true, 2>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+        else run_tiles_t<kDt, 2, 1, 2, 8, 2, false, 2>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+        return;
+    }
     const int shape = choice % TT::kShapes;
     if (choice >= TT::kPlain) {
         if ((choice - TT::kPlain) / TT::kShapes == 0) run_tiles_depth<kDt, 0, true>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
@@ -195,6 +212,15 @@ int main(int argc, char** argv) {
         // partial output tile and a partial slice; Q6_K's 210-byte slices move each row's phase per slice.
         one_tiles(STRATA_Q4_0, ch(0, 0, true), 0, 576, 300, 64, 2, false, false, true);
         one_tiles(STRATA_Q6_K, ch(1, 0), 1, 768, 200, 64, 0, true, false, true);
+        // The K split (two groups of 8 warps on alternate slices, group 1's totals handed to group 0):
+        // as routed (32 x 64, Q4_0 with the offset; Q6_K plain) and the test-only 64 x 64; one slice (group 1
+        // idle), 3 and 7 slices (group 0 has the last), 4 (group 1 has the last, partial); 2 and 3 row tiles
+        // on half as many CTAs, so the stage rings and the exchange buffers wrap across tiles.
+        one_tiles(STRATA_Q4_0, ks(true), 0, 96, 45, 70, 0, true, false, true);
+        one_tiles(STRATA_Q4_0, ks(true), 1, 1568, 100, 130, 2, false, true, true);
+        one_tiles(STRATA_Q4_0, ks(false), 2, 800, 45, 64, 4, true, true, true);
+        one_tiles(STRATA_Q6_K, ks(false), 0, 768, 70, 70, 2, false, false, true);
+        one_tiles(STRATA_Q8_0, kKSplit64, 1, 576, 77, 70, 0, true, false, true);
         for (int shape = 0; shape < 3; ++shape) {
             one_tiles(dts[shape], shape, shape, 576, 77, 70, 2, shape == 1, shape == 2, true);
             one_tiles(STRATA_Q4_K, shape, 2 - shape, 512, 77, 70, 2 * shape, shape == 0, shape == 1, true);
@@ -234,11 +260,13 @@ int main(int argc, char** argv) {
             {STRATA_Q4_0, ch(0, 0, true)}, {STRATA_Q4_1, ch(2, 2)}, {STRATA_Q4_0, ch(0, 2)}, {STRATA_Q4_0, ch(1, 2, true)},
             {STRATA_Q4_0, ch(3, 0)}, {STRATA_Q4_0, ch(2, 1)}, {STRATA_Q8_0, ch(1, 2)}, {STRATA_Q4_1, ch(3, 0)},
             {STRATA_Q6_K, ch(2, 2)}, {STRATA_Q6_K, ch(3, 2)}, {STRATA_Q6_K, ch(0, 0)}, {STRATA_Q6_K, ch(1, 2, true)},
-            {STRATA_Q4_0, ch(4, 0, true)}, {STRATA_Q4_0, ch(5, 2, true)}, {STRATA_Q6_K, ch(5, 0)}, {STRATA_Q4_K, ch(4, 2)}};
+            {STRATA_Q4_0, ch(4, 0, true)}, {STRATA_Q4_0, ch(5, 2, true)}, {STRATA_Q6_K, ch(5, 0)}, {STRATA_Q4_K, ch(4, 2)},
+            {STRATA_Q4_0, ks(true)}, {STRATA_Q4_0, ks()}, {STRATA_Q8_0, ks()}, {STRATA_Q4_1, ks()}, {STRATA_Q4_K, ks()},
+            {STRATA_Q6_K, ks()}, {STRATA_Q4_0, kKSplit64o}, {STRATA_Q4_1, kKSplit64}};
         const int n_deep = (int)(sizeof(deep) / sizeof(deep[0]));
         const int from = argc > 2 ? atoi(argv[2]) : 0, to = argc > 3 ? std::min(atoi(argv[3]), n_deep) : n_deep;
         for (int i = from; i < to; ++i) {
-            const int c = deep[i].choice, shape = c % TT::kShapes, pro = i % 3;
+            const int c = deep[i].choice, shape = shape_of(c), pro = i % 3;
             // k 1600 (6 full slices + one of 2 blocks, rows of an even number of blocks) with a base
             // padding of 0 or 4 bytes: every row 4-byte aligned, the kernel's fast block loop.
             const int64_t k = i % 4 == 3 ? 800 : (i % 4 == 2 || i == 8 || i == 12 ? 1600 : 1568);
@@ -262,6 +290,22 @@ int main(int argc, char** argv) {
         int differ = 0;
         for (size_t i = 0; i < y1.size(); ++i) differ += bits(y1[i]) != bits(y2[i]);
         CHECK(differ > 0, "the negative control (a changed weight scale) changed no bit");
+    }
+    // Negative control of the K split: group 0 adding its slice and group 1's next as one sum (t + (a + x)
+    // instead of (t + a) + x) must change some bit against the canonical order.
+    {
+        const int64_t k = 1568, n_out = 45, n_rows = 64;
+        std::vector<float> x(n_rows * k), y1(n_rows * n_out, 0.0f), y2(n_rows * n_out, 0.0f);
+        for (auto& v : x) v = randn();
+        auto w = random_weights(STRATA_Q4_0, n_out, k, 0);
+        run_tiles(STRATA_Q4_0, ks(true), 0, x.data(), k, n_rows, k, w.data(), n_out, nullptr, 0, nullptr, y1.data(), false);
+        TT::g_emu_ksplit_negative = true;
+        run_tiles(STRATA_Q4_0, ks(true), 0, x.data(), k, n_rows, k, w.data(), n_out, nullptr, 0, nullptr, y2.data(), false);
+        TT::g_emu_ksplit_negative = false;
+        int differ = 0;
+        for (size_t i = 0; i < y1.size(); ++i) differ += bits(y1[i]) != bits(y2[i]);
+        CHECK(differ > 0, "the K split's negative control (group 1's totals added in another association) changed no bit");
+        printf("K split negative control: %d of %zu outputs changed\n", differ, y1.size());
     }
     printf("test_int_tiles: %d checks, %d failures\n", checks, fails);
     return fails ? 1 : 0;

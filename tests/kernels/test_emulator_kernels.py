@@ -20,7 +20,9 @@ GPU"). Each binary's short mode, about 15 minutes in all on two cores:
   every pool element): the integer types, CTA widths 2-32, partial rotation, freq_factors, a row without a
   table cell, an unmapped page, a padding row; its negative control (another cell) must change bits;
 - test_int_tiles smoke: the many-row integer tile kernel (prompts, 64+ rows) against the reference and the
-  int8 mma / dp4a kernels, Q4_0 / Q8_0 / Q4_1 / Q4_K / Q6_K; and twice more with one of the two mbarrier
+  int8 mma / dp4a kernels, Q4_0 / Q8_0 / Q4_1 / Q4_K / Q6_K, the K split (two warp groups on alternate
+  slices) included, with its negative control (group 1's totals added in another association must change
+  bits); and twice more with one of the two mbarrier
   waits of its slice hand-off deleted from the source, runs that must fail (the negative controls);
 - test_int_rows smoke: the few-row integer kernel (2-32 rows);
 - test_int_gemv smoke: the gemv integer kernel (1-8 rows);

@@ -1,7 +1,9 @@
 """The CUDA integer matmul's many-row tile kernel (libstrata/src/cuda/cuda_int_mma_tiles.cu)
 against the older integer kernels (dp4a, 8/16-row int8 mma), bit for bit on the device:
-STRATA_INT_MATMUL=tiles (tiles:v1..v7: one routing; tiles:128/64/32 and tiles:NOxROWSdD: one
-configuration of tile shape and pipeline depth) runs the tile kernel at every row count, =legacy never, so each case runs both on the same buffers. Q4_0, Q8_0, Q4_K and Q6_K (the
+STRATA_INT_MATMUL=tiles (tiles:v1..v8: one routing; tiles:128/64/32 and tiles:NOxROWSdD: one
+configuration of tile shape and pipeline depth; tiles:32x64d2k / d2ok: the K split, two warp groups on
+alternate slices) runs the tile kernel at every row count, =legacy never, so each case runs both on the
+same buffers; STRATA_INT_TILES_KSPLIT=1 puts the routings' one-CTA-per-SM 32-output launches on the K split. Q4_0, Q8_0, Q4_K and Q6_K (the
 types routed to the integer path, and Q4_1; the K-quants' k rounded down to whole 256-value super-blocks;
 Q6_K's `legacy` kernel is the dp4a kernel, it has no 8/16-row int8 mma kernel), every
 prologue, bias and accumulate, 1 to 512 rows, n_out and k
@@ -85,7 +87,7 @@ CONFIGS = ["tiles:128", "tiles:64", "tiles:32"] + [
     f"tiles:{no}x{rows}d{d}{o}" for o in ("", "o") for d in (0, 1, 2) for no, rows in
     ((128, 64), (64, 64), (32, 64), (128, 128), (128, 16), (128, 32))
     if (o or d or rows != 64) and (d != 1 or not (o or rows == 128))
-] + ROUTINGS
+] + ["tiles:32x64d2k", "tiles:32x64d2ok"] + ROUTINGS
 
 
 @pytest.mark.exactness
@@ -130,12 +132,15 @@ def test_tiles_bit_identical_on_llama_8b_shapes(cuda_ctx, rng, monkeypatch, dtyp
 
         monkeypatch.setenv("STRATA_INT_MATMUL", "legacy")
         legacy = run()
-        for routing in ROUTINGS:
-            monkeypatch.setenv("STRATA_INT_MATMUL", routing)
+        for routing in ROUTINGS + ["tiles:v8+ksplit", "auto+ksplit"]:
+            # +ksplit: STRATA_INT_TILES_KSPLIT=1 (q/o and down at 40 and 64 rows take the K split)
+            monkeypatch.setenv("STRATA_INT_MATMUL", routing.removesuffix("+ksplit"))
+            monkeypatch.setenv("STRATA_INT_TILES_KSPLIT", "1" if routing.endswith("+ksplit") else "0")
             tiles = run()
             differ = int((legacy.view(np.uint32) != tiles.view(np.uint32)).sum())
             assert differ == 0, f"{routing} {n_rows}x{k}->{n_out}: {differ} outputs differ from the legacy kernels"
         monkeypatch.delenv("STRATA_INT_MATMUL")
+        monkeypatch.delenv("STRATA_INT_TILES_KSPLIT")
 
 
 @pytest.mark.exactness
@@ -214,7 +219,8 @@ def test_decode_batches_on_a_narrow_matrix_give_each_row_its_bits(cuda_ctx, rng,
 
 
 @pytest.mark.parametrize("name", ["tile", "tiles:96", "tiles:v9", "tiles:64x128d0", "tiles:32x64d3", "tiles:32x64d2x",
-                                  "tiles:32x64d1o", "tiles:64x16d0", "auto:v9", "auto:v0", "auto:v"])
+                                  "tiles:32x64d1o", "tiles:64x16d0", "auto:v9", "auto:v0", "auto:v",
+                                  "tiles:32x64d0k", "tiles:64x64d2k", "tiles:32x64d2ko", "tiles:32x64d2kk"])
 def test_unknown_kernel_name_is_refused(cuda_ctx, rng, monkeypatch, name):
     """A typo in STRATA_INT_MATMUL is an error naming the choices, and y is left as it was."""
     k, n_out = 256, 40
@@ -225,6 +231,26 @@ def test_unknown_kernel_name_is_refused(cuda_ctx, rng, monkeypatch, name):
     monkeypatch.setenv("STRATA_INT_MATMUL", name)
     with pytest.raises(S.StrataError, match="expected auto, tiles"):
         S.matmul(cuda_ctx, bx, 0, 70, k, bw, 0, S.DType.Q4_0, n_out, None, 0, by, 0, False)
+    monkeypatch.delenv("STRATA_INT_MATMUL")
+    cuda_ctx.synchronize()
+    assert np.array_equal(by.to_numpy(np.float32, (70, n_out)).view(np.uint32), y0.view(np.uint32))
+    for b in (bx, bw, by):
+        b.close()
+
+
+@pytest.mark.parametrize("value", ["2", "yes", "on", "-1"])
+def test_unknown_ksplit_value_is_refused(cuda_ctx, rng, monkeypatch, value):
+    """STRATA_INT_TILES_KSPLIT takes 0 or 1; anything else is an error naming them, and y is left as it was."""
+    k, n_out = 256, 40
+    raw, _ = make_weights(rng, S.DType.Q4_0, n_out, k)
+    x = rng.standard_normal((70, k), dtype=np.float32)
+    y0 = rng.standard_normal((70, n_out)).astype(np.float32)
+    bx, bw, by = (S.Buffer.from_array(cuda_ctx, a) for a in (x, raw, y0))
+    monkeypatch.setenv("STRATA_INT_MATMUL", "tiles")
+    monkeypatch.setenv("STRATA_INT_TILES_KSPLIT", value)
+    with pytest.raises(S.StrataError, match="expected 0 or 1"):
+        S.matmul(cuda_ctx, bx, 0, 70, k, bw, 0, S.DType.Q4_0, n_out, None, 0, by, 0, False)
+    monkeypatch.delenv("STRATA_INT_TILES_KSPLIT")
     monkeypatch.delenv("STRATA_INT_MATMUL")
     cuda_ctx.synchronize()
     assert np.array_equal(by.to_numpy(np.float32, (70, n_out)).view(np.uint32), y0.view(np.uint32))

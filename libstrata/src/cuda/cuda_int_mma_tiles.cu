@@ -100,6 +100,9 @@ static_assert(STRATA_INT_TILES_STAGE_AT >= 0 && 2 * STRATA_INT_TILES_STAGE_AT < 
 static_assert(STRATA_INT_TILES_STAGE_AT_NARROW >= 0 && 2 * STRATA_INT_TILES_STAGE_AT_NARROW < 8, "a block pair of the slice");
 constexpr int kSmemSM = 228 * 1024, kSmemCTA = 227 * 1024, kSmemRuntime = 1024;  // sm_90: per SM, per CTA, the runtime's per CTA
 constexpr uint32_t kMagic = 0x4B400000u;  // 1.5·2^23: the mma's starting accumulator
+#ifdef STRATA_CUDA_EMU
+inline bool g_emu_ksplit_negative = false;  // test_int_tiles' negative control of the K split (emulator builds)
+#endif
 constexpr float kMagicF = 12582912.0f;
 
 // A launch choice: shape + kShapes·depth (0-17), or 18 + shape + kShapes·(depth == 2) with Q4_0's offset
@@ -108,7 +111,9 @@ constexpr float kMagicF = 12582912.0f;
 // and 5 = 128 x 32 (8 warps side by side on the outputs, each on all the rows: decode batches of 9 to 32
 // rows, where a 64-row tile would multiply zero rows and the 16-row int8 mma kernel of
 // cuda_int_matmul.cu ran ~111 instructions per mma: bench/RESULTS.md, 2026-12-04).
-constexpr int kShapes = 6, kPlain = 3 * kShapes, kChoices = kPlain + 2 * kShapes;
+// 30 and 31: the K split of the 32 x 64 shape at depth 2 (two groups of 8 warps on alternate slices),
+// plain and with Q4_0's offset: the launches of one 32-output CTA per SM (docs/cuda_backend.md, "The K split").
+constexpr int kShapes = 6, kPlain = 3 * kShapes, kOffsetEnd = kPlain + 2 * kShapes, kChoices = kOffsetEnd + 2;
 constexpr int shape_no(int c) { return c == 1 ? 64 : (c == 2 ? 32 : 128); }
 constexpr int shape_rows(int c) { return c == 3 ? 128 : (c == 4 ? 16 : (c == 5 ? 32 : 64)); }
 // The few-row shape for n rows (9 to 32): the least that holds them.
@@ -116,6 +121,8 @@ constexpr int few_shape(int64_t n) { return n <= 16 ? 4 : 5; }
 constexpr int choice_of(int shape, int depth, bool offset_c) {
     return offset_c ? kPlain + shape + kShapes * (depth == 2 ? 1 : 0) : shape + kShapes * depth;
 }
+constexpr int ksplit_choice(bool offset_c) { return kOffsetEnd + (offset_c ? 1 : 0); }
+constexpr int choice_shape(int c) { return c >= kOffsetEnd ? 2 : c % kShapes; }
 
 struct TileParams {
     const int8_t* xq;
@@ -136,9 +143,14 @@ struct TileParams {
 // aligned). kDepth 0: STRATA_INT_TILES_STAGES stages; 1: the most (up to STRATA_INT_TILES_MAX_STAGES)
 // that keep 2 CTAs per SM; 2: the most that fit one CTA per SM (registers then allow one CTA too).
 // kOffsetC: Q4_0's −8·sx in the subtraction that yields I (kOffsetInC below).
-template <int kDtype, int kWM, int kMT, int kNT, int kWarps = 8, int kDepth = 0, bool kOffsetC = false>
+// kGroups 2 (the K split, "The K split" in docs/cuda_backend.md): the CTA runs two groups of kWarps
+// warps on the same tile, group g on the slices s with s % 2 == g, each with its own stage ring; kThreads
+// is one group's threads (the staging's), kCtaThreads the CTA's.
+template <int kDtype, int kWM, int kMT, int kNT, int kWarps = 8, int kDepth = 0, bool kOffsetC = false, int kGroups = 1>
 struct TileLayout {
+    static_assert(kGroups == 1 || (kGroups == 2 && kWarps == 8), "one group, or two of 8 warps on alternate slices");
     static constexpr int kThreads = 32 * kWarps;
+    static constexpr int kCtaThreads = kThreads * kGroups;
     static constexpr int kNO = kWM * 16 * kMT;                 // outputs per CTA
     static constexpr int kRW = 8 * kNT;                        // rows per warp
     static constexpr int kRows = (kWarps / kWM) * kRW;         // rows per CTA
@@ -161,20 +173,32 @@ struct TileLayout {
     // accumulator: the same integers, but 4 register moves per mma to assemble that operand.)
     static constexpr bool kOffsetInC = kOffsetC && IntW<kDtype>::kOffset8;
     static constexpr int kTables = IntW<kDtype>::kMin || kOffsetInC ? 2 : 1;  // dx; Q4_1's dx·sx or the subtrahends
-    // tables, row factors, the mbarriers (2 per stage, counted at the most stages)
-    static constexpr int kFixed = kWarps * kTables * kIntSliceBlocks * kDS * 4 + kRows * 4 + 8 + 16 * STRATA_INT_TILES_MAX_STAGES;
+    // The K split's exchange: per warp of group 0, kXBufs buffers of its lanes' kMT·kNT·4 slice totals
+    // ([element][lane] floats: a warp's stores and loads hit 32 banks), and per warp and buffer a full
+    // and an empty mbarrier.
+    static constexpr int kXElems = kMT * kNT * 4, kXBufs = 2;
+    static constexpr int kXBytes = kGroups > 1 ? kWarps * kXBufs * kXElems * 32 * 4 : 0;
+    static constexpr int kXBars = kGroups > 1 ? 2 * kWarps * kXBufs : 0;
+    // tables, row factors, the exchange, the mbarriers (2 per stage and group, counted at the most stages)
+    static constexpr int kFixed = kGroups * kWarps * kTables * kIntSliceBlocks * kDS * 4 + kRows * 4 + kXBytes + 8 +
+                                  8 * kXBars + 16 * kGroups * STRATA_INT_TILES_MAX_STAGES;
     static constexpr int stages_within(int budget) {
         int n = 2;
-        while (n < STRATA_INT_TILES_MAX_STAGES && kFixed + (n + 1) * kStage <= budget) ++n;
+        while (n < STRATA_INT_TILES_MAX_STAGES && kFixed + kGroups * (n + 1) * kStage <= budget) ++n;
         return n;
     }
+    // The K split runs at depth 2 only (one CTA of 2·kWarps warps per SM): its stages are per group.
+    static_assert(kGroups == 1 || kDepth == 2, "the K split is a one-CTA-per-SM layout");
     static constexpr int kStages = kDepth == 0 ? STRATA_INT_TILES_STAGES
                                  : stages_within(kDepth == 1 ? kSmemSM / 2 - kSmemRuntime : kSmemCTA);
     static_assert(kStages >= 2, "the pipeline needs two stages");
-    static constexpr int kDxOff = kStages * kStage;
-    static constexpr int kRsOff = kDxOff + kWarps * kTables * kIntSliceBlocks * kDS * 4;
-    static constexpr int kBarOff = (kRsOff + kRows * 4 + 7) / 8 * 8;  // full[kStages], then empty[kStages]
-    static constexpr int kBytes = kBarOff + 16 * kStages;
+    static constexpr int kGroupStages = kStages * kStage;  // one group's ring
+    static constexpr int kDxOff = kGroups * kGroupStages;
+    static constexpr int kRsOff = kDxOff + kGroups * kWarps * kTables * kIntSliceBlocks * kDS * 4;
+    static constexpr int kXOffEx = (kRsOff + kRows * 4 + 15) / 16 * 16;  // the exchange buffers
+    // full[kGroups·kStages], empty[kGroups·kStages], then the exchange's full[kWarps·kXBufs], empty[...]
+    static constexpr int kBarOff = (kXOffEx + kXBytes + 7) / 8 * 8;
+    static constexpr int kBytes = kBarOff + 16 * kGroups * kStages + 8 * kXBars;
     static_assert(kBytes <= kSmemCTA, "a tile's shared memory");
 #ifdef STRATA_INT_TILES_MIN_BLOCKS
     static constexpr int kMinBlocks = kDepth == 2 || kWarps > 8 ? 1 : STRATA_INT_TILES_MIN_BLOCKS;
@@ -184,6 +208,8 @@ struct TileLayout {
     static constexpr int kMinBlocks =
         kDepth != 2 && kWarps == 8 && !IntW<kDtype>::kMin && 2 * (kBytes + kSmemRuntime) <= kSmemSM ? 2 : 1;
 #endif
+    // At most 128 registers a thread: two CTAs of 8 warps per SM, or one of 16 (the K split, 128 x 128).
+    static constexpr bool kRegs128 = kMinBlocks > 1 || kCtaThreads > 256;
 };
 
 // 32 bits from a 2-byte aligned shared-memory address: the two aligned words around it, shifted
@@ -248,14 +274,14 @@ __device__ __forceinline__ void mma_magic(int (&d)[4], const uint32_t (&a)[4], u
 // `interior`: the tile has all kNO outputs and all kRows rows and is not the matrix's last output tile
 // (a row follows its last one, so no window read reaches w_end). Its whole slices take the fast form
 // below: the same pieces to the same places, without the per-piece bounds, sizes and zero fills.
+// t: the thread's index among the L::kThreads that stage (the CTA's, or its group's under the K split).
 template <int kDtype, class L>
 __device__ __forceinline__ void stage_slice(const TileParams& p, uint8_t* slot, int s, int64_t o0, int no,
-                                            int64_t r0, int nr, bool interior) {
+                                            int64_t r0, int nr, bool interior, const int t) {
     constexpr IntBlocksBytes<kDtype> B{};  // n * B: the bytes of n blocks (Q6_K: whole slices of 210)
     const int64_t b0 = (int64_t)s * kIntSliceBlocks;
     const int nblk = (int)min((int64_t)kIntSliceBlocks, p.nb - b0);
     const int len = nblk * B;
-    const int t = threadIdx.x;
     if (interior && nblk == kIntSliceBlocks) {  // uniform
         constexpr int kLen = kIntSliceBlocks * B;
         {  // weights
@@ -367,23 +393,30 @@ __device__ __forceinline__ void stage_slice(const TileParams& p, uint8_t* slot, 
     }
 }
 
-template <int kDtype, int kWM, int kMT, int kNT, int kWarps = 8, int kDepth = 0, bool kOffsetC = false>
-__global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth, kOffsetC>::kMinBlocks))
+template <int kDtype, int kWM, int kMT, int kNT, int kWarps = 8, int kDepth = 0, bool kOffsetC = false, int kGroups = 1>
+__global__ void __launch_bounds__(32 * kWarps * kGroups,
+                                  (TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth, kOffsetC, kGroups>::kMinBlocks))
     int_tiles_kernel(const TileParams p) {
     pdl_wait();  // first: see cuda_pdl.cuh
     pdl_launch_dependents();
     using W = IntW<kDtype>;
-    using L = TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth, kOffsetC>;
+    using L = TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth, kOffsetC, kGroups>;
     constexpr int kStages = L::kStages;
     constexpr bool kOffC = L::kOffsetInC;
     // Q4_1's nibbles stay 0..15; Q4_0 enters as q − 8 (or 0..15 with kOffC), Q8_0 as is
     constexpr bool kUnsignedA = W::kMin || kOffC;
-    uint8_t* smem = mma_smem();
-    const int t = threadIdx.x, warp = t >> 5, lane = t & 31, g = lane >> 2, tq = lane & 3;
+    constexpr bool kSplit = kGroups > 1;
+    static_assert(!kSplit || STRATA_INT_TILES_MBAR, "the K split hands slices over on mbarriers");
+    uint8_t* const smem0 = mma_smem();
+    // t: the CTA's thread; under the K split, grp is the thread's group, and tg, warp and everything
+    // below them count within the group (the two groups' warp w own the same outputs and rows).
+    const int t = threadIdx.x, grp = kSplit ? t / L::kThreads : 0, tg = t - grp * L::kThreads;
+    const int warp = tg >> 5, lane = t & 31, g = lane >> 2, tq = lane & 3;
     const int wm = warp % kWM, wn = warp / kWM;
-    float* dxt = reinterpret_cast<float*>(smem + L::kDxOff) + warp * L::kTables * kIntSliceBlocks * L::kDS;
+    uint8_t* const smem = smem0 + grp * L::kGroupStages;  // this group's stage ring
+    float* dxt = reinterpret_cast<float*>(smem0 + L::kDxOff) + (grp * kWarps + warp) * L::kTables * kIntSliceBlocks * L::kDS;
     float* dst = dxt + kIntSliceBlocks * L::kDS;  // Q4_1 only
-    float* rsq = reinterpret_cast<float*>(smem + L::kRsOff);
+    float* rsq = reinterpret_cast<float*>(smem0 + L::kRsOff);
     // Every weight row's first byte 4-byte aligned (an aligned base and rows of an even number of Q4_0
     // or Q8_0 blocks, i.e. k a multiple of 64, or any Q4_1 / Q4_K row): the fast block loop (`block`).
     const bool al4 = ((reinterpret_cast<uintptr_t>(p.w) | (uintptr_t)p.w_row_bytes) & 3) == 0;
@@ -395,18 +428,28 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
     // reads and, before staging into a slot, for that slot's last readers: no CTA barrier per slice, so
     // the warps need not run in step (docs/cuda_backend.md, "The slices' hand-off").
     constexpr bool kMbar = STRATA_INT_TILES_MBAR != 0;
-    uint64_t* full = reinterpret_cast<uint64_t*>(smem + L::kBarOff);
-    uint64_t* empty = full + kStages;
+    uint64_t* const bars = reinterpret_cast<uint64_t*>(smem0 + L::kBarOff);
+    uint64_t* full = bars + grp * kStages;                 // this group's
+    uint64_t* empty = bars + kGroups * kStages + grp * kStages;
+    // The K split's exchange (group 1 -> group 0): warp w's buffer b, its full and empty mbarriers.
+    float* const xbuf = reinterpret_cast<float*>(smem0 + L::kXOffEx) + warp * L::kXBufs * L::kXElems * 32;
+    uint64_t* const xfull = bars + 2 * kGroups * kStages + warp * L::kXBufs;
+    uint64_t* const xempty = xfull + kWarps * L::kXBufs;
     if constexpr (kMbar) {
-        if (t < kStages) {
-            mbar_init(full + t, L::kThreads);
-            mbar_init(empty + t, kWarps);
+        if (t < kGroups * kStages) {
+            mbar_init(bars + t, L::kThreads);
+            mbar_init(bars + kGroups * kStages + t, kWarps);
+        }
+        if (kSplit && t < kWarps * L::kXBufs) {  // one arrival each: lane 0 after its warp's __syncwarp
+            mbar_init(bars + 2 * kGroups * kStages + t, 1);
+            mbar_init(bars + 2 * kGroups * kStages + kWarps * L::kXBufs + t, 1);
         }
         __syncthreads();
     }
     // The next slot to stage into and to read (the same in every thread), with how many times each
     // has wrapped (the parity of the phase to wait for).
     int pslot = 0, pwrap = 0, cslot = 0, cwrap = 0;
+    int xslot = 0, xwrap = 0;  // the K split's next exchange buffer and its wraps (both groups count alike)
 
     for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x) {
         // Row tiles of one output tile are neighbours: their CTAs share its weights in L2.
@@ -419,16 +462,18 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
         // Slice sn into the next slot, once that slot's last slice has been read by every warp.
         auto produce = [&](const int sn) {
             if (pwrap > 0) mbar_wait(empty + pslot, (unsigned)(pwrap - 1) & 1u);
-            stage_slice<kDtype, L>(p, smem + pslot * L::kStage, sn, o0, no, r0, nr, interior);
+            stage_slice<kDtype, L>(p, smem + pslot * L::kStage, sn, o0, no, r0, nr, interior, tg);
             cp_async_mbar_arrive(full + pslot);
             if (++pslot == kStages) { pslot = 0; ++pwrap; }
         };
+        // This group's slices: every kGroups-th from its own (the K split: group g takes s % 2 == g).
 #pragma unroll
-        for (int s = 0; s < kStages - 1; ++s) {
+        for (int i = 0; i < kStages - 1; ++i) {
+            const int s = grp + kGroups * i;
             if constexpr (kMbar) {
                 if (s < p.n_slices) produce(s);
             } else {
-                if (s < p.n_slices) stage_slice<kDtype, L>(p, smem + s * L::kStage, s, o0, no, r0, nr, interior);
+                if (s < p.n_slices) stage_slice<kDtype, L>(p, smem + s * L::kStage, s, o0, no, r0, nr, interior, t);
                 cp_async_commit_group();
             }
         }
@@ -447,9 +492,9 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
         // of 2); slice s + kStages − 1 is staged into the slot before it, slice s − 1's. (The mbarrier form
         // counts slots across tiles: pslot, cslot.)
         int slot = 0;
-        for (int s = 0; s < p.n_slices; ++s) {
+        for (int s = grp; s < p.n_slices; s += kGroups) {
             const int nbs = (int)min((int64_t)kIntSliceBlocks, p.nb - (int64_t)s * kIntSliceBlocks);
-            const int sn = s + kStages - 1;  // the slice staged during this one
+            const int sn = s + kGroups * (kStages - 1);  // the slice (of this group) staged during this one
             // mbarrier form: an aligned whole slice stages the next one before its block pair kStageAt
             // (0: first, as the barrier form does); every other slice first. A warp that is ahead then
             // waits for the slot's last readers mid-slice rather than at its start.
@@ -464,7 +509,7 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
                 cp_async_wait_group<kStages - 2>();
                 __syncthreads();  // slice s is in; every warp is done with slice s − 1's slot and tables
                 const int fill = slot == 0 ? kStages - 1 : slot - 1;
-                if (sn < p.n_slices) stage_slice<kDtype, L>(p, smem + fill * L::kStage, sn, o0, no, r0, nr, interior);
+                if (sn < p.n_slices) stage_slice<kDtype, L>(p, smem + fill * L::kStage, sn, o0, no, r0, nr, interior, t);
                 cp_async_commit_group();
                 st = smem + slot * L::kStage;
                 slot = slot == kStages - 1 ? 0 : slot + 1;
@@ -604,9 +649,11 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
             // SM, up to 255 registers) the 128-output tile overlaps 2 blocks and Q8_0's 64-output tile all 8;
             // with Q4_0's offset (two more words per n-tile and block) the narrow tiles at 128 registers
             // overlap 4 (8 spilled 20-24 bytes). The aligned loop unrolls half as many pairs (at least 1).
-            constexpr int kUnroll = kMT > 1 ? (kDepth == 2 && kWarps == 8 ? 2 : kTileUnroll)
-                                  : kDepth == 2 ? kIntSliceBlocks
-                                  : kOffC && L::kMinBlocks > 1 ? 4
+            // The K split's 16 warps have 128 registers, as depth 0's two CTAs per SM: depth 0's unrolls.
+            constexpr bool kWideRegs = kDepth == 2 && !kSplit;
+            constexpr int kUnroll = kMT > 1 ? (kWideRegs && kWarps == 8 ? 2 : kTileUnroll)
+                                  : kWideRegs ? kIntSliceBlocks
+                                  : kOffC && L::kRegs128 ? 4
                                   : (W::kNibbles || kNT == 2 ? kIntSliceBlocks : 4);
             constexpr int kUnrollAl = STRATA_INT_TILES_UNROLL_AL > 0 ? STRATA_INT_TILES_UNROLL_AL
                                     : (kUnroll / 2 > 0 ? kUnroll / 2 : 1);
@@ -628,15 +675,62 @@ __global__ void __launch_bounds__(32 * kWarps, (TileLayout<kDtype, kWM, kMT, kNT
                 if (lane == 0) mbar_arrive(empty + cslot);
                 if (++cslot == kStages) { cslot = 0; ++cwrap; }
             }
+#ifdef STRATA_CUDA_EMU
+            // The emulator's negative control only: group 0 adds its slice and group 1's next as one sum,
+            // t + (a + x) instead of (t + a) + x; test_int_tiles requires that some bit changes.
+            const bool neg_pair = g_emu_ksplit_negative && kSplit && s > 0 && s + 1 < p.n_slices;
+#else
+            constexpr bool neg_pair = false;
+#endif
+            if ((!kSplit || grp == 0) && !neg_pair) {  // the slice totals in slice order, as every kernel adds them
 #pragma unroll
-            for (int mt = 0; mt < kMT; ++mt)
+                for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-                for (int nt = 0; nt < kNT; ++nt)
+                    for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        tot[mt][nt][e] = s == 0 ? acc[mt][nt][e] : __fadd_rn(tot[mt][nt][e], acc[mt][nt][e]);
+                        for (int e = 0; e < 4; ++e)
+                            tot[mt][nt][e] = s == 0 ? acc[mt][nt][e] : __fadd_rn(tot[mt][nt][e], acc[mt][nt][e]);
+            }
+            if constexpr (kSplit) {
+                // The K split: group 1's warp hands its slice's totals (acc) to group 0's warp of the same
+                // outputs and rows, which adds them after its own slice s − 1: the same additions in the
+                // same order as one group's loop, so the same bits. Two buffers a warp pair, so group 1 may
+                // run one slice ahead.
+                float* const xb = xbuf + xslot * L::kXElems * 32 + lane;
+                if (grp == 0) {
+                    if (s + 1 < p.n_slices) {  // group 1 has slice s + 1
+                        mbar_wait(xfull + xslot, (unsigned)xwrap & 1u);
+#pragma unroll
+                        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+                            for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+                                for (int e = 0; e < 4; ++e) {
+                                    const float x = xb[32 * ((mt * kNT + nt) * 4 + e)];
+                                    tot[mt][nt][e] = neg_pair ? __fadd_rn(tot[mt][nt][e], __fadd_rn(acc[mt][nt][e], x))
+                                                              : __fadd_rn(tot[mt][nt][e], x);
+                                }
+                        __syncwarp();
+                        if (lane == 0) mbar_arrive(xempty + xslot);
+                        if (++xslot == L::kXBufs) { xslot = 0; ++xwrap; }
+                    }
+                } else {
+                    if (xwrap > 0) mbar_wait(xempty + xslot, (unsigned)(xwrap - 1) & 1u);
+#pragma unroll
+                    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+                        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+                            for (int e = 0; e < 4; ++e) xb[32 * ((mt * kNT + nt) * 4 + e)] = acc[mt][nt][e];
+                    __syncwarp();
+                    if (lane == 0) mbar_arrive(xfull + xslot);
+                    if (++xslot == L::kXBufs) { xslot = 0; ++xwrap; }
+                }
+            }
         }
-        // Epilogue: lane (g, tq) holds outputs g, g+8 of each m-tile x rows 2tq, 2tq+1 of each n-tile.
+        // Epilogue: lane (g, tq) holds outputs g, g+8 of each m-tile x rows 2tq, 2tq+1 of each n-tile
+        // (under the K split, group 0's lanes hold the totals).
+        if (!kSplit || grp == 0)
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -667,15 +761,17 @@ constexpr int64_t kTilesShortK = 1024;                     // ... except at shor
 
 template <int kDtype, int kChoice>
 struct Config {
-    static constexpr bool kOffsetC = kChoice >= kPlain;
-    static constexpr int kShape = kChoice % kShapes;
-    static constexpr int kCode = kOffsetC ? 2 * ((kChoice - kPlain) / kShapes) : kChoice / kShapes;
+    static constexpr bool kKSplit = kChoice >= kOffsetEnd;
+    static constexpr bool kOffsetC = kKSplit ? kChoice == kOffsetEnd + 1 : kChoice >= kPlain;
+    static constexpr int kShape = choice_shape(kChoice);
+    static constexpr int kCode = kKSplit ? 2 : kOffsetC ? 2 * ((kChoice - kPlain) / kShapes) : kChoice / kShapes;
+    static constexpr int kGroups = kKSplit ? 2 : 1;
     static constexpr int kDepth = kShape == 3 && kCode == 1 ? 0 : kCode;
     static constexpr int kWM = kShape == 2 ? 2 : (kShape >= 4 ? 8 : 4), kMT = kShape == 0 || kShape == 3 ? 2 : 1;
     static constexpr int kNT = kShape == 2 || kShape == 4 ? 2 : 4;
     static constexpr int kWarps = kShape == 3 ? 16 : 8;
-    using L = TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth, kOffsetC>;
-    static constexpr auto kernel = int_tiles_kernel<kDtype, kWM, kMT, kNT, kWarps, kDepth, kOffsetC>;
+    using L = TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth, kOffsetC, kGroups>;
+    static constexpr auto kernel = int_tiles_kernel<kDtype, kWM, kMT, kNT, kWarps, kDepth, kOffsetC, kGroups>;
     static_assert(L::kNO == shape_no(kShape) && L::kRows == shape_rows(kShape), "shape table");
 };
 
@@ -717,7 +813,7 @@ void launch_choice(const TileParams& p0, int choice, cudaStream_t stream) {
         if (n_rt * n_ot > INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda matmul: integer tile path has too many tiles");
         p.n_row_tiles = (int)n_rt;
         p.n_tiles = (int)(n_rt * n_ot);
-        launch_k(C::kernel, (unsigned)p.n_tiles, C::L::kThreads, C::L::kBytes, stream, p);
+        launch_k(C::kernel, (unsigned)p.n_tiles, C::L::kCtaThreads, C::L::kBytes, stream, p);
     } else {
         fail(STRATA_ERR_INTERNAL, "cuda matmul: integer tile choice out of range");
     }
@@ -797,16 +893,21 @@ int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
 }
 
 // A forced tile configuration "tiles:NOxROWSdD" (D 0, 1, 2), "tiles:NOxROWSdDo" (D 0 or 2, with Q4_0's
-// offset out of the nibbles) or "tiles:NO" (64 rows, depth 0); else -1.
+// offset out of the nibbles), "tiles:32x64d2k" / "tiles:32x64d2ok" (the K split) or "tiles:NO" (64 rows,
+// depth 0); else -1.
 int parse_forced(const char* env) {
     int no = 0, rows = 64, depth = 0, n = 0;
     const size_t len = std::strlen(env);
-    bool offset_c = false;
+    bool offset_c = false, ksplit = false;
     if (!(std::sscanf(env, "tiles:%d%n", &no, &n) == 1 && (size_t)n == len)) {
         if (std::sscanf(env, "tiles:%dx%dd%d%n", &no, &rows, &depth, &n) != 3) return -1;
-        if ((size_t)n + 1 == len && env[n] == 'o') offset_c = true;
-        else if ((size_t)n != len) return -1;
+        const std::string tail(env + n);
+        if (tail == "o") offset_c = true;
+        else if (tail == "k") ksplit = true;
+        else if (tail == "ok") offset_c = ksplit = true;
+        else if (!tail.empty()) return -1;
     }
+    if (ksplit) return no == 32 && rows == 64 && depth == 2 ? ksplit_choice(offset_c) : -1;
     if (depth < 0 || depth > 2 || (offset_c && depth == 1)) return -1;
     for (int c = 0; c < kShapes; ++c)
         if (shape_no(c) == no && shape_rows(c) == rows) return choice_of(c, depth, offset_c);
@@ -814,6 +915,24 @@ int parse_forced(const char* env) {
 }
 
 }  // namespace
+
+// STRATA_INT_TILES_KSPLIT (strata/env.py; read per call, like STRATA_INT_MATMUL): 1 puts the routed
+// launches of one 32 x 64 CTA per SM at depth 2 on the K split (the same bits); 0 or unset: not (the
+// default until it is measured on the device: docs/cuda_backend.md, "The K split").
+bool ksplit_enabled() {
+    const char* env = std::getenv("STRATA_INT_TILES_KSPLIT");
+    if (!env || !*env || std::strcmp(env, "0") == 0) return false;
+    if (std::strcmp(env, "1") == 0) return true;
+    fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_TILES_KSPLIT=") + env + ": expected 0 or 1");
+}
+
+// A routing's choice, with STRATA_INT_TILES_KSPLIT applied (read, and so checked, on every routed call).
+int routed_choice(int routing, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
+    const bool ksplit = ksplit_enabled();
+    const int c = route(routing, n_rows, n_out, k, sms);
+    if (ksplit && (c == choice_of(2, 2, false) || c == choice_of(2, 2, true))) return ksplit_choice(c == choice_of(2, 2, true));
+    return c;
+}
 
 int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, int sms) {
     const char* env = std::getenv("STRATA_INT_MATMUL");  // read per call: tests switch it within a process
@@ -841,7 +960,8 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, 
             fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_MATMUL=") + env +
                                                   ": expected auto, tiles, auto:v1 ... auto:v8, tiles:v1 ... tiles:v8, tiles:NO "
                                                   "(128, 64 or 32), tiles:NOxROWSdDEPTH[o] (e.g. tiles:32x64d2, "
-                                                  "tiles:128x128d2o, tiles:128x16d0o), rows, rows:16, rows:32, rows:64, "
+                                                  "tiles:128x128d2o, tiles:128x16d0o), tiles:32x64d2k or tiles:32x64d2ok "
+                                                  "(the K split), rows, rows:16, rows:32, rows:64, "
                                                   "norows or legacy");
         }
     }
@@ -880,7 +1000,7 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, 
         if (!few && !mid && !short_k && (!dp4a_tiles || !(n_rows >= 16 || (n_rows >= 4 && n_out < 8 * (int64_t)sms))))
             return -1;
     }
-    return route(routing, n_rows, n_out, k, sms);
+    return routed_choice(routing, n_rows, n_out, k, sms);
 }
 
 void launch_int_tiles(const IntTilesArgs& a, int choice, int dev, cudaStream_t stream) {

@@ -1,0 +1,38 @@
+"""bench/gpu_matmul.py's --int-kernels values: what it accepts must be what libstrata accepts
+(STRATA_INT_MATMUL, cuda_int_mma_tiles.cu's parse_forced and routings), so an A/B on the device never
+stops on a value the library takes, nor times the wrong kernel on one it refuses."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("gpu_matmul_bench", ROOT / "bench" / "gpu_matmul.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("value", ["auto", "auto:v8", "tiles:v8", "legacy", "rows:32", "tiles:32", "tiles:32x64d2",
+                                   "tiles:128x128d2o", "tiles:32x64d2k", "tiles:32x64d2ok"])
+def test_library_values_are_accepted(bench, value):
+    assert bench.int_kernel_values([value]) == [value]
+
+
+@pytest.mark.parametrize("value", ["auto:v9", "tiles:v9", "tiles:32x64d1k", "tiles:64x64d2k", "tiles:32x64d2ko",
+                                   "tiles:32x64d1o", "tiles:96"])
+def test_values_the_library_refuses_are_refused(bench, value):
+    with pytest.raises(SystemExit, match="is not a STRATA_INT_MATMUL value"):
+        bench.int_kernel_values([value])
+
+
+def test_shorthands_expand_to_every_routing_and_configuration(bench):
+    routings = bench.int_kernel_values(["routings"])
+    assert routings[0] == "legacy" and routings[-1] == "tiles:v8"
+    configs = bench.int_kernel_values(["configs"])
+    assert "tiles:32x64d2ok" in configs and "tiles:128x128d2o" in configs and len(configs) == len(set(configs))
