@@ -19,12 +19,12 @@ def bench():
 
 
 @pytest.mark.parametrize("value", ["auto", "auto:v8", "tiles:v8", "legacy", "rows:32", "tiles:32", "tiles:32x64d2",
-                                   "tiles:128x128d2o", "tiles:32x64d2k", "tiles:32x64d2ok"])
+                                   "tiles:128x128d2o", "tiles:32x64d2k", "tiles:32x64d2ok", "tiles:64x64d2k"])
 def test_library_values_are_accepted(bench, value):
     assert bench.int_kernel_values([value]) == [value]
 
 
-@pytest.mark.parametrize("value", ["auto:v9", "tiles:v9", "tiles:32x64d1k", "tiles:64x64d2k", "tiles:32x64d2ko",
+@pytest.mark.parametrize("value", ["auto:v9", "tiles:v9", "tiles:32x64d1k", "tiles:128x64d2k", "tiles:32x64d2ko",
                                    "tiles:32x64d1o", "tiles:96"])
 def test_values_the_library_refuses_are_refused(bench, value):
     with pytest.raises(SystemExit, match="is not a STRATA_INT_MATMUL value"):

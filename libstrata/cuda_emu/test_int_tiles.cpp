@@ -5,7 +5,7 @@
 // tile configurations (128/64/32 outputs x 64 rows, 128 x 128 on 16 warps, 128 x 16 and 128 x 32; the
 // pipeline depths 0-2: 2 to 6 slices in flight; Q4_0's offset in the
 // float subtraction; rows 4-byte aligned or not; the K split: two groups of 8 warps on alternate
-// slices, 32 x 64 as routed and 64 x 64 as a test-only configuration), 1 to 131 rows, k with
+// slices, 32 x 64 and 64 x 64), 1 to 131 rows, k with
 // full and partial slices and more slices than stages, n_out not a multiple of
 // the tile and misaligned weight rows:
 //  - every output bit-identical to the reference and to the older int8
@@ -65,12 +65,11 @@ static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_row
 // `choice` = a launch choice of cuda_int_mma_tiles.cu (TT::choice_of): shape + kShapes·depth, or kPlain +
 // shape + kShapes·(depth == 2) with Q4_0's offset in the float subtraction. Shapes 0 = 128 x 64, 1 = 64 x 64,
 // 2 = 32 x 64, 3 = 128 x 128 on 16 warps (whose depth 1 is its depth 0), 4 = 128 x 16, 5 = 128 x 32.
-// The K split: TT::ksplit_choice (32 x 64 at depth 2, two groups of 8 warps), and kKSplit64 / kKSplit64o,
-// a test-only K split of the 64 x 64 shape (16 totals a lane to exchange instead of 8).
+// The K split: TT::ksplit_choice (32 x 64 or 64 x 64 at depth 2, two groups of 8 warps; the 64 x 64 one
+// exchanges 16 totals a lane instead of 8).
 static constexpr int ch(int shape, int depth, bool offset_c = false) { return TT::choice_of(shape, depth, offset_c); }
-static constexpr int kKSplit64 = 1000, kKSplit64o = 1001;
-static constexpr int ks(bool offset_c = false) { return TT::ksplit_choice(offset_c); }
-static constexpr int shape_of(int choice) { return choice >= kKSplit64 ? 1 : TT::choice_shape(choice); }
+static constexpr int ks(bool offset_c = false, int shape = 2) { return TT::ksplit_choice(offset_c, shape); }
+static constexpr int shape_of(int choice) { return TT::choice_shape(choice); }
 
 template <int kDt, int kDepth, bool kOffC>
 static void run_tiles_depth(int shape, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
@@ -88,16 +87,10 @@ template <int kDt>
 static void run_tiles_dt(int choice, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
                          const uint8_t* w, int64_t n_out, const float* g, float eps, const float* bias, float* y,
                          bool accumulate) {
-    if (choice == kKSplit64 || choice == kKSplit64o) {
-        if (choice == kKSplit64o) run_tiles_t<kDt, 4, 1, 4, 8, 2, true, 2>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
-        else run_tiles_t<kDt, 4, 1, 4, 8, 2, false, 2>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
-        return;
-    }
-    if (choice >= TT::kOffsetEnd) {
-        if (choice == ks(true)) run_tiles_t<kDt, 2, 1, 2, 8, 2, true, 2>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
-        else run_tiles_t<kDt, 2, 1, 2, 8, 2, false, 2>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
-        return;
-    }
+    if (choice == ks(true, 1)) return run_tiles_t<kDt, 4, 1, 4, 8, 2, true, 2>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    if (choice == ks(false, 1)) return run_tiles_t<kDt, 4, 1, 4, 8, 2, false, 2>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    if (choice == ks(true)) return run_tiles_t<kDt, 2, 1, 2, 8, 2, true, 2>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    if (choice == ks(false)) return run_tiles_t<kDt, 2, 1, 2, 8, 2, false, 2>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     const int shape = choice % TT::kShapes;
     if (choice >= TT::kPlain) {
         if ((choice - TT::kPlain) / TT::kShapes == 0) run_tiles_depth<kDt, 0, true>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
@@ -213,14 +206,14 @@ int main(int argc, char** argv) {
         one_tiles(STRATA_Q4_0, ch(0, 0, true), 0, 576, 300, 64, 2, false, false, true);
         one_tiles(STRATA_Q6_K, ch(1, 0), 1, 768, 200, 64, 0, true, false, true);
         // The K split (two groups of 8 warps on alternate slices, group 1's totals handed to group 0):
-        // as routed (32 x 64, Q4_0 with the offset; Q6_K plain) and the test-only 64 x 64; one slice (group 1
+        // as routed (32 x 64, Q4_0 with the offset; Q6_K plain) and the forced 64 x 64; one slice (group 1
         // idle), 3 and 7 slices (group 0 has the last), 4 (group 1 has the last, partial); 2 and 3 row tiles
         // on half as many CTAs, so the stage rings and the exchange buffers wrap across tiles.
         one_tiles(STRATA_Q4_0, ks(true), 0, 96, 45, 70, 0, true, false, true);
         one_tiles(STRATA_Q4_0, ks(true), 1, 1568, 100, 130, 2, false, true, true);
         one_tiles(STRATA_Q4_0, ks(false), 2, 800, 45, 64, 4, true, true, true);
         one_tiles(STRATA_Q6_K, ks(false), 0, 768, 70, 70, 2, false, false, true);
-        one_tiles(STRATA_Q8_0, kKSplit64, 1, 576, 77, 70, 0, true, false, true);
+        one_tiles(STRATA_Q8_0, ks(false, 1), 1, 576, 77, 70, 0, true, false, true);
         for (int shape = 0; shape < 3; ++shape) {
             one_tiles(dts[shape], shape, shape, 576, 77, 70, 2, shape == 1, shape == 2, true);
             one_tiles(STRATA_Q4_K, shape, 2 - shape, 512, 77, 70, 2 * shape, shape == 0, shape == 1, true);
@@ -262,7 +255,7 @@ int main(int argc, char** argv) {
             {STRATA_Q6_K, ch(2, 2)}, {STRATA_Q6_K, ch(3, 2)}, {STRATA_Q6_K, ch(0, 0)}, {STRATA_Q6_K, ch(1, 2, true)},
             {STRATA_Q4_0, ch(4, 0, true)}, {STRATA_Q4_0, ch(5, 2, true)}, {STRATA_Q6_K, ch(5, 0)}, {STRATA_Q4_K, ch(4, 2)},
             {STRATA_Q4_0, ks(true)}, {STRATA_Q4_0, ks()}, {STRATA_Q8_0, ks()}, {STRATA_Q4_1, ks()}, {STRATA_Q4_K, ks()},
-            {STRATA_Q6_K, ks()}, {STRATA_Q4_0, kKSplit64o}, {STRATA_Q4_1, kKSplit64}};
+            {STRATA_Q6_K, ks()}, {STRATA_Q4_0, ks(true, 1)}, {STRATA_Q4_1, ks(false, 1)}};
         const int n_deep = (int)(sizeof(deep) / sizeof(deep[0]));
         const int from = argc > 2 ? atoi(argv[2]) : 0, to = argc > 3 ? std::min(atoi(argv[3]), n_deep) : n_deep;
         for (int i = from; i < to; ++i) {

@@ -1,8 +1,8 @@
 """The CUDA integer matmul's many-row tile kernel (libstrata/src/cuda/cuda_int_mma_tiles.cu)
 against the older integer kernels (dp4a, 8/16-row int8 mma), bit for bit on the device:
 STRATA_INT_MATMUL=tiles (tiles:v1..v8: one routing; tiles:128/64/32 and tiles:NOxROWSdD: one
-configuration of tile shape and pipeline depth; tiles:32x64d2k / d2ok: the K split, two warp groups on
-alternate slices) runs the tile kernel at every row count, =legacy never, so each case runs both on the
+configuration of tile shape and pipeline depth; tiles:32x64d2k / d2ok and tiles:64x64d2k / d2ok: the K
+split, two warp groups on alternate slices) runs the tile kernel at every row count, =legacy never, so each case runs both on the
 same buffers; STRATA_INT_TILES_KSPLIT=1 puts the routings' one-CTA-per-SM 32-output launches on the K split. Q4_0, Q8_0, Q4_K and Q6_K (the
 types routed to the integer path, and Q4_1; the K-quants' k rounded down to whole 256-value super-blocks;
 Q6_K's `legacy` kernel is the dp4a kernel, it has no 8/16-row int8 mma kernel), every
@@ -87,7 +87,7 @@ CONFIGS = ["tiles:128", "tiles:64", "tiles:32"] + [
     f"tiles:{no}x{rows}d{d}{o}" for o in ("", "o") for d in (0, 1, 2) for no, rows in
     ((128, 64), (64, 64), (32, 64), (128, 128), (128, 16), (128, 32))
     if (o or d or rows != 64) and (d != 1 or not (o or rows == 128))
-] + ["tiles:32x64d2k", "tiles:32x64d2ok"] + ROUTINGS
+] + ["tiles:32x64d2k", "tiles:32x64d2ok", "tiles:64x64d2k", "tiles:64x64d2ok"] + ROUTINGS
 
 
 @pytest.mark.exactness
@@ -220,7 +220,7 @@ def test_decode_batches_on_a_narrow_matrix_give_each_row_its_bits(cuda_ctx, rng,
 
 @pytest.mark.parametrize("name", ["tile", "tiles:96", "tiles:v9", "tiles:64x128d0", "tiles:32x64d3", "tiles:32x64d2x",
                                   "tiles:32x64d1o", "tiles:64x16d0", "auto:v9", "auto:v0", "auto:v",
-                                  "tiles:32x64d0k", "tiles:64x64d2k", "tiles:32x64d2ko", "tiles:32x64d2kk"])
+                                  "tiles:32x64d0k", "tiles:128x64d2k", "tiles:32x64d2ko", "tiles:32x64d2kk"])
 def test_unknown_kernel_name_is_refused(cuda_ctx, rng, monkeypatch, name):
     """A typo in STRATA_INT_MATMUL is an error naming the choices, and y is left as it was."""
     k, n_out = 256, 40

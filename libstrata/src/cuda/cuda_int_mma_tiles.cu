@@ -111,9 +111,10 @@ constexpr float kMagicF = 12582912.0f;
 // and 5 = 128 x 32 (8 warps side by side on the outputs, each on all the rows: decode batches of 9 to 32
 // rows, where a 64-row tile would multiply zero rows and the 16-row int8 mma kernel of
 // cuda_int_matmul.cu ran ~111 instructions per mma: bench/RESULTS.md, 2026-12-04).
-// 30 and 31: the K split of the 32 x 64 shape at depth 2 (two groups of 8 warps on alternate slices),
-// plain and with Q4_0's offset: the launches of one 32-output CTA per SM (docs/cuda_backend.md, "The K split").
-constexpr int kShapes = 6, kPlain = 3 * kShapes, kOffsetEnd = kPlain + 2 * kShapes, kChoices = kOffsetEnd + 2;
+// 30-33: the K split at depth 2 (two groups of 8 warps on alternate slices; docs/cuda_backend.md, "The K
+// split") of the 32 x 64 shape (30, 31: the launches of one 32-output CTA per SM) and of the 64 x 64 shape
+// (32, 33: forced only, for A/Bs), each plain and with Q4_0's offset.
+constexpr int kShapes = 6, kPlain = 3 * kShapes, kOffsetEnd = kPlain + 2 * kShapes, kChoices = kOffsetEnd + 4;
 constexpr int shape_no(int c) { return c == 1 ? 64 : (c == 2 ? 32 : 128); }
 constexpr int shape_rows(int c) { return c == 3 ? 128 : (c == 4 ? 16 : (c == 5 ? 32 : 64)); }
 // The few-row shape for n rows (9 to 32): the least that holds them.
@@ -121,8 +122,8 @@ constexpr int few_shape(int64_t n) { return n <= 16 ? 4 : 5; }
 constexpr int choice_of(int shape, int depth, bool offset_c) {
     return offset_c ? kPlain + shape + kShapes * (depth == 2 ? 1 : 0) : shape + kShapes * depth;
 }
-constexpr int ksplit_choice(bool offset_c) { return kOffsetEnd + (offset_c ? 1 : 0); }
-constexpr int choice_shape(int c) { return c >= kOffsetEnd ? 2 : c % kShapes; }
+constexpr int ksplit_choice(bool offset_c, int shape = 2) { return kOffsetEnd + (shape == 1 ? 2 : 0) + (offset_c ? 1 : 0); }
+constexpr int choice_shape(int c) { return c >= kOffsetEnd ? (c >= kOffsetEnd + 2 ? 1 : 2) : c % kShapes; }
 
 struct TileParams {
     const int8_t* xq;
@@ -762,7 +763,7 @@ constexpr int64_t kTilesShortK = 1024;                     // ... except at shor
 template <int kDtype, int kChoice>
 struct Config {
     static constexpr bool kKSplit = kChoice >= kOffsetEnd;
-    static constexpr bool kOffsetC = kKSplit ? kChoice == kOffsetEnd + 1 : kChoice >= kPlain;
+    static constexpr bool kOffsetC = kKSplit ? (kChoice - kOffsetEnd) % 2 == 1 : kChoice >= kPlain;
     static constexpr int kShape = choice_shape(kChoice);
     static constexpr int kCode = kKSplit ? 2 : kOffsetC ? 2 * ((kChoice - kPlain) / kShapes) : kChoice / kShapes;
     static constexpr int kGroups = kKSplit ? 2 : 1;
@@ -893,8 +894,8 @@ int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
 }
 
 // A forced tile configuration "tiles:NOxROWSdD" (D 0, 1, 2), "tiles:NOxROWSdDo" (D 0 or 2, with Q4_0's
-// offset out of the nibbles), "tiles:32x64d2k" / "tiles:32x64d2ok" (the K split) or "tiles:NO" (64 rows,
-// depth 0); else -1.
+// offset out of the nibbles), "tiles:NOx64d2k" / "tiles:NOx64d2ok" (NO 32 or 64: the K split) or
+// "tiles:NO" (64 rows, depth 0); else -1.
 int parse_forced(const char* env) {
     int no = 0, rows = 64, depth = 0, n = 0;
     const size_t len = std::strlen(env);
@@ -907,7 +908,7 @@ int parse_forced(const char* env) {
         else if (tail == "ok") offset_c = ksplit = true;
         else if (!tail.empty()) return -1;
     }
-    if (ksplit) return no == 32 && rows == 64 && depth == 2 ? ksplit_choice(offset_c) : -1;
+    if (ksplit) return (no == 32 || no == 64) && rows == 64 && depth == 2 ? ksplit_choice(offset_c, no == 64 ? 1 : 2) : -1;
     if (depth < 0 || depth > 2 || (offset_c && depth == 1)) return -1;
     for (int c = 0; c < kShapes; ++c)
         if (shape_no(c) == no && shape_rows(c) == rows) return choice_of(c, depth, offset_c);
@@ -960,8 +961,8 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, 
             fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_MATMUL=") + env +
                                                   ": expected auto, tiles, auto:v1 ... auto:v8, tiles:v1 ... tiles:v8, tiles:NO "
                                                   "(128, 64 or 32), tiles:NOxROWSdDEPTH[o] (e.g. tiles:32x64d2, "
-                                                  "tiles:128x128d2o, tiles:128x16d0o), tiles:32x64d2k or tiles:32x64d2ok "
-                                                  "(the K split), rows, rows:16, rows:32, rows:64, "
+                                                  "tiles:128x128d2o, tiles:128x16d0o), tiles:NOx64d2k or tiles:NOx64d2ok "
+                                                  "(NO 32 or 64: the K split), rows, rows:16, rows:32, rows:64, "
                                                   "norows or legacy");
         }
     }
