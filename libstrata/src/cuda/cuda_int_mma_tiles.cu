@@ -209,7 +209,7 @@ struct TileLayout {
     static constexpr int kMinBlocks =
         kDepth != 2 && kWarps == 8 && !IntW<kDtype>::kMin && 2 * (kBytes + kSmemRuntime) <= kSmemSM ? 2 : 1;
 #endif
-    // At most 128 registers a thread: two CTAs of 8 warps per SM, or one of 16 (the K split, 128 x 128).
+    // At most 128 registers a thread: two CTAs of 8 warps per SM, or one CTA of 16 warps (the K split).
     static constexpr bool kRegs128 = kMinBlocks > 1 || kCtaThreads > 256;
 };
 
@@ -915,8 +915,6 @@ int parse_forced(const char* env) {
     return -1;
 }
 
-}  // namespace
-
 // STRATA_INT_TILES_KSPLIT (strata/env.py; read per call, like STRATA_INT_MATMUL): 1 puts the routed
 // launches of one 32 x 64 CTA per SM at depth 2 on the K split (the same bits); 0 or unset: not (the
 // default until it is measured on the device: docs/cuda_backend.md, "The K split").
@@ -934,6 +932,8 @@ int routed_choice(int routing, int64_t n_rows, int64_t n_out, int64_t k, int sms
     if (ksplit && (c == choice_of(2, 2, false) || c == choice_of(2, 2, true))) return ksplit_choice(c == choice_of(2, 2, true));
     return c;
 }
+
+}  // namespace
 
 int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, int sms) {
     const char* env = std::getenv("STRATA_INT_MATMUL");  // read per call: tests switch it within a process
