@@ -568,7 +568,8 @@ __global__ void __launch_bounds__(32 * kWarps * kGroups,
                     ldsm_x4(r, st + x_lane + np * 16 * L::kXS + 32 * j);
                     b[2 * np][0] = r[0]; b[2 * np][1] = r[1]; b[2 * np + 1][0] = r[2]; b[2 * np + 1][1] = r[3];
                 }
-                float dx[kNT][2], ds[kNT][2];
+                float dx[kNT][2];
+                [[maybe_unused]] float ds[kNT][2];  // Q4_1 only
                 float mz[kNT][2];  // subtracted from the mma's result to give I: 12582912 (kOffC: + 8·sx of the row)
 #pragma unroll
                 for (int nt = 0; nt < kNT; ++nt) {
@@ -676,10 +677,14 @@ __global__ void __launch_bounds__(32 * kWarps * kGroups,
                 if (lane == 0) mbar_arrive(empty + cslot);
                 if (++cslot == kStages) { cslot = 0; ++cwrap; }
             }
-#ifdef STRATA_CUDA_EMU
+#if defined(STRATA_CUDA_EMU)
             // The emulator's negative control only: group 0 adds its slice and group 1's next as one sum,
             // t + (a + x) instead of (t + a) + x; test_int_tiles requires that some bit changes.
             const bool neg_pair = g_emu_ksplit_negative && kSplit && s > 0 && s + 1 < p.n_slices;
+#elif defined(STRATA_INT_TILES_KSPLIT_NEGATIVE)
+            // The same deliberately wrong order in a device build, for the negative control of
+            // scripts/gpu_variants.sh (docs/cuda_backend.md, "The K split"); never in a shipped build.
+            const bool neg_pair = kSplit && s > 0 && s + 1 < p.n_slices;
 #else
             constexpr bool neg_pair = false;
 #endif
