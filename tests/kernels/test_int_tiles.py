@@ -218,41 +218,35 @@ def test_decode_batches_on_a_narrow_matrix_give_each_row_its_bits(cuda_ctx, rng,
                          (48, 35))
 
 
+def refused_and_y_kept(ctx, rng, monkeypatch, settings, match):
+    """A matmul of 70 rows under the STRATA_* `settings` must fail with `match` and leave y as it was."""
+    k, n_out = 256, 40
+    raw, _ = make_weights(rng, S.DType.Q4_0, n_out, k)
+    x = rng.standard_normal((70, k), dtype=np.float32)
+    y0 = rng.standard_normal((70, n_out)).astype(np.float32)
+    bx, bw, by = (S.Buffer.from_array(ctx, a) for a in (x, raw, y0))
+    for var, value in settings.items():
+        monkeypatch.setenv(var, value)
+    with pytest.raises(S.StrataError, match=match):
+        S.matmul(ctx, bx, 0, 70, k, bw, 0, S.DType.Q4_0, n_out, None, 0, by, 0, False)
+    for var in settings:
+        monkeypatch.delenv(var)
+    ctx.synchronize()
+    assert np.array_equal(by.to_numpy(np.float32, (70, n_out)).view(np.uint32), y0.view(np.uint32))
+    for b in (bx, bw, by):
+        b.close()
+
+
 @pytest.mark.parametrize("name", ["tile", "tiles:96", "tiles:v9", "tiles:64x128d0", "tiles:32x64d3", "tiles:32x64d2x",
                                   "tiles:32x64d1o", "tiles:64x16d0", "auto:v9", "auto:v0", "auto:v",
                                   "tiles:32x64d0k", "tiles:128x64d2k", "tiles:32x64d2ko", "tiles:32x64d2kk"])
 def test_unknown_kernel_name_is_refused(cuda_ctx, rng, monkeypatch, name):
     """A typo in STRATA_INT_MATMUL is an error naming the choices, and y is left as it was."""
-    k, n_out = 256, 40
-    raw, _ = make_weights(rng, S.DType.Q4_0, n_out, k)
-    x = rng.standard_normal((70, k), dtype=np.float32)
-    y0 = rng.standard_normal((70, n_out)).astype(np.float32)
-    bx, bw, by = (S.Buffer.from_array(cuda_ctx, a) for a in (x, raw, y0))
-    monkeypatch.setenv("STRATA_INT_MATMUL", name)
-    with pytest.raises(S.StrataError, match="expected auto, tiles"):
-        S.matmul(cuda_ctx, bx, 0, 70, k, bw, 0, S.DType.Q4_0, n_out, None, 0, by, 0, False)
-    monkeypatch.delenv("STRATA_INT_MATMUL")
-    cuda_ctx.synchronize()
-    assert np.array_equal(by.to_numpy(np.float32, (70, n_out)).view(np.uint32), y0.view(np.uint32))
-    for b in (bx, bw, by):
-        b.close()
+    refused_and_y_kept(cuda_ctx, rng, monkeypatch, {"STRATA_INT_MATMUL": name}, "expected auto, tiles")
 
 
 @pytest.mark.parametrize("value", ["2", "yes", "on", "-1"])
 def test_unknown_ksplit_value_is_refused(cuda_ctx, rng, monkeypatch, value):
     """STRATA_INT_TILES_KSPLIT takes 0 or 1; anything else is an error naming them, and y is left as it was."""
-    k, n_out = 256, 40
-    raw, _ = make_weights(rng, S.DType.Q4_0, n_out, k)
-    x = rng.standard_normal((70, k), dtype=np.float32)
-    y0 = rng.standard_normal((70, n_out)).astype(np.float32)
-    bx, bw, by = (S.Buffer.from_array(cuda_ctx, a) for a in (x, raw, y0))
-    monkeypatch.setenv("STRATA_INT_MATMUL", "tiles")
-    monkeypatch.setenv("STRATA_INT_TILES_KSPLIT", value)
-    with pytest.raises(S.StrataError, match="expected 0 or 1"):
-        S.matmul(cuda_ctx, bx, 0, 70, k, bw, 0, S.DType.Q4_0, n_out, None, 0, by, 0, False)
-    monkeypatch.delenv("STRATA_INT_TILES_KSPLIT")
-    monkeypatch.delenv("STRATA_INT_MATMUL")
-    cuda_ctx.synchronize()
-    assert np.array_equal(by.to_numpy(np.float32, (70, n_out)).view(np.uint32), y0.view(np.uint32))
-    for b in (bx, bw, by):
-        b.close()
+    refused_and_y_kept(cuda_ctx, rng, monkeypatch, {"STRATA_INT_MATMUL": "tiles", "STRATA_INT_TILES_KSPLIT": value},
+                       "expected 0 or 1")
