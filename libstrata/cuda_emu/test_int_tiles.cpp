@@ -69,7 +69,6 @@ static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_row
 // exchanges 16 totals a lane instead of 8).
 static constexpr int ch(int shape, int depth, bool offset_c = false) { return TT::choice_of(shape, depth, offset_c); }
 static constexpr int ks(bool offset_c = false, int shape = 2) { return TT::ksplit_choice(offset_c, shape); }
-static constexpr int shape_of(int choice) { return TT::choice_shape(choice); }
 
 template <int kDt, int kDepth, bool kOffC>
 static void run_tiles_depth(int shape, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
@@ -259,7 +258,7 @@ int main(int argc, char** argv) {
         const int n_deep = (int)(sizeof(deep) / sizeof(deep[0]));
         const int from = argc > 2 ? atoi(argv[2]) : 0, to = argc > 3 ? std::min(atoi(argv[3]), n_deep) : n_deep;
         for (int i = from; i < to; ++i) {
-            const int c = deep[i].choice, shape = shape_of(c), pro = i % 3;
+            const int c = deep[i].choice, shape = TT::choice_shape(c), pro = i % 3;
             // k 1600 (6 full slices + one of 2 blocks, rows of an even number of blocks) with a base
             // padding of 0 or 4 bytes: every row 4-byte aligned, the kernel's fast block loop.
             const int64_t k = i % 4 == 3 ? 800 : (i % 4 == 2 || i == 8 || i == 12 ? 1600 : 1568);

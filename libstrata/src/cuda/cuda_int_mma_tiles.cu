@@ -677,17 +677,18 @@ __global__ void __launch_bounds__(32 * kWarps * kGroups,
                 if (lane == 0) mbar_arrive(empty + cslot);
                 if (++cslot == kStages) { cslot = 0; ++cwrap; }
             }
+            // Negative controls only (never in a shipped build): group 0 adds its slice and group 1's next
+            // as one sum, t + (a + x) instead of (t + a) + x — in the emulator when test_int_tiles asks, in a
+            // device build with -DSTRATA_INT_TILES_KSPLIT_NEGATIVE (scripts/gpu_variants.sh; docs/cuda_backend.md,
+            // "The K split"). Either must change some bit.
 #if defined(STRATA_CUDA_EMU)
-            // The emulator's negative control only: group 0 adds its slice and group 1's next as one sum,
-            // t + (a + x) instead of (t + a) + x; test_int_tiles requires that some bit changes.
-            const bool neg_pair = g_emu_ksplit_negative && kSplit && s > 0 && s + 1 < p.n_slices;
+            const bool wrong_order = g_emu_ksplit_negative;
 #elif defined(STRATA_INT_TILES_KSPLIT_NEGATIVE)
-            // The same deliberately wrong order in a device build, for the negative control of
-            // scripts/gpu_variants.sh (docs/cuda_backend.md, "The K split"); never in a shipped build.
-            const bool neg_pair = kSplit && s > 0 && s + 1 < p.n_slices;
+            constexpr bool wrong_order = true;
 #else
-            constexpr bool neg_pair = false;
+            constexpr bool wrong_order = false;
 #endif
+            const bool neg_pair = wrong_order && kSplit && s > 0 && s + 1 < p.n_slices;
             if ((!kSplit || grp == 0) && !neg_pair) {  // the slice totals in slice order, as every kernel adds them
 #pragma unroll
                 for (int mt = 0; mt < kMT; ++mt)
