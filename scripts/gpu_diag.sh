@@ -2,7 +2,7 @@
 # On the GPU machine, one call with no model: build, find any memory fault with compute-sanitizer,
 # run the gpu-marked kernel tests, and time the matmul and small kernels. Logs under $OUT.
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+bash scripts/gpu_wheels.sh
 export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 make -j"$(nproc)" lib > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }

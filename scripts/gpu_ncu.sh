@@ -3,7 +3,7 @@
 # tensor-core matmul on the shapes that dominate decode. Reports under $OUT; a summary prints last.
 #   bash scripts/gpu_ncu.sh ["DTYPE N_OUT K ROWS" ...]
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+bash scripts/gpu_wheels.sh
 export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 make -j"$(nproc)" lib > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }

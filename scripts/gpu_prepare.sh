@@ -4,7 +4,7 @@
 # model (carried in .carry_a/) in /tmp. /tmp and ignored build outputs survive while the machine is
 # warm, so scripts/gpu_check.sh (carrying .carry_b/) can follow. See docs/gpu.md.
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+bash scripts/gpu_wheels.sh
 nvidia-smi -L
 nproc
 ( time make -j"$(nproc)" lib ) > /tmp/build.log 2>&1; rc=$?

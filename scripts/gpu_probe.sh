@@ -12,7 +12,7 @@ settings=("$@"); [ ${#settings[@]} -gt 0 ] || settings=("-")
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1 STRATA_MODEL_CACHE=/tmp/models
 SYN=/tmp/strata-synth; mkdir -p "$SYN" /tmp/models
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$whl"/*.whl \
+bash scripts/gpu_wheels.sh "$whl" \
   > "$OUT/pip.log" 2>&1 || tail -5 "$OUT/pip.log"
 ( time make -j"$(nproc)" lib EXTRA_NVCCFLAGS=-lineinfo ) > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 tail -3 "$OUT/build.log"

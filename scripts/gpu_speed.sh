@@ -25,7 +25,7 @@ case "${1:-}" in
 prepare)
   whl=$2 llama=$3 tok=$4
   setsid nohup bash "$llama/llamacpp.sh" build > /tmp/llama-build.txt 2>&1 < /dev/null &
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$whl"/*.whl \
+  bash scripts/gpu_wheels.sh "$whl" \
     > "$OUT/pip.log" 2>&1 || tail -5 "$OUT/pip.log"
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
   ( time make -j"$(nproc)" lib ) > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }

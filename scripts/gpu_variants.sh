@@ -8,7 +8,7 @@
 # version, to check that a change keeps every bit), or another kernel file with its own knobs:
 # "t3:@libstrata/src/cuda/cuda_int_mma_tiles.cu -DSTRATA_INT_TILES_STAGES=3" replaces that file's object.
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+bash scripts/gpu_wheels.sh
 export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 variants=(); while [ $# -gt 0 ] && [ "$1" != "--" ]; do variants+=("$1"); shift; done; [ "${1:-}" = "--" ] && shift

@@ -47,11 +47,12 @@ class LoadRun:
     num_clients: int
     stagger_s: float
     concurrent: list[StreamResult]
-    wall_s: float
+    wall_s: float                               # from `started` to the last request's end (not to the last client's)
     solo: list[StreamResult] | None = None      # None: the solo check was not run
     notes: list[str] = field(default_factory=list)
     # the server's CPU (server_cpu.py) just before and just after the concurrent phase; None: not asked
     cpu: tuple[server_cpu.CpuSnapshot, server_cpu.CpuSnapshot] | None = None
+    started: float = 0.0                        # perf_counter when the concurrent phase began
 
 
 async def discover_model(target: Target) -> str:
@@ -89,9 +90,13 @@ async def run_load(target: Target, workload: Workload, num_clients: int, stagger
         cpu_before = server_cpu.snapshot(server_pid) if server_pid is not None else None
         start = time.perf_counter()
         await asyncio.gather(*(client(c, http) for c in range(min(num_clients, workload.num_requests))))
-        wall_s = time.perf_counter() - start
         cpu = (cpu_before, server_cpu.snapshot(server_pid)) if cpu_before is not None else None
-    run = LoadRun(workload, num_clients, stagger_s, [r for turns in results if turns for r in turns], wall_s, cpu=cpu)
+    concurrent = [r for turns in results if turns for r in turns]
+    # The wall ends with the last request, not with the last client: clients share one queue of requests, so
+    # where the server answers faster than the stagger, late clients wake to an empty queue, and their sleep
+    # is no part of the server's time (it was, until 2026-12-05: bench/RESULTS.md).
+    wall_s = max((r.end for r in concurrent), default=time.perf_counter()) - start
+    run = LoadRun(workload, num_clients, stagger_s, concurrent, wall_s, cpu=cpu, started=start)
     if solo_check:
         run.solo = await run_solo(target, workload)
     return run

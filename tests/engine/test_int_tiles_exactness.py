@@ -13,8 +13,8 @@ requests at staggered steps and reads prompts in chunks of 96 beside the others'
 so the matmuls of a step see different row counts and tile positions. On CUDA the batched run
 is repeated with STRATA_INT_MATMUL=legacy (no tile kernel), =tiles (the tile kernel at every
 row count, single-row decode included), =tiles:128x16d0o and =tiles:128x32d2o (its 16- and 32-row
-tiles, which auto takes for 9-32 rows on wide matrices only, at every row count), =tiles:32x64d2ok (the
-K split: two warp groups on alternate slices, at every row count), =rows (the few-row kernel, cuda_int_rows.cu, at every row
+tiles, which auto takes for 9-32 rows on wide matrices only, at every row count), =tiles:32x64d2ok and
+=tiles:64x64d2ok (the K split: two warp groups on alternate slices, at every row count), =rows (the few-row kernel, cuda_int_rows.cu, at every row
 count: at `auto` it takes 2 to 32 rows at k > 1024 on matrices of at most 4096 outputs only,
 beyond this model) and =norows, and with the gemv kernel (cuda_int_gemv.cu: 1 to 8 rows, off by
 default) for 1-8 rows (STRATA_INT_GEMV=8, after the pre-pass and, with STRATA_INT_GEMV_FUSE=1,
@@ -77,7 +77,8 @@ async def test_many_row_steps_equal_solo_runs(loaded, make_engine, monkeypatch):
     assert len({tuple(t) for t in expected}) == len(expected), f"streams are degenerate: {expected}"
     # tiles:128x16d0o and tiles:128x32d2o: the 16- and 32-row tiles (at auto only for 9-32 rows on matrices of
     # at least 128 x SMs outputs, beyond this model) forced at every row count.
-    kernels = (["auto", "legacy", "tiles", "rows", "norows", "tiles:128x16d0o", "tiles:128x32d2o", "tiles:32x64d2ok"]
+    kernels = (["auto", "legacy", "tiles", "rows", "norows", "tiles:128x16d0o", "tiles:128x32d2o", "tiles:32x64d2ok",
+                "tiles:64x64d2ok"]
                if device.startswith("cuda") else ["auto"])
     settings = [(kernel, None) for kernel in kernels]
     if device.startswith("cuda"):  # the gemv kernel (off by default) for 1-8 rows, single rows, 1-4 rows,

@@ -3,7 +3,8 @@ against the older integer kernels (dp4a, 8/16-row int8 mma), bit for bit on the 
 STRATA_INT_MATMUL=tiles (tiles:v1..v8: one routing; tiles:128/64/32 and tiles:NOxROWSdD: one
 configuration of tile shape and pipeline depth; tiles:32x64d2k / d2ok and tiles:64x64d2k / d2ok: the K
 split, two warp groups on alternate slices) runs the tile kernel at every row count, =legacy never, so each case runs both on the
-same buffers; STRATA_INT_TILES_KSPLIT=1 puts the routings' one-CTA-per-SM 32-output launches on the K split. Q4_0, Q8_0, Q4_K and Q6_K (the
+same buffers; STRATA_INT_TILES_KSPLIT (1 or unset, the default) puts routing v8's one-CTA-per-SM 32-output
+launches and its 6,144-output ones at 17-64 rows on the K split, =0 not. Q4_0, Q8_0, Q4_K and Q6_K (the
 types routed to the integer path, and Q4_1; the K-quants' k rounded down to whole 256-value super-blocks;
 Q6_K's `legacy` kernel is the dp4a kernel, it has no 8/16-row int8 mma kernel), every
 prologue, bias and accumulate, 1 to 512 rows, n_out and k
@@ -132,15 +133,19 @@ def test_tiles_bit_identical_on_llama_8b_shapes(cuda_ctx, rng, monkeypatch, dtyp
 
         monkeypatch.setenv("STRATA_INT_MATMUL", "legacy")
         legacy = run()
-        for routing in ROUTINGS + ["tiles:v8+ksplit", "auto+ksplit"]:
-            # +ksplit: STRATA_INT_TILES_KSPLIT=1 (q/o and down at 40 and 64 rows take the K split)
-            monkeypatch.setenv("STRATA_INT_MATMUL", routing.removesuffix("+ksplit"))
-            monkeypatch.setenv("STRATA_INT_TILES_KSPLIT", "1" if routing.endswith("+ksplit") else "0")
+        for routing in ROUTINGS + ["tiles:v8+ksplit", "auto+ksplit", "auto+default"]:
+            # +ksplit: STRATA_INT_TILES_KSPLIT=1 (q/o, k/v and down at 40 and 64 rows take the 32 x 64 split,
+            # qkv from 17 rows (Q4_K: 9) to 64 the 64 x 64 one); +default: unset (the same); the routings alone: =0
+            monkeypatch.setenv("STRATA_INT_MATMUL", routing.split("+")[0])
+            if routing.endswith("+default"):
+                monkeypatch.delenv("STRATA_INT_TILES_KSPLIT", raising=False)
+            else:
+                monkeypatch.setenv("STRATA_INT_TILES_KSPLIT", "1" if routing.endswith("+ksplit") else "0")
             tiles = run()
             differ = int((legacy.view(np.uint32) != tiles.view(np.uint32)).sum())
             assert differ == 0, f"{routing} {n_rows}x{k}->{n_out}: {differ} outputs differ from the legacy kernels"
         monkeypatch.delenv("STRATA_INT_MATMUL")
-        monkeypatch.delenv("STRATA_INT_TILES_KSPLIT")
+        monkeypatch.delenv("STRATA_INT_TILES_KSPLIT", raising=False)
 
 
 @pytest.mark.exactness

@@ -8,6 +8,7 @@ below the total, compared by text — the negative control of the check that
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 
 from strata.loadgen import cli
 from strata.loadgen.report import percentile
+from strata.loadgen.runner import Target, run_load
 from strata.loadgen.workload import Workload
 
 from .fake_openai import FakeServer
@@ -188,3 +190,17 @@ def test_bench_server_pid_that_is_not_here_is_a_clear_error(capsys):
         status = cli.main(["--url", fake.url, "--clients", "1", "--server-pid", "999999999"])
     assert status == 2
     assert "--server-pid 999999999: no such process here" in capsys.readouterr().err
+
+
+def test_wall_ends_with_the_last_request_not_the_last_client():
+    """Clients share one queue of requests: where the server answers faster than the stagger, client 0 takes
+    all three requests and clients 1 and 2 wake (at 0.5 and 1.0 s) to an empty queue. Their sleep is not the
+    server's time: the wall ends with the last request. (It ended with the last client until 2026-12-05, so the
+    default model's serve_load on the H200 measured the arrival window, 63 x 50 ms, not the server.) The old
+    wall here would be at least 1.0 s, the last client's sleep."""
+    with FakeServer(gather=1) as fake:
+        workload = Workload(model="fake-model", num_requests=3, prompt_tokens=(4,), max_tokens=3)
+        run = asyncio.run(run_load(Target(fake.url), workload, 3, stagger_s=0.5, solo_check=False))
+    assert len(run.concurrent) == 3 and all(r.ok for r in run.concurrent)
+    assert run.wall_s == max(r.end for r in run.concurrent) - run.started
+    assert run.wall_s < 1.0, f"the wall ({run.wall_s:.3f} s) holds the idle clients' sleep"

@@ -113,8 +113,10 @@ constexpr float kMagicF = 12582912.0f;
 // cuda_int_matmul.cu ran ~111 instructions per mma: bench/RESULTS.md, 2026-12-04).
 // 30-33: the K split at depth 2 (two groups of 8 warps on alternate slices; docs/cuda_backend.md, "The K
 // split") of the 32 x 64 shape (30, 31: the launches of one 32-output CTA per SM) and of the 64 x 64 shape
-// (32, 33: forced only, for A/Bs), each plain and with Q4_0's offset.
-constexpr int kShapes = 6, kPlain = 3 * kShapes, kOffsetEnd = kPlain + 2 * kShapes, kChoices = kOffsetEnd + 4;
+// (32, 33: 6,144-output matrices at 17-64 rows; routed_choice), each plain and with Q4_0's offset.
+constexpr int kShapes = 6, kPlain = 3 * kShapes, kOffsetEnd = kPlain + 2 * kShapes;
+constexpr bool kHasKSplit = STRATA_INT_TILES_MBAR != 0;  // the split needs the mbarrier hand-off
+constexpr int kChoices = kOffsetEnd + (kHasKSplit ? 4 : 0);
 constexpr int shape_no(int c) { return c == 1 ? 64 : (c == 2 ? 32 : 128); }
 constexpr int shape_rows(int c) { return c == 3 ? 128 : (c == 4 ? 16 : (c == 5 ? 32 : 64)); }
 // The few-row shape for n rows (9 to 32): the least that holds them.
@@ -914,28 +916,38 @@ int parse_forced(const char* env) {
         else if (tail == "ok") offset_c = ksplit = true;
         else if (!tail.empty()) return -1;
     }
-    if (ksplit) return (no == 32 || no == 64) && rows == 64 && depth == 2 ? ksplit_choice(offset_c, no == 64 ? 1 : 2) : -1;
+    if (ksplit) return kHasKSplit && (no == 32 || no == 64) && rows == 64 && depth == 2 ? ksplit_choice(offset_c, no == 64 ? 1 : 2) : -1;
     if (depth < 0 || depth > 2 || (offset_c && depth == 1)) return -1;
     for (int c = 0; c < kShapes; ++c)
         if (shape_no(c) == no && shape_rows(c) == rows) return choice_of(c, depth, offset_c);
     return -1;
 }
 
-// STRATA_INT_TILES_KSPLIT (strata/env.py; read per call, like STRATA_INT_MATMUL): 1 puts the routed
-// launches of one 32 x 64 CTA per SM at depth 2 on the K split (the same bits); 0 or unset: not (the
-// default until it is measured on the device: docs/cuda_backend.md, "The K split").
+// STRATA_INT_TILES_KSPLIT (strata/env.py; read per call, like STRATA_INT_MATMUL): 1 or unset (the default
+// since the H200 A/B of 2026-12-05, bench/RESULTS.md) puts the routed launches below on the K split (the
+// same bits); 0: not.
 bool ksplit_enabled() {
     const char* env = std::getenv("STRATA_INT_TILES_KSPLIT");
-    if (!env || !*env || std::strcmp(env, "0") == 0) return false;
-    if (std::strcmp(env, "1") == 0) return true;
+    if (!env || !*env || std::strcmp(env, "1") == 0) return true;
+    if (std::strcmp(env, "0") == 0) return false;
     fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_TILES_KSPLIT=") + env + ": expected 0 or 1");
 }
 
 // A routing's choice, with STRATA_INT_TILES_KSPLIT applied (read, and so checked, on every routed call).
+// Routings v8 and auto only; the K split takes (H200, 8B Q4_0 at 40 / 64 rows, bench/RESULTS.md 2026-12-05):
+//  - one 32 x 64 CTA per SM at depth 2 (q/o, k/v, down): down 80.6 / 81.5 -> 76.9 / 77.4 µs;
+//  - one row tile of 32 x 64 CTAs at depth 0 that would put two on some SMs, where the 64 x 64 tiles give
+//    more than half the SMs one CTA and none two (qkv's 6,144 outputs: 192 CTAs of 8 warps -> 96 of 16):
+//    qkv 42.7 / 41.5 -> 39.8 / 38.8 µs with the 64 x 64 split forced.
 int routed_choice(int routing, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     const bool ksplit = ksplit_enabled();
     const int c = route(routing, n_rows, n_out, k, sms);
-    if (ksplit && (c == choice_of(2, 2, false) || c == choice_of(2, 2, true))) return ksplit_choice(c == choice_of(2, 2, true));
+    if (!ksplit || routing < 8 || !kHasKSplit) return c;  // v1-v7 keep their choices (old A/Bs reproduce)
+    if (c == choice_of(2, 2, false) || c == choice_of(2, 2, true)) return ksplit_choice(c == choice_of(2, 2, true));
+    const int64_t t64 = tiles_of(1, n_rows, n_out);
+    if ((c == choice_of(2, 0, false) || c == choice_of(2, 0, true)) && n_rows <= 64 &&
+        tiles_of(2, n_rows, n_out) > sms && t64 <= sms && 2 * t64 > sms)
+        return ksplit_choice(c == choice_of(2, 0, true), 1);
     return c;
 }
 
