@@ -113,7 +113,7 @@ constexpr float kMagicF = 12582912.0f;
 // cuda_int_matmul.cu ran ~111 instructions per mma: bench/RESULTS.md, 2026-12-04).
 // 30-33: the K split at depth 2 (two groups of 8 warps on alternate slices; docs/cuda_backend.md, "The K
 // split") of the 32 x 64 shape (30, 31: the launches of one 32-output CTA per SM) and of the 64 x 64 shape
-// (32, 33: 6,144-output matrices at 17-64 rows; routed_choice), each plain and with Q4_0's offset.
+// (32, 33: e.g. the 8B's qkv, 6,144 outputs, at 17-64 rows; routed_choice), each plain and with Q4_0's offset.
 constexpr int kShapes = 6, kPlain = 3 * kShapes, kOffsetEnd = kPlain + 2 * kShapes;
 constexpr bool kHasKSplit = STRATA_INT_TILES_MBAR != 0;  // the split needs the mbarrier hand-off
 constexpr int kChoices = kOffsetEnd + (kHasKSplit ? 4 : 0);
