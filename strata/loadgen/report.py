@@ -23,6 +23,17 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[min(rank, len(ordered)) - 1]
 
 
+def peak_in_flight(results: list) -> int:
+    """The most requests open at once (sent, not yet ended). Clients share one queue of requests, so against a
+    server that answers faster than the stagger this stays below the number of clients."""
+    events = sorted([(r.start, 1) for r in results] + [(r.end, -1) for r in results])  # an end before a start
+    peak = open_now = 0                                                                  # at the same instant
+    for _, step in events:
+        open_now += step
+        peak = max(peak, open_now)
+    return peak
+
+
 def summarize(run: LoadRun) -> dict:
     ok = [r for r in run.concurrent if r.ok]
     tokens = sum(r.num_tokens for r in ok)
@@ -40,6 +51,7 @@ def summarize(run: LoadRun) -> dict:
         "ok": len(ok),
         "errors": len(run.concurrent) - len(ok),
         "wall_s": round(run.wall_s, 4),
+        "peak_in_flight": peak_in_flight(run.concurrent),
         "generated_tokens": tokens,
         "tokens_per_s": round(tokens / run.wall_s, 2) if run.wall_s > 0 else None,
         "ttft_p50_ms": _ms(percentile(ttfts, 50)),
@@ -102,6 +114,7 @@ def format_table(summary: dict, title: str = "") -> str:
           if summary["turns"] > 1 or summary["cache_prompt"] is not None else []),
         ("generated tokens", str(summary["generated_tokens"])),
         ("wall time", f"{summary['wall_s']:.2f} s"),
+        ("peak requests in flight", str(summary["peak_in_flight"])),
         ("aggregate tokens/s", _fmt(summary["tokens_per_s"])),
         ("TTFT p50 / p99", f"{_fmt(summary['ttft_p50_ms'])} / {_fmt(summary['ttft_p99_ms'])} ms"),
         ("ITL p50 / p99", f"{_fmt(summary['itl_p50_ms'])} / {_fmt(summary['itl_p99_ms'])} ms"),

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from strata.loadgen import cli
-from strata.loadgen.report import percentile
+from strata.loadgen.client import StreamResult
+from strata.loadgen.report import peak_in_flight, percentile, summarize
 from strata.loadgen.runner import Target, run_load
 from strata.loadgen.workload import Workload
 
@@ -204,3 +205,15 @@ def test_wall_ends_with_the_last_request_not_the_last_client():
     assert len(run.concurrent) == 3 and all(r.ok for r in run.concurrent)
     assert run.wall_s == max(r.end for r in run.concurrent) - run.started
     assert run.wall_s < 1.0, f"the wall ({run.wall_s:.3f} s) holds the idle clients' sleep"
+    assert summarize(run)["peak_in_flight"] == 1            # client 0 ran the three one after another
+
+
+def test_peak_in_flight_counts_open_requests():
+    """The fake server holds its first four requests until all four are in (a barrier), so four are open at
+    once; a request that ends when another starts is not counted with it."""
+    with FakeServer(gather=4) as fake:
+        workload = Workload(model="fake-model", num_requests=4, prompt_tokens=(4,), max_tokens=3)
+        run = asyncio.run(run_load(Target(fake.url), workload, 4, stagger_s=0.0, solo_check=False))
+    assert summarize(run)["peak_in_flight"] == 4
+    a, b = StreamResult(index=0, start=0.0, end=1.0), StreamResult(index=1, start=1.0, end=2.0)
+    assert peak_in_flight([a, b]) == 1 and peak_in_flight([]) == 0
