@@ -943,11 +943,11 @@ int routed_choice(int routing, int64_t n_rows, int64_t n_out, int64_t k, int sms
     const bool ksplit = ksplit_enabled();
     const int c = route(routing, n_rows, n_out, k, sms);
     if (!ksplit || routing < 8 || !kHasKSplit) return c;  // v1-v7 keep their choices (old A/Bs reproduce)
-    if (c == choice_of(2, 2, false) || c == choice_of(2, 2, true)) return ksplit_choice(c == choice_of(2, 2, true));
+    const bool offset_c = c >= kPlain;  // route() gives no split choice, so >= kPlain is the offset form
+    if (c == choice_of(2, 2, offset_c)) return ksplit_choice(offset_c);
     const int64_t t64 = tiles_of(1, n_rows, n_out);
-    if ((c == choice_of(2, 0, false) || c == choice_of(2, 0, true)) && n_rows <= 64 &&
-        tiles_of(2, n_rows, n_out) > sms && t64 <= sms && 2 * t64 > sms)
-        return ksplit_choice(c == choice_of(2, 0, true), 1);
+    if (c == choice_of(2, 0, offset_c) && n_rows <= 64 && tiles_of(2, n_rows, n_out) > sms && t64 <= sms && 2 * t64 > sms)
+        return ksplit_choice(offset_c, 1);
     return c;
 }
 
