@@ -37,8 +37,12 @@ CPU_ISA  := -march=x86-64-v3
 LDFLAGS  := -shared -Wl,--version-script=$(MAPFILE) -Wl,--no-undefined -Wl,-z,defs
 LDLIBS   := -lpthread
 
-NVCCFLAGS := -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
-             -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I$(INCLUDE) -I$(SRC) $(EXTRA_NVCCFLAGS)
+NVCCFLAGS := -O3 -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I$(INCLUDE) -I$(SRC) $(EXTRA_NVCCFLAGS)
+# sm_90 code and PTX for every kernel; the warpgroup MMA (wgmma) exists only in the
+# architecture-specific sm_90a, so the one file that uses it is built for sm_90a alone
+# (its launcher checks for an sm_90 device before it runs: cuda_int_wgmma.cu).
+NVCC_ARCH       := -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+NVCC_ARCH_SM90A := -gencode arch=compute_90a,code=sm_90a
 
 # ---------------------------------------------------------------- sources
 
@@ -95,12 +99,14 @@ $(CPU_OBJS): $(OBJ)/%.o: $(SRC)/%.cpp $(COMPILE_STAMP)
 
 $(OBJ)/%.cu.o: $(SRC)/%.cu $(COMPILE_STAMP)
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
+	$(NVCC) $(NVCC_ARCH) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
+
+$(OBJ)/cuda/cuda_int_wgmma.cu.o: NVCC_ARCH := $(NVCC_ARCH_SM90A)
 
 $(COMPILE_STAMP): FORCE
 	@mkdir -p $(@D)
-	@echo '$(CXX) $(CXXFLAGS) $(CPU_ISA) | $(NVCC) $(NVCCFLAGS)' | cmp -s - $@ || \
-	  echo '$(CXX) $(CXXFLAGS) $(CPU_ISA) | $(NVCC) $(NVCCFLAGS)' > $@
+	@echo '$(CXX) $(CXXFLAGS) $(CPU_ISA) | $(NVCC) $(NVCC_ARCH) $(NVCC_ARCH_SM90A) $(NVCCFLAGS)' | cmp -s - $@ || \
+	  echo '$(CXX) $(CXXFLAGS) $(CPU_ISA) | $(NVCC) $(NVCC_ARCH) $(NVCC_ARCH_SM90A) $(NVCCFLAGS)' > $@
 
 $(LINK_STAMP): FORCE
 	@mkdir -p $(@D)

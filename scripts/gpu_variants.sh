@@ -15,12 +15,15 @@ variants=(); while [ $# -gt 0 ] && [ "$1" != "--" ]; do variants+=("$1"); shift;
 bench_args=("$@"); [ ${#bench_args[@]} -gt 0 ] || bench_args=(--models 8b 135m --dtypes Q4_0 --rows 1 64)
 make -j"$(nproc)" lib > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 flags=$(make -s -p lib 2>/dev/null | sed -n 's/^NVCCFLAGS := //p' | head -1)
+arch=$(make -s -p lib 2>/dev/null | sed -n 's/^NVCC_ARCH := //p' | head -1)
+arch90a=$(make -s -p lib 2>/dev/null | sed -n 's/^NVCC_ARCH_SM90A := //p' | head -1)  # the wgmma file's (Makefile)
 ldlibs=$(make -s -p lib 2>/dev/null | sed -n 's/^LDLIBS := //p' | head -1)
 for v in "${variants[@]}"; do
   name=${v%%:*}; defs=${v#*:}; d=build/var_$name; mkdir -p "$d"; cp build/strata.h "$d/"
   src=libstrata/src/cuda/cuda_mma_matmul.cu; case "$defs" in @*) src=${defs%% *}; src=${src#@}; defs=${defs#"@$src"};; esac
   objs=$(ls build/obj/*/*.o | grep -v "/$(basename "$src")\.o$")  # the default build minus the rebuilt file
-  ( nvcc $flags -Ilibstrata/include -Ilibstrata/src $defs -c "$src" -o "$d/mma.o" \
+  a=$arch; case "$src" in *cuda_int_wgmma.cu) a=$arch90a;; esac
+  ( nvcc $a $flags -Ilibstrata/include -Ilibstrata/src $defs -c "$src" -o "$d/mma.o" \
       && g++ -shared -Wl,--version-script=libstrata/strata.map -o "$d/libstrata.so" $objs "$d/mma.o" $ldlibs \
       && echo "built $name" ) > "$d/build.log" 2>&1 &
 done

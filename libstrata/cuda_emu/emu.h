@@ -85,6 +85,7 @@ inline Dim blockDim, gridDim;
 struct EmuBlock {
     std::unique_ptr<std::barrier<>> bar;
     std::vector<std::unique_ptr<std::barrier<>>> warp_bars;
+    std::vector<std::unique_ptr<std::barrier<>>> wg_bars;  // per warpgroup of 128 threads (wgmma_emu.h)
     uint64_t xchg[64][32];
     std::vector<unsigned char> smem;
 };
@@ -170,6 +171,7 @@ inline void run_grid_ex(unsigned gx, unsigned gy, unsigned block, unsigned clust
             auto eb = std::make_unique<EmuBlock>();
             eb->bar = std::make_unique<std::barrier<>>((std::ptrdiff_t)block);
             for (unsigned w = 0; w < (block + 31) / 32; ++w) eb->warp_bars.push_back(std::make_unique<std::barrier<>>(32));
+            for (unsigned w = 0; w < block / 128; ++w) eb->wg_bars.push_back(std::make_unique<std::barrier<>>(128));
             eb->smem.assign(smem_bytes + 16, 0xFF);
             ptrs.push_back(eb.get());
             blocks.push_back(std::move(eb));

@@ -113,6 +113,7 @@ inline void cp_async16z(void* smem, const void* gmem, int src_bytes) { emu_cp_as
 inline void prefetch_l2(const void*) {}  // a cache hint: nothing to model
 inline void gpu_fence_acq_rel() { std::atomic_thread_fence(std::memory_order_acq_rel); }
 inline void cp_async4z(void* smem, const void* gmem, int src_bytes) { emu_cp_async(smem, gmem, 4, src_bytes); }
+inline void cp_async8z(void* smem, const void* gmem, int src_bytes) { emu_cp_async(smem, gmem, 8, src_bytes); }
 inline void cp_async_commit_group() { t_emu_groups.push_back(std::move(t_emu_open)); t_emu_open.clear(); }
 template <int N> inline void cp_async_wait_group() {
     while (t_emu_groups.size() > (size_t)N) {

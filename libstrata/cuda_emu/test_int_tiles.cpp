@@ -102,9 +102,17 @@ static void run_tiles_dt(int choice, int pro, const float* x, int64_t x_stride, 
     else run_tiles_depth<kDt, 2, false>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
 }
 
+// A kernel that stands in for the tile kernel in one_tiles (test_int_wgmma.cpp runs one_tiles' checks on the
+// wgmma kernel: `shape` is then its configuration).
+using RunKernel = void (*)(int dt, int shape, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
+                           const uint8_t* w, int64_t n_out, const float* g, float eps, const float* bias, float* y,
+                           bool accumulate);
+static RunKernel g_run_instead = nullptr;
+
 static void run_tiles(int dt, int shape, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
                       const uint8_t* w, int64_t n_out, const float* g, float eps, const float* bias, float* y,
                       bool accumulate) {
+    if (g_run_instead) return g_run_instead(dt, shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     if (dt == STRATA_Q4_0) run_tiles_dt<STRATA_Q4_0>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     else if (dt == STRATA_Q8_0) run_tiles_dt<STRATA_Q8_0>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     else if (dt == STRATA_Q4_1) run_tiles_dt<STRATA_Q4_1>(shape, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
@@ -186,6 +194,7 @@ static void one_tiles(int dt, int shape, int pro, int64_t k, int64_t n_out, int6
           (long)n_rows, far);
 }
 
+#ifndef STRATA_TEST_INT_TILES_NO_MAIN  // test_int_wgmma.cpp includes this file for one_tiles
 int main(int argc, char** argv) {
     setvbuf(stdout, nullptr, _IOLBF, 0);  // FAIL lines as they happen
     const std::string what = argc > 1 ? argv[1] : "";
@@ -302,3 +311,4 @@ int main(int argc, char** argv) {
     printf("test_int_tiles: %d checks, %d failures\n", checks, fails);
     return fails ? 1 : 0;
 }
+#endif

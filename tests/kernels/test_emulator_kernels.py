@@ -24,6 +24,10 @@ GPU"). Each binary's short mode, about 15 minutes in all on two cores:
   slices) included, with its negative control (group 1's totals added in another association must change
   bits); and twice more with one of the two mbarrier
   waits of its slice hand-off deleted from the source, runs that must fail (the negative controls);
+- test_int_wgmma smoke: the integer matmul on the warpgroup MMA (cuda_int_wgmma.cu, its wgmma modelled by
+  cuda_emu/wgmma_emu.h) through test_int_tiles' checks: Q4_0 / Q8_0, both D-bank configurations, the
+  reference's bits and the int8 mma kernel's; and with either wgmma wait or its slice barrier deleted from the
+  source, runs that must fail (the negative controls);
 - test_int_rows smoke: the few-row integer kernel (2-32 rows);
 - test_int_gemv smoke: the gemv integer kernel (1-8 rows);
 - test_mma quick: the f16 tensor-core matmul (decode and wide tiles) against its reference, with the
@@ -57,6 +61,7 @@ CASES = [  # (binary, its short mode's arguments, the summary line its passing r
     ("test_int", ["handoff"], r"^test_int handoff: \d+ checks, 0 failures$"),
     ("test_int", ["rope"], r"^test_int rope: \d+ checks, 0 failures$"),
     ("test_int_tiles", ["smoke"], r"^test_int_tiles: \d+ checks, 0 failures$"),
+    ("test_int_wgmma", ["smoke"], r"^test_int_wgmma: \d+ checks, 0 failures$"),
     ("test_int_rows", ["smoke"], r"^test_int_rows: \d+ checks, 0 failures$"),
     ("test_int_gemv", ["smoke"], r"^test_int_gemv: \d+ checks, 0 failures$"),
     ("test_mma", ["quick"], r"^mma matmul: \d+ problems x 5 kernel configurations, 0 failures$"),
@@ -133,3 +138,34 @@ def test_tile_handoff_negative_control(tmp_path, wait):
     m = re.search(r"^test_int_tiles: (\d+) checks, (\d+) failures$", run.stdout, re.M)
     assert m, (run.stdout + run.stderr)[-4000:]
     assert run.returncode != 0 and int(m.group(2)) > 0, f"the {wait} wait's deletion went unnoticed: {m.group(0)}"
+
+
+# The wgmma kernel's ordering points (cuda_int_wgmma.cu): the wait that retires block j − 1's product before
+# its fold while block j's is in flight, the one before each fold of the one-bank form, and the slice barrier
+# (every warpgroup done with the slot the next stage overwrites; the slice's copies landed for all).
+WGMMA_ORDER = {
+    "wait1": "wgmma_wait<1>();",
+    "wait0": "                    wgmma_wait<0>();\n                    fold(j, 0);",
+    "barrier": "__syncthreads();      // slice s is in; every warpgroup is done with slice s \u2212 1's slot",
+}
+
+
+@pytest.mark.parametrize("point", sorted(WGMMA_ORDER))
+def test_wgmma_order_negative_control(tmp_path, point):
+    """With a wait deleted the fold reads a bank's old D (the emulator writes D only at the wait); with the
+    barrier deleted a stage overwrites B under an unfinished wgmma, which the emulator aborts on: the smoke run
+    must fail either way."""
+    if shutil.which("g++") is None:
+        pytest.skip("needs g++ to build the host emulator")
+    src = host_sources(tmp_path / "src")
+    kernel = src / "cuda_int_wgmma.cu"
+    text = kernel.read_text()
+    old = WGMMA_ORDER[point]
+    assert text.count(old) == 1, "the statement moved: update WGMMA_ORDER"
+    kernel.write_text(text.replace(old, old.split("\n")[-1] if "\n" in old else ""))
+    exe = build_binary(src, "test_int_wgmma", tmp_path / "test_int_wgmma")
+    run = subprocess.run([str(exe), "smoke"], capture_output=True, text=True, timeout=1200)
+    m = re.search(r"^test_int_wgmma: (\d+) checks, (\d+) failures$", run.stdout, re.M)
+    assert run.returncode != 0, f"deleting the {point} went unnoticed: {m.group(0) if m else run.stdout[-2000:]}"
+    assert m is None or int(m.group(2)) > 0
+

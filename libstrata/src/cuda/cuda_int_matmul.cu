@@ -53,6 +53,7 @@
 #include "cuda_int_rows.cuh"
 #include "cuda_int_slice.cuh"
 #include "cuda_int_tiles.cuh"
+#include "cuda_int_wgmma.cuh"
 #include "core/dtype.h"
 #include "cuda_kernels.cuh"
 #include "cuda_mma.cuh"
@@ -1208,8 +1209,13 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     // 1 to STRATA_INT_GEMV rows: the memory-bound kernel (cuda_int_gemv.cu) after the pre-pass, the same
     // bits again; it comes before the few-row and tile kernels (not before an explicit STRATA_INT_FUSE_ROUNDS
     // that applies, nor a kernel forced by STRATA_INT_MATMUL).
-    const int gemv_kr = int_gemv_choice(a.n_rows, a.n_out, k, a.w_dtype, lim.smem_optin);
+    int gemv_kr = int_gemv_choice(a.n_rows, a.n_out, k, a.w_dtype, lim.smem_optin);
     if (gemv_kr > 0) tiles = -1, rows_kr = 0;
+    // STRATA_INT_WGMMA (off by default): Q4_0 / Q8_0 matmuls of at least its rows on the warpgroup MMA
+    // kernel (cuda_int_wgmma.cu) after the pre-pass, the same bits again; it comes before every other
+    // kernel but an explicit STRATA_INT_FUSE_ROUNDS that applies.
+    const int wgmma = int_wgmma_choice(a.n_rows, a.w_dtype, dev);
+    if (wgmma >= 0) tiles = -1, rows_kr = 0, gemv_kr = 0;
 
     IntParams p{};
     p.n_rows = a.n_rows;
@@ -1254,7 +1260,7 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     // it replaces), at most STRATA_HANDOFF_LOCAL_PARTS parts.
     bool emit_local = false;
     if (hmode == HandoffMode::kLocal && kind == 0 && a.n_rows == 1 && a.emit_k == a.n_out &&
-        a.emit_prologue != STRATA_PROLOGUE_SILU_MUL && gemv_kr <= 0 && rows_kr <= 0 && tiles < 0) {
+        a.emit_prologue != STRATA_PROLOGUE_SILU_MUL && gemv_kr <= 0 && rows_kr <= 0 && tiles < 0 && wgmma < 0) {
         IntParams q = p;
         dot_local_shape(q, sb);
         if (q.n_parts <= handoff_local_parts() && dot_smem(q, kr) <= lim.smem_optin) p = q, emit_local = true;
@@ -1263,7 +1269,7 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     // elements (dot_pair_shape, emit_pair), within the same parts limit.
     if (hmode == HandoffMode::kLocal && kind == 0 && a.n_rows == 1 && a.emit_prologue == STRATA_PROLOGUE_SILU_MUL &&
         a.n_out == 2 * a.emit_k && a.emit_k % 32 == 0 && (a.y_row_stride == 0 || a.y_row_stride == a.n_out) &&
-        a.w_dtype != STRATA_Q6_K && gemv_kr <= 0 && rows_kr <= 0 && tiles < 0 && handoff_pair_enabled()) {
+        a.w_dtype != STRATA_Q6_K && gemv_kr <= 0 && rows_kr <= 0 && tiles < 0 && wgmma < 0 && handoff_pair_enabled()) {
         IntParams q = p;
         dot_pair_shape(q, sb);
         // At most STRATA_HANDOFF_LOCAL_PARTS parts of this shape's 4 slices (k up to 2,048 by default): on the
@@ -1283,7 +1289,7 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     // shared memory; 1 KB per CTA is the runtime's); the same bits either way.
     bool fused = false;
     const int64_t rounds = (std::min<int64_t>(kr, a.n_rows) * nb + 63) / 64;
-    if (tiles < 0 && kind <= 1 && rounds <= int_fuse_rounds()) {
+    if (tiles < 0 && kind <= 1 && rounds <= int_fuse_rounds()) {  // before wgmma too (its comment above)
         IntParams f = p;
         dot_fuse(f, kr);
         const int64_t fs = dot_fused_smem(f), us = dot_smem(p, kr);
@@ -1301,7 +1307,7 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     }
     // A local emission's per-block sums of squares are read by the one-row dot kernel alone; any other
     // route runs its own pre-pass from x (the same bits, one launch more).
-    if (use != nullptr && use->ssq_blocks && (fused || kind != 0 || gemv_kr > 0 || tiles >= 0 || rows_kr > 0))
+    if (use != nullptr && use->ssq_blocks && (fused || kind != 0 || gemv_kr > 0 || tiles >= 0 || rows_kr > 0 || wgmma >= 0))
         use = nullptr;
     if (!fused) {
         // The activations: prepared by the previous call (the hand-off), or the pre-pass into the scratch
@@ -1318,6 +1324,12 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
             launch_int_gemv(IntTilesArgs{v.xq, v.meta, v.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
                                          a.bias, a.y, a.accumulate, a.prologue, a.eps, a.y_row_stride},
                             gemv_kr, dev, stream);
+            return false;
+        }
+        if (wgmma >= 0) {
+            launch_int_wgmma(IntTilesArgs{v.xq, v.meta, v.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
+                                          a.bias, a.y, a.accumulate, a.prologue, a.eps, a.y_row_stride},
+                             wgmma, dev, stream);
             return false;
         }
         if (tiles >= 0) {

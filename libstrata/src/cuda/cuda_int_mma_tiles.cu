@@ -215,30 +215,6 @@ struct TileLayout {
     static constexpr bool kRegs128 = kMinBlocks > 1 || kCtaThreads > 256;
 };
 
-// 32 bits from a 2-byte aligned shared-memory address: the two aligned words around it, shifted
-// (no branch, so the compiler can schedule the loads of later blocks early).
-// The aligned address is q minus an offset (no integer round trip): the compiler keeps the shared
-// address space (LDS rather than generic loads).
-__device__ __forceinline__ uint32_t lds32_any(const uint8_t* q) {
-    const int off = (int)(reinterpret_cast<uintptr_t>(q) & 2);
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(q - off);
-    return __funnelshift_r(w[0], w[1], (uint32_t)off * 8);
-}
-
-// 32 bits from shared-memory address q whose offset modulo 4 is ph (0 or 2, a compile-time constant
-// once the block loop is unrolled): one aligned load, or two and a funnel shift.
-__device__ __forceinline__ uint32_t lds32_ph(const uint8_t* q, const int ph) {
-    if (ph == 0) return *reinterpret_cast<const uint32_t*>(q);
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(q - 2);
-    return __funnelshift_r(w[0], w[1], 16);
-}
-
-// Four nibbles (0..15, one per byte) as the signed bytes q − 8 (exact): q + 120 stays below 256 (no
-// carry between bytes) and flipping its top bit subtracts 128 (q >= 8) or adds 128 (q < 8), mod 256.
-__device__ __forceinline__ uint32_t nib_minus8(uint32_t x) {
-    return (x + 0x78787878u) ^ 0x80808080u;
-}
-
 // d = A·B + 1.5·2^23 as int32 bits over one 16x8x32 tile (A s8, or u8 for Q4_1). A pure function
 // of its operands (no volatile): the compiler may interleave it with other blocks' loads.
 #ifdef STRATA_CUDA_EMU

@@ -97,20 +97,6 @@ struct RowsParams {
     int mg, ps, n_parts, wstride, xstride, mstride, stage_bytes, part_off, rsq_off, n_row_tiles, n_tiles;
 };
 
-// 32 bits from a 2-byte aligned shared-memory address: the two aligned words around it, shifted.
-// The aligned address is q minus an offset (not an integer round trip), so the compiler keeps
-// the shared address space: LDS, not generic loads (the first H200 version had 44 generic loads).
-__device__ __forceinline__ uint32_t rows_lds32(const uint8_t* q) {
-    const int off = (int)(reinterpret_cast<uintptr_t>(q) & 2);
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(q - off);
-    return __funnelshift_r(w[0], w[1], (uint32_t)off * 8);
-}
-
-// Four nibbles (0..15, one per byte) as the signed bytes q − 8 (exact): Q4_0's I straight from the mma.
-__device__ __forceinline__ uint32_t rows_nib_minus8(uint32_t x) {
-    return ((x | 0x80808080u) - 0x08080808u) ^ 0x80808080u;
-}
-
 // d = A·B + 1.5·2^23 as int32 bits over one 16x8x32 tile (A s8, or u8 for Q4_1's nibbles).
 #ifdef STRATA_CUDA_EMU
 template <bool kUnsignedA>
@@ -212,13 +198,13 @@ __device__ __forceinline__ void rows_unit(const RowsParams& p, const uint8_t* st
             d[h] = f16_to_f32(hp[0]);
             m[h] = W::kMin ? f16_to_f32(hp[1]) : 0.0f;
             if constexpr (W::kNibbles) {
-                const uint32_t q = rows_lds32(blk + W::kQuantOff + 4 * tq);
+                const uint32_t q = lds32_any(blk + W::kQuantOff + 4 * tq);
                 const uint32_t lo = q & 0x0F0F0F0Fu, hi = (q >> 4) & 0x0F0F0F0Fu;
-                a[h] = W::kOffset8 ? rows_nib_minus8(lo) : lo;
-                a[2 + h] = W::kOffset8 ? rows_nib_minus8(hi) : hi;
+                a[h] = W::kOffset8 ? nib_minus8(lo) : lo;
+                a[2 + h] = W::kOffset8 ? nib_minus8(hi) : hi;
             } else {
-                a[h] = rows_lds32(blk + W::kQuantOff + 4 * tq);
-                a[2 + h] = rows_lds32(blk + W::kQuantOff + 16 + 4 * tq);
+                a[h] = lds32_any(blk + W::kQuantOff + 4 * tq);
+                a[2 + h] = lds32_any(blk + W::kQuantOff + 16 + 4 * tq);
             }
         }
 #pragma unroll

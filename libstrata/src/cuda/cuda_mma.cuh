@@ -59,6 +59,12 @@ __device__ __forceinline__ void cp_async16z(void* smem, const void* gmem, int sr
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes) : "memory");
 }
 
+// 8 bytes global -> shared (both 8-byte aligned); only the first src_bytes (0..8) are read.
+__device__ __forceinline__ void cp_async8z(void* smem, const void* gmem, int src_bytes) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes) : "memory");
+}
+
 // 4 bytes global -> shared (both 4-byte aligned).
 __device__ __forceinline__ void cp_async4z(void* smem, const void* gmem, int src_bytes) {
     const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
