@@ -1,7 +1,7 @@
 // test_int_wgmma.cpp — the integer wgmma matmul (cuda_int_wgmma.cu) under the host
 // emulator, its warpgroup MMA modelled by wgmma_emu.h. Runs test_int_tiles.cpp's
 // checks (one_tiles; its main left out) on this kernel instead of the tile
-// kernel: for Q4_0 and Q8_0, both configurations (two D banks, one bank), every
+// kernel: for Q4_0, Q8_0, Q4_1 and Q4_K (whose k one_tiles rounds to whole super-blocks), both configurations (two D banks, one bank), every
 // prologue, bias and accumulate, 1 to 130 rows (one to three row tiles of 64), k of
 // one slice, of partial slices and of more slices than stages, n_out not a multiple
 // of the 128-output tile, weight rows at every 2-byte phase:
@@ -11,7 +11,7 @@
 //  - no cp.async copy and no wgmma left pending when a thread ends.
 // Negative control: one block scale changed must change some output.
 // (tests/kernels/test_emulator_kernels.py also deletes each wgmma wait and the slice
-// barrier from the source: those runs must fail.) Usage: test_int_wgmma [smoke|full]
+// barrier from the source: those runs must fail.) Usage: test_int_wgmma [smoke|full|first]
 #define STRATA_TEST_INT_TILES_NO_MAIN 1
 #include "test_int_tiles.cpp"
 #include "cuda_int_wgmma.cu"
@@ -59,11 +59,18 @@ static void run_wgmma_t(int pro, const float* x, int64_t x_stride, int64_t n_row
 static void run_wgmma(int dt, int shape, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
                       const uint8_t* w, int64_t n_out, const float* g, float eps, const float* bias, float* y,
                       bool accumulate) {
-    if (dt == STRATA_Q4_0 && shape == 0) run_wgmma_t<STRATA_Q4_0, 2>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
-    else if (dt == STRATA_Q4_0) run_wgmma_t<STRATA_Q4_0, 1>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
-    else if (dt == STRATA_Q8_0 && shape == 0) run_wgmma_t<STRATA_Q8_0, 2>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
-    else if (dt == STRATA_Q8_0) run_wgmma_t<STRATA_Q8_0, 1>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
-    else CHECK(false, "the wgmma kernel takes Q4_0 and Q8_0 only (dt %d)", dt);
+#define WG_RUN(D)                                                                                                   \
+    if (dt == D) {                                                                                                \
+        if (shape == 0) run_wgmma_t<D, 2>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);   \
+        else run_wgmma_t<D, 1>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);              \
+        return;                                                                                                   \
+    }
+    WG_RUN(STRATA_Q4_0)
+    WG_RUN(STRATA_Q8_0)
+    WG_RUN(STRATA_Q4_1)
+    WG_RUN(STRATA_Q4_K)
+#undef WG_RUN
+    CHECK(false, "the wgmma kernel takes Q4_0, Q8_0, Q4_1 and Q4_K only (dt %d)", dt);
 }
 
 int main(int argc, char** argv) {
@@ -81,13 +88,21 @@ int main(int argc, char** argv) {
         {STRATA_Q8_0, 0, 1, 576, 77, 70, 6, false, false},
         {STRATA_Q8_0, 1, 0, 256, 150, 1, 2, true, false},
         {STRATA_Q4_0, 0, 2, 1600, 200, 130, 0, false, false},
+        {STRATA_Q4_1, 0, 0, 576, 131, 70, 2, true, true},
+        {STRATA_Q4_1, 1, 1, 1568, 45, 33, 4, false, false},
+        {STRATA_Q4_K, 0, 2, 1536, 150, 70, 2, true, false},
+        {STRATA_Q4_K, 1, 0, 512, 77, 9, 6, false, true},
     };
-    for (const Case& c : smoke)
+    // first: the first case alone (whole slices on two banks, then a partial one on one bank: every wait
+    // and barrier of the kernel), for the emulator's negative-control runs
+    for (const Case& c : smoke) {
         one_tiles(c.dt, c.banks, c.pro, c.k, c.n_out, c.rows, c.pad, c.bias, c.acc, true);
+        if (what == "first") break;
+    }
     if (what == "full") {
         const int64_t ks[3] = {256, 576, 1568}, rows[4] = {1, 33, 64, 130}, outs[3] = {45, 128, 150};
         int i = 0;
-        for (int dt : {STRATA_Q4_0, STRATA_Q8_0})
+        for (int dt : {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1, STRATA_Q4_K})
             for (int banks = 0; banks < 2; ++banks)
                 for (int pro = 0; pro < 3; ++pro, ++i)
                     one_tiles(dt, banks, pro, ks[i % 3], outs[(i / 3) % 3], rows[i % 4], 2 * (i % 4), i % 3 == 0,

@@ -20,7 +20,7 @@ beyond this model) and =norows, and with the gemv kernel (cuda_int_gemv.cu: 1 to
 default) for 1-8 rows (STRATA_INT_GEMV=8, after the pre-pass and, with STRATA_INT_GEMV_FUSE=1,
 quantizing its rows itself), single rows only (=1) and 1-4 rows (=4), and with the L2 hint for the
 next matmul's weights (STRATA_L2_PREFETCH_MB=16), other one-row launch shapes (STRATA_INT_DOT_SHAPE) and
-the warpgroup MMA kernel (cuda_int_wgmma.cu, STRATA_INT_WGMMA=1 in both of its configurations, and =64):
+the warpgroup MMA kernel (cuda_int_wgmma.cu, STRATA_INT_WGMMA=all in both of its configurations, and =1):
 all must equal the solo runs bit for bit. The streams must
 differ from each other (a degenerate model would make every check trivial).
 """
@@ -105,11 +105,11 @@ async def test_many_row_steps_equal_solo_runs(loaded, make_engine, monkeypatch):
     monkeypatch.setenv("STRATA_INT_MATMUL", "auto")
     monkeypatch.delenv("STRATA_INT_GEMV", raising=False)
     monkeypatch.setenv("STRATA_INT_GEMV_FUSE", "0")
-    # The wgmma kernel (cuda_int_wgmma.cu, off by default; Q4_0 and Q8_0 only: a no-op on the K-quant
-    # files) at every row count in both configurations, and from 64 rows as an A/B would run it.
+    # The wgmma kernel (cuda_int_wgmma.cu, off by default; Q4_0, Q8_0, Q4_1 and Q4_K: the Q6_K file keeps its
+    # kernels, the Q4_K_M mix runs both) at every row count in both configurations, and where its tiles fill the GPU (=1, as an A/B runs it).
     for var, value in [("STRATA_L2_PREFETCH_MB", "16"), ("STRATA_INT_DOT_SHAPE", "legacy"),
-                       ("STRATA_INT_DOT_SHAPE", "4:32"), ("STRATA_INT_WGMMA", "1"), ("STRATA_INT_WGMMA", "1+banks1"),
-                       ("STRATA_INT_WGMMA", "64")]:
+                       ("STRATA_INT_DOT_SHAPE", "4:32"), ("STRATA_INT_WGMMA", "all"), ("STRATA_INT_WGMMA", "all+banks1"),
+                       ("STRATA_INT_WGMMA", "1")]:
         if value.endswith("+banks1"):
             value = value.removesuffix("+banks1")
             monkeypatch.setenv("STRATA_INT_WGMMA_BANKS", "1")

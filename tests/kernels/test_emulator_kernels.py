@@ -25,7 +25,7 @@ GPU"). Each binary's short mode, about 15 minutes in all on two cores:
   bits); and twice more with one of the two mbarrier
   waits of its slice hand-off deleted from the source, runs that must fail (the negative controls);
 - test_int_wgmma smoke: the integer matmul on the warpgroup MMA (cuda_int_wgmma.cu, its wgmma modelled by
-  cuda_emu/wgmma_emu.h) through test_int_tiles' checks: Q4_0 / Q8_0, both D-bank configurations, the
+  cuda_emu/wgmma_emu.h) through test_int_tiles' checks: Q4_0 / Q8_0 / Q4_1 / Q4_K, both D-bank configurations, the
   reference's bits and the int8 mma kernel's; and with either wgmma wait or its slice barrier deleted from the
   source, runs that must fail (the negative controls);
 - test_int_rows smoke: the few-row integer kernel (2-32 rows);
@@ -153,8 +153,8 @@ WGMMA_ORDER = {
 @pytest.mark.parametrize("point", sorted(WGMMA_ORDER))
 def test_wgmma_order_negative_control(tmp_path, point):
     """With a wait deleted the fold reads a bank's old D (the emulator writes D only at the wait); with the
-    barrier deleted a stage overwrites B under an unfinished wgmma, which the emulator aborts on: the smoke run
-    must fail either way."""
+    barrier deleted a stage overwrites B under an unfinished wgmma, which the emulator aborts on: the run must
+    fail either way (the binary's `first` case goes through every wait and the barrier)."""
     if shutil.which("g++") is None:
         pytest.skip("needs g++ to build the host emulator")
     src = host_sources(tmp_path / "src")
@@ -164,7 +164,7 @@ def test_wgmma_order_negative_control(tmp_path, point):
     assert text.count(old) == 1, "the statement moved: update WGMMA_ORDER"
     kernel.write_text(text.replace(old, old.split("\n")[-1] if "\n" in old else ""))
     exe = build_binary(src, "test_int_wgmma", tmp_path / "test_int_wgmma")
-    run = subprocess.run([str(exe), "smoke"], capture_output=True, text=True, timeout=1200)
+    run = subprocess.run([str(exe), "first"], capture_output=True, text=True, timeout=1200)
     m = re.search(r"^test_int_wgmma: (\d+) checks, (\d+) failures$", run.stdout, re.M)
     assert run.returncode != 0, f"deleting the {point} went unnoticed: {m.group(0) if m else run.stdout[-2000:]}"
     assert m is None or int(m.group(2)) > 0

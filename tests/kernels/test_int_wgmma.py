@@ -1,7 +1,7 @@
 """The integer matmul on Hopper's warpgroup MMA (libstrata/src/cuda/cuda_int_wgmma.cu, off by default:
-STRATA_INT_WGMMA=N puts every Q4_0 / Q8_0 matmul of at least N rows on it) against the older integer
-kernels, bit for bit on the device: each case runs with STRATA_INT_MATMUL=legacy (which the switch
-never overrides) and with STRATA_INT_WGMMA=1 on the same buffers, in both configurations
+STRATA_INT_WGMMA=N puts Q4_0 / Q8_0 / Q4_1 / Q4_K matmuls of at least N rows whose tiles fill the GPU on it,
+=all every one) against the older integer kernels, bit for bit on the device: each case runs with
+STRATA_INT_MATMUL=legacy (which the switch never overrides) and with STRATA_INT_WGMMA=all on the same buffers, in both configurations
 (STRATA_INT_WGMMA_BANKS 2 and 1), every prologue, bias and accumulate, 1 to 512 rows, n_out and k not
 multiples of a tile or a slice, misaligned weights and y rows with a gap; the results also within
 kernel_refs' float64 tolerance. The same cases' logic runs on the CPU under the host emulator
@@ -15,9 +15,10 @@ import pytest
 
 from kernel_refs import make_weights
 from strata import _ffi as S
+from test_int_tiles import k_for
 from test_matmul_ex import P, PROLOGUES, assert_strided_equals_dense, check, prologue_f64, run_ex, width_of
 
-DTYPES = [S.DType.Q4_0, S.DType.Q8_0]
+DTYPES = [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_1, S.DType.Q4_K]
 CASES = [  # (n_rows, k, n_out, w_pad): row tiles of 64, output tiles of 128, slices of 256 values
     (1, 576, 77, 2),
     (9, 1056, 131, 0),
@@ -43,7 +44,7 @@ def legacy_and_wgmma(monkeypatch, run, banks):
     monkeypatch.setenv("STRATA_INT_MATMUL", "legacy")
     legacy = run()
     monkeypatch.delenv("STRATA_INT_MATMUL")
-    monkeypatch.setenv("STRATA_INT_WGMMA", "1")
+    monkeypatch.setenv("STRATA_INT_WGMMA", "all")
     monkeypatch.setenv("STRATA_INT_WGMMA_BANKS", banks)
     try:
         return legacy, run()
@@ -59,6 +60,7 @@ def legacy_and_wgmma(monkeypatch, run, banks):
 def test_wgmma_bit_identical_to_legacy(cuda_ctx, rng, monkeypatch, dtype, banks):
     for i, (n_rows, k, n_out, w_pad) in enumerate(CASES):
         prologue = PROLOGUES[(i + int(banks)) % len(PROLOGUES)]
+        k = k_for(dtype, k)  # Q4_K: whole super-blocks of 256 values
         raw, w = make_weights(rng, dtype, n_out, k)
         width = width_of(prologue, k)
         x = rng.standard_normal((n_rows, width + 1), dtype=np.float32)  # misaligned rows
@@ -85,12 +87,13 @@ def test_wgmma_bit_identical_to_legacy(cuda_ctx, rng, monkeypatch, dtype, banks)
 def test_wgmma_strided_y_rows(cuda_ctx, rng, monkeypatch, dtype):
     """y rows with a gap (strata_matmul_ex's y_row_stride) on the wgmma kernel: the dense call's bits, every
     other value of the wide rows untouched."""
-    monkeypatch.setenv("STRATA_INT_WGMMA", "1")
+    monkeypatch.setenv("STRATA_INT_WGMMA", "all")
     assert_strided_equals_dense(cuda_ctx, rng, dtype, 70, 1024, 200)
 
 
 @pytest.mark.parametrize("env,value", [("STRATA_INT_WGMMA", "yes"), ("STRATA_INT_WGMMA", "-4"),
-                                       ("STRATA_INT_WGMMA", "64x"), ("STRATA_INT_WGMMA_BANKS", "3")])
+                                       ("STRATA_INT_WGMMA", "64x"), ("STRATA_INT_WGMMA", "All"),
+                                       ("STRATA_INT_WGMMA_BANKS", "3")])
 def test_bad_switch_values_are_refused(rng, monkeypatch, env, value):
     """A typo must not time or test the wrong kernel: the integer path refuses it with a clear error (on a
     CUDA device; the CPU backend has no such kernel and the env value is ignored there)."""
@@ -101,7 +104,7 @@ def test_bad_switch_values_are_refused(rng, monkeypatch, env, value):
         raw, _ = make_weights(rng, S.DType.Q4_0, 64, 256)
         x = rng.standard_normal((80, 256), dtype=np.float32)
         if env == "STRATA_INT_WGMMA_BANKS":
-            monkeypatch.setenv("STRATA_INT_WGMMA", "1")
+            monkeypatch.setenv("STRATA_INT_WGMMA", "all")
         monkeypatch.setenv(env, value)
         with pytest.raises(S.StrataError, match=env):
             run_ex(ctx, x, 256, raw, S.DType.Q4_0, 64)

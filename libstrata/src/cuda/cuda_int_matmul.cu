@@ -1211,10 +1211,10 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     // that applies, nor a kernel forced by STRATA_INT_MATMUL).
     int gemv_kr = int_gemv_choice(a.n_rows, a.n_out, k, a.w_dtype, lim.smem_optin);
     if (gemv_kr > 0) tiles = -1, rows_kr = 0;
-    // STRATA_INT_WGMMA (off by default): Q4_0 / Q8_0 matmuls of at least its rows on the warpgroup MMA
-    // kernel (cuda_int_wgmma.cu) after the pre-pass, the same bits again; it comes before every other
+    // STRATA_INT_WGMMA (off by default): Q4_0 / Q8_0 / Q4_1 / Q4_K matmuls of at least its rows (whose tiles fill the GPU) on
+    // the warpgroup MMA kernel (cuda_int_wgmma.cu) after the pre-pass, the same bits again; it comes before every other
     // kernel but an explicit STRATA_INT_FUSE_ROUNDS that applies.
-    const int wgmma = int_wgmma_choice(a.n_rows, a.w_dtype, dev);
+    const int wgmma = int_wgmma_choice(a.n_rows, a.n_out, a.w_dtype, dev, lim.sms);
     if (wgmma >= 0) tiles = -1, rows_kr = 0, gemv_kr = 0;
 
     IntParams p{};

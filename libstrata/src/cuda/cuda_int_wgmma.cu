@@ -14,13 +14,15 @@
 // Shape: a CTA of 2 warpgroups (8 warps) owns 128 outputs x 64 rows; warpgroup h the
 // outputs 64h..64h+63, its warp w the 16 at 64h + 16w (A in registers, built per block
 // from the staged weight bytes as the tile kernel builds its A fragments: Q4_0's
-// nibbles as q − 8, Q8_0's bytes as they are). K is walked one slice (8 blocks) per
+// nibbles as q − 8, Q8_0's bytes as they are, Q4_1's and Q4_K's nibbles as 0..15,
+// the same byte signed or not). K is walked one slice (8 blocks) per
 // stage, kStages slices in shared memory, a CTA barrier per slice (cp.async groups).
 //
 // The bits: per block the wgmma yields the exact integer I (|I| < 2^20); lane (g, t)
 // of warp w then runs, for its elements (outputs g, g + 8 of the warp's 16; rows
-// 8i + 2t, 8i + 2t + 1), acc = fmaf(d·dx, I, acc) with I converted exactly
-// (12582912 + I as float bits, minus 12582912), blocks ascending inside a slice, the
+// 8i + 2t, 8i + 2t + 1), acc = fmaf(d·dx, I, acc) (Q4_1 / Q4_K: then
+// acc = fmaf(m, dx·sx, acc)) with I converted exactly (12582912 + I as float bits,
+// minus 12582912), blocks ascending inside a slice, the
 // slice totals added in slice order, then the epilogue (RMSNORM factor, bias,
 // accumulate): the sequence of every other integer kernel. Checked bit for bit by
 // libstrata/cuda_emu/test_int_wgmma.cpp (the emulator's wgmma model, wgmma_emu.h) and
@@ -33,6 +35,7 @@
 
 #include "cuda_int_act.cuh"
 #include "cuda_int_blocks.cuh"
+#include "cuda_int_kquant.cuh"
 #include "cuda_int_q6k.cuh"  // kIntSliceBytes
 #include "cuda_int_wgmma.cuh"
 #include "core/dtype.h"
@@ -159,7 +162,8 @@ __global__ void __launch_bounds__(256, (WgLayout<kDtype, kBanks>::kMinBlocks)) i
     pdl_launch_dependents();
     using W = IntW<kDtype>;
     using L = WgLayout<kDtype, kBanks>;
-    static_assert(kDtype == STRATA_Q4_0 || kDtype == STRATA_Q8_0, "signed weight bytes: Q4_0 (q − 8) and Q8_0");
+    static_assert(kDtype == STRATA_Q4_0 || kDtype == STRATA_Q8_0 || kDtype == STRATA_Q4_1 || kDtype == STRATA_Q4_K,
+                  "weight bytes the s8 product takes: Q4_0 (q − 8), Q8_0, Q4_1 and Q4_K (q in 0..15)");
     constexpr int kStages = L::kStages;
     uint8_t* const smem = mma_smem();
     float* const rsq = reinterpret_cast<float*>(smem + L::kRsOff);
@@ -196,6 +200,7 @@ __global__ void __launch_bounds__(256, (WgLayout<kDtype, kBanks>::kMinBlocks)) i
             for (int e = 0; e < 4; ++e) tot[i][e] = 0.0f;
         int dacc[kBanks][32];
         float dw[kBanks][2];  // the weight scales of the block in each bank
+        [[maybe_unused]] float mw[kBanks][2];  // Q4_1 / Q4_K: its minimums
         int slot = 0;
         for (int s = 0; s < p.n_slices; ++s) {
             const int nbs = (int)min((int64_t)kIntSliceBlocks, p.nb - (int64_t)s * kIntSliceBlocks);
@@ -218,17 +223,25 @@ __global__ void __launch_bounds__(256, (WgLayout<kDtype, kBanks>::kMinBlocks)) i
             // the staged bytes, then the warpgroup's wgmma on the block's B tile.
             auto issue = [&](const int j, const int b) {
                 uint32_t a[4];
+                if constexpr (kIntSuper<kDtype>) {  // Q4_K: block j from the rows' slice starts
+                    q4k_mma_a(st + wofs[0], st + wofs[1], j, tq, [](const uint8_t* q) { return lds32_any(q); }, dw[b],
+                              mw[b], a);
+                } else {
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const uint8_t* blk = st + wofs[h] + j * W::kBytes;
-                    dw[b][h] = f16_to_f32(*reinterpret_cast<const uint16_t*>(blk));
-                    if constexpr (W::kNibbles) {
-                        const uint32_t q = lds32_any(blk + W::kQuantOff + 4 * tq);
-                        a[h] = nib_minus8(q & 0x0F0F0F0Fu);
-                        a[2 + h] = nib_minus8((q >> 4) & 0x0F0F0F0Fu);
-                    } else {
-                        a[h] = lds32_any(blk + W::kQuantOff + 4 * tq);
-                        a[2 + h] = lds32_any(blk + W::kQuantOff + 16 + 4 * tq);
+                    for (int h = 0; h < 2; ++h) {
+                        const uint8_t* blk = st + wofs[h] + j * W::kBytes;
+                        const uint16_t* hp = reinterpret_cast<const uint16_t*>(blk);
+                        dw[b][h] = f16_to_f32(hp[0]);
+                        if constexpr (W::kMin) mw[b][h] = f16_to_f32(hp[1]);
+                        if constexpr (W::kNibbles) {  // 0..15 (Q4_1) is the same byte signed or not
+                            const uint32_t q = lds32_any(blk + W::kQuantOff + 4 * tq);
+                            const uint32_t lo = q & 0x0F0F0F0Fu, hi = (q >> 4) & 0x0F0F0F0Fu;
+                            a[h] = W::kOffset8 ? nib_minus8(lo) : lo;
+                            a[2 + h] = W::kOffset8 ? nib_minus8(hi) : hi;
+                        } else {
+                            a[h] = lds32_any(blk + W::kQuantOff + 4 * tq);
+                            a[2 + h] = lds32_any(blk + W::kQuantOff + 16 + 4 * tq);
+                        }
                     }
                 }
                 wgmma_fence_operand(dacc[b]);
@@ -243,10 +256,17 @@ __global__ void __launch_bounds__(256, (WgLayout<kDtype, kBanks>::kMinBlocks)) i
                 for (int i = 0; i < 8; ++i) {
                     const uint4 m = *reinterpret_cast<const uint4*>(st + L::kMOff + (j * L::kRows + 8 * i + 2 * tq) * 8);
                     const float dx[2] = {__uint_as_float(m.x), __uint_as_float(m.z)};
+                    float ds[2];  // Q4_1 / Q4_K: dx·sx, the fold's exact product (sx = Σxq, |sx| < 2^12)
+                    if constexpr (W::kMin) {
+                        ds[0] = __fmul_rn(dx[0], (float)(int)m.y);
+                        ds[1] = __fmul_rn(dx[1], (float)(int)m.w);
+                    }
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
                         const float I = __fsub_rn(__int_as_float((int)kWgMagic + dacc[b][4 * i + e]), kWgMagicF);
-                        acc[i][e] = fmaf(__fmul_rn(dw[b][e >> 1], dx[e & 1]), I, acc[i][e]);
+                        float v = fmaf(__fmul_rn(dw[b][e >> 1], dx[e & 1]), I, acc[i][e]);
+                        if constexpr (W::kMin) v = fmaf(mw[b][e >> 1], ds[e & 1], v);
+                        acc[i][e] = v;
                     }
                 }
             };
@@ -317,22 +337,25 @@ const WgDevice& wg_device(int dev) {
     static std::once_flag once[kWgMaxDevices];
     static WgDevice result[kWgMaxDevices];
     std::call_once(once[dev], [dev] {
+        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // device and function attributes, not stream work
+        (void)cudaThreadExchangeStreamCaptureMode(&mode);
         int major = 0, minor = 0;
         (void)cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
         (void)cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
         result[dev].sm90 = major == 9 && minor == 0;
-        if (!result[dev].sm90) return;
-        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // function attributes, not stream work
-        (void)cudaThreadExchangeStreamCaptureMode(&mode);
         cudaError_t err = cudaSuccess;
         auto set = [&](auto kernel, int bytes) {
-            if (err == cudaSuccess)
+            if (err == cudaSuccess && result[dev].sm90)
                 err = cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
         };
         set(WgConfig<STRATA_Q4_0, 2>::kernel, WgConfig<STRATA_Q4_0, 2>::L::kBytes);
         set(WgConfig<STRATA_Q4_0, 1>::kernel, WgConfig<STRATA_Q4_0, 1>::L::kBytes);
         set(WgConfig<STRATA_Q8_0, 2>::kernel, WgConfig<STRATA_Q8_0, 2>::L::kBytes);
         set(WgConfig<STRATA_Q8_0, 1>::kernel, WgConfig<STRATA_Q8_0, 1>::L::kBytes);
+        set(WgConfig<STRATA_Q4_1, 2>::kernel, WgConfig<STRATA_Q4_1, 2>::L::kBytes);
+        set(WgConfig<STRATA_Q4_1, 1>::kernel, WgConfig<STRATA_Q4_1, 1>::L::kBytes);
+        set(WgConfig<STRATA_Q4_K, 2>::kernel, WgConfig<STRATA_Q4_K, 2>::L::kBytes);
+        set(WgConfig<STRATA_Q4_K, 1>::kernel, WgConfig<STRATA_Q4_K, 1>::L::kBytes);
         (void)cudaThreadExchangeStreamCaptureMode(&mode);
         result[dev].attrs = err;
     });
@@ -351,15 +374,20 @@ void wg_launch(WgParams p, cudaStream_t stream) {
 
 }  // namespace
 
-int int_wgmma_choice(int64_t n_rows, int32_t w_dtype, int dev) {
+int int_wgmma_choice(int64_t n_rows, int64_t n_out, int32_t w_dtype, int dev, int sms) {
     const char* env = std::getenv("STRATA_INT_WGMMA");  // read per call: tests switch it within a process
     if (!env || !*env || std::strcmp(env, "0") == 0) return -1;
-    char* end = nullptr;
-    const long from = std::strtol(env, &end, 10);
-    if (*end != '\0' || from < 1 || from > 1000000)
-        fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_WGMMA=") + env +
-                                              ": expected 0 (never, the default) or N in 1..1000000 (the wgmma kernel "
-                                              "for Q4_0 and Q8_0 matmuls of at least N rows)");
+    const bool all = std::strcmp(env, "all") == 0;
+    long from = 1;
+    if (!all) {
+        char* end = nullptr;
+        from = std::strtol(env, &end, 10);
+        if (*end != '\0' || from < 1 || from > 1000000)
+            fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_WGMMA=") + env +
+                                                  ": expected 0 (never, the default), N in 1..1000000 (the wgmma kernel "
+                                                  "for Q4_0, Q8_0, Q4_1 and Q4_K matmuls of at least N rows whose 128 x 64 "
+                                                  "tiles give every SM a CTA) or all (every such matmul)");
+    }
     const char* banks = std::getenv("STRATA_INT_WGMMA_BANKS");
     int choice = 0;
     if (banks && *banks && std::strcmp(banks, "2") != 0) {
@@ -370,7 +398,12 @@ int int_wgmma_choice(int64_t n_rows, int32_t w_dtype, int dev) {
     }
     const char* mm = std::getenv("STRATA_INT_MATMUL");
     if (mm && std::strcmp(mm, "legacy") == 0) return -1;  // the bit-identity tests' reference
-    if (n_rows < from || (w_dtype != STRATA_Q4_0 && w_dtype != STRATA_Q8_0)) return -1;
+    if (n_rows < from || (w_dtype != STRATA_Q4_0 && w_dtype != STRATA_Q8_0 && w_dtype != STRATA_Q4_1 && w_dtype != STRATA_Q4_K))
+        return -1;
+    // A launch of fewer CTAs than SMs leaves SMs idle (4,096 outputs at 64 rows: 32 CTAs); the tile kernel's
+    // narrow tiles and K split serve those (cuda_int_mma_tiles.cu).
+    const int64_t tiles = (n_out + 127) / 128 * ((n_rows + 63) / 64);
+    if (!all && tiles < sms) return -1;
     if (dev < 0 || dev >= kWgMaxDevices) fail(STRATA_ERR_INTERNAL, "cuda matmul: device index out of range");
     if (!wg_device(dev).sm90)
         fail(STRATA_ERR_UNSUPPORTED, "STRATA_INT_WGMMA: the wgmma kernel runs on sm_90 devices (H100, H200) only");
@@ -401,6 +434,8 @@ void launch_int_wgmma(const IntTilesArgs& a, int choice, int dev, cudaStream_t s
     p.eps = a.eps;
     if (a.w_dtype == STRATA_Q4_0) choice == 1 ? wg_launch<STRATA_Q4_0, 1>(p, stream) : wg_launch<STRATA_Q4_0, 2>(p, stream);
     else if (a.w_dtype == STRATA_Q8_0) choice == 1 ? wg_launch<STRATA_Q8_0, 1>(p, stream) : wg_launch<STRATA_Q8_0, 2>(p, stream);
+    else if (a.w_dtype == STRATA_Q4_1) choice == 1 ? wg_launch<STRATA_Q4_1, 1>(p, stream) : wg_launch<STRATA_Q4_1, 2>(p, stream);
+    else if (a.w_dtype == STRATA_Q4_K) choice == 1 ? wg_launch<STRATA_Q4_K, 1>(p, stream) : wg_launch<STRATA_Q4_K, 2>(p, stream);
     else fail(STRATA_ERR_INTERNAL, "cuda matmul: no wgmma path for dtype " + std::to_string(a.w_dtype));
     check_launch("matmul (integer wgmma)");
 }
