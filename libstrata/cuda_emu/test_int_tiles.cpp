@@ -43,7 +43,7 @@ static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_row
         else if (pro == STRATA_PROLOGUE_SILU_MUL) I::int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL>(pp);
         else I::int_prepass_kernel<STRATA_PROLOGUE_NONE>(pp);
     });
-    TT::TileParams p{};
+    strata::cuda::TileParams p{};
     p.xq = xq16; p.meta = meta16; p.ssq = ssq.data();
     p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = rowbytes(kDt, k);
     p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;

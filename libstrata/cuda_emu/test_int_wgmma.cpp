@@ -36,7 +36,7 @@ static void run_wgmma_t(int pro, const float* x, int64_t x_stride, int64_t n_row
         else if (pro == STRATA_PROLOGUE_SILU_MUL) I::int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL>(pp);
         else I::int_prepass_kernel<STRATA_PROLOGUE_NONE>(pp);
     });
-    WG::WgParams p{};
+    strata::cuda::TileParams p{};
     p.xq = xq16; p.meta = meta16; p.ssq = ssq.data();
     p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = rowbytes(kDt, k);
     p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;

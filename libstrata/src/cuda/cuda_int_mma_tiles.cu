@@ -127,21 +127,6 @@ constexpr int choice_of(int shape, int depth, bool offset_c) {
 constexpr int ksplit_choice(bool offset_c, int shape = 2) { return kOffsetEnd + (shape == 1 ? 2 : 0) + (offset_c ? 1 : 0); }
 constexpr int choice_shape(int c) { return c >= kOffsetEnd ? (c >= kOffsetEnd + 2 ? 1 : 2) : c % kShapes; }
 
-struct TileParams {
-    const int8_t* xq;
-    const uint2* meta;
-    const float* ssq;
-    int64_t n_rows, k, n_out, w_row_bytes;
-    int nb, nbp, n_slices, n_row_tiles, n_tiles;
-    const uint8_t* w;
-    const uint8_t* w_end;
-    const float* bias;
-    float* y;
-    int64_t y_stride;  // elements between y rows (>= n_out)
-    int accumulate, prologue;
-    float eps;
-};
-
 // The shared-memory layout of one tile shape, pipeline depth and inner loop (all offsets 16-byte
 // aligned). kDepth 0: STRATA_INT_TILES_STAGES stages; 1: the most (up to STRATA_INT_TILES_MAX_STAGES)
 // that keep 2 CTAs per SM; 2: the most that fit one CTA per SM (registers then allow one CTA too).
@@ -1001,25 +986,7 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, 
 void launch_int_tiles(const IntTilesArgs& a, int choice, int dev, cudaStream_t stream) {
     if (dev < 0 || dev >= kTilesMaxDevices) fail(STRATA_ERR_INTERNAL, "cuda matmul: device index out of range");
     tiles_init(dev);
-    TileParams p{};
-    p.xq = a.xq;
-    p.meta = a.meta;
-    p.ssq = a.ssq;
-    p.n_rows = a.n_rows;
-    p.k = a.k;
-    p.n_out = a.n_out;
-    p.w_row_bytes = dtype_row_bytes(a.w_dtype, a.k);
-    p.nb = (int)(a.k / 32);
-    p.nbp = a.nbp;
-    p.n_slices = (p.nb + kIntSliceBlocks - 1) / kIntSliceBlocks;
-    p.w = static_cast<const uint8_t*>(a.w);
-    p.w_end = p.w + a.n_out * p.w_row_bytes;
-    p.bias = a.bias;
-    p.y = a.y;
-    p.y_stride = a.y_row_stride > 0 ? a.y_row_stride : a.n_out;
-    p.accumulate = a.accumulate ? 1 : 0;
-    p.prologue = a.prologue;
-    p.eps = a.eps;
+    const TileParams p = tile_params(a);
     switch (a.w_dtype) {
     case STRATA_Q4_0: launch_choice<STRATA_Q4_0>(p, choice, stream); break;
     case STRATA_Q8_0: launch_choice<STRATA_Q8_0>(p, choice, stream); break;

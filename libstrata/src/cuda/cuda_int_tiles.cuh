@@ -3,6 +3,7 @@
 // it after the activation pre-pass, and the choice of whether it runs.
 #pragma once
 
+#include "core/dtype.h"
 #include "cuda_common.cuh"
 
 namespace strata {
@@ -25,6 +26,46 @@ struct IntTilesArgs {
     float eps;
     int64_t y_row_stride = 0;  // elements between y rows (0: n_out)
 };
+
+// What the many-row kernels (the tile kernel, cuda_int_mma_tiles.cu; the wgmma kernel, cuda_int_wgmma.cu)
+// read: IntTilesArgs with the derived sizes (n_row_tiles and n_tiles are the launcher's, per tile shape).
+struct TileParams {
+    const int8_t* xq;
+    const uint2* meta;
+    const float* ssq;
+    int64_t n_rows, k, n_out, w_row_bytes;
+    int nb, nbp, n_slices, n_row_tiles, n_tiles;
+    const uint8_t* w;
+    const uint8_t* w_end;
+    const float* bias;
+    float* y;
+    int64_t y_stride;  // elements between y rows (>= n_out)
+    int accumulate, prologue;
+    float eps;
+};
+
+inline TileParams tile_params(const IntTilesArgs& a) {
+    TileParams p{};
+    p.xq = a.xq;
+    p.meta = a.meta;
+    p.ssq = a.ssq;
+    p.n_rows = a.n_rows;
+    p.k = a.k;
+    p.n_out = a.n_out;
+    p.w_row_bytes = dtype_row_bytes(a.w_dtype, a.k);
+    p.nb = (int)(a.k / 32);
+    p.nbp = a.nbp;
+    p.n_slices = (p.nb + 7) / 8;  // slices of kIntSliceBlocks (cuda_int_blocks.cuh) blocks
+    p.w = static_cast<const uint8_t*>(a.w);
+    p.w_end = p.w + a.n_out * p.w_row_bytes;
+    p.bias = a.bias;
+    p.y = a.y;
+    p.y_stride = a.y_row_stride > 0 ? a.y_row_stride : a.n_out;
+    p.accumulate = a.accumulate ? 1 : 0;
+    p.prologue = a.prologue;
+    p.eps = a.eps;
+    return p;
+}
 
 // The tile configuration the many-row kernel would use for this matmul (a
 // choice code of cuda_int_mma_tiles.cu), or -1 where the older kernels run.

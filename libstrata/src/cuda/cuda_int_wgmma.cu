@@ -51,21 +51,7 @@ namespace {
 constexpr uint32_t kWgMagic = 0x4B400000u;  // 1.5·2^23: 12582912 + I as float bits, for |I| < 2^22
 constexpr float kWgMagicF = 12582912.0f;
 constexpr int kWgSmemSM = 228 * 1024, kWgSmemCTA = 227 * 1024, kWgSmemRuntime = 1024;  // sm_90
-
-struct WgParams {
-    const int8_t* xq;
-    const uint2* meta;
-    const float* ssq;
-    int64_t n_rows, k, n_out, w_row_bytes;
-    int nb, nbp, n_slices, n_row_tiles, n_tiles;
-    const uint8_t* w;
-    const uint8_t* w_end;
-    const float* bias;
-    float* y;
-    int64_t y_stride;
-    int accumulate, prologue;
-    float eps;
-};
+static_assert(kIntSliceBlocks == 8, "tile_params (cuda_int_tiles.cuh) counts slices of 8 blocks");
 
 // The shared-memory layout of one slot (all offsets 16-byte aligned) and the pipeline.
 // kBanks 2: two D register banks (the next block's wgmma in flight while the lanes fold the last),
@@ -103,7 +89,7 @@ struct WgLayout {
 // at kXOff + j·kXBlock; value v of row n at (n / 8)·256 + (v / 16)·128 + (n % 8)·16 + v % 16) and
 // their block meta as [block][row] (zeros for rows past nr).
 template <int kDtype, class L>
-__device__ __forceinline__ void wg_stage(const WgParams& p, uint8_t* slot, int s, int64_t o0, int no, int64_t r0,
+__device__ __forceinline__ void wg_stage(const TileParams& p, uint8_t* slot, int s, int64_t o0, int no, int64_t r0,
                                          int nr, const int t) {
     constexpr int kBlk = IntW<kDtype>::kBytes;
     const int64_t b0 = (int64_t)s * kIntSliceBlocks;
@@ -157,7 +143,7 @@ __device__ __forceinline__ void wg_stage(const WgParams& p, uint8_t* slot, int s
 }
 
 template <int kDtype, int kBanks>
-__global__ void __launch_bounds__(256, (WgLayout<kDtype, kBanks>::kMinBlocks)) int_wgmma_kernel(const WgParams p) {
+__global__ void __launch_bounds__(256, (WgLayout<kDtype, kBanks>::kMinBlocks)) int_wgmma_kernel(const TileParams p) {
     pdl_wait();  // first: see cuda_pdl.cuh
     pdl_launch_dependents();
     using W = IntW<kDtype>;
@@ -363,7 +349,7 @@ const WgDevice& wg_device(int dev) {
 }
 
 template <int kDtype, int kBanks>
-void wg_launch(WgParams p, cudaStream_t stream) {
+void wg_launch(TileParams p, cudaStream_t stream) {
     using C = WgConfig<kDtype, kBanks>;
     const int64_t n_rt = (p.n_rows + C::L::kRows - 1) / C::L::kRows, n_ot = (p.n_out + C::L::kNO - 1) / C::L::kNO;
     if (n_rt * n_ot > INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda matmul: the wgmma path has too many tiles");
@@ -413,25 +399,7 @@ int int_wgmma_choice(int64_t n_rows, int64_t n_out, int32_t w_dtype, int dev, in
 void launch_int_wgmma(const IntTilesArgs& a, int choice, int dev, cudaStream_t stream) {
     if (dev < 0 || dev >= kWgMaxDevices) fail(STRATA_ERR_INTERNAL, "cuda matmul: device index out of range");
     check(wg_device(dev).attrs, "cudaFuncSetAttribute (integer wgmma matmul)");
-    WgParams p{};
-    p.xq = a.xq;
-    p.meta = a.meta;
-    p.ssq = a.ssq;
-    p.n_rows = a.n_rows;
-    p.k = a.k;
-    p.n_out = a.n_out;
-    p.w_row_bytes = dtype_row_bytes(a.w_dtype, a.k);
-    p.nb = (int)(a.k / 32);
-    p.nbp = a.nbp;
-    p.n_slices = (p.nb + kIntSliceBlocks - 1) / kIntSliceBlocks;
-    p.w = static_cast<const uint8_t*>(a.w);
-    p.w_end = p.w + a.n_out * p.w_row_bytes;
-    p.bias = a.bias;
-    p.y = a.y;
-    p.y_stride = a.y_row_stride > 0 ? a.y_row_stride : a.n_out;
-    p.accumulate = a.accumulate ? 1 : 0;
-    p.prologue = a.prologue;
-    p.eps = a.eps;
+    const TileParams p = tile_params(a);
     if (a.w_dtype == STRATA_Q4_0) choice == 1 ? wg_launch<STRATA_Q4_0, 1>(p, stream) : wg_launch<STRATA_Q4_0, 2>(p, stream);
     else if (a.w_dtype == STRATA_Q8_0) choice == 1 ? wg_launch<STRATA_Q8_0, 1>(p, stream) : wg_launch<STRATA_Q8_0, 2>(p, stream);
     else if (a.w_dtype == STRATA_Q4_1) choice == 1 ? wg_launch<STRATA_Q4_1, 1>(p, stream) : wg_launch<STRATA_Q4_1, 2>(p, stream);
