@@ -67,19 +67,7 @@ constexpr int kGemvStages = 2;        // per-warp weight stages (the next unit i
 constexpr int kGemvXSlice = 272;      // shared bytes per slice of int8 activations (256 + 16: no bank conflicts)
 constexpr int kGemvMSlice = 72;       // shared bytes per slice of block meta (64 + 8: no bank conflicts)
 
-struct GemvParams {
-    const int8_t* xq;   // [row][k]
-    const uint2* meta;  // [row][nbp]: {bits of dx, sx}
-    const float* ssq;   // [row][n_slices] (RMSNORM)
-    int64_t n_rows, k, n_out, w_row_bytes;
-    int nb, nbp, n_slices;
-    const uint8_t* w;
-    const uint8_t* w_end;  // one past the last weight byte (nothing at or past it is read)
-    const float* bias;
-    float* y;
-    int64_t y_stride;  // elements between y rows (>= n_out)
-    int accumulate, prologue;
-    float eps;
+struct GemvParams : TileParams {  // the operands and sizes (cuda_int_tiles.cuh; n_row_tiles, n_tiles unused)
     // kFused (STRATA_INT_GEMV_FUSE): no pre-pass; each CTA quantizes the rows of x itself (x_stride
     // floats apart; RMSNORM's norm weights), into the same shared layout, plus RMSNORM's ssq per chunk
     // and per block (ssq_off: a_rows x (n_slices + nb) floats).
@@ -532,24 +520,7 @@ int gemv_resident(int dev, GemvKernel fn, int warps, int smem) {
 // The parameters of matmul `a` up to the shape (no device query).
 GemvParams gemv_params(const IntTilesArgs& a) {
     GemvParams p{};
-    p.xq = a.xq;
-    p.meta = a.meta;
-    p.ssq = a.ssq;
-    p.n_rows = a.n_rows;
-    p.k = a.k;
-    p.n_out = a.n_out;
-    p.w_row_bytes = dtype_row_bytes(a.w_dtype, a.k);
-    p.nb = (int)(a.k / 32);
-    p.nbp = a.nbp;
-    p.n_slices = (p.nb + kIntSliceBlocks - 1) / kIntSliceBlocks;
-    p.w = static_cast<const uint8_t*>(a.w);
-    p.w_end = p.w + a.n_out * p.w_row_bytes;
-    p.bias = a.bias;
-    p.y = a.y;
-    p.y_stride = a.y_row_stride > 0 ? a.y_row_stride : a.n_out;
-    p.accumulate = a.accumulate ? 1 : 0;
-    p.prologue = a.prologue;
-    p.eps = a.eps;
+    static_cast<TileParams&>(p) = tile_params(a);
     return p;
 }
 

@@ -79,22 +79,10 @@ static_assert(kRowsStages >= 2, "the pipeline needs two stages");
 constexpr uint32_t kRowsMagic = 0x4B400000u;  // 1.5·2^23: the mma's starting accumulator
 constexpr float kRowsMagicF = 12582912.0f;
 
-struct RowsParams {
-    const int8_t* xq;
-    const uint2* meta;
-    const float* ssq;
-    int64_t n_rows, k, n_out, w_row_bytes;
-    int nb, nbp, n_slices;
-    const uint8_t* w;
-    const uint8_t* w_end;
-    const float* bias;
-    float* y;
-    int64_t y_stride;  // elements between y rows (>= n_out)
-    int accumulate, prologue;
-    float eps;
+struct RowsParams : TileParams {  // the operands and sizes (cuda_int_tiles.cuh), then the shape
     // The shape (rows_layout): mg groups of 16 outputs, ps slices per part, row strides of a
     // stage's weights / activations / meta, its bytes, where the partials and RMSNORM factors live.
-    int mg, ps, n_parts, wstride, xstride, mstride, stage_bytes, part_off, rsq_off, n_row_tiles, n_tiles;
+    int mg, ps, n_parts, wstride, xstride, mstride, stage_bytes, part_off, rsq_off;
 };
 
 // d = A·B + 1.5·2^23 as int32 bits over one 16x8x32 tile (A s8, or u8 for Q4_1's nibbles).
@@ -535,24 +523,7 @@ void launch_int_rows(const IntTilesArgs& a, int kr, int dev, cudaStream_t stream
     if (dev < 0 || dev >= kRowsMaxDevices) fail(STRATA_ERR_INTERNAL, "cuda matmul: device index out of range");
     const RowsLimits& lim = rows_init(dev);
     RowsParams p{};
-    p.xq = a.xq;
-    p.meta = a.meta;
-    p.ssq = a.ssq;
-    p.n_rows = a.n_rows;
-    p.k = a.k;
-    p.n_out = a.n_out;
-    p.w_row_bytes = dtype_row_bytes(a.w_dtype, a.k);
-    p.nb = (int)(a.k / 32);
-    p.nbp = a.nbp;
-    p.n_slices = (p.nb + kIntSliceBlocks - 1) / kIntSliceBlocks;
-    p.w = static_cast<const uint8_t*>(a.w);
-    p.w_end = p.w + a.n_out * p.w_row_bytes;
-    p.bias = a.bias;
-    p.y = a.y;
-    p.y_stride = a.y_row_stride > 0 ? a.y_row_stride : a.n_out;
-    p.accumulate = a.accumulate ? 1 : 0;
-    p.prologue = a.prologue;
-    p.eps = a.eps;
+    static_cast<TileParams&>(p) = tile_params(a);
     const int bb = a.w_dtype == STRATA_Q4_0 ? IntW<STRATA_Q4_0>::kBytes
                  : a.w_dtype == STRATA_Q8_0 ? IntW<STRATA_Q8_0>::kBytes
                                             : IntW<STRATA_Q4_1>::kBytes;
