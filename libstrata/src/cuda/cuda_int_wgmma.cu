@@ -52,6 +52,19 @@ constexpr uint32_t kWgMagic = 0x4B400000u;  // 1.5·2^23: 12582912 + I as float 
 constexpr float kWgMagicF = 12582912.0f;
 constexpr int kWgSmemSM = 228 * 1024, kWgSmemCTA = 227 * 1024, kWgSmemRuntime = 1024;  // sm_90
 static_assert(kIntSliceBlocks == 8, "tile_params (cuda_int_tiles.cuh) counts slices of 8 blocks");
+// The layouts as read from the PTX ISA (cuda_wgmma.cuh); what a first device run would change if the hardware
+// reads them otherwise, without editing the kernel (scripts/gpu_variants.sh -D builds, docs/gpu.md): the B
+// descriptor's LBO / SBO for this file's staging (the K halves' core matrices 128 bytes apart, groups of 8 rows
+// 256), and the A fragment's middle registers (a[1] row g + 8 / a[2] values 16..31) swapped.
+#ifndef STRATA_WGMMA_LBO
+#define STRATA_WGMMA_LBO 128
+#endif
+#ifndef STRATA_WGMMA_SBO
+#define STRATA_WGMMA_SBO 256
+#endif
+#ifndef STRATA_WGMMA_A_SWAP
+#define STRATA_WGMMA_A_SWAP 0
+#endif
 
 // The shared-memory layout of one slot (all offsets 16-byte aligned) and the pipeline.
 // kBanks 2: two D register banks (the next block's wgmma in flight while the lanes fold the last),
@@ -230,9 +243,14 @@ __global__ void __launch_bounds__(256, (WgLayout<kDtype, kBanks>::kMinBlocks)) i
                         }
                     }
                 }
+                if constexpr (STRATA_WGMMA_A_SWAP != 0) {
+                    const uint32_t t1 = a[1];
+                    a[1] = a[2];
+                    a[2] = t1;
+                }
                 wgmma_fence_operand(dacc[b]);
                 wgmma_fence();
-                wgmma_s8_64x64x32(dacc[b], a, wgmma_desc(st + L::kXOff + j * L::kXBlock, 128, 256));
+                wgmma_s8_64x64x32(dacc[b], a, wgmma_desc(st + L::kXOff + j * L::kXBlock, STRATA_WGMMA_LBO, STRATA_WGMMA_SBO));
                 wgmma_commit();
             };
             // Block j's fold from bank b (its product complete): int_block_fold with I exact.
