@@ -1,14 +1,14 @@
 // cuda_int_wgmma.cu — the many-row integer-exact matmul on Hopper's warpgroup MMA
 // (wgmma, sm_90a): the same per-element arithmetic as every integer kernel
-// (cuda_int_matmul.cu, docs/cuda_backend.md "The canonical arithmetic"), with the
+// (cuda_int_matmul.cu; docs/cuda_backend.md, "Kernels": the canonical arithmetic), with the
 // block products on the asynchronous tensor-core instruction instead of mma.sync.
 //
 // Why: the tile kernel (cuda_int_mma_tiles.cu) is issue-bound at 512 rows (ncu,
 // bench/RESULTS.md 2026-12-04 evening: 24.8 warp instructions per m16n8k32 mma, of
 // which the float fold of each block, 12, is the part no kernel can drop). Here the
 // activations (B) go from the pre-pass's scratch to shared memory with cp.async in the
-// layout wgmma reads (no ldmatrix, no per-warp B fragments), one instruction per warp
-// computes 16 outputs x 64 rows x 32 values, and the next block's product runs while
+// layout wgmma reads (no ldmatrix, no per-warp B fragments), one instruction per
+// warpgroup computes 64 outputs x 64 rows x 32 values, and the next block's product runs while
 // the lanes fold the last one (two D banks). The fold is what is left per block.
 //
 // Shape: a CTA of 2 warpgroups (8 warps) owns 128 outputs x 64 rows; warpgroup h the
