@@ -25,30 +25,48 @@
 
 namespace TT = strata::cuda::T_cuda_int_mma_tiles;
 
-// The pre-pass (as launch_int_matmul runs it), then the tile kernel of one configuration.
-template <int kDt, int kWM, int kMT, int kNT, int kWarps, int kDepth, bool kOffC, int kGroups = 1>
-static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k, const uint8_t* w,
-                        int64_t n_out, const float* g, float eps, const float* bias, float* y, bool accumulate) {
-    using L = TT::TileLayout<kDt, kWM, kMT, kNT, kWarps, kDepth, kOffC, kGroups>;
+// The pre-pass as launch_int_matmul runs it (its int8 blocks in 16-byte aligned buffers), and the many-row
+// kernels' parameters over them and the matmul's operands (the tile counts are the caller's). Filled in place:
+// p points into the vectors.
+struct Prepared {
+    std::vector<uint8_t> xq;
+    std::vector<uint2> meta;
+    std::vector<float> ssq;
+    strata::cuda::TileParams p{};
+};
+
+static void prepare(Prepared& pr, int dt, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
+                    const uint8_t* w, int64_t n_out, const float* g, float eps, const float* bias, float* y,
+                    bool accumulate) {
     const int64_t nb = k / 32;
     const int nchunks = (int)((nb + 7) / 8), nbp = (int)((nb + 1) / 2 * 2);
-    std::vector<uint8_t> xq(n_rows * k + 16);
-    std::vector<uint2> meta(n_rows * nbp + 2);
-    std::vector<float> ssq(n_rows * nchunks);
-    int8_t* xq16 = reinterpret_cast<int8_t*>(xq.data() + (16 - reinterpret_cast<uintptr_t>(xq.data()) % 16) % 16);
-    uint2* meta16 = reinterpret_cast<uintptr_t>(meta.data()) % 16 ? meta.data() + 1 : meta.data();
-    I::PreParams pp{x, x_stride, k, (int)nb, nbp, nchunks, pro, g, xq16, meta16, ssq.data()};
+    pr.xq.assign(n_rows * k + 16, 0);
+    pr.meta.assign(n_rows * nbp + 2, uint2{});
+    pr.ssq.assign(n_rows * nchunks, 0.0f);
+    int8_t* xq16 = reinterpret_cast<int8_t*>(pr.xq.data() + (16 - reinterpret_cast<uintptr_t>(pr.xq.data()) % 16) % 16);
+    uint2* meta16 = reinterpret_cast<uintptr_t>(pr.meta.data()) % 16 ? pr.meta.data() + 1 : pr.meta.data();
+    I::PreParams pp{x, x_stride, k, (int)nb, nbp, nchunks, pro, g, xq16, meta16, pr.ssq.data()};
     run_grid((unsigned)n_rows, (unsigned)nchunks, 256, [&] {
         if (pro == STRATA_PROLOGUE_RMSNORM) I::int_prepass_kernel<STRATA_PROLOGUE_RMSNORM>(pp);
         else if (pro == STRATA_PROLOGUE_SILU_MUL) I::int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL>(pp);
         else I::int_prepass_kernel<STRATA_PROLOGUE_NONE>(pp);
     });
-    strata::cuda::TileParams p{};
-    p.xq = xq16; p.meta = meta16; p.ssq = ssq.data();
-    p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = rowbytes(kDt, k);
+    strata::cuda::TileParams& p = pr.p;
+    p.xq = xq16; p.meta = meta16; p.ssq = pr.ssq.data();
+    p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = rowbytes(dt, k);
     p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
     p.w = w; p.w_end = w + n_out * p.w_row_bytes;
     p.bias = bias; p.y = y; p.y_stride = g_y_stride > 0 ? g_y_stride : n_out; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
+}
+
+// The pre-pass, then the tile kernel of one configuration.
+template <int kDt, int kWM, int kMT, int kNT, int kWarps, int kDepth, bool kOffC, int kGroups = 1>
+static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k, const uint8_t* w,
+                        int64_t n_out, const float* g, float eps, const float* bias, float* y, bool accumulate) {
+    using L = TT::TileLayout<kDt, kWM, kMT, kNT, kWarps, kDepth, kOffC, kGroups>;
+    Prepared pr;
+    prepare(pr, kDt, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    strata::cuda::TileParams p = pr.p;
     p.n_row_tiles = (int)((n_rows + L::kRows - 1) / L::kRows);
     p.n_tiles = p.n_row_tiles * (int)((n_out + L::kNO - 1) / L::kNO);
     CHECK(L::kBytes <= (int)sizeof(g_emu_smem), "smem %d", L::kBytes);

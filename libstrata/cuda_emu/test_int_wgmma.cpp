@@ -18,30 +18,14 @@
 
 namespace WG = strata::cuda::T_cuda_int_wgmma;
 
-// The pre-pass (as launch_int_matmul runs it), then the wgmma kernel of one configuration.
+// The pre-pass (test_int_tiles.cpp's prepare), then the wgmma kernel of one configuration.
 template <int kDt, int kBanks>
 static void run_wgmma_t(int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k, const uint8_t* w,
                         int64_t n_out, const float* g, float eps, const float* bias, float* y, bool accumulate) {
     using L = WG::WgLayout<kDt, kBanks>;
-    const int64_t nb = k / 32;
-    const int nchunks = (int)((nb + 7) / 8), nbp = (int)((nb + 1) / 2 * 2);
-    std::vector<uint8_t> xq(n_rows * k + 16);
-    std::vector<uint2> meta(n_rows * nbp + 2);
-    std::vector<float> ssq(n_rows * nchunks);
-    int8_t* xq16 = reinterpret_cast<int8_t*>(xq.data() + (16 - reinterpret_cast<uintptr_t>(xq.data()) % 16) % 16);
-    uint2* meta16 = reinterpret_cast<uintptr_t>(meta.data()) % 16 ? meta.data() + 1 : meta.data();
-    I::PreParams pp{x, x_stride, k, (int)nb, nbp, nchunks, pro, g, xq16, meta16, ssq.data()};
-    run_grid((unsigned)n_rows, (unsigned)nchunks, 256, [&] {
-        if (pro == STRATA_PROLOGUE_RMSNORM) I::int_prepass_kernel<STRATA_PROLOGUE_RMSNORM>(pp);
-        else if (pro == STRATA_PROLOGUE_SILU_MUL) I::int_prepass_kernel<STRATA_PROLOGUE_SILU_MUL>(pp);
-        else I::int_prepass_kernel<STRATA_PROLOGUE_NONE>(pp);
-    });
-    strata::cuda::TileParams p{};
-    p.xq = xq16; p.meta = meta16; p.ssq = ssq.data();
-    p.n_rows = n_rows; p.k = k; p.n_out = n_out; p.w_row_bytes = rowbytes(kDt, k);
-    p.nb = (int)nb; p.nbp = nbp; p.n_slices = nchunks;
-    p.w = w; p.w_end = w + n_out * p.w_row_bytes;
-    p.bias = bias; p.y = y; p.y_stride = g_y_stride > 0 ? g_y_stride : n_out; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
+    Prepared pr;
+    prepare(pr, kDt, pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    strata::cuda::TileParams p = pr.p;
     p.n_row_tiles = (int)((n_rows + L::kRows - 1) / L::kRows);
     p.n_tiles = p.n_row_tiles * (int)((n_out + L::kNO - 1) / L::kNO);
     CHECK(L::kBytes <= (int)sizeof(g_emu_smem), "smem %d", L::kBytes);
