@@ -79,11 +79,37 @@ static_assert(kRowsStages >= 2, "the pipeline needs two stages");
 constexpr uint32_t kRowsMagic = 0x4B400000u;  // 1.5·2^23: the mma's starting accumulator
 constexpr float kRowsMagicF = 12582912.0f;
 
-struct RowsParams : TileParams {  // the operands and sizes (cuda_int_tiles.cuh), then the shape
+struct RowsParams {
+    const int8_t* xq;
+    const uint2* meta;
+    const float* ssq;
+    int64_t n_rows, k, n_out, w_row_bytes;
+    int nb, nbp, n_slices;
+    const uint8_t* w;
+    const uint8_t* w_end;
+    const float* bias;
+    float* y;
+    int64_t y_stride;  // elements between y rows (>= n_out)
+    int accumulate, prologue;
+    float eps;
     // The shape (rows_layout): mg groups of 16 outputs, ps slices per part, row strides of a
     // stage's weights / activations / meta, its bytes, where the partials and RMSNORM factors live.
-    int mg, ps, n_parts, wstride, xstride, mstride, stage_bytes, part_off, rsq_off;
+    int mg, ps, n_parts, wstride, xstride, mstride, stage_bytes, part_off, rsq_off, n_row_tiles, n_tiles;
 };
+
+// 32 bits from a 2-byte aligned shared-memory address: the two aligned words around it, shifted.
+// The aligned address is q minus an offset (not an integer round trip), so the compiler keeps
+// the shared address space: LDS, not generic loads (the first H200 version had 44 generic loads).
+__device__ __forceinline__ uint32_t rows_lds32(const uint8_t* q) {
+    const int off = (int)(reinterpret_cast<uintptr_t>(q) & 2);
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(q - off);
+    return __funnelshift_r(w[0], w[1], (uint32_t)off * 8);
+}
+
+// Four nibbles (0..15, one per byte) as the signed bytes q − 8 (exact): Q4_0's I straight from the mma.
+__device__ __forceinline__ uint32_t rows_nib_minus8(uint32_t x) {
+    return ((x | 0x80808080u) - 0x08080808u) ^ 0x80808080u;
+}
 
 // d = A·B + 1.5·2^23 as int32 bits over one 16x8x32 tile (A s8, or u8 for Q4_1's nibbles).
 #ifdef STRATA_CUDA_EMU
@@ -186,13 +212,13 @@ __device__ __forceinline__ void rows_unit(const RowsParams& p, const uint8_t* st
             d[h] = f16_to_f32(hp[0]);
             m[h] = W::kMin ? f16_to_f32(hp[1]) : 0.0f;
             if constexpr (W::kNibbles) {
-                const uint32_t q = lds32_any(blk + W::kQuantOff + 4 * tq);
+                const uint32_t q = rows_lds32(blk + W::kQuantOff + 4 * tq);
                 const uint32_t lo = q & 0x0F0F0F0Fu, hi = (q >> 4) & 0x0F0F0F0Fu;
-                a[h] = W::kOffset8 ? nib_minus8(lo) : lo;
-                a[2 + h] = W::kOffset8 ? nib_minus8(hi) : hi;
+                a[h] = W::kOffset8 ? rows_nib_minus8(lo) : lo;
+                a[2 + h] = W::kOffset8 ? rows_nib_minus8(hi) : hi;
             } else {
-                a[h] = lds32_any(blk + W::kQuantOff + 4 * tq);
-                a[2 + h] = lds32_any(blk + W::kQuantOff + 16 + 4 * tq);
+                a[h] = rows_lds32(blk + W::kQuantOff + 4 * tq);
+                a[2 + h] = rows_lds32(blk + W::kQuantOff + 16 + 4 * tq);
             }
         }
 #pragma unroll
@@ -523,7 +549,24 @@ void launch_int_rows(const IntTilesArgs& a, int kr, int dev, cudaStream_t stream
     if (dev < 0 || dev >= kRowsMaxDevices) fail(STRATA_ERR_INTERNAL, "cuda matmul: device index out of range");
     const RowsLimits& lim = rows_init(dev);
     RowsParams p{};
-    static_cast<TileParams&>(p) = tile_params(a);
+    p.xq = a.xq;
+    p.meta = a.meta;
+    p.ssq = a.ssq;
+    p.n_rows = a.n_rows;
+    p.k = a.k;
+    p.n_out = a.n_out;
+    p.w_row_bytes = dtype_row_bytes(a.w_dtype, a.k);
+    p.nb = (int)(a.k / 32);
+    p.nbp = a.nbp;
+    p.n_slices = (p.nb + kIntSliceBlocks - 1) / kIntSliceBlocks;
+    p.w = static_cast<const uint8_t*>(a.w);
+    p.w_end = p.w + a.n_out * p.w_row_bytes;
+    p.bias = a.bias;
+    p.y = a.y;
+    p.y_stride = a.y_row_stride > 0 ? a.y_row_stride : a.n_out;
+    p.accumulate = a.accumulate ? 1 : 0;
+    p.prologue = a.prologue;
+    p.eps = a.eps;
     const int bb = a.w_dtype == STRATA_Q4_0 ? IntW<STRATA_Q4_0>::kBytes
                  : a.w_dtype == STRATA_Q8_0 ? IntW<STRATA_Q8_0>::kBytes
                                             : IntW<STRATA_Q4_1>::kBytes;
