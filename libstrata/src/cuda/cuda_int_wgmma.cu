@@ -10,6 +10,9 @@
 // layout wgmma reads (no ldmatrix, no per-warp B fragments), one instruction per
 // warpgroup computes 64 outputs x 64 rows x 32 values, and the next block's product runs while
 // the lanes fold the last one (two D banks). The fold is what is left per block.
+// Measured on the H200 (bench/RESULTS.md, 2026-12-05 third session): exact, but slower than
+// the tile kernel at every shape (35.9 warp instructions per 4,096 MACs: the fold as
+// estimated plus the per-slice staging, at one CTA per SM), hence off by default.
 //
 // Shape: a CTA of 2 warpgroups (8 warps) owns 128 outputs x 64 rows; warpgroup h the
 // outputs 64h..64h+63, its warp w the 16 at 64h + 16w (A in registers, built per block
@@ -52,10 +55,11 @@ constexpr uint32_t kWgMagic = 0x4B400000u;  // 1.5·2^23: 12582912 + I as float 
 constexpr float kWgMagicF = 12582912.0f;
 constexpr int kWgSmemSM = 228 * 1024, kWgSmemCTA = 227 * 1024, kWgSmemRuntime = 1024;  // sm_90
 static_assert(kIntSliceBlocks == 8, "tile_params (cuda_int_tiles.cuh) counts slices of 8 blocks");
-// The layouts as read from the PTX ISA (cuda_wgmma.cuh); what a first device run would change if the hardware
-// reads them otherwise, without editing the kernel (scripts/gpu_variants.sh -D builds, docs/gpu.md): the B
-// descriptor's LBO / SBO for this file's staging (the K halves' core matrices 128 bytes apart, groups of 8 rows
-// 256), and the A fragment's middle registers (a[1] row g + 8 / a[2] values 16..31) swapped.
+// The layouts as read from the PTX ISA (cuda_wgmma.cuh), confirmed by the first device run (the defaults below
+// gave the legacy kernels' bits); the knobs build the two likeliest misreadings without editing the kernel
+// (scripts/gpu_variants.sh -D builds, docs/gpu.md): the B descriptor's LBO / SBO for this file's staging (the
+// K halves' core matrices 128 bytes apart, groups of 8 rows 256), and the A fragment's middle registers (a[1]
+// row g + 8 / a[2] values 16..31) swapped.
 #ifndef STRATA_WGMMA_LBO
 #define STRATA_WGMMA_LBO 128
 #endif
