@@ -1,4 +1,4 @@
-"""GPU serving speed against llama.cpp's figures on the same shapes (ANCHORS below), through Strata's engine.
+"""GPU serving speed against llama.cpp's on the same models (its figures from this run, or the ANCHORS below), through Strata's engine.
 
 For each model: prompt tokens/s (one 512-token prompt), batch-1 decode
 tokens/s (128 tokens), and aggregate decode tokens/s with 1, 4, 16 and 64
@@ -20,6 +20,14 @@ so compare it with the same model on one device (--devices cuda:0,cuda:0 measure
 cost without a second GPU).
 
 Synthesized checkpoints are written to --synth-dir once (strata synth) and reused.
+
+The ratios are against llama.cpp's figures measured in the same run where they are given
+(--llama-bench GGUF=FILE, --llama-batched GGUF=FILE: its tools' output for that file, markdown or
+JSON; bench/llama_peer.py), else against the ANCHORS below; the last column says which:
+
+    llama-bench -m M -ngl 99 -fa 1 -p 512 -n 128 -r 3 -o json > lb.json
+    llama-batched-bench -m M -ngl 99 -fa on -c 40000 -npp 128 -ntg 128 -npl 1,64 > lbb.md
+    python bench/gpu_decode.py --model M --concurrency 1 64 --llama-bench M=lb.json --llama-batched M=lbb.md
 """
 
 from __future__ import annotations
@@ -39,6 +47,8 @@ from strata import _ffi  # noqa: E402
 from strata.config import EngineConfig  # noqa: E402
 from strata.engine.engine import Engine  # noqa: E402
 from strata.engine.sampling import SamplingParams  # noqa: E402
+
+from llama_peer import Peer, PeerError, load_peers  # noqa: E402  (bench/, beside this script)
 
 ROOFLINE = 4.27e12
 # (shape, type) -> (pp512, tg128) of llama.cpp's `llama-bench -p 512 -n 128 -r 3` on one H200 (flash attention,
@@ -152,12 +162,24 @@ def main(argv=None) -> int:
     ap.add_argument("--concurrency", nargs="*", type=int, default=[1, 4, 16, 64])
     ap.add_argument("--synth-dir", default="/tmp/strata-synth")
     ap.add_argument("--default-model", action="store_true", help="also the real default model (Q4_1)")
+    ap.add_argument("--model", action="append", default=[], metavar="GGUF",
+                    help="also this GGUF file (repeatable; --shapes with no values benches only these)")
+    ap.add_argument("--llama-bench", action="append", default=[], metavar="GGUF=FILE",
+                    help="llama-bench's output (markdown or -o json) for that GGUF, measured in this run: its pp512 "
+                         "and tg128 replace the anchors in the ratios (repeatable, one file per model)")
+    ap.add_argument("--llama-batched", action="append", default=[], metavar="GGUF=FILE",
+                    help="llama-batched-bench's output (markdown or jsonl; -npp 128 -ntg 128) for that GGUF: its "
+                         "S_TG per number of sequences replaces the anchors (repeatable)")
     ap.add_argument("--json", default=None, help="write the raw figures here")
     ap.add_argument("--devices", default=None, help="split the model by layers over these, e.g. cuda:0,cuda:1")
     ap.add_argument("--layer-split", default=None, help="with --devices: first layer of each later device, e.g. 16")
     ap.add_argument("--batch-groups", type=int, default=1,
                     help="with --devices: slots in N groups pipelined over the stages (capped at each batch)")
     args = ap.parse_args(argv)
+    try:
+        peers = load_peers(args.llama_bench, args.llama_batched)
+    except PeerError as exc:
+        ap.error(str(exc))
     devices = tuple(args.devices.split(",")) if args.devices else None
     layer_split = tuple(int(b) for b in args.layer_split.split(",")) if args.layer_split else None
 
@@ -167,39 +189,69 @@ def main(argv=None) -> int:
         from strata.model_store import resolve_model
 
         todo.insert(0, ("135m*", "Q4_1", str(resolve_model("smollm2-135m"))))
+    for i, model in enumerate(args.model):
+        path = Path(model).expanduser()
+        if not path.is_file():
+            ap.error(f"--model {model}: no such file")
+        todo.insert(i, (path.stem, "file", str(path)))
     for shape, dtype, path in todo:
         path = path or str(ensure_synth(shape, dtype, Path(args.synth_dir)))
         t0 = time.time()
         res = bench_model(path, args.device, args.concurrency, devices, layer_split, args.batch_groups)
         where = args.devices or args.device
-        res.update(shape=shape, dtype=dtype, seconds=time.time() - t0,
+        res.update(shape=shape, dtype=dtype, seconds=time.time() - t0, path=str(Path(path).resolve()),
                    devices=f"{where} x{args.batch_groups} groups" if devices and args.batch_groups > 1 else where)
         rows.append(res)
         print(f"# {shape} {dtype}: {json.dumps({k: v for k, v in res.items() if k != 'weight_bytes'})}",
               flush=True)
-    print_table(rows, args.concurrency)
+    for gguf in sorted(set(peers) - {r["path"] for r in rows}):
+        print(f"# warning: llama.cpp's figures for {gguf} match no model benched here", file=sys.stderr)
+    for r in rows:
+        peer = peers.get(r["path"])
+        if peer:
+            r["llama"] = {"tests": peer.tests, "s_tg": peer.s_tg}
+    print_table(rows, args.concurrency, peers)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
 
 
-def print_table(rows, concurrency) -> None:
+def _ratio(value: float, peer: float | None, show_peer: bool) -> str:
+    if not peer:
+        return ""
+    return f" ({peer:,.0f}, {value / peer:.2f}x)" if show_peer else f" ({value / peer:.2f}x)"
+
+
+def print_table(rows, concurrency, peers: dict[str, Peer] | None = None) -> None:
+    """One row per model: Strata's figures, each with its ratio to llama.cpp's (and llama.cpp's own figure
+    where it was measured in this run)."""
+    peers = peers or {}
     head = "| model | devices | type | MiB | pp512 tok/s (x llama.cpp) | tg128 tok/s (% roofline, x llama.cpp) |"
-    head += "".join(f" {n} seq tok/s |" for n in concurrency)
+    head += "".join(f" {n} seq tok/s |" for n in concurrency) + " llama.cpp figures |"
     print(head)
-    print("|" + " --- |" * (6 + len(concurrency)))
+    print("|" + " --- |" * (7 + len(concurrency)))
     for r in rows:
-        key = (r["shape"].rstrip("*"), r["dtype"])
-        pp_a, tg_a = ANCHORS.get(key, (None, None))
+        peer = peers.get(r.get("path", ""))
+        if peer:
+            pp_a, tg_a = (peer.tests.get(t, (None,))[0] for t in ("pp512", "tg128"))
+            conc_a, source = peer.s_tg, "this run"
+        else:
+            key = (r["shape"].rstrip("*"), r["dtype"])
+            pp_a, tg_a = ANCHORS.get(key, (None, None))
+            conc_a = ANCHOR_CONCURRENT.get(key, {})
+            source = "anchors" if pp_a or conc_a else "none"
         roof = ROOFLINE / r["weight_bytes"]
-        pp = f"{r['pp512']:,.0f}" + (f" ({r['pp512'] / pp_a:.2f}x)" if pp_a else "")
-        tg = f"{r['tg128']:,.0f} ({100 * r['tg128'] / roof:.0f}%" + (f", {r['tg128'] / tg_a:.2f}x)" if tg_a else ")")
+        pp = f"{r['pp512']:,.0f}" + _ratio(r["pp512"], pp_a, bool(peer))
+        tg_vs = ""
+        if tg_a:
+            tg_vs = f", {tg_a:,.0f}, {r['tg128'] / tg_a:.2f}x" if peer else f", {r['tg128'] / tg_a:.2f}x"
+        tg = f"{r['tg128']:,.0f} ({100 * r['tg128'] / roof:.0f}%{tg_vs})"
         conc = ""
         for n in concurrency:
             v = r["concurrent"].get(n, float("nan"))
-            a = ANCHOR_CONCURRENT.get(key, {}).get(n)
-            conc += f" {v:,.0f}" + (f" ({v / a:.2f}x)" if a else "") + " |"
-        print(f"| {r['shape']} | {r['devices']} | {r['dtype']} | {r['weight_bytes'] / 2**20:,.0f} | {pp} | {tg} |{conc}")
+            conc += f" {v:,.0f}" + _ratio(v, conc_a.get(n), bool(peer)) + " |"
+        print(f"| {r['shape']} | {r['devices']} | {r['dtype']} | {r['weight_bytes'] / 2**20:,.0f} | {pp} | {tg} |{conc}"
+              f" {source} |")
 
 
 if __name__ == "__main__":

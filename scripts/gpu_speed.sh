@@ -49,17 +49,21 @@ bench)
   cat /tmp/synth.txt; tail -1 /tmp/llama-build.txt
   export LD_LIBRARY_PATH=$LL
   [ -f build/libstrata.so ] || export STRATA_LIB=/tmp/strata-build/libstrata.so
+  # llama.cpp's figures, one file per model, go to bench/gpu_decode.py so its ratios are this run's (llama_peer.py)
+  peers=()
   for m in $MODELS; do
-    f=$SYN/synth-${m%%:*}-${m##*:}.gguf
-    "$LL/llama-bench" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -r 3 -o md 2>/dev/null | tee -a "$OUT/llama_bench.md" | grep -E "pp512|tg128"
+    f=$SYN/synth-${m%%:*}-${m##*:}.gguf; n=$(basename "$f" .gguf)
+    "$LL/llama-bench" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -r 3 -o md 2>/dev/null > "$OUT/llama_bench_$n.md"
+    grep -E "pp512|tg128" "$OUT/llama_bench_$n.md"; peers+=(--llama-bench "$f=$OUT/llama_bench_$n.md")
   done
   "$LL/llama-batched-bench" -m "$SYN/synth-8b-Q4_0.gguf" -ngl 99 -fa on -c 40000 -b 2048 -ub 512 -npp 128 -ntg 128 \
     -npl 1,4,16,64 > "$OUT/llama_batched.log" 2>&1
   grep -E "^\|" "$OUT/llama_batched.log" | tail -5
-  python3 bench/gpu_decode.py --shapes 8b --types Q4_0 Q4_K_M --json "$OUT/gpu_decode_8b.json" 2>&1 \
-    | grep -v "^loading" | tee "$OUT/gpu_decode.log"
-  python3 bench/gpu_decode.py --shapes 1b 135m --types Q4_0 --concurrency 1 --json "$OUT/gpu_decode_small.json" 2>&1 \
-    | grep -v "^loading" | tee -a "$OUT/gpu_decode.log"
+  peers+=(--llama-batched "$SYN/synth-8b-Q4_0.gguf=$OUT/llama_batched.log")
+  python3 bench/gpu_decode.py --shapes 8b --types Q4_0 Q4_K_M "${peers[@]}" --json "$OUT/gpu_decode_8b.json" 2>&1 \
+    | grep -v "^loading\|match no model" | tee "$OUT/gpu_decode.log"
+  python3 bench/gpu_decode.py --shapes 1b 135m --types Q4_0 --concurrency 1 "${peers[@]}" --json "$OUT/gpu_decode_small.json" 2>&1 \
+    | grep -v "^loading\|match no model" | tee -a "$OUT/gpu_decode.log"
   python3 bench/gpu_profile.py --model "$SYN/synth-8b-Q4_0.gguf" --rows 1 2>&1 | grep -v "^loading" > "$OUT/gpu_profile.log"
   python3 bench/gpu_profile.py --model "$SYN/synth-8b-Q4_0.gguf" --rows 64 2>&1 | grep -v "^loading" >> "$OUT/gpu_profile.log"
   ;;
