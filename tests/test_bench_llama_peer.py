@@ -4,14 +4,11 @@ model per file, and clear refusals for files that are not what was asked for. Th
 output from the H200 run of 2026-12-05 (bench/RESULTS.md); the JSON ones are written with the field names of
 llama-bench's json printer."""
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from script_module import load_script
 
 LLAMA_BENCH_MD = """\
 | model                          |       size |     params | backend    | ngl |  fa |            test |                  t/s |
@@ -45,11 +42,7 @@ def _bench_record(n_prompt, n_gen, ts, sd, model="/tmp/m.gguf"):
 
 @pytest.fixture(scope="module")
 def peer():
-    spec = importlib.util.spec_from_file_location("llama_peer", ROOT / "bench" / "llama_peer.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["llama_peer"] = module  # the dataclass needs its module registered while it is built
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/llama_peer.py")
 
 
 def test_llama_bench_markdown(peer):
@@ -124,11 +117,8 @@ def test_load_peers_refusals(peer, tmp_path, monkeypatch, spec, message):
 
 
 def test_gpu_decode_table_uses_the_same_run_figures(peer, capsys, monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
     pytest.importorskip("anyio")
-    spec = importlib.util.spec_from_file_location("gpu_decode_bench", ROOT / "bench" / "gpu_decode.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("bench/gpu_decode.py", "gpu_decode_bench")  # imports llama_peer: the fixture's module
     same_run = bench.Peer(tests={"pp512": (11057.36, 1.0), "tg128": (351.66, 2.47)}, s_tg={64: 5262.06})
     rows = [
         {"shape": "8b", "dtype": "Q4_0", "path": "/m/8b.gguf", "devices": "cuda:0", "weight_bytes": 4011 * 2**20,

@@ -2,20 +2,14 @@
 (STRATA_INT_MATMUL, cuda_int_mma_tiles.cu's parse_forced and routings), so an A/B on the device never
 stops on a value the library takes, nor times the wrong kernel on one it refuses."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from script_module import load_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("gpu_matmul_bench", ROOT / "bench" / "gpu_matmul.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/gpu_matmul.py", "gpu_matmul_bench")
 
 
 @pytest.mark.parametrize("value", ["auto", "auto:v8", "tiles:v8", "legacy", "rows:32", "tiles:32", "tiles:32x64d2",

@@ -3,13 +3,9 @@ branches, and the loop that holds the most tensor-core instructions (its cost pe
 cut from the real one of cuda_int_mma_tiles.cu (nvdisasm 13, sm_90), with a two-mma loop, an inner loop of
 none and a forward branch."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from script_module import load_script
 
 LISTING = """\
 \t.target\tsm_90
@@ -39,11 +35,7 @@ LISTING = """\
 
 @pytest.fixture(scope="module")
 def sass():
-    spec = importlib.util.spec_from_file_location("sass_mix", ROOT / "scripts" / "sass_mix.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sass_mix"] = module  # the dataclass needs its module registered while it is built
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/sass_mix.py")
 
 
 def test_kernels_opcodes_labels_and_branches(sass):

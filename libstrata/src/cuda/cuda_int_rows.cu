@@ -79,6 +79,10 @@ static_assert(kRowsStages >= 2, "the pipeline needs two stages");
 constexpr uint32_t kRowsMagic = 0x4B400000u;  // 1.5·2^23: the mma's starting accumulator
 constexpr float kRowsMagicF = 12582912.0f;
 
+// Its own parameter struct, filled in launch_int_rows, rather than cuda_int_tiles.cuh's TileParams / tile_params()
+// that the tile, wgmma and gemv kernels share: built on TileParams this kernel's register allocation moved
+// (ptxas, 114-128 registers per variant), and its speed was timed on the H200 in this form. Share it once a
+// device can re-time the change.
 struct RowsParams {
     const int8_t* xq;
     const uint2* meta;
