@@ -82,7 +82,8 @@ static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_row
 
 // `choice` = a launch choice of cuda_int_mma_tiles.cu (TT::choice_of): shape + kShapes·depth, or kPlain +
 // shape + kShapes·(depth == 2) with Q4_0's offset in the float subtraction. Shapes 0 = 128 x 64, 1 = 64 x 64,
-// 2 = 32 x 64, 3 = 128 x 128 on 16 warps (whose depth 1 is its depth 0), 4 = 128 x 16, 5 = 128 x 32.
+// 2 = 32 x 64, 3 = 128 x 128 on 16 warps (whose depth 1 is its depth 0), 4 = 128 x 16, 5 = 128 x 32,
+// 6 = 128 x 48.
 // The K split: TT::ksplit_choice (32 x 64 or 64 x 64 at depth 2, two groups of 8 warps; the 64 x 64 one
 // exchanges 16 totals a lane instead of 8).
 static constexpr int ch(int shape, int depth, bool offset_c = false) { return TT::choice_of(shape, depth, offset_c); }
@@ -97,6 +98,7 @@ static void run_tiles_depth(int shape, int pro, const float* x, int64_t x_stride
     else if (shape == 2) run_tiles_t<kDt, 2, 1, 2, 8, kDepth, kOffC>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     else if (shape == 4) run_tiles_t<kDt, 8, 1, 2, 8, kDepth, kOffC>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     else if (shape == 5) run_tiles_t<kDt, 8, 1, 4, 8, kDepth, kOffC>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
+    else if (shape == 6) run_tiles_t<kDt, 8, 1, 6, 8, kDepth, kOffC>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
     else run_tiles_t<kDt, 4, 2, 4, 16, kDepth == 1 ? 0 : kDepth, kOffC>(pro, x, x_stride, n_rows, k, w, n_out, g, eps, bias, y, accumulate);
 }
 
@@ -227,6 +229,12 @@ int main(int argc, char** argv) {
         one_tiles(STRATA_Q4_0, ch(5, 2, true), 1, 1056, 150, 20, 2, false, true, true);
         one_tiles(STRATA_Q6_K, ch(4, 0), 2, 768, 131, 9, 4, false, false, true);
         one_tiles(STRATA_Q8_0, ch(5, 0), 2, 576, 140, 33, 0, true, true, true);
+        // The 48-row shape (routing v9: 33-48 rows where its tiles fill the GPU): as routed (Q4_0 with the
+        // offset at depth 0, an interior tile beside a partial one), 33 rows (15 zero rows in the tile),
+        // 49 rows (a second row tile of one row), Q6_K plain at depth 2.
+        one_tiles(STRATA_Q4_0, ch(6, 0, true), 0, 1600, 300, 48, 0, true, false, true);
+        one_tiles(STRATA_Q4_0, ch(6, 0, true), 1, 576, 150, 33, 2, false, true, true);
+        one_tiles(STRATA_Q6_K, ch(6, 2), 2, 768, 131, 49, 4, false, false, true);
         // Interior tiles (all outputs and rows, a tile after them: stage_slice's fast form) beside a
         // partial output tile and a partial slice; Q6_K's 210-byte slices move each row's phase per slice.
         one_tiles(STRATA_Q4_0, ch(0, 0, true), 0, 576, 300, 64, 2, false, false, true);
@@ -281,7 +289,8 @@ int main(int argc, char** argv) {
             {STRATA_Q6_K, ch(2, 2)}, {STRATA_Q6_K, ch(3, 2)}, {STRATA_Q6_K, ch(0, 0)}, {STRATA_Q6_K, ch(1, 2, true)},
             {STRATA_Q4_0, ch(4, 0, true)}, {STRATA_Q4_0, ch(5, 2, true)}, {STRATA_Q6_K, ch(5, 0)}, {STRATA_Q4_K, ch(4, 2)},
             {STRATA_Q4_0, ks(true)}, {STRATA_Q4_0, ks()}, {STRATA_Q8_0, ks()}, {STRATA_Q4_1, ks()}, {STRATA_Q4_K, ks()},
-            {STRATA_Q6_K, ks()}, {STRATA_Q4_0, ks(true, 1)}, {STRATA_Q4_1, ks(false, 1)}};
+            {STRATA_Q6_K, ks()}, {STRATA_Q4_0, ks(true, 1)}, {STRATA_Q4_1, ks(false, 1)},
+            {STRATA_Q4_0, ch(6, 2, true)}, {STRATA_Q8_0, ch(6, 0)}, {STRATA_Q4_K, ch(6, 1)}, {STRATA_Q4_1, ch(6, 0)}};
         const int n_deep = (int)(sizeof(deep) / sizeof(deep[0]));
         const int from = argc > 2 ? atoi(argv[2]) : 0, to = argc > 3 ? std::min(atoi(argv[3]), n_deep) : n_deep;
         for (int i = from; i < to; ++i) {
@@ -290,7 +299,8 @@ int main(int argc, char** argv) {
             // padding of 0 or 4 bytes: every row 4-byte aligned, the kernel's fast block loop.
             const int64_t k = i % 4 == 3 ? 800 : (i % 4 == 2 || i == 8 || i == 12 ? 1600 : 1568);
             const int64_t n_out = shape == 1 ? 61 : (shape == 2 ? 45 : 123);             // one partial tile
-            const int64_t nr = shape == 3 ? (i == 0 ? 131 : 70) : shape >= 4 ? (i % 2 ? 33 : 16)  // 1 to 3 row tiles
+            const int64_t nr = shape == 3 ? (i == 0 ? 131 : 70) : shape == 6 ? (i % 2 ? 97 : 40)  // 1 to 3 row tiles
+                             : shape >= 4 ? (i % 2 ? 33 : 16)
                              : (i % 2 ? 70 : 9);
             fprintf(stderr, "deep %d/%d: dt %d choice %d pro %d k %ld n_out %ld rows %ld\n", i + 1, n_deep, deep[i].dt, c,
                     pro, (long)k, (long)n_out, (long)nr);

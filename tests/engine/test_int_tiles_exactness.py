@@ -12,8 +12,8 @@ Solo runs read each prompt (150 to 230 tokens) in one chunk; the batched run adm
 requests at staggered steps and reads prompts in chunks of 96 beside the others' decode rows,
 so the matmuls of a step see different row counts and tile positions. On CUDA the batched run
 is repeated with STRATA_INT_MATMUL=legacy (no tile kernel), =tiles (the tile kernel at every
-row count, single-row decode included), =tiles:128x16d0o and =tiles:128x32d2o (its 16- and 32-row
-tiles, which auto takes for 9-32 rows on wide matrices only, at every row count), =tiles:32x64d2ok and
+row count, single-row decode included), =tiles:128x16d0o, =tiles:128x32d2o and =tiles:128x48d0o (its
+16-, 32- and 48-row tiles, which auto takes for 9-48 rows on wide matrices only, at every row count), =tiles:32x64d2ok and
 =tiles:64x64d2ok (the K split: two warp groups on alternate slices, at every row count), =rows (the few-row kernel, cuda_int_rows.cu, at every row
 count: at `auto` it takes 2 to 32 rows at k > 1024 on matrices of at most 4096 outputs only,
 beyond this model) and =norows, and with the gemv kernel (cuda_int_gemv.cu: 1 to 8 rows, off by
@@ -76,10 +76,10 @@ async def test_many_row_steps_equal_solo_runs(loaded, make_engine, monkeypatch):
             Job(prompts[2], GREEDY, at_step=3, name="C"), Job(prompts[3], seeded(11), at_step=5, name="D")]
     expected = [(await solo(make_engine(batch=1, chunk=256), job.prompt, job.params)).token_ids for job in jobs]
     assert len({tuple(t) for t in expected}) == len(expected), f"streams are degenerate: {expected}"
-    # tiles:128x16d0o and tiles:128x32d2o: the 16- and 32-row tiles (at auto only for 9-32 rows on matrices of
-    # at least 128 x SMs outputs, beyond this model) forced at every row count.
-    kernels = (["auto", "legacy", "tiles", "rows", "norows", "tiles:128x16d0o", "tiles:128x32d2o", "tiles:32x64d2ok",
-                "tiles:64x64d2ok"]
+    # tiles:128x16d0o, tiles:128x32d2o and tiles:128x48d0o: the 16-, 32- and 48-row tiles (at auto only for 9-48
+    # rows on matrices of at least 128 x SMs outputs, beyond this model) forced at every row count.
+    kernels = (["auto", "legacy", "tiles", "rows", "norows", "tiles:128x16d0o", "tiles:128x32d2o", "tiles:128x48d0o",
+                "tiles:32x64d2ok", "tiles:64x64d2ok"]
                if device.startswith("cuda") else ["auto"])
     settings = [(kernel, None) for kernel in kernels]
     if device.startswith("cuda"):  # the gemv kernel (off by default) for 1-8 rows, single rows, 1-4 rows,

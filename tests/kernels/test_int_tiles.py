@@ -1,6 +1,6 @@
 """The CUDA integer matmul's many-row tile kernel (libstrata/src/cuda/cuda_int_mma_tiles.cu)
 against the older integer kernels (dp4a, 8/16-row int8 mma), bit for bit on the device:
-STRATA_INT_MATMUL=tiles (tiles:v1..v8: one routing; tiles:128/64/32 and tiles:NOxROWSdD: one
+STRATA_INT_MATMUL=tiles (tiles:v1..v9: one routing; tiles:128/64/32 and tiles:NOxROWSdD: one
 configuration of tile shape and pipeline depth; tiles:32x64d2k / d2ok and tiles:64x64d2k / d2ok: the K
 split, two warp groups on alternate slices) runs the tile kernel at every row count, =legacy never, so each case runs both on the
 same buffers; STRATA_INT_TILES_KSPLIT (1 or unset, the default) puts routing v8's one-CTA-per-SM 32-output
@@ -83,11 +83,11 @@ def both(monkeypatch, run, tiles="tiles"):
 
 # Every configuration the kernel file instantiates (cuda_int_mma_tiles.cu: each shape at depths 0-2, and
 # with Q4_0's offset out of the nibbles at depths 0 and 2; the 128-row shape's depth 1 is its 0) and
-# the eight routings.
-ROUTINGS = ["tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4", "tiles:v5", "tiles:v6", "tiles:v7", "tiles:v8"]
+# the nine routings.
+ROUTINGS = ["tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4", "tiles:v5", "tiles:v6", "tiles:v7", "tiles:v8", "tiles:v9"]
 CONFIGS = ["tiles:128", "tiles:64", "tiles:32"] + [
     f"tiles:{no}x{rows}d{d}{o}" for o in ("", "o") for d in (0, 1, 2) for no, rows in
-    ((128, 64), (64, 64), (32, 64), (128, 128), (128, 16), (128, 32))
+    ((128, 64), (64, 64), (32, 64), (128, 128), (128, 16), (128, 32), (128, 48))
     if (o or d or rows != 64) and (d != 1 or not (o or rows == 128))
 ] + ["tiles:32x64d2k", "tiles:32x64d2ok", "tiles:64x64d2k", "tiles:64x64d2ok"] + ROUTINGS
 
@@ -119,7 +119,7 @@ def test_tiles_bit_identical_to_legacy(cuda_ctx, rng, monkeypatch, dtype, shape)
 
 
 @pytest.mark.exactness
-@pytest.mark.parametrize("n_rows", [16, 24, 40, 64, 512])
+@pytest.mark.parametrize("n_rows", [16, 24, 40, 48, 64, 512])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_tiles_bit_identical_on_llama_8b_shapes(cuda_ctx, rng, monkeypatch, dtype, n_rows):
     """The benchmark's shapes under every routing (each shape and depth they pick: 1024 to 28672 outputs;
@@ -150,7 +150,7 @@ def test_tiles_bit_identical_on_llama_8b_shapes(cuda_ctx, rng, monkeypatch, dtyp
 
 
 @pytest.mark.exactness
-@pytest.mark.parametrize("routing", ["tiles:v2", "tiles:v5", "tiles:v6", "tiles:v7", "tiles:v8"])
+@pytest.mark.parametrize("routing", ["tiles:v2", "tiles:v5", "tiles:v6", "tiles:v7", "tiles:v8", "tiles:v9"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_tiles_rows_independent_of_batch(cuda_ctx, rng, monkeypatch, dtype, routing):
     """Forced to the tile kernel: every row the same alone, in a 64-row tile and in a 700-row batch
@@ -198,13 +198,15 @@ def rows_keep_their_bits(ctx, monkeypatch, x, k, raw, dtype, n_out, step, sizes,
 def test_decode_batches_of_every_size_give_each_row_its_bits(cuda_ctx, rng, monkeypatch, dtype):
     """The default routing on a matrix wide enough for the 16- and 32-row tiles (more 128-output tiles
     than SMs, as the 8B's gate_up and lm_head): each row's outputs are the same alone, in batches of 9-16
-    and 17-32 rows (the 16- and 32-row tiles), 40 and 70 rows (the 64-row tiles), and 40 rows under
-    auto:v6 (the 16-row int8 mma kernel); with the nudged-row control."""
+    and 17-32 rows (the 16- and 32-row tiles), 33-48 rows (the 48-row tiles, routing v9), 49 and 70 rows (the
+    64-row tiles), and 40 rows under auto:v6 (the 16-row int8 mma kernel); with the nudged-row control."""
     k, n_out = 1024, 128 * 160
     raw = random_blocks(rng, dtype, n_out, k)
     x = rng.standard_normal((70, k), dtype=np.float32)
-    rows_keep_their_bits(cuda_ctx, monkeypatch, x, k, raw, dtype, n_out, 7, (9, 16, 17, 24, 32, 40, 70), "auto:v6",
-                         (16, 7))
+    rows_keep_their_bits(cuda_ctx, monkeypatch, x, k, raw, dtype, n_out, 7, (9, 16, 17, 24, 32, 33, 40, 48, 49, 70),
+                         "auto:v6", (16, 7))
+    # and 40 rows under auto:v8 (the 64-row tiles v9 replaces there): the same bits too
+    rows_keep_their_bits(cuda_ctx, monkeypatch, x, k, raw, dtype, n_out, 7, (), "auto:v8", (40, 21))
 
 
 @pytest.mark.exactness
@@ -243,8 +245,9 @@ def refused_and_y_kept(ctx, rng, monkeypatch, settings, match):
         b.close()
 
 
-@pytest.mark.parametrize("name", ["tile", "tiles:96", "tiles:v9", "tiles:64x128d0", "tiles:32x64d3", "tiles:32x64d2x",
-                                  "tiles:32x64d1o", "tiles:64x16d0", "auto:v9", "auto:v0", "auto:v",
+@pytest.mark.parametrize("name", ["tile", "tiles:96", "tiles:v10", "tiles:64x128d0", "tiles:32x64d3", "tiles:32x64d2x",
+                                  "tiles:32x64d1o", "tiles:64x16d0", "tiles:128x48d1o", "tiles:64x48d0", "auto:v10",
+                                  "auto:v0", "auto:v",
                                   "tiles:32x64d0k", "tiles:128x64d2k", "tiles:32x64d2ko", "tiles:32x64d2kk"])
 def test_unknown_kernel_name_is_refused(cuda_ctx, rng, monkeypatch, name):
     """A typo in STRATA_INT_MATMUL is an error naming the choices, and y is left as it was."""

@@ -105,20 +105,23 @@ inline bool g_emu_ksplit_negative = false;  // test_int_tiles' negative control 
 #endif
 constexpr float kMagicF = 12582912.0f;
 
-// A launch choice: shape + kShapes·depth (0-17), or 18 + shape + kShapes·(depth == 2) with Q4_0's offset
-// in the float subtraction (18-29). Shapes: 0 = 128 outputs x 64 rows, 1 = 64 x 64, 2 = 32 x 64 (8
+// A launch choice: shape + kShapes·depth (0-20), or 21 + shape + kShapes·(depth == 2) with Q4_0's offset
+// in the float subtraction (21-34). Shapes: 0 = 128 outputs x 64 rows, 1 = 64 x 64, 2 = 32 x 64 (8
 // warps), 3 = 128 x 128 (16 warps; its depth 1 is depth 0: one CTA per SM in any case), 4 = 128 x 16
 // and 5 = 128 x 32 (8 warps side by side on the outputs, each on all the rows: decode batches of 9 to 32
 // rows, where a 64-row tile would multiply zero rows and the 16-row int8 mma kernel of
 // cuda_int_matmul.cu ran ~111 instructions per mma: bench/RESULTS.md, 2026-12-04).
-// 30-33: the K split at depth 2 (two groups of 8 warps on alternate slices; docs/cuda_backend.md, "The K
-// split") of the 32 x 64 shape (30, 31: the launches of one 32-output CTA per SM) and of the 64 x 64 shape
-// (32, 33: e.g. the 8B's qkv, 6,144 outputs, at 17-64 rows; routed_choice), each plain and with Q4_0's offset.
-constexpr int kShapes = 6, kPlain = 3 * kShapes, kOffsetEnd = kPlain + 2 * kShapes;
+// 6 = 128 x 48 (the few-row form with 6 n-tiles a warp: decode batches of 33 to 48 rows on matrices whose
+// 128-output tiles fill the GPU, where a 64-row tile would spend a quarter or more of its fold on zero rows;
+// routing v9).
+// 35-38: the K split at depth 2 (two groups of 8 warps on alternate slices; docs/cuda_backend.md, "The K
+// split") of the 32 x 64 shape (35, 36: the launches of one 32-output CTA per SM) and of the 64 x 64 shape
+// (37, 38: e.g. the 8B's qkv, 6,144 outputs, at 17-64 rows; routed_choice), each plain and with Q4_0's offset.
+constexpr int kShapes = 7, kPlain = 3 * kShapes, kOffsetEnd = kPlain + 2 * kShapes;
 constexpr bool kHasKSplit = STRATA_INT_TILES_MBAR != 0;  // the split needs the mbarrier hand-off
 constexpr int kChoices = kOffsetEnd + (kHasKSplit ? 4 : 0);
 constexpr int shape_no(int c) { return c == 1 ? 64 : (c == 2 ? 32 : 128); }
-constexpr int shape_rows(int c) { return c == 3 ? 128 : (c == 4 ? 16 : (c == 5 ? 32 : 64)); }
+constexpr int shape_rows(int c) { return c == 3 ? 128 : (c == 4 ? 16 : (c == 5 ? 32 : (c == 6 ? 48 : 64))); }
 // The few-row shape for n rows (9 to 32): the least that holds them.
 constexpr int few_shape(int64_t n) { return n <= 16 ? 4 : 5; }
 constexpr int choice_of(int shape, int depth, bool offset_c) {
@@ -738,7 +741,7 @@ struct Config {
     static constexpr int kGroups = kKSplit ? 2 : 1;
     static constexpr int kDepth = kShape == 3 && kCode == 1 ? 0 : kCode;
     static constexpr int kWM = kShape == 2 ? 2 : (kShape >= 4 ? 8 : 4), kMT = kShape == 0 || kShape == 3 ? 2 : 1;
-    static constexpr int kNT = kShape == 2 || kShape == 4 ? 2 : 4;
+    static constexpr int kNT = kShape == 2 || kShape == 4 ? 2 : (kShape == 6 ? 6 : 4);
     static constexpr int kWarps = kShape == 3 ? 16 : 8;
     using L = TileLayout<kDtype, kWM, kMT, kNT, kWarps, kDepth, kOffsetC, kGroups>;
     static constexpr auto kernel = int_tiles_kernel<kDtype, kWM, kMT, kNT, kWarps, kDepth, kOffsetC, kGroups>;
@@ -817,12 +820,21 @@ int64_t tiles_of(int shape, int64_t n_rows, int64_t n_out) {
 //  v7: v6, and 9 to 32 rows on the few-row shapes (128 x 16, 128 x 32) where their tiles give every
 //      SM a CTA (8B gate_up and lm_head; int_tiles_choice lets those row counts in, and 33 to 63 rows
 //      where the 128 x 64 tiles give every SM a CTA; the default 2026-12-04);
-//  v8 (the default): v7, and 17 to 63 rows on every matrix, the K-quants' from 9 rows at k > 8,192 and
+//  v8: v7, and 17 to 63 rows on every matrix, the K-quants' from 9 rows at k > 8,192 and
 //      Q4_K's where the int8 mma 8-row tiles would run (int_tiles_choice lets them in; the few-row kernel
 //      keeps Q4_0 / Q8_0 / Q4_1 matrices of at most 4,096 outputs at 17-32 rows): the 64-row route, whose
-//      time does not grow with the live rows, where the int8 mma and dp4a tiles' does.
+//      time does not grow with the live rows, where the int8 mma and dp4a tiles' does;
+//  v9 (the default): v8, and 33 to 48 rows on the 128 x 48 shape where its tiles give every SM a CTA
+//      (the 8B's gate_up and lm_head; elsewhere v8's route): a 64-row tile there spends a quarter to a
+//      half of its fold and mma on zero rows, and the tile kernel is issue-bound, so its time grows
+//      with the rows a tile holds (8B gate_up: 128 x 16 50 µs, 128 x 32 70, 128 x 64 108; H200,
+//      bench/RESULTS.md 2026-12-04).
 int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     const bool short_k = k <= 3 * 32 * kIntSliceBlocks;
+    if (v >= 9 && n_rows >= 33 && n_rows <= 48 && tiles_of(6, n_rows, n_out) >= sms) {
+        const int64_t per_sm = (tiles_of(6, n_rows, n_out) + sms - 1) / sms;
+        return choice_of(6, per_sm > 1 || short_k ? 0 : 2, true);
+    }
     if (v >= 7 && n_rows >= 9 && n_rows <= 32 && tiles_of(few_shape(n_rows), n_rows, n_out) >= sms) {
         const int c = few_shape(n_rows);
         const int64_t per_sm = (tiles_of(c, n_rows, n_out) + sms - 1) / sms;
@@ -917,9 +929,9 @@ int routed_choice(int routing, int64_t n_rows, int64_t n_out, int64_t k, int sms
 int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, int sms) {
     const char* env = std::getenv("STRATA_INT_MATMUL");  // read per call: tests switch it within a process
     if (env && std::strcmp(env, "legacy") == 0) return -1;
-    int routing = 8;  // the default (v6: H200, 2026-12-02: 8B pp512 +6 %, 64 sequences +2 % over v5; v7, v8: bench/RESULTS.md 2026-12-04)
+    int routing = 9;  // the default (v6: H200, 2026-12-02: 8B pp512 +6 %, 64 sequences +2 % over v5; v7, v8: bench/RESULTS.md 2026-12-04; v9: route())
     bool forced = false;
-    if (env && std::strncmp(env, "auto:v", 6) == 0 && env[6] >= '1' && env[6] <= '8' && env[7] == 0) {
+    if (env && std::strncmp(env, "auto:v", 6) == 0 && env[6] >= '1' && env[6] <= '9' && env[7] == 0) {
         routing = env[6] - '0';  // auto's row thresholds, one routing (whole-model A/B: scripts/gpu_ab.sh)
     } else if (env && (std::strcmp(env, "rows") == 0 || std::strcmp(env, "rows:16") == 0 ||
                        std::strcmp(env, "rows:32") == 0 || std::strcmp(env, "rows:64") == 0)) {
@@ -933,14 +945,15 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, 
         else if (std::strcmp(env, "tiles:v5") == 0) routing = 5;
         else if (std::strcmp(env, "tiles:v6") == 0) routing = 6;
         else if (std::strcmp(env, "tiles:v7") == 0) routing = 7;
-        else if (std::strcmp(env, "tiles") != 0 && std::strcmp(env, "tiles:v8") != 0) {
+        else if (std::strcmp(env, "tiles:v8") == 0) routing = 8;
+        else if (std::strcmp(env, "tiles") != 0 && std::strcmp(env, "tiles:v9") != 0) {
             const int c = parse_forced(env);  // one configuration (bench/gpu_matmul.py, tests)
             if (c >= 0) return c;
             // a typo must not time the wrong kernel
             fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_MATMUL=") + env +
-                                                  ": expected auto, tiles, auto:v1 ... auto:v8, tiles:v1 ... tiles:v8, tiles:NO "
+                                                  ": expected auto, tiles, auto:v1 ... auto:v9, tiles:v1 ... tiles:v9, tiles:NO "
                                                   "(128, 64 or 32), tiles:NOxROWSdDEPTH[o] (e.g. tiles:32x64d2, "
-                                                  "tiles:128x128d2o, tiles:128x16d0o), tiles:NOx64d2k or tiles:NOx64d2ok "
+                                                  "tiles:128x128d2o, tiles:128x48d0o), tiles:NOx64d2k or tiles:NOx64d2ok "
                                                   "(NO 32 or 64: the K split), rows, rows:16, rows:32, rows:64, "
                                                   "norows or legacy");
         }
