@@ -4,8 +4,9 @@ For each model: prompt tokens/s (one 512-token prompt), batch-1 decode
 tokens/s (128 tokens), and aggregate decode tokens/s with 1, 4, 16 and 64
 concurrent sequences of 128 prompt + 128 generated tokens each — all through
 the real engine (scheduler, runner, captured decode graphs, exactness on).
-Prints one table with each figure's share of the memory roofline and its
-ratio to llama.cpp.
+Prints one table with each figure's share of the memory roofline (the card's
+device-to-device copy, measured first: bench/roofline.py; --roofline-tbs gives
+it instead) and its ratio to llama.cpp.
 
     python bench/gpu_decode.py                       # synth 135m/1b/8b x Q4_0/Q8_0/F16 + the default model
     python bench/gpu_decode.py --shapes 135m --types Q4_0 --concurrency 1 4
@@ -49,8 +50,8 @@ from strata.engine.engine import Engine  # noqa: E402
 from strata.engine.sampling import SamplingParams  # noqa: E402
 
 from llama_peer import Peer, PeerError, load_peers  # noqa: E402  (bench/, beside this script)
+from roofline import H200_COPY_TBS, card_roofline, describe  # noqa: E402
 
-ROOFLINE = 4.27e12
 # (shape, type) -> (pp512, tg128) of llama.cpp's `llama-bench -p 512 -n 128 -r 3` on one H200 (flash attention,
 # all layers on the GPU): Q4_0 and Q4_K_M from the 2026-12-02 night run, Q8_0 / F16 from 2026-11-29; concurrent
 # figures (llama-batched-bench S_TG, 128 + 128 tokens per sequence, 2026-12-02 night) for 8b Q4_0 only.
@@ -175,6 +176,9 @@ def main(argv=None) -> int:
     ap.add_argument("--layer-split", default=None, help="with --devices: first layer of each later device, e.g. 16")
     ap.add_argument("--batch-groups", type=int, default=1,
                     help="with --devices: slots in N groups pipelined over the stages (capped at each batch)")
+    ap.add_argument("--roofline-tbs", type=float, default=None,
+                    help=f"the memory roofline in TB/s for the %% column (default: measured on the device; "
+                         f"{H200_COPY_TBS} reproduces the tables before 2026-12-05's fourth session)")
     args = ap.parse_args(argv)
     try:
         peers = load_peers(args.llama_bench, args.llama_batched)
@@ -182,6 +186,11 @@ def main(argv=None) -> int:
         ap.error(str(exc))
     devices = tuple(args.devices.split(",")) if args.devices else None
     layer_split = tuple(int(b) for b in args.layer_split.split(",")) if args.layer_split else None
+    try:
+        card, roofline = card_roofline(devices[0] if devices else args.device, args.roofline_tbs)
+    except ValueError as exc:
+        ap.error(str(exc))
+    print(describe(card, roofline, args.roofline_tbs is not None), flush=True)
 
     rows = []
     todo = [(s, t, None) for s in args.shapes for t in args.types]
@@ -210,7 +219,7 @@ def main(argv=None) -> int:
         peer = peers.get(r["path"])
         if peer:
             r["llama"] = {"tests": peer.tests, "s_tg": peer.s_tg}
-    print_table(rows, args.concurrency, peers)
+    print_table(rows, args.concurrency, peers, roofline)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
@@ -222,9 +231,9 @@ def _ratio(value: float, peer: float | None, show_peer: bool) -> str:
     return f" ({peer:,.0f}, {value / peer:.2f}x)" if show_peer else f" ({value / peer:.2f}x)"
 
 
-def print_table(rows, concurrency, peers: dict[str, Peer] | None = None) -> None:
+def print_table(rows, concurrency, peers: dict[str, Peer] | None = None, roofline: float = H200_COPY_TBS * 1e12) -> None:
     """One row per model: Strata's figures, each with its ratio to llama.cpp's (and llama.cpp's own figure
-    where it was measured in this run)."""
+    where it was measured in this run); tg128's share of `roofline` (bytes/s) reading the weights once a token."""
     peers = peers or {}
     head = "| model | devices | type | MiB | pp512 tok/s (x llama.cpp) | tg128 tok/s (% roofline, x llama.cpp) |"
     head += "".join(f" {n} seq tok/s |" for n in concurrency) + " llama.cpp figures |"
@@ -240,7 +249,7 @@ def print_table(rows, concurrency, peers: dict[str, Peer] | None = None) -> None
             pp_a, tg_a = ANCHORS.get(key, (None, None))
             conc_a = ANCHOR_CONCURRENT.get(key, {})
             source = "anchors" if pp_a or conc_a else "none"
-        roof = ROOFLINE / r["weight_bytes"]
+        roof = roofline / r["weight_bytes"]
         pp = f"{r['pp512']:,.0f}" + _ratio(r["pp512"], pp_a, bool(peer))
         tg_vs = ""
         if tg_a:

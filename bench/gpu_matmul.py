@@ -1,5 +1,5 @@
-"""Matmul speed per shape on the GPU: µs per call, weight GB/s (and % of the
-4.27 TB/s an H200 reached in a device-to-device copy) and TFLOP/s, for every
+"""Matmul speed per shape on the GPU: µs per call, weight GB/s (and % of what
+the card reaches in a device-to-device copy: bench/roofline.py) and TFLOP/s, for every
 weight dtype, the Llama shapes of the benchmark models (docs/design.md) and 1..512 rows.
 
 Each figure is one call inside a captured graph of `--calls` back-to-back
@@ -53,7 +53,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from strata import _ffi as S  # noqa: E402
 
-ROOFLINE_GBS = 4270.0
+from roofline import H200_COPY_TBS, card_roofline, describe  # noqa: E402  (bench/, beside this script)
+
 
 # (model, name, n_out, k): Llama-3.1-8B, Llama-3.2-1B, SmolLM2-135M projections.
 SHAPES = [
@@ -144,8 +145,16 @@ def main(argv=None) -> int:
     ap.add_argument("--int-kernels", nargs="*", default=["auto"],
                     help="STRATA_INT_MATMUL values to time in turn, or routings / configs (Q4_0/Q8_0/Q4_K only; "
                          "default: auto)")
+    ap.add_argument("--roofline-tbs", type=float, default=None,
+                    help=f"the memory roofline in TB/s for the %%roof column (default: measured on the device; "
+                         f"{H200_COPY_TBS} reproduces the tables before 2026-12-05's fourth session)")
     args = ap.parse_args(argv)
     int_kernels = int_kernel_values(args.int_kernels)
+    try:
+        _, roofline = card_roofline(args.device, args.roofline_tbs)
+    except ValueError as exc:
+        ap.error(str(exc))
+    roofline_gbs = roofline / 1e9
 
     ctx = S.Context(args.device)
     info = ctx.info()
@@ -153,6 +162,7 @@ def main(argv=None) -> int:
     pool = np.random.default_rng(0).integers(0, 256, 256 << 20, dtype=np.uint8)  # random weight bytes
     print(f"# {info.name}, {S.build_info()}, prologue {prologue.name}, "
           f"{args.calls} calls/graph x {args.replays} replays, weights rotated over >= {args.rotate_mb} MB")
+    print(describe(info.name, roofline, args.roofline_tbs is not None))
     print(f"{'dtype':6} {'model':5} {'shape':8} {'n_out x k':>12} {'rows':>5} {'kernel':>15} {'us':>9} {'GB/s':>8} "
           f"{'%roof':>6} {'TFLOP/s':>8}")
     for dtype_name in args.dtypes:
@@ -170,7 +180,7 @@ def main(argv=None) -> int:
                     gbs = w_bytes / us / 1e3
                     tflops = 2.0 * n_rows * n_out * k / us / 1e6
                     print(f"{dtype_name:6} {model:5} {name:8} {f'{n_out}x{k}':>12} {n_rows:5d} {kernel:>15} "
-                          f"{us:9.2f} {gbs:8.0f} {100 * gbs / ROOFLINE_GBS:5.0f}% {tflops:8.1f}", flush=True)
+                          f"{us:9.2f} {gbs:8.0f} {100 * gbs / roofline_gbs:5.0f}% {tflops:8.1f}", flush=True)
             for b in weights:
                 b.close()
     ctx.close()

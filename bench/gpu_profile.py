@@ -29,6 +29,8 @@ from strata.engine.runner import ModelRunner  # noqa: E402
 from strata.models import decoder as decoder_module  # noqa: E402
 from strata.models.loader import load_model  # noqa: E402
 
+from roofline import copy_bandwidth  # noqa: E402  (bench/, beside this script)
+
 
 class TimingProxy:
     """Stands in for the _ffi module inside the decoder: times every kernel call."""
@@ -73,6 +75,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     ctx = _ffi.Context(args.device)
+    roofline = copy_bandwidth(ctx)  # before the weights take the device's memory
     model = load_model(args.model, ctx)
     spec = model.spec
     n = args.prefill
@@ -137,7 +140,8 @@ def main(argv=None) -> int:
     what = f"a prompt chunk of {n} tokens" if n else f"{rows} decode rows, context {args.context}"
     print(f"model {model.path.name}: {model.weights.nbytes / 2**20:,.0f} MiB of weights, {what}, device {args.device}")
     print(f"captured graph: {graph_ms:.3f} ms/step ({rows * 1e3 / graph_ms:,.0f} tokens/s), {kernels} kernels/step; "
-          f"weights at 4.27 TB/s: {model.weights.nbytes / 4.27e12 * 1e3:.3f} ms")
+          f"weights at {roofline / 1e12:.2f} TB/s ({ctx.info().name}'s device-to-device copy, bench/roofline.py): "
+          f"{model.weights.nbytes / roofline * 1e3:.3f} ms")
     print(f"sum of synchronized kernels: {total * 1e3:.3f} ms/step; sync overhead ~{sync_us:.0f} us per call")
     print("| kernel | calls/step | ms/step | share |")
     print("| --- | ---: | ---: | ---: |")
