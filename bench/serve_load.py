@@ -4,7 +4,9 @@
     python bench/serve_load.py --url http://127.0.0.1:8081 --clients 64 --max-tokens 128 --json   # llama-server
 
 Prints aggregate tokens/s, TTFT and ITL p50/p99, and how many streams equal
-a solo rerun of the same request. `--help` lists every flag.
+a solo rerun of the same request; against Strata also its engine steps over
+the run (decode-only and with prompt tokens: count, mean time, rows), read
+from its /metrics. `--help` lists every flag.
 """
 
 import sys

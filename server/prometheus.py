@@ -1,14 +1,14 @@
 """GET /metrics in the Prometheus text exposition format (version 0.0.4).
 
 Counters and histograms come from the engine's EngineMetrics (outcomes,
-tokens, time to first token, inter-token latency) plus the requests the HTTP
+tokens, time to first token, inter-token latency, engine steps by kind) plus the requests the HTTP
 layer refused before they reached the engine; gauges are read at scrape
 time (queue length, busy slots).
 """
 
 from __future__ import annotations
 
-from strata.engine.metrics import Histogram
+from strata.engine.metrics import STEP_KINDS, Histogram
 
 from . import h11_errors, prometheus_vllm
 from .state import ServerState
@@ -60,6 +60,15 @@ def render(state: ServerState) -> str:
             [({}, host.restored_tokens if host else 0)])
     _family(out, "strata_generation_tokens_total", "counter", "Tokens generated.", [({}, m.generated_tokens)])
     _family(out, "strata_engine_steps_total", "counter", "Engine steps run.", [({}, m.steps)])
+    _histograms(out, "strata_engine_step_seconds",
+                "Seconds an engine step takes, from scheduling to its tokens handed out, by kind: decode (decoding "
+                "requests' rows only) or prompt (prompt tokens too, beside any decoding rows).",
+                [({"kind": k}, m.step_seconds[k]) for k in STEP_KINDS])
+    _family(out, "strata_engine_step_decode_requests_total", "counter",
+            "Decoding requests summed over engine steps, by step kind (each decodes one row a step, plus any draft "
+            "rows it verifies).", [({"kind": k}, m.step_decode_requests[k]) for k in STEP_KINDS])
+    _family(out, "strata_engine_step_prompt_tokens_total", "counter",
+            "Prompt tokens computed by engine steps (prompt-cache hits are not computed).", [({}, m.step_prompt_tokens)])
     _family(out, "strata_queue_length", "gauge", "Requests waiting for a slot.", [({}, engine.scheduler.queue_len)])
     _family(out, "strata_busy_slots", "gauge", "Slots holding a request.", [({}, engine.scheduler.busy_slots)])
     _family(out, "strata_slots", "gauge", "Slots of the engine.", [({}, engine.config.batch)])
@@ -91,12 +100,18 @@ def _family(out: list[str], name: str, kind: str, help_text: str, samples) -> No
 
 
 def _histogram(out: list[str], name: str, help_text: str, hist: Histogram, labels: dict | None = None) -> None:
+    _histograms(out, name, help_text, [(labels or {}, hist)])
+
+
+def _histograms(out: list[str], name: str, help_text: str, series) -> None:
+    """One histogram family: HELP and TYPE once, then each (labels, Histogram)'s buckets, sum and count."""
     out.append(f"# HELP {name} {help_text}")
     out.append(f"# TYPE {name} histogram")
-    for le, count in hist.cumulative():
-        out.append(f"{name}_bucket{_labels({**(labels or {}), 'le': le})} {count}")
-    out.append(f"{name}_sum{_labels(labels or {})} {_number(hist.total)}")
-    out.append(f"{name}_count{_labels(labels or {})} {hist.count}")
+    for labels, hist in series:
+        for le, count in hist.cumulative():
+            out.append(f"{name}_bucket{_labels({**labels, 'le': le})} {count}")
+        out.append(f"{name}_sum{_labels(labels)} {_number(hist.total)}")
+        out.append(f"{name}_count{_labels(labels)} {hist.count}")
 
 
 def _labels(labels: dict) -> str:

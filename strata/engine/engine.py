@@ -205,6 +205,7 @@ class Engine:
             self._device.stop()
 
     async def _step(self) -> None:
+        started = time.monotonic()
         plan = self.scheduler.schedule()
         for request in list(self._outputs):
             if request.finished:
@@ -219,8 +220,8 @@ class Engine:
             self.scheduler.return_slots(self._reset_quietly(released + self.scheduler.take_released()))
             return
         self.scheduler.return_slots(released)
-        self.metrics.steps += 1
         self._postprocess(plan, result)
+        self.metrics.count_step(time.monotonic() - started, len(plan.decode), sum(c.length for c in plan.prefill))
         for observer in self.step_observers:
             observer(plan, result)
 

@@ -24,7 +24,9 @@ from .workload import SAMPLING_MODES, Workload
 
 DESCRIPTION = ("N concurrent streaming clients against an OpenAI-compatible server (Strata, llama-server, "
                "vLLM, ...): aggregate tokens/s, TTFT and inter-token latency p50/p99, and how many streams "
-               "equal the same request rerun alone (token ids where the server returns them, text otherwise).")
+               "equal the same request rerun alone (token ids where the server returns them, text otherwise); "
+               "against Strata also its engine steps meanwhile (decode-only and with prompt tokens: how many, "
+               "their mean time and rows, from its /metrics).")
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:

@@ -4,7 +4,10 @@
 prints it for people. Percentiles are nearest-rank over every request (TTFT)
 or every gap between token-bearing chunks (ITL). Each turn of a conversation
 is one stream; conversations also get a row per turn (TTFT, prompt tokens
-and how many the server took from its prompt cache).
+and how many the server took from its prompt cache). Against a Strata server
+the summary also says what its engine did meanwhile (`engine_steps`, from its
+/metrics: server_steps.py): decode-only steps and steps with prompt tokens,
+how many, their mean time and rows.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ def summarize(run: LoadRun) -> dict:
     }
     if run.workload.turns > 1:
         summary["per_turn"] = [_turn_row(t, [r for r in ok if r.turn == t]) for t in range(run.workload.turns)]
+    if run.steps is not None:
+        summary["engine_steps"] = run.steps
     summary.update(_solo_comparison(run))
     return summary
 
@@ -119,6 +124,11 @@ def format_table(summary: dict, title: str = "") -> str:
         ("TTFT p50 / p99", f"{_fmt(summary['ttft_p50_ms'])} / {_fmt(summary['ttft_p99_ms'])} ms"),
         ("ITL p50 / p99", f"{_fmt(summary['itl_p50_ms'])} / {_fmt(summary['itl_p99_ms'])} ms"),
     ]
+    steps = summary.get("engine_steps")
+    if steps:
+        rows.append(("decode-only steps", _steps(steps, "decode") + " decoding requests a step"))
+        rows.append(("steps with a prompt", _steps(steps, "prompt") + " decoding requests and "
+                     f"{_fmt(steps['prompt_tokens_per_prompt_step'])} prompt tokens a step"))
     if "server_cpu_main_us_per_token" in summary:
         rows.append(("server CPU per token", f"{_fmt(summary['server_cpu_main_us_per_token'])} us main thread, "
                                              f"{_fmt(summary['server_cpu_all_us_per_token'])} us all threads"))
@@ -141,6 +151,11 @@ def format_table(summary: dict, title: str = "") -> str:
                   f"{'-' if t['cached_tokens'] is None else format(t['cached_tokens'], ',')} |"
                   for t in summary["per_turn"]]
     return "\n".join(lines)
+
+
+def _steps(steps: dict, kind: str) -> str:
+    return f"{steps[f'steps_{kind}']:,}, {_fmt(steps[f'step_ms_{kind}'])} ms each, " \
+           f"{_fmt(steps[f'decode_requests_per_{kind}_step'])}"
 
 
 def _cache(value) -> str:

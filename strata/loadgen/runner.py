@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from . import server_cpu
+from . import server_cpu, server_steps
 from .client import StreamResult, stream_chat
 from .workload import Workload
 
@@ -34,6 +34,11 @@ class Target:
     def v1(self) -> str:
         base = self.url.rstrip("/")
         return base if base.endswith("/v1") else base + "/v1"
+
+    @property
+    def root(self) -> str:
+        """The server's root (where Strata's /metrics is)."""
+        return self.v1[:-len("/v1")]
 
     def client(self, connections: int) -> httpx.AsyncClient:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -53,6 +58,9 @@ class LoadRun:
     # the server's CPU (server_cpu.py) just before and just after the concurrent phase; None: not asked
     cpu: tuple[server_cpu.CpuSnapshot, server_cpu.CpuSnapshot] | None = None
     started: float = 0.0                        # perf_counter when the concurrent phase began
+    # a Strata server's engine steps over the concurrent phase (server_steps.py); None: the server has no such
+    # metrics (another server) or its /metrics could not be read
+    steps: dict | None = None
 
 
 async def discover_model(target: Target) -> str:
@@ -87,16 +95,20 @@ async def run_load(target: Target, workload: Workload, num_clients: int, stagger
             results[index] = await run_conversation(http, url, workload, index)
 
     async with target.client(num_clients) as http:
+        steps_before = await server_steps.snapshot(http, target.root)
         cpu_before = server_cpu.snapshot(server_pid) if server_pid is not None else None
         start = time.perf_counter()
         await asyncio.gather(*(client(c, http) for c in range(min(num_clients, workload.num_requests))))
         cpu = (cpu_before, server_cpu.snapshot(server_pid)) if cpu_before is not None else None
+        steps_after = await server_steps.snapshot(http, target.root) if steps_before is not None else None
     concurrent = [r for turns in results if turns for r in turns]
     # The wall ends with the last request, not with the last client: clients share one queue of requests, so
     # where the server answers faster than the stagger, late clients wake to an empty queue, and their sleep
     # is no part of the server's time (it was, until 2026-12-05: bench/RESULTS.md).
     wall_s = max((r.end for r in concurrent), default=time.perf_counter()) - start
     run = LoadRun(workload, num_clients, stagger_s, concurrent, wall_s, cpu=cpu, started=start)
+    if steps_before is not None and steps_after is not None:
+        run.steps = server_steps.difference(steps_before, steps_after)
     if solo_check:
         run.solo = await run_solo(target, workload)
     return run

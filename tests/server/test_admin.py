@@ -33,6 +33,13 @@ def test_metrics_parse_as_prometheus_text(server, http):
         counts = [s.value for s in buckets]
         assert counts == sorted(counts) and buckets[-1].labels["le"] == "+Inf"
         assert metric(r.text, name + "_count") == counts[-1] > 0
+    steps = families["strata_engine_step_seconds"]          # one histogram per step kind
+    assert steps.type == "histogram"
+    for kind in ("decode", "prompt"):
+        buckets = [s for s in steps.samples if s.name.endswith("_bucket") and s.labels["kind"] == kind]
+        counts = [s.value for s in buckets]
+        assert counts == sorted(counts) and buckets[-1].labels["le"] == "+Inf"
+        assert metric(r.text, "strata_engine_step_seconds_count", kind=kind) == counts[-1] > 0
 
 
 def test_metrics_move_with_the_work(server, http):
@@ -48,6 +55,16 @@ def test_metrics_move_with_the_work(server, http):
     assert delta("strata_generation_tokens_total") == 4
     assert delta("strata_time_to_first_token_seconds_count") == 1
     assert delta("strata_inter_token_latency_seconds_count") == 3
+    # engine steps by kind: the prompt (5 tokens, or fewer where the prefix cache had them) in steps of the
+    # "prompt" kind, whose last gives the first token; the other 3 tokens from decode-only steps (a step may
+    # hold both kinds of rows only when requests overlap, and this one ran alone)
+    steps = {k: delta("strata_engine_step_seconds_count", kind=k) for k in ("decode", "prompt")}
+    assert steps["decode"] >= 3 and steps["prompt"] >= 1
+    assert sum(steps.values()) == delta("strata_engine_steps_total")
+    assert delta("strata_engine_step_decode_requests_total", kind="decode") == 3
+    assert delta("strata_engine_step_decode_requests_total", kind="prompt") == 0
+    assert 1 <= delta("strata_engine_step_prompt_tokens_total") <= 5
+    assert delta("strata_engine_step_seconds_sum", kind="decode") > 0
     assert metric(after, "strata_busy_slots") == 0 and metric(after, "strata_queue_length") == 0
 
 

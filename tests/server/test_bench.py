@@ -27,6 +27,13 @@ def test_bench_against_strata(server):
     assert summary["tokens_per_s"] > 0
     assert 0 < summary["ttft_p50_ms"] <= summary["ttft_p99_ms"]
     assert 0 < summary["itl_p50_ms"] <= summary["itl_p99_ms"]
+    # what the engine did meanwhile, from the server's /metrics: prompt steps read the six prompts (the
+    # longest in 32-token chunks), decode-only steps the rest
+    steps = summary["engine_steps"]
+    assert steps["steps_prompt"] >= 6 and steps["steps_decode"] >= 1
+    assert steps["step_ms_prompt"] > 0 and steps["step_ms_decode"] > 0
+    assert 1 <= steps["decode_requests_per_decode_step"] <= 6
+    assert steps["prompt_tokens_per_prompt_step"] > 0
 
 
 def test_bench_table_and_api_key(key_server):
@@ -35,7 +42,7 @@ def test_bench_table_and_api_key(key_server):
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "streams equal to solo    2 / 2 (by token ids)" in done.stdout
-    assert "aggregate tokens/s" in done.stdout
+    assert "aggregate tokens/s" in done.stdout and "decode-only steps" in done.stdout
 
     refused = subprocess.run(command[:-3], capture_output=True, text=True, timeout=600)
     assert refused.returncode == 2
