@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-# bench/'s own modules (roofline, llama_peer) also when this file is loaded from elsewhere (tests)
+# bench/'s own modules (roofline) also when this file is loaded from elsewhere (tests)
 sys.path.insert(1, str(Path(__file__).resolve().parent))
 
 from strata import _ffi  # noqa: E402

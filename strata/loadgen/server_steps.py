@@ -13,9 +13,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from ..engine.metrics import STEP_KINDS as KINDS  # the kinds the server counts steps by
 from ..top.snapshot import parse_metrics  # `strata top`'s reader of the Prometheus text
-
-KINDS = ("decode", "prompt")
 
 
 @dataclass(frozen=True)
