@@ -102,6 +102,38 @@ struct PromptFlag {
     static constexpr bool value = B;
 };
 
+// warp_max / warp_sum (cuda_common.cuh) of N values at once, N a power of two up to 32: every value
+// gets exactly the butterfly's operations (offsets 16, 8, 4, 2, 1, each `op(own, partner)`), so the same
+// bits. The first log2(N) levels scatter the values: at offset `off` a lane keeps half of the values it
+// holds (the upper half where `lane & off`) and sends its partner the other half, which the partner
+// keeps; the partner's partial of a kept value is the butterfly's partner partial, because both lanes
+// agree on every higher lane bit. Then one value per lane takes the remaining levels, every lane of a
+// group of 32 / N ends with the same bits (the butterfly's property), and lane v·32/N hands value v to
+// all. N − 1 + 5 − log2(N) + N shuffles instead of 5·N (10 instead of 20 for 4), no branch.
+template <int N, class Op>
+__device__ __forceinline__ void warp_allreduce(float (&x)[N], int lane, Op op) {
+    static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "a power of two up to 32");
+    constexpr int kLevels = N >= 32 ? 5 : N >= 16 ? 4 : N >= 8 ? 3 : N >= 4 ? 2 : N >= 2 ? 1 : 0;
+    float y[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) y[i] = x[i];
+#pragma unroll
+    for (int lvl = 0; lvl < kLevels; ++lvl) {
+        const int off = 16 >> lvl, keep_n = N >> (lvl + 1);
+        const bool upper = (lane & off) != 0;
+#pragma unroll
+        for (int j = 0; j < keep_n; ++j) {
+            const float send = upper ? y[j] : y[j + keep_n];
+            const float keep = upper ? y[j + keep_n] : y[j];
+            y[j] = op(keep, __shfl_xor_sync(kFullMask, send, off));
+        }
+    }
+#pragma unroll
+    for (int off = 16 >> kLevels; off > 0; off >>= 1) y[0] = op(y[0], __shfl_xor_sync(kFullMask, y[0], off));
+#pragma unroll
+    for (int v = 0; v < N; ++v) x[v] = __shfl_sync(kFullMask, y[0], v << (5 - kLevels));
+}
+
 // HD: head_dim (64 or 128); NW: warps per block; NV: query vectors per warp; INT8: int8 pool.
 template <int HD, int NW, int NV, bool INT8>
 __global__ void __launch_bounds__(NW * 32, 2) attention_prompt_kernel(const PromptPlan P) {
@@ -169,25 +201,38 @@ __global__ void __launch_bounds__(NW * 32, 2) attention_prompt_kernel(const Prom
     auto live = [&](int t) { return t < n_tiles && (t + 1) * kTile > min_first; };
 
     // The whole block stages step i's tile into stage i % kStages (rows up to the block's last cell).
+    // The stage holds 2·kTile rows (K rows 0..31, then V rows 0..31) of kPieces 16-byte pieces; thread
+    // tid copies pieces tid, tid + kThreads, ...: always piece column tid % kPieces, of the stage rows
+    // tid / kPieces + kRowsPerPass·p (p = 0 .. kPer − 1). Fixed per thread, so a step's copy is an add
+    // per piece (the general form, with its divisions per piece, was ~140 instructions a piece).
+    constexpr int kPieces = (INT8 ? HD : 2 * HD) / 16;     // 16-byte pieces per row
+    constexpr int kRowsPerPass = kThreads / kPieces;       // stage rows one pass of the block covers
+    constexpr int kPer = 2 * kTile / kRowsPerPass;         // pieces per thread
+    static_assert(kThreads % kPieces == 0 && (2 * kTile) % kRowsPerPass == 0, "whole passes of whole rows");
+    constexpr int kElemBytes = INT8 ? 1 : 2;
     auto issue = [&](int i) {
         if (i < n_steps) {
             const int t = prompt_tile_of((step0 + i) ^ P.walk_xor);
             if (live(t)) {
                 unsigned char* st = smem + (i % kStages) * kStage;
                 const int cell0 = t * kTile, count = min(kTile, max_last + 1 - cell0);
-                const size_t kb = kv_row(s, slot, a.layer, 0, kvh, cell0), vb = kv_row(s, slot, a.layer, 1, kvh, cell0);
-                constexpr int kPieces = (INT8 ? HD : 2 * HD) / 16;  // 16-byte pieces per row
-                for (int e = tid; e < 2 * kTile * kPieces; e += kThreads) {
-                    const int which = e / (kTile * kPieces), c = (e / kPieces) % kTile, j = e % kPieces;
-                    if (c >= count) continue;
-                    const size_t src = (which ? vb : kb) + (size_t)c * HD;
-                    unsigned char* dst = st + (which * kTile + c) * kRow + 16 * j;
-                    if (INT8) cp_async16(dst, s.kv8 + src + 16 * j);
-                    else cp_async16(dst, reinterpret_cast<const __half*>(s.kv) + src + 8 * j);
+                const size_t kb = kv_row(s, slot, a.layer, 0, kvh, cell0);
+                const size_t plane = (size_t)s.n_kv_heads * kPageCells * HD;  // K plane to V plane (cuda_kv_layout.cuh)
+                const unsigned char* kv_bytes = INT8 ? reinterpret_cast<const unsigned char*>(s.kv8)
+                                                     : reinterpret_cast<const unsigned char*>(s.kv);
+                const unsigned ctid = threadIdx.x;  // read here, not held across the step (registers)
+                const int copy_col = (int)(ctid % kPieces), copy_row0 = (int)(ctid / kPieces);
+#pragma unroll
+                for (int p = 0; p < kPer; ++p) {
+                    const int row = copy_row0 + kRowsPerPass * p, which = row / kTile, c = row % kTile;
+                    if (c < count) {
+                        const size_t src = kb + (which ? plane : 0) + (size_t)(c * HD);
+                        cp_async16(st + row * kRow + 16 * copy_col, kv_bytes + src * kElemBytes + 16 * copy_col);
+                    }
                 }
                 if (INT8 && tid < 2 * kTile && (tid & 31) < count) {
                     float* scales = reinterpret_cast<float*>(st + 2 * kTile * kRow);
-                    cp_async4(scales + tid, s.kv_scale + ((tid < kTile ? kb : vb) / HD + (tid & 31)));
+                    cp_async4(scales + tid, s.kv_scale + ((tid < kTile ? kb : kb + plane) / HD + (tid & 31)));
                 }
             }
         }
@@ -312,27 +357,40 @@ __global__ void __launch_bounds__(NW * 32, 2) attention_prompt_kernel(const Prom
         if (on) {
             const int cell0 = t * kTile;
             {
-                // Online softmax per vector (the canonical expressions).
+                // Online softmax per vector (the canonical expressions). The warp max and warp sum of
+                // the NV vectors run together (warp_allreduce below: each value gets the butterfly's
+                // operations in its order, so the same bits as warp_max / warp_sum one by one, in half
+                // the shuffles and with no branch around them); an inactive vector contributes −inf
+                // scores and zero weights and keeps its state.
                 int max_cnt = 0;
                 bool full = true;  // every vector takes all 32 cells: the PV step needs no guard
+                float sc[NV], red[NV];
+#pragma unroll
+                for (int v = 0; v < NV; ++v) {
+                    const bool seen = act[v] && lane < cnt[v] && cell0 + lane >= vfirst[v];  // causal and in the window
+                    sc[v] = seen ? raw[v] : kNegInf;
+                    red[v] = sc[v];
+                }
+                warp_allreduce<NV>(red, lane, [](float x, float y) { return fmaxf(x, y); });
+                float m_new[NV], pv[NV];
+#pragma unroll
+                for (int v = 0; v < NV; ++v) {
+                    m_new[v] = fmaxf(wm[v], red[v]);
+                    if (m_new[v] == kNegInf) act[v] = false;  // every score so far is -inf: nothing to add
+                    pv[v] = act[v] ? expf(__fsub_rn(sc[v], m_new[v])) : 0.0f;
+                    red[v] = pv[v];
+                }
+                warp_allreduce<NV>(red, lane, [](float x, float y) { return __fadd_rn(x, y); });
 #pragma unroll
                 for (int v = 0; v < NV; ++v) {
                     if (act[v]) {
-                        const bool seen = lane < cnt[v] && cell0 + lane >= vfirst[v];  // causal and in the window
-                        const float sc = seen ? raw[v] : kNegInf;
-                        const float m_new = fmaxf(wm[v], warp_max(sc));
-                        if (m_new == kNegInf) {
-                            act[v] = false;  // every score so far is -inf: nothing to add
-                        } else {
-                            const float alpha = expf(__fsub_rn(wm[v], m_new));
-                            const float p = expf(__fsub_rn(sc, m_new));
-                            wl[v] = __fadd_rn(__fmul_rn(wl[v], alpha), warp_sum(p));
+                        const float alpha = expf(__fsub_rn(wm[v], m_new[v]));
+                        wl[v] = __fadd_rn(__fmul_rn(wl[v], alpha), red[v]);
 #pragma unroll
-                            for (int j = 0; j < DPL; ++j) wacc[v][j] = __fmul_rn(wacc[v][j], alpha);
-                            wm[v] = m_new;
-                            p_s[v * kTile + lane] = p;
-                            max_cnt = max(max_cnt, cnt[v]);
-                        }
+                        for (int j = 0; j < DPL; ++j) wacc[v][j] = __fmul_rn(wacc[v][j], alpha);
+                        wm[v] = m_new[v];
+                        p_s[v * kTile + lane] = pv[v];
+                        max_cnt = max(max_cnt, cnt[v]);
                     }
                     // cnt[v] == kTile, written as the comparison itself (an ISETP in the SASS).
                     // Written on cnt, ptxas 13.0 made it a VIMNMX predicate, and the H200 profile
