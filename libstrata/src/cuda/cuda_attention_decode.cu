@@ -470,23 +470,57 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
             load_v(0, vf);
 
             // Online softmax per vector (the legacy expressions); on[v]: the vector takes this tile's cells.
+            // F16 pools: the warp max and warp sum of the NQ vectors run together (warp_allreduce,
+            // cuda_common.cuh: the butterfly's operations per value, so the same bits, with no branch
+            // around the shuffles); vectors past nh contribute −inf scores and zero weights and are not
+            // updated. Int8 pools keep one vector at a time: with their dequantization state the
+            // batched form spilled (16-76 bytes, nvcc 13.0).
             bool on[NQ];
             const bool seen = lane < count && cell0 + lane >= first;  // causal and in the window
+            if constexpr (!INT8) {
+                float sc[NQ], red[NQ], m_new[NQ], pv[NQ];
 #pragma unroll
-            for (int v = 0; v < NQ; ++v) {
-                on[v] = false;
-                if (v < nh) {
-                    const float sc = seen ? __fmul_rn(__fadd_rn(se[v], so[v]), a.scale) : kNegInf;
-                    const float m_new = fmaxf(m[v], warp_max(sc));
-                    if (m_new != kNegInf) {  // else every score so far is -inf: nothing to add
-                        on[v] = true;
-                        const float alpha = expf(__fsub_rn(m[v], m_new));
-                        const float p = expf(__fsub_rn(sc, m_new));
-                        l[v] = __fadd_rn(__fmul_rn(l[v], alpha), warp_sum(p));
+                for (int v = 0; v < NQ; ++v) {
+                    sc[v] = v < nh && seen ? __fmul_rn(__fadd_rn(se[v], so[v]), a.scale) : kNegInf;
+                    red[v] = sc[v];
+                }
+                warp_allreduce<NQ>(red, lane, [](float x, float y) { return fmaxf(x, y); });
+#pragma unroll
+                for (int v = 0; v < NQ; ++v) {
+                    m_new[v] = fmaxf(m[v], red[v]);
+                    on[v] = v < nh && m_new[v] != kNegInf;  // else every score so far is -inf: nothing to add
+                    pv[v] = on[v] ? expf(__fsub_rn(sc[v], m_new[v])) : 0.0f;
+                    red[v] = pv[v];
+                }
+                warp_allreduce<NQ>(red, lane, [](float x, float y) { return __fadd_rn(x, y); });
+#pragma unroll
+                for (int v = 0; v < NQ; ++v) {
+                    if (on[v]) {
+                        const float alpha = expf(__fsub_rn(m[v], m_new[v]));
+                        l[v] = __fadd_rn(__fmul_rn(l[v], alpha), red[v]);
 #pragma unroll
                         for (int j = 0; j < DPL; ++j) acc[v][j] = __fmul_rn(acc[v][j], alpha);
-                        m[v] = m_new;
-                        p_all[warp][v][lane] = p;
+                        m[v] = m_new[v];
+                        p_all[warp][v][lane] = pv[v];
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int v = 0; v < NQ; ++v) {
+                    on[v] = false;
+                    if (v < nh) {
+                        const float sc = seen ? __fmul_rn(__fadd_rn(se[v], so[v]), a.scale) : kNegInf;
+                        const float m_new = fmaxf(m[v], warp_max(sc));
+                        if (m_new != kNegInf) {  // else every score so far is -inf: nothing to add
+                            on[v] = true;
+                            const float alpha = expf(__fsub_rn(m[v], m_new));
+                            const float p = expf(__fsub_rn(sc, m_new));
+                            l[v] = __fadd_rn(__fmul_rn(l[v], alpha), warp_sum(p));
+#pragma unroll
+                            for (int j = 0; j < DPL; ++j) acc[v][j] = __fmul_rn(acc[v][j], alpha);
+                            m[v] = m_new;
+                            p_all[warp][v][lane] = p;
+                        }
                     }
                 }
             }

@@ -92,6 +92,39 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+// warp_max / warp_sum of N values at once, N a power of two up to 32: every value
+// gets exactly the butterfly's operations (offsets 16, 8, 4, 2, 1, each `op(own, partner)`), so the same
+// bits. The first log2(N) levels scatter the values: at offset `off` a lane keeps half of the values it
+// holds (the upper half where `lane & off`) and sends its partner the other half, which the partner
+// keeps; the partner's partial of a kept value is the butterfly's partner partial, because both lanes
+// agree on every higher lane bit. Then one value per lane takes the remaining levels, every lane of a
+// group of 32 / N ends with the same bits (the butterfly's property), and lane v·32/N hands value v to
+// all. N − 1 + 5 − log2(N) + N shuffles instead of 5·N (10 instead of 20 for 4), and
+// no branch around them (the attention kernels' per-vector softmax).
+template <int N, class Op>
+__device__ __forceinline__ void warp_allreduce(float (&x)[N], int lane, Op op) {
+    static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "a power of two up to 32");
+    constexpr int kLevels = N >= 32 ? 5 : N >= 16 ? 4 : N >= 8 ? 3 : N >= 4 ? 2 : N >= 2 ? 1 : 0;
+    float y[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) y[i] = x[i];
+#pragma unroll
+    for (int lvl = 0; lvl < kLevels; ++lvl) {
+        const int off = 16 >> lvl, keep_n = N >> (lvl + 1);
+        const bool upper = (lane & off) != 0;
+#pragma unroll
+        for (int j = 0; j < keep_n; ++j) {
+            const float send = upper ? y[j] : y[j + keep_n];
+            const float keep = upper ? y[j + keep_n] : y[j];
+            y[j] = op(keep, __shfl_xor_sync(kFullMask, send, off));
+        }
+    }
+#pragma unroll
+    for (int off = 16 >> kLevels; off > 0; off >>= 1) y[0] = op(y[0], __shfl_xor_sync(kFullMask, y[0], off));
+#pragma unroll
+    for (int v = 0; v < N; ++v) x[v] = __shfl_sync(kFullMask, y[0], v << (5 - kLevels));
+}
+
 // Sum over a block of kWarps * 32 threads in a fixed order: each warp's
 // butterfly, then warp totals added in warp order by every thread (so all
 // threads return the same value). `scratch` holds kWarps floats; the call
