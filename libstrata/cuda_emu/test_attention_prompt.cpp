@@ -4,7 +4,8 @@
 // 1/3/4/8/16, head_dim 64 and 128, F16 and int8 pools, sliding window on and off, NaN in every
 // cell past the chunk's last row. A mixed launch (decode rows of other slots, padding, a chunk,
 // a second chunk) checks the hand-off of multi-slot blocks to the decode kernel; a negative
-// control (workers walked and folded in the order 1, 0, 3, 2) must be caught.
+// control (workers walked and folded in the order 1, 0, 3, 2) must be caught. First, the warp
+// reductions the softmax uses (warp_allreduce) against the one-value butterflies, with a control.
 // Usage: test_attention_prompt [full|long] (run.sh attention runs the default set after test_kernels;
 // full adds the long chunks, long runs only them).
 #define STRATA_CUDA_EMU 1
@@ -210,12 +211,68 @@ static void run_case(const Case& cs) {
     }
 }
 
+// warp_allreduce (cuda_common.cuh), which both attention kernels' softmax uses for the warp max
+// and warp sum of their vectors, against warp_max / warp_sum one value at a time, bit for bit on
+// every lane: N = 1 .. 32 values, random magnitudes over many octaves with ±0, ±inf and NaN mixed
+// in. Negative control: the same sums by a butterfly in another order (offsets 1, 2, 4, 8, 16)
+// must differ somewhere, so the comparison sees the order. Any NaN equals any NaN here: the device's
+// float arithmetic returns the one canonical NaN, while the host's keeps an operand's sign and
+// payload, so on the host two lanes of the same butterfly can already hold different NaN bits.
+static bool same_float(float a, float b) { return (a != a && b != b) || std::memcmp(&a, &b, 4) == 0; }
+template <int N>
+static void check_warp_allreduce_n(int trials) {
+    std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
+    std::uniform_int_distribution<int> oct(-30, 30), pick(0, 1023);  // specials in ~15 % of the sums
+    int order_caught = 0;
+    for (int t = 0; t < trials; ++t) {
+        std::vector<float> in(32 * N);
+        for (float& x : in) {
+            const int k = pick(rng);
+            x = k == 0 ? 0.0f : k == 1 ? -0.0f : k == 2 ? INFINITY : k == 3 ? -INFINITY : k == 4 ? NAN
+                                                                               : std::ldexp(ud(rng), oct(rng));
+        }
+        std::vector<float> sum_n(32 * N), max_n(32 * N), sum_1(32 * N), max_1(32 * N), sum_other(32 * N);
+        run_grid_ex(1, 1, 32, 1, 0, [&] {
+            const int lane = (int)threadIdx.x;
+            float a[N], b[N];
+            for (int v = 0; v < N; ++v) a[v] = b[v] = in[lane * N + v];
+            warp_allreduce<N>(a, lane, [](float x, float y) { return __fadd_rn(x, y); });
+            warp_allreduce<N>(b, lane, [](float x, float y) { return fmaxf(x, y); });
+            for (int v = 0; v < N; ++v) {
+                sum_n[lane * N + v] = a[v];
+                max_n[lane * N + v] = b[v];
+                sum_1[lane * N + v] = warp_sum(in[lane * N + v]);
+                max_1[lane * N + v] = warp_max(in[lane * N + v]);
+                float o = in[lane * N + v];
+                for (int off = 1; off < 32; off <<= 1) o = __fadd_rn(o, __shfl_xor_sync(kFullMask, o, off));
+                sum_other[lane * N + v] = o;
+            }
+        });
+        for (int i = 0; i < 32 * N; ++i) {
+            CHECK(same_float(sum_n[i], sum_1[i]), "warp_allreduce<%d> sum, lane %d value %d: %a vs warp_sum %a", N, i / N, i % N, sum_n[i], sum_1[i]);
+            CHECK(same_float(max_n[i], max_1[i]), "warp_allreduce<%d> max, lane %d value %d: %a vs warp_max %a", N, i / N, i % N, max_n[i], max_1[i]);
+            if (!same_float(sum_other[i], sum_1[i])) ++order_caught;
+        }
+    }
+    CHECK(order_caught > 0, "warp_allreduce<%d>: the control (sums in another order) was not caught", N);
+    printf("warp_allreduce<%d>: %d trials, same bits as warp_sum / warp_max one by one, control caught (%d values)\n", N, trials, order_caught);
+}
+static void check_warp_allreduce() {
+    check_warp_allreduce_n<1>(20);
+    check_warp_allreduce_n<2>(20);
+    check_warp_allreduce_n<4>(20);
+    check_warp_allreduce_n<8>(10);
+    check_warp_allreduce_n<16>(10);
+    check_warp_allreduce_n<32>(5);
+}
+
 int main(int argc, char** argv) {
     // The emulation costs about rows x tiles x heads; the default set keeps it to minutes, `full`
     // adds the long chunks (512 rows from cell 0, 300 and 256 rows mid-context; tens of minutes).
     const std::string arg = argc > 1 ? argv[1] : "";
     const bool full = arg == "full" || arg == "long", quick = arg != "long";  // long: only the long chunks
     if (quick) {
+        check_warp_allreduce();
         // The 8B group and head_dim (G = 4, 128) at the chunk-length edges, from cell 0 and mid-context.
         run_case({128, 1, 4, 0, false, {{{1, 0, 100}}, {{1, 0, 1}}, {{1, 0, 31}}, {{1, 0, 32}}, {{1, 0, 33}}, {{1, 300, 33}}}});
         // Mixed launch: decode rows of slots 0 and 2, a padding row, a chunk of slot 1, a chunk of slot 2.

@@ -4,7 +4,7 @@ libstrata/cuda_emu compiles the real kernel sources as host C++ (one OS thread p
 mma.sync, ldmatrix and cluster barriers modelled in cuda_emu/), so a change to a kernel that the CPU-only
 CI machine cannot run is still checked, bit for bit, against each test's reference of the canonical
 arithmetic and against the other kernels of its family (docs/cuda_backend.md, "Verification without a
-GPU"). Each binary's short mode, about 15 minutes in all on two cores:
+GPU"). Each binary's short mode, about 16 minutes in all on two cores:
 - test_int smoke: a few configurations of every integer dot kernel (the one-row dot kernel, its 8-row
   tiles, the int8 mma kernel, the fused kernel), every type, partial slices and several staged parts,
   odd weight-row alignment, bias and accumulate; then a few hand-off cases;
@@ -41,7 +41,13 @@ GPU"). Each binary's short mode, about 15 minutes in all on two cores:
   output) against the pre-pass's blocks of that output, with a negative control;
 - test_kernels fused: strata_rope_kv_store_attention's one kernel (rope, the KV store and decode attention)
   against rope_kv_store + attention, bit for bit (out, the rotated q and k, every pool element), its 36
-  plans (splits, block orders, head spreading), with a negative control (the new cell taken before rounding).
+  plans (splits, block orders, head spreading), with a negative control (the new cell taken before rounding);
+- test_attention_prompt (its default set, under a minute): warp_allreduce (cuda_common.cuh, the batched warp
+  max and sum of both attention kernels' softmax) against warp_max / warp_sum one value at a time for 1-32
+  values, with a control (sums in another butterfly order must differ); then the prompt kernel
+  (cuda_attention_prompt.cu) against the legacy kernel's bits and float64 (chunks from cell 0 and
+  mid-context, GQA 1-16, head_dim 64 / 128, F16 and int8, windows, a mixed launch), with a control (workers
+  walked in another order).
 The GPU runs the same kernels through the gpu-marked tests of tests/kernels/.
 """
 
@@ -68,6 +74,7 @@ CASES = [  # (binary, its short mode's arguments, the summary line its passing r
     ("test_sample", ["--quick"], r"^top-k rows .*; top-p rows "),
     ("test_kernels", ["decode"], r"^ok: 0 failures$"),
     ("test_kernels", ["fused"], r"^ok: 0 failures$"),
+    ("test_attention_prompt", ["quick"], r"^ok: 0 failures$"),
 ]
 
 
