@@ -13,6 +13,13 @@ yet waits, and so do the ones behind it. A prompt longer than the
 budget yields at each chunk boundary and resumes next step (BYIELD/resume, docs/design.md), so
 decoding slots never wait for more than one chunk.
 
+Optionally (`STRATA_PREFILL_HOLD_MS`, off by default) a step that decodes leaves fresh prompt tokens for a
+later step while they would fill less than its budget and the oldest of them was admitted under that many
+milliseconds ago: a GPU step of a few hundred rows costs about what a whole chunk costs, so waiting for
+the next arrivals can read more prompt per step (TGI's waiting-token rule is the same idea). Never when
+nothing decodes (the device would idle) and never beside a prompt a step has already partly read. An A/B switch for
+serving throughput; untimed on a GPU when added (bench/RESULTS.md, 2026-12-05 fifth session).
+
 Pure bookkeeping: no device, no threads, no clocks besides timestamps.
 """
 
@@ -61,12 +68,23 @@ class StepPlan:
 
 
 class Scheduler:
-    def __init__(self, num_slots: int, chunk: int, max_queue: int, pool=None, align: bool | None = None):
+    def __init__(self, num_slots: int, chunk: int, max_queue: int, pool=None, align: bool | None = None,
+                 hold_ms: float | None = None):
         """pool: a KvPool (kv_pool.py) whose pages admission must find first; None admits on slots alone.
         align: end each step's rows on a multiple of the chunk (`prefill_budget`); None reads
-        STRATA_PREFILL_ALIGN."""
+        STRATA_PREFILL_ALIGN. hold_ms: how long fresh prompts may wait to fill a decoding step (module
+        docstring); None reads STRATA_PREFILL_HOLD_MS, 0 never holds."""
         if num_slots < 1 or chunk < 1 or max_queue < 0:
             raise ValueError("num_slots and chunk must be >= 1 and max_queue >= 0")
+        if hold_ms is None:
+            text = env.get("STRATA_PREFILL_HOLD_MS") or "0"
+            try:
+                hold_ms = float(text)
+            except ValueError:
+                raise ValueError(f"STRATA_PREFILL_HOLD_MS must be a number of milliseconds, got {text!r}") from None
+        if not 0 <= hold_ms <= 10_000:
+            raise ValueError(f"the prefill hold must be 0 to 10000 ms, got {hold_ms}")
+        self.hold_s = hold_ms / 1000
         self.num_slots = num_slots
         self.chunk = chunk
         self.max_queue = max_queue
@@ -130,6 +148,8 @@ class Scheduler:
         for _, request in sorted(self.running.items()):
             (prefilling if request.in_prefill else plan.decode).append(request)
         budget = self.prefill_budget(len(plan.decode))
+        if plan.decode and prefilling and self._hold(prefilling, budget):
+            return plan
         for request in sorted(prefilling, key=lambda r: (r.admit_time, r.slot)) if prefilling else ():
             if budget == 0:
                 break
@@ -147,6 +167,16 @@ class Scheduler:
             return self.chunk
         budget = self.chunk - num_decode % self.chunk
         return budget if 4 * budget >= self.chunk else self.chunk
+
+    def _hold(self, prefilling: list[Request], budget: int) -> bool:
+        """True when this decoding step should leave its prompts for a later one: holding is on, no prompt
+        is partly read by a step (a prefix-cache hit is not), their remaining tokens would not fill the
+        budget, and the oldest was admitted under the hold ago."""
+        if self.hold_s <= 0 or any(r.num_computed > r.num_cached for r in prefilling):
+            return False
+        if sum(r.num_prompt - r.num_computed for r in prefilling) >= budget:
+            return False
+        return time.monotonic() - min(r.admit_time for r in prefilling) < self.hold_s
 
     def _drop_cancelled(self) -> None:
         if not any(r.cancelled for r in self.waiting) and not any(r.cancelled for r in self.running.values()):

@@ -76,6 +76,41 @@ async def test_interleave(make_engine, loaded):
     assert all(sum(n for _, _, n in s.prefill) <= 16 for s in steps), "a step exceeded the chunk budget"
 
 
+async def test_prefill_hold(make_engine, loaded, monkeypatch):
+    """STRATA_PREFILL_HOLD_MS (fresh prompts wait beside decoding rows for a fuller step,
+    strata/engine/scheduler.py): staggered requests still equal their solo runs, and the run really
+    held a prompt (admitted in one step, read in a later one while others decoded). Negative
+    control of the scheduling: the same script without the hold reads every short prompt at once."""
+    _, model = loaded
+    jobs = [
+        Job(prompts_of(model, 2)[1], GREEDY, at_step=0, name="A"),
+        Job(prompts_of(model, 3)[2], seeded(21), at_step=3, name="B"),       # while A decodes: held
+        Job(prompts_of(model, 5)[4], GREEDY, at_step=5, name="C"),
+        Job(prompts_of(model, 7)[6], seeded(23), at_step=6, name="D"),
+    ]
+    expected = await solo_streams(make_engine, jobs)
+
+    def held_requests(results, steps):
+        ids = {r.request.request_id for r in results}
+        held = set()
+        for rid in ids:
+            admitted = next(i for i, s in enumerate(steps) if rid in s.admitted)
+            first_read = next(i for i, s in enumerate(steps) if any(r == rid for r, _, _ in s.prefill))
+            if first_read > admitted and all(steps[i].decode for i in range(admitted, first_read)):
+                held.add(rid)
+        return held
+
+    engine = make_engine(batch=4, chunk=512, prefix_cache=False)
+    results, steps = await run_script(engine, jobs)
+    assert held_requests(results, steps) == set(), "without the hold a prompt waited"
+    monkeypatch.setenv("STRATA_PREFILL_HOLD_MS", "10000")
+    engine = make_engine(batch=4, chunk=512, prefix_cache=False)
+    results, steps = await run_script(engine, jobs)
+    for job, result, want in zip(jobs, results, expected):
+        assert result.token_ids == want, f"request {job.name} diverged from its solo run under the prefill hold"
+    assert held_requests(results, steps), "no prompt was held"
+
+
 @pytest.mark.parametrize("chunk", [1, 7, 64, 512])
 async def test_chunk_invariance(make_engine, loaded, chunk, chunk_reference):
     """One request read with chunk sizes 1, 7, 64 and 512 gives identical tokens."""

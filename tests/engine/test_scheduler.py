@@ -146,3 +146,74 @@ def test_the_alignment_follows_its_environment_switch(monkeypatch):
 def test_bad_settings_are_refused(bad):
     with pytest.raises(ValueError):
         Scheduler(**bad)
+
+
+def decoding_with(s: Scheduler, n_decode: int) -> list[Request]:
+    """n_decode requests whose prompts are read, so the next steps decode them."""
+    rs = submitted(s, *([2] * n_decode))
+    run_step(s)
+    assert all(not r.in_prefill for r in rs)
+    return rs
+
+
+def test_the_prefill_hold_leaves_fresh_prompts_for_a_fuller_step(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr("strata.engine.scheduler.time.monotonic", lambda: clock[0])
+    s = Scheduler(num_slots=4, chunk=16, max_queue=4, align=False, hold_ms=30)
+    decoding = decoding_with(s, 2)
+    fresh = submitted(s, 5)[0]
+    plan = run_step(s)                                 # 5 prompt tokens < the 16 budget, admitted just now
+    assert plan.admitted == [fresh] and plan.prefill == [] and plan.decode == decoding
+    clock[0] += 0.020
+    second = submitted(s, 6)[0]
+    assert run_step(s).prefill == []                    # 11 < 16, the oldest waited 20 ms < 30
+    clock[0] += 0.015                                   # the oldest has waited 35 ms: both are read
+    plan = run_step(s)
+    assert chunks(plan) == [(fresh, 0, 5), (second, 0, 6)] and plan.decode == decoding
+
+
+def test_the_prefill_hold_ends_when_the_prompts_fill_the_budget(monkeypatch):
+    monkeypatch.setattr("strata.engine.scheduler.time.monotonic", lambda: 50.0)
+    s = Scheduler(num_slots=4, chunk=16, max_queue=4, align=False, hold_ms=1000)
+    decoding_with(s, 1)
+    a = submitted(s, 9)[0]
+    assert run_step(s).prefill == []
+    b = submitted(s, 9)[0]                              # 18 >= 16: a whole budget's worth, read at once
+    assert chunks(run_step(s)) == [(a, 0, 9), (b, 0, 7)]
+
+
+def test_the_prefill_hold_never_idles_the_device_or_delays_a_partly_read_prompt(monkeypatch):
+    monkeypatch.setattr("strata.engine.scheduler.time.monotonic", lambda: 7.0)
+    s = Scheduler(num_slots=4, chunk=16, max_queue=4, align=False, hold_ms=1000)
+    alone = submitted(s, 3)[0]
+    assert chunks(run_step(s)) == [(alone, 0, 3)]       # nothing decodes: never held
+    long = submitted(s, 20)[0]
+    assert chunks(run_step(s)) == [(long, 0, 16)]       # a full budget's worth
+    assert chunks(run_step(s)) == [(long, 16, 4)]       # its tail, though 4 < 16 and the hold is long
+
+
+@pytest.mark.parametrize("value, hold_s", [(None, 0.0), ("0", 0.0), ("25", 0.025), ("2.5", 0.0025)])
+def test_the_prefill_hold_follows_its_environment_switch(monkeypatch, value, hold_s):
+    if value is None:
+        monkeypatch.delenv("STRATA_PREFILL_HOLD_MS", raising=False)
+    else:
+        monkeypatch.setenv("STRATA_PREFILL_HOLD_MS", value)
+    assert Scheduler(num_slots=1, chunk=8, max_queue=0).hold_s == hold_s
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "10001", "nan"])
+def test_a_bad_prefill_hold_is_refused_with_its_name(monkeypatch, value):
+    monkeypatch.setenv("STRATA_PREFILL_HOLD_MS", value)
+    with pytest.raises(ValueError, match="STRATA_PREFILL_HOLD_MS|prefill hold"):
+        Scheduler(num_slots=1, chunk=8, max_queue=0)
+
+
+def test_the_prefill_hold_counts_a_prefix_cache_hit_as_unread(monkeypatch):
+    monkeypatch.setattr("strata.engine.scheduler.time.monotonic", lambda: 3.0)
+    s = Scheduler(num_slots=4, chunk=16, max_queue=4, align=False, hold_ms=1000)
+    decoding_with(s, 1)
+    cached = submitted(s, 12)[0]
+    cached.num_computed = cached.num_cached = 8      # as kv_pool's admission maps a cached prefix
+    assert run_step(s).prefill == []                   # 4 tokens left, fresh: held
+    cached.num_cached = 0                              # the same 8 read by an earlier step: a resumed tail
+    assert chunks(run_step(s)) == [(cached, 8, 4)]
