@@ -41,6 +41,20 @@ def get(name: str) -> str | None:
     return value if value else var.default
 
 
+def number(name: str, convert, low, high, unit: str = ""):
+    """The variable as `convert(value)` (int or float) within [low, high], or its default when unset or
+    empty; anything else is a ValueError that names the variable and the accepted range."""
+    raw = (get(name) or "").strip() or "0"
+    what = f"{'a whole' if convert is int else 'a'} number{' of ' + unit if unit else ''}"
+    try:
+        value = convert(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r}: expected {what}, {low} to {high}") from None
+    if not low <= value <= high:          # NaN fails this too
+        raise ValueError(f"{name}={raw!r}: expected {what}, {low} to {high}")
+    return value
+
+
 def describe() -> str:
     """One line per variable, for --help epilogs and the README."""
     width = max(len(n) for n in REGISTRY) if REGISTRY else 0

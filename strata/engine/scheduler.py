@@ -77,12 +77,8 @@ class Scheduler:
         if num_slots < 1 or chunk < 1 or max_queue < 0:
             raise ValueError("num_slots and chunk must be >= 1 and max_queue >= 0")
         if hold_ms is None:
-            text = env.get("STRATA_PREFILL_HOLD_MS") or "0"
-            try:
-                hold_ms = float(text)
-            except ValueError:
-                raise ValueError(f"STRATA_PREFILL_HOLD_MS must be a number of milliseconds, got {text!r}") from None
-        if not 0 <= hold_ms <= 10_000:
+            hold_ms = env.number("STRATA_PREFILL_HOLD_MS", float, 0, 10_000, "milliseconds")
+        elif not 0 <= hold_ms <= 10_000:
             raise ValueError(f"the prefill hold must be 0 to 10000 ms, got {hold_ms}")
         self.hold_s = hold_ms / 1000
         self.num_slots = num_slots

@@ -331,14 +331,7 @@ def l2_prefetch_mb(ctx: F.Context) -> int:
     matmul asks the GPU's L2 for as it ends (0: none). Read when a step is recorded; CUDA only."""
     if not str(getattr(ctx, "device", "cpu")).startswith("cuda"):
         return 0
-    raw = (env.get("STRATA_L2_PREFETCH_MB") or "0").strip()
-    try:
-        mb = int(raw)
-    except ValueError:
-        raise ValueError(f"STRATA_L2_PREFETCH_MB={raw!r}: expected a whole number of MB (0 = off)") from None
-    if not 0 <= mb <= 1024:
-        raise ValueError(f"STRATA_L2_PREFETCH_MB={raw!r}: expected 0 to 1024")
-    return mb
+    return env.number("STRATA_L2_PREFETCH_MB", int, 0, 1024, "MB")
 
 
 HANDOFF_MODES = ("off", "local", "1", "prepass")
