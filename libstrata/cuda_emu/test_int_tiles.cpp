@@ -15,7 +15,8 @@
 //  - no cp.async copy left pending.
 // A negative control (the tile kernel with one block's scale changed) must
 // differ, the K split with group 1's totals added in a wrong association must
-// change some bit, and for Q6_K the reference with each block's two half scales swapped
+// change some bit, idling warps that hold live rows (the idle warps of a partial row tile skip their
+// work: STRATA_INT_TILES_SKIP_DEAD, on in every run here) must change some bit, and for Q6_K the reference with each block's two half scales swapped
 // must disagree with the kernel. Usage: test_int_tiles [smoke|v1|deep [FROM TO]|dtype DTYPE] (default: v1 and deep; dtype: the
 // v1 configurations of one strata_dtype value, e.g. 12 for Q4_K)
 #define main test_int_main
@@ -28,6 +29,11 @@ namespace TT = strata::cuda::T_cuda_int_mma_tiles;
 // The pre-pass as launch_int_matmul runs it (its int8 blocks in 16-byte aligned buffers), and the many-row
 // kernels' parameters over them and the matmul's operands (the tile counts are the caller's). Filled in place:
 // p points into the vectors.
+// STRATA_INT_TILES_SKIP_DEAD as the kernel's parameter: on in every run here (warps of a partial last row
+// tile with no live row skip their work), so the checks cover the skipping; the form without it is the
+// same code with no warp idle (the device tests compare both).
+static bool g_skip_dead = true;
+
 struct Prepared {
     std::vector<uint8_t> xq;
     std::vector<uint2> meta;
@@ -69,6 +75,7 @@ static void run_tiles_t(int pro, const float* x, int64_t x_stride, int64_t n_row
     strata::cuda::TileParams p = pr.p;
     p.n_row_tiles = (int)((n_rows + L::kRows - 1) / L::kRows);
     p.n_tiles = p.n_row_tiles * (int)((n_out + L::kNO - 1) / L::kNO);
+    p.skip_dead = g_skip_dead ? 1 : 0;
     CHECK(L::kBytes <= (int)sizeof(g_emu_smem), "smem %d", L::kBytes);
     memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));
     static int pending = 0;
@@ -239,6 +246,9 @@ int main(int argc, char** argv) {
         // partial output tile and a partial slice; Q6_K's 210-byte slices move each row's phase per slice.
         one_tiles(STRATA_Q4_0, ch(0, 0, true), 0, 576, 300, 64, 2, false, false, true);
         one_tiles(STRATA_Q6_K, ch(1, 0), 1, 768, 200, 64, 0, true, false, true);
+        // The 128 x 128 tile on 16 warps as the default routing picks it at 128+ rows (Q4_0 with the
+        // offset, depth 2): 131 rows, so the second row tile has 3 live rows and 12 idle warps.
+        one_tiles(STRATA_Q4_0, ch(3, 2, true), 1, 576, 123, 131, 0, true, false, true);
         // The K split (two groups of 8 warps on alternate slices, group 1's totals handed to group 0):
         // as routed (32 x 64, Q4_0 with the offset; Q6_K plain) and the forced 64 x 64; one slice (group 1
         // idle), 3 and 7 slices (group 0 has the last), 4 (group 1 has the last, partial); 2 and 3 row tiles
@@ -319,6 +329,21 @@ int main(int argc, char** argv) {
         int differ = 0;
         for (size_t i = 0; i < y1.size(); ++i) differ += bits(y1[i]) != bits(y2[i]);
         CHECK(differ > 0, "the negative control (a changed weight scale) changed no bit");
+    }
+    // Negative control of the idle warps: idling also the warps with up to 8 live rows (32 x 64 at 70 rows:
+    // the second row tile's first warp row has 6) must leave some kept output unwritten.
+    {
+        const int64_t k = 576, n_out = 45, n_rows = 70;
+        std::vector<float> x(n_rows * k), y1(n_rows * n_out, 0.0f), y2(n_rows * n_out, 0.0f);
+        for (auto& v : x) v = randn();
+        auto w = random_weights(STRATA_Q4_0, n_out, k, 0);
+        run_tiles(STRATA_Q4_0, ch(2, 2), 0, x.data(), k, n_rows, k, w.data(), n_out, nullptr, 0, nullptr, y1.data(), false);
+        TT::g_emu_idle_slack = 8;
+        run_tiles(STRATA_Q4_0, ch(2, 2), 0, x.data(), k, n_rows, k, w.data(), n_out, nullptr, 0, nullptr, y2.data(), false);
+        TT::g_emu_idle_slack = 0;
+        int differ = 0;
+        for (size_t i = 0; i < y1.size(); ++i) differ += bits(y1[i]) != bits(y2[i]);
+        CHECK(differ > 0, "the negative control (warps with live rows idled) changed no bit");
     }
     // Negative control of the K split: group 0 adding its slice and group 1's next as one sum (t + (a + x)
     // instead of (t + a) + x) must change some bit against the canonical order.

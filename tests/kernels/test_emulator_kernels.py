@@ -22,7 +22,8 @@ GPU"). Each binary's short mode, about 16 minutes in all on two cores:
 - test_int_tiles smoke: the many-row integer tile kernel (prompts, 64+ rows) against the reference and the
   int8 mma / dp4a kernels, Q4_0 / Q8_0 / Q4_1 / Q4_K / Q6_K, the K split (two warp groups on alternate
   slices) included, with its negative control (group 1's totals added in another association must change
-  bits); and twice more with one of the two mbarrier
+  bits), every run with the idle warps of a partial row tile skipping their work (STRATA_INT_TILES_SKIP_DEAD)
+  and its negative control (idling warps that hold live rows must change bits); and twice more with one of the two mbarrier
   waits of its slice hand-off deleted from the source, runs that must fail (the negative controls);
 - test_int_wgmma smoke: the integer matmul on the warpgroup MMA (cuda_int_wgmma.cu, its wgmma modelled by
   cuda_emu/wgmma_emu.h) through test_int_tiles' checks: Q4_0 / Q8_0 / Q4_1 / Q4_K, both D-bank configurations, the

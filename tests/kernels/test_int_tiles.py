@@ -254,6 +254,49 @@ def test_unknown_kernel_name_is_refused(cuda_ctx, rng, monkeypatch, name):
     refused_and_y_kept(cuda_ctx, rng, monkeypatch, {"STRATA_INT_MATMUL": name}, "expected auto, tiles")
 
 
+# Launches with warps none of whose rows is live (the last row tile of a launch that is not a multiple of
+# the tile's rows): the 128-row tile at 131, 200 and 400 rows (12, 4 and 12 of the last tile's 16 warps
+# idle), the 64-row tiles and the K split at 70 and 100 rows; forced configurations and the default routing.
+SKIP_DEAD_CASES = [("tiles:128x128d2o", 131), ("tiles:128x128d2", 200), ("tiles:128x128d0o", 400),
+                   ("tiles:32x64d2ok", 70), ("tiles:64x64d2k", 100), ("tiles:128x64d0", 70), ("tiles:32x64d0o", 100),
+                   ("auto", 400), ("auto", 40)]
+
+
+@pytest.mark.exactness
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_skipping_idle_warps_keeps_the_bits(cuda_ctx, rng, monkeypatch, dtype):
+    """STRATA_INT_TILES_SKIP_DEAD=1 (a warp with no live row skips its products and folds but still stages and
+    hands slices over) against =0, bit for bit, every prologue in turn, on row counts that leave idle warps.
+    Negative control: the same inputs with one row changed must change that row's outputs (so the compared
+    outputs are the rows the idle warps sit beside, not constants)."""
+    k, n_out = k_for(dtype, 1280), 300
+    raw = random_blocks(rng, dtype, n_out, k)
+    for i, (kernel, n_rows) in enumerate(SKIP_DEAD_CASES):
+        prologue = PROLOGUES[i % len(PROLOGUES)]
+        x = rng.standard_normal((n_rows, width_of(prologue, k)), dtype=np.float32)
+        norm = np.ones(k, np.float32) if prologue == P.RMSNORM else None
+        monkeypatch.setenv("STRATA_INT_MATMUL", kernel)
+        out = {}
+        for skip in ("0", "1"):
+            monkeypatch.setenv("STRATA_INT_TILES_SKIP_DEAD", skip)
+            out[skip] = run_ex(cuda_ctx, x, k, raw, dtype, n_out, prologue, norm)
+        differ = int((out["0"].view(np.uint32) != out["1"].view(np.uint32)).sum())
+        assert differ == 0, f"{kernel} at {n_rows} rows: {differ} outputs differ with the idle warps skipping"
+        x2 = x.copy()
+        x2[-1] += 1.0
+        last = run_ex(cuda_ctx, x2, k, raw, dtype, n_out, prologue, norm)
+        assert not np.array_equal(last[-1].view(np.uint32), out["1"][-1].view(np.uint32)), "the last row is not computed"
+    monkeypatch.delenv("STRATA_INT_MATMUL")
+    monkeypatch.delenv("STRATA_INT_TILES_SKIP_DEAD")
+
+
+@pytest.mark.parametrize("value", ["2", "yes", "on", "-1"])
+def test_unknown_skip_dead_value_is_refused(cuda_ctx, rng, monkeypatch, value):
+    """STRATA_INT_TILES_SKIP_DEAD takes 0 or 1; anything else is an error naming them, and y is left as it was."""
+    refused_and_y_kept(cuda_ctx, rng, monkeypatch, {"STRATA_INT_MATMUL": "tiles", "STRATA_INT_TILES_SKIP_DEAD": value},
+                       "expected 0 or 1")
+
+
 @pytest.mark.parametrize("value", ["2", "yes", "on", "-1"])
 def test_unknown_ksplit_value_is_refused(cuda_ctx, rng, monkeypatch, value):
     """STRATA_INT_TILES_KSPLIT takes 0 or 1; anything else is an error naming them, and y is left as it was."""

@@ -102,6 +102,7 @@ constexpr int kSmemSM = 228 * 1024, kSmemCTA = 227 * 1024, kSmemRuntime = 1024; 
 constexpr uint32_t kMagic = 0x4B400000u;  // 1.5·2^23: the mma's starting accumulator
 #ifdef STRATA_CUDA_EMU
 inline bool g_emu_ksplit_negative = false;  // test_int_tiles' negative control of the K split (emulator builds)
+inline int g_emu_idle_slack = 0;            // ... and of the idle warps: > 0 also idles warps with that many live rows
 #endif
 constexpr float kMagicF = 12582912.0f;
 
@@ -426,6 +427,14 @@ __global__ void __launch_bounds__(32 * kWarps * kGroups,
         const int64_t r0 = (int64_t)rt * L::kRows;
         const int nr = (int)min((int64_t)L::kRows, p.n_rows - r0);
         const bool interior = STRATA_INT_TILES_INTERIOR && no == L::kNO && nr == L::kRows && o0 + L::kNO < p.n_out;
+        // A warp whose rows all lie past the launch's last (the last row tile of a launch that is not a
+        // multiple of the tile's rows: e.g. 400 rows on 128-row tiles leave 12 of the last tile's 16 warps
+        // with none) computes nothing any store keeps: with p.skip_dead it runs the idle loop below.
+#ifdef STRATA_CUDA_EMU
+        const bool idle = p.skip_dead && wn * L::kRW >= nr - g_emu_idle_slack;
+#else
+        const bool idle = p.skip_dead && wn * L::kRW >= nr;
+#endif
         // Slice sn into the next slot, once that slot's last slice has been read by every warp.
         auto produce = [&](const int sn) {
             if (pwrap > 0) mbar_wait(empty + pslot, (unsigned)(pwrap - 1) & 1u);
@@ -459,6 +468,30 @@ __global__ void __launch_bounds__(32 * kWarps * kGroups,
         // of 2); slice s + kStages − 1 is staged into the slot before it, slice s − 1's. (The mbarrier form
         // counts slots across tiles: pslot, cslot.)
         int slot = 0;
+        if (idle) {
+            // The idle loop: no dx table, products, folds or K-split exchange (the partner warp of the other
+            // group owns the same rows, so it is idle too), but the warp still stages its share of every
+            // slice (at the slice's start), waits for each slice and arrives on its slot like every warp, so
+            // the hand-off's counts and phases are the main loop's, and it cannot run more than the pipeline
+            // ahead of the others. A separate loop, so the main one below compiles as it did without it.
+            for (int s = grp; s < p.n_slices; s += kGroups) {
+                const int sn = s + kGroups * (kStages - 1);
+                if constexpr (kMbar) {
+                    if (sn < p.n_slices) produce(sn);
+                    mbar_wait(full + cslot, (unsigned)(cwrap & 1));  // pacing (produce's empty wait paces it too)
+                    __syncwarp();
+                    if (lane == 0) mbar_arrive(empty + cslot);
+                    if (++cslot == kStages) { cslot = 0; ++cwrap; }
+                } else {
+                    cp_async_wait_group<kStages - 2>();
+                    __syncthreads();
+                    const int fill = slot == 0 ? kStages - 1 : slot - 1;
+                    if (sn < p.n_slices) stage_slice<kDtype, L>(p, smem + fill * L::kStage, sn, o0, no, r0, nr, interior, t);
+                    cp_async_commit_group();
+                    slot = slot == kStages - 1 ? 0 : slot + 1;
+                }
+            }
+        } else
         for (int s = grp; s < p.n_slices; s += kGroups) {
             const int nbs = (int)min((int64_t)kIntSliceBlocks, p.nb - (int64_t)s * kIntSliceBlocks);
             const int sn = s + kGroups * (kStages - 1);  // the slice (of this group) staged during this one
@@ -703,7 +736,7 @@ __global__ void __launch_bounds__(32 * kWarps * kGroups,
         }
         // Epilogue: lane (g, tq) holds outputs g, g+8 of each m-tile x rows 2tq, 2tq+1 of each n-tile
         // (under the K split, group 0's lanes hold the totals).
-        if (!kSplit || grp == 0)
+        if ((!kSplit || grp == 0) && !idle)
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -906,6 +939,16 @@ bool ksplit_enabled() {
     fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_TILES_KSPLIT=") + env + ": expected 0 or 1");
 }
 
+// STRATA_INT_TILES_SKIP_DEAD (strata/env.py; read per call): 1 lets a warp with no row below the launch's
+// last skip its products and folds (int_tiles_kernel, `idle`; the same bits); 0 or unset (the default
+// until a device A/B times it: docs/cuda_backend.md, "Idle warps of a partial row tile") computes them.
+bool skip_dead_enabled() {
+    const char* env = std::getenv("STRATA_INT_TILES_SKIP_DEAD");
+    if (!env || !*env || std::strcmp(env, "0") == 0) return false;
+    if (std::strcmp(env, "1") == 0) return true;
+    fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_TILES_SKIP_DEAD=") + env + ": expected 0 or 1");
+}
+
 // A routing's choice, with STRATA_INT_TILES_KSPLIT applied (read, and so checked, on every routed call).
 // Routings v8 and auto only; the K split takes (H200, 8B Q4_0 at 40 / 64 rows, bench/RESULTS.md 2026-12-05):
 //  - one 32 x 64 CTA per SM at depth 2 (q/o, k/v, down): down 80.6 / 81.5 -> 76.9 / 77.4 µs;
@@ -929,6 +972,7 @@ int routed_choice(int routing, int64_t n_rows, int64_t n_out, int64_t k, int sms
 int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, int sms) {
     const char* env = std::getenv("STRATA_INT_MATMUL");  // read per call: tests switch it within a process
     if (env && std::strcmp(env, "legacy") == 0) return -1;
+    (void)skip_dead_enabled();  // a bad STRATA_INT_TILES_SKIP_DEAD fails here, before the call's pre-pass
     int routing = 9;  // the default (v6: H200, 2026-12-02: 8B pp512 +6 %, 64 sequences +2 % over v5; v7, v8: bench/RESULTS.md 2026-12-04; v9: 2026-12-05, fourth session, 40 / 48 sequences +4.4 %)
     bool forced = false;
     if (env && std::strncmp(env, "auto:v", 6) == 0 && env[6] >= '1' && env[6] <= '9' && env[7] == 0) {
@@ -999,7 +1043,8 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, 
 void launch_int_tiles(const IntTilesArgs& a, int choice, int dev, cudaStream_t stream) {
     if (dev < 0 || dev >= kTilesMaxDevices) fail(STRATA_ERR_INTERNAL, "cuda matmul: device index out of range");
     tiles_init(dev);
-    const TileParams p = tile_params(a);
+    TileParams p = tile_params(a);
+    p.skip_dead = skip_dead_enabled() ? 1 : 0;
     switch (a.w_dtype) {
     case STRATA_Q4_0: launch_choice<STRATA_Q4_0>(p, choice, stream); break;
     case STRATA_Q8_0: launch_choice<STRATA_Q8_0>(p, choice, stream); break;

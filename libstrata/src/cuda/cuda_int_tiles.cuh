@@ -42,6 +42,10 @@ struct TileParams {
     int64_t y_stride;  // elements between y rows (>= n_out)
     int accumulate, prologue;
     float eps;
+    // The tile kernel only: a warp none of whose rows is below n_rows skips its products and folds (it
+    // still stages, waits and arrives, so the hand-off protocol is unchanged); the same bits.
+    // STRATA_INT_TILES_SKIP_DEAD, read per call in launch_int_tiles (cuda_int_mma_tiles.cu).
+    int skip_dead;
 };
 
 inline TileParams tile_params(const IntTilesArgs& a) {
