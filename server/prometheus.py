@@ -69,6 +69,13 @@ def render(state: ServerState) -> str:
             "rows it verifies).", [({"kind": k}, m.step_decode_requests[k]) for k in STEP_KINDS])
     _family(out, "strata_engine_step_prompt_tokens_total", "counter",
             "Prompt tokens computed by engine steps (prompt-cache hits are not computed).", [({}, m.step_prompt_tokens)])
+    ahead = getattr(engine.runner, "ahead", None)       # CUDA's decode-ahead (strata/engine/decode_ahead.py)
+    _family(out, "strata_decode_ahead_guesses_total", "counter",
+            "Decode steps queued on the device ahead of the host (CUDA), by outcome: taken (the next step was the "
+            "one guessed), reused (the plan changed, the guess still served its decode rows), dropped (computed "
+            "for nothing). Zeros where decode-ahead is off.",
+            [({"outcome": o}, getattr(ahead, a, 0) if ahead is not None else 0)
+             for o, a in (("taken", "hits"), ("reused", "reused"), ("dropped", "misses"))])
     _family(out, "strata_queue_length", "gauge", "Requests waiting for a slot.", [({}, engine.scheduler.queue_len)])
     _family(out, "strata_busy_slots", "gauge", "Slots holding a request.", [({}, engine.scheduler.busy_slots)])
     _family(out, "strata_slots", "gauge", "Slots of the engine.", [({}, engine.config.batch)])

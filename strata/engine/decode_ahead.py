@@ -9,7 +9,11 @@ while the device computes N+1. If the next plan is what was guessed, its
 tokens are already on their way; if not (a request finished, was cancelled or
 admitted), the guess is dropped and the step recomputed — each row's result
 is a pure function of its own sequence, so a dropped guess changes nothing
-but wasted device time. Only worth it where the device runs asynchronously
+but wasted device time. Where the plan changed only by rows joining or leaving
+(a prompt chunk arrived, a request was admitted or finished early), the guess
+still computed each remaining decode row's next token: the runner takes those
+tokens from it (take_covering) and computes only the rest, so the guessed
+step is not wasted. Only worth it where the device runs asynchronously
 (CUDA); the CPU backend computes synchronously.
 
 `depth` guesses may be queued (STRATA_DECODE_AHEAD_DEPTH, read when the runner
@@ -50,6 +54,7 @@ class DecodeAhead:
         self._turn = 0
         self.hits = 0
         self.misses = 0
+        self.reused = 0          # guesses whose rows served a step of another shape (take_covering)
 
     @property
     def guess(self) -> Launched | None:
@@ -70,6 +75,18 @@ class DecodeAhead:
             return self.guesses.popleft()
         self.drop()
         return None
+
+    def take_covering(self, rows: list[tuple[int, int]]) -> Launched | None:
+        """The next queued guess if it computed every one of these rows (and maybe rows of requests that
+        have since left); later guesses are dropped. For a step whose plan is not the guessed one (a prompt
+        chunk joined, a request left or was admitted): the guess's tokens for these rows are theirs, since
+        each row is a pure function of its own sequence, so the step need not compute them again."""
+        launched = None
+        if rows and self.guesses and set(rows) <= set(self.guesses[0].expected):
+            launched = self.guesses.popleft()
+            self.reused += 1
+        self.drop()
+        return launched
 
     def drop(self) -> None:
         self.misses += len(self.guesses)

@@ -37,6 +37,16 @@ class StepResult:
     num_drafted: int = 0                          # draft rows verified in the step
 
 
+def ahead_reuse() -> bool:
+    """STRATA_DECODE_AHEAD_REUSE (strata/env.py): whether a guess serves a step of another plan's decode rows."""
+    from .. import env
+
+    raw = (env.get("STRATA_DECODE_AHEAD_REUSE") or "1").strip()
+    if raw not in ("0", "1"):
+        raise ValueError(f"STRATA_DECODE_AHEAD_REUSE must be 0 or 1, got {raw!r}")
+    return raw == "1"
+
+
 def ahead_depth() -> int:
     """STRATA_DECODE_AHEAD_DEPTH (strata/env.py): decode steps queued ahead on CUDA, 1 or 2."""
     from .. import env
@@ -82,6 +92,7 @@ class ModelRunner:
         split = hasattr(model.decoder, "capture")
         self.ahead = DecodeAhead(ctx, self.io, self.max_logits, ahead_depth()) \
             if on_gpu and config.graphs and not split else None
+        self.ahead_reuse = ahead_reuse()
         # Tests that read act.logits after each step set this: a guessed next step would overwrite them.
         self.keep_logits = False
 
@@ -115,6 +126,7 @@ class ModelRunner:
     # ------------------------------------------------------------ a step
 
     def step(self, released: list[int], plan: StepPlan) -> StepResult:
+        guessed = self._covering_guess(released, plan)
         if self.ahead is not None and (released or plan.admitted):
             self.ahead.drop()
         self.release(released)
@@ -122,6 +134,8 @@ class ModelRunner:
             self.admit(request)
         if plan.empty:
             return StepResult([])
+        if guessed is not None:
+            return self._step_after_guess(plan, guessed)
         drafts = self.speculator.propose(plan.decode) if self.speculator is not None else {}
         if self.use_graphs and plan.decode and not plan.prefill:
             return self._graph_step(plan, drafts)
@@ -136,6 +150,40 @@ class ModelRunner:
                                   inject=self.images.inject_for(plan, n_decode), adjust=self.logit_table)
         sampled = self.io.download_ids(n_logits).tolist() if n_logits else []
         return self._result(plan, drafts, sampled, wants_logprobs)
+
+    def _covering_guess(self, released: list[int], plan: StepPlan):
+        """The queued guess, where this step's plan is not the one guessed but the guess computed every
+        decode row of it: a prompt chunk joined the decode rows, or requests were admitted or left
+        (decode_ahead.py). None where the plain path applies (the guessed plan itself, taken by
+        _graph_step) or nothing was guessed. Not with a speculator: its drafts would change the rows."""
+        ahead = self.ahead
+        if (ahead is None or not self.ahead_reuse or not ahead.queued() or not plan.decode
+                or self.speculator is not None):
+            return None
+        if not (plan.prefill or released or plan.admitted):
+            return None
+        return ahead.take_covering([(r.slot, r.num_computed) for r in plan.decode])
+
+    def _step_after_guess(self, plan: StepPlan, guessed) -> StepResult:
+        """A step whose decode rows a queued guess already computed: the device computes only the plan's
+        prompt chunks (queued behind the guess), and the decode rows' tokens are read from the guess. The
+        same tokens as computing every row now: each row is a pure function of its own sequence."""
+        prompt_only = StepPlan(prefill=plan.prefill)
+        sampled, wants = [], []
+        if prompt_only.prefill:
+            n_rows, n_decode, n_logits, wants = self._fill_inputs(prompt_only, {})
+            self.io.clear(n_rows, n_logits)
+            self.io.upload()
+            self.io.distinct_slots = False
+            self.model.decoder.record(self.io, self.act, self.slots, n_rows, n_decode, n_logits,
+                                      inject=self.images.inject_for(prompt_only, n_decode), adjust=self.logit_table)
+            sampled = self.io.download_ids(n_logits).tolist() if n_logits else []
+        by_row = dict(zip(guessed.expected, self.ahead.tokens(guessed)))
+        decoded = [by_row[(r.slot, r.num_computed)] for r in plan.decode]
+        logprobs = None
+        if any(w >= 0 for w in wants):      # only prompt rows may want them: a guess is launched for plain rows
+            logprobs = [None] * len(decoded) + self._logprobs(wants, sampled)
+        return _sampled(decoded + sampled, logprobs)
 
     def _graph_step(self, plan: StepPlan, drafts: dict) -> StepResult:
         """A decode-only step (verification rows included): a captured graph per row-count bucket,

@@ -129,6 +129,9 @@ def format_table(summary: dict, title: str = "") -> str:
         rows.append(("decode-only steps", _steps(steps, "decode") + " decoding requests a step"))
         rows.append(("steps with a prompt", _steps(steps, "prompt") + " decoding requests and "
                      f"{_fmt(steps['prompt_tokens_per_prompt_step'])} prompt tokens a step"))
+    if steps and "guesses_taken" in steps:
+        rows.append(("decode-ahead guesses", f"{steps['guesses_taken']:,} taken, {steps['guesses_reused']:,} reused "
+                                             f"by a changed plan, {steps['guesses_dropped']:,} dropped"))
     if "server_cpu_main_us_per_token" in summary:
         rows.append(("server CPU per token", f"{_fmt(summary['server_cpu_main_us_per_token'])} us main thread, "
                                              f"{_fmt(summary['server_cpu_all_us_per_token'])} us all threads"))

@@ -16,6 +16,8 @@ import httpx
 from ..engine.metrics import STEP_KINDS as KINDS  # the kinds the server counts steps by
 from ..top.snapshot import parse_metrics  # `strata top`'s reader of the Prometheus text
 
+GUESS_OUTCOMES = ("taken", "reused", "dropped")   # strata_decode_ahead_guesses_total (server/prometheus.py)
+
 
 @dataclass(frozen=True)
 class StepSnapshot:
@@ -26,6 +28,7 @@ class StepSnapshot:
     seconds: dict[str, float]
     decode_requests: dict[str, float]
     prompt_tokens: float
+    guesses: dict[str, float] | None = None     # decode-ahead's guesses by outcome; None on older servers
 
 
 def parse(text: str) -> StepSnapshot | None:
@@ -41,7 +44,8 @@ def parse(text: str) -> StepSnapshot | None:
     prompt_tokens = samples.get(("strata_engine_step_prompt_tokens_total", ()))
     if steps is None or seconds is None or decoding is None or prompt_tokens is None:
         return None
-    return StepSnapshot(steps, seconds, decoding, prompt_tokens)
+    guesses = {o: samples.get(("strata_decode_ahead_guesses_total", (("outcome", o),))) for o in GUESS_OUTCOMES}
+    return StepSnapshot(steps, seconds, decoding, prompt_tokens, None if None in guesses.values() else guesses)
 
 
 async def snapshot(http: httpx.AsyncClient, base_url: str) -> StepSnapshot | None:
@@ -58,7 +62,8 @@ async def snapshot(http: httpx.AsyncClient, base_url: str) -> StepSnapshot | Non
 
 def difference(before: StepSnapshot, after: StepSnapshot) -> dict:
     """The summary fields of the steps between two snapshots: per kind, the steps, their mean milliseconds and
-    decoding requests; the prompt tokens a prompt step computed on average (None where no step ran)."""
+    decoding requests; the prompt tokens a prompt step computed on average (None where no step ran); and, where
+    the server counts them, decode-ahead's guesses by outcome (`guesses_taken`, `_reused`, `_dropped`)."""
     out: dict = {}
     for kind in KINDS:
         steps = after.steps[kind] - before.steps[kind]
@@ -70,4 +75,7 @@ def difference(before: StepSnapshot, after: StepSnapshot) -> dict:
     prompt_steps = out["steps_prompt"]
     tokens = after.prompt_tokens - before.prompt_tokens
     out["prompt_tokens_per_prompt_step"] = round(tokens / prompt_steps, 1) if prompt_steps else None
+    if before.guesses is not None and after.guesses is not None:
+        for outcome in GUESS_OUTCOMES:
+            out[f"guesses_{outcome}"] = int(after.guesses[outcome] - before.guesses[outcome])
     return out

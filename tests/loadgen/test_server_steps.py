@@ -42,6 +42,23 @@ def test_difference_of_two_pages_is_the_run_s_steps():
     }
 
 
+GUESSES = """# TYPE strata_decode_ahead_guesses_total counter
+strata_decode_ahead_guesses_total{{outcome="taken"}} {taken}
+strata_decode_ahead_guesses_total{{outcome="reused"}} {reused}
+strata_decode_ahead_guesses_total{{outcome="dropped"}} {dropped}
+"""
+
+
+def test_decode_ahead_guesses_are_counted_where_the_server_shows_them():
+    before = server_steps.parse(page(10, 0.5, 2, 0.1, 40, 0, 300) + GUESSES.format(taken=5, reused=1, dropped=0))
+    after = server_steps.parse(page(110, 1.5, 12, 0.7, 3240, 150, 5420) + GUESSES.format(taken=95, reused=9,
+                                                                                        dropped=2))
+    out = server_steps.difference(before, after)
+    assert (out["guesses_taken"], out["guesses_reused"], out["guesses_dropped"]) == (90, 8, 2)
+    older = server_steps.parse(page(110, 1.5, 12, 0.7, 3240, 150, 5420))     # no guess counters: no such keys
+    assert older.guesses is None and "guesses_taken" not in server_steps.difference(before, older)
+
+
 def test_no_steps_of_a_kind_gives_no_means():
     same = server_steps.parse(page(5, 0.05, 1, 0.02, 5, 0, 8))
     out = server_steps.difference(same, same)
@@ -74,5 +91,8 @@ def test_the_table_says_where_the_steps_went():
     table = format_table(summary)
     assert "decode-only steps        300, 9.04 ms each, 34.50 decoding requests a step" in table
     assert "steps with a prompt      60, 58.20 ms each, 20.10 decoding requests and 441.70 prompt tokens" in table
+    assert "guesses" not in table
+    summary["engine_steps"] |= {"guesses_taken": 250, "guesses_reused": 40, "guesses_dropped": 3}
+    assert "decode-ahead guesses     250 taken, 40 reused by a changed plan, 3 dropped" in format_table(summary)
     del summary["engine_steps"]                       # another server: no such rows
     assert "steps" not in format_table(summary)

@@ -40,6 +40,10 @@ def test_metrics_parse_as_prometheus_text(server, http):
         counts = [s.value for s in buckets]
         assert counts == sorted(counts) and buckets[-1].labels["le"] == "+Inf"
         assert metric(r.text, "strata_engine_step_seconds_count", kind=kind) == counts[-1] > 0
+    guesses = families["strata_decode_ahead_guesses"]      # CUDA's decode-ahead; this CPU server shows zeros
+    assert guesses.type == "counter"
+    assert {s.labels["outcome"]: s.value for s in guesses.samples if s.name.endswith("_total")} == {
+        "taken": 0, "reused": 0, "dropped": 0}
 
 
 def test_metrics_move_with_the_work(server, http):
