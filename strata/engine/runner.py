@@ -126,8 +126,8 @@ class ModelRunner:
     # ------------------------------------------------------------ a step
 
     def step(self, released: list[int], plan: StepPlan) -> StepResult:
-        guessed = self._covering_guess(released, plan)
-        if self.ahead is not None and (released or plan.admitted):
+        guessed, keep = self._covering_guess(released, plan)
+        if self.ahead is not None and (released or plan.admitted) and not keep:
             self.ahead.drop()
         self.release(released)
         for request in plan.admitted:
@@ -155,14 +155,20 @@ class ModelRunner:
         """The queued guess, where this step's plan is not the one guessed but the guess computed every
         decode row of it: a prompt chunk joined the decode rows, or requests were admitted or left
         (decode_ahead.py). None where the plain path applies (the guessed plan itself, taken by
-        _graph_step) or nothing was guessed. Not with a speculator: its drafts would change the rows."""
+        _graph_step) or nothing was guessed. Not with a speculator: its drafts would change the rows.
+        The second value: keep the queue for _graph_step although requests were admitted (their prompts
+        wait for a later step, STRATA_PREFILL_HOLD_MS, and the decode rows are the guessed ones: admission
+        touches only the new slots, so the guess is the plan, and the next guess can be queued behind it)."""
         ahead = self.ahead
         if (ahead is None or not self.ahead_reuse or not ahead.queued() or not plan.decode
                 or self.speculator is not None):
-            return None
+            return None, False
         if not (plan.prefill or released or plan.admitted):
-            return None
-        return ahead.take_covering([(r.slot, r.num_computed) for r in plan.decode])
+            return None, False
+        rows = [(r.slot, r.num_computed) for r in plan.decode]
+        if not (plan.prefill or released) and ahead.guesses[0].expected == rows:
+            return None, True
+        return ahead.take_covering(rows), False
 
     def _step_after_guess(self, plan: StepPlan, guessed) -> StepResult:
         """A step whose decode rows a queued guess already computed: the device computes only the plan's

@@ -61,12 +61,13 @@ async def run_with_guesses(make_engine, model, depth: int, ahead_class=DecodeAhe
 
     runner._step_after_guess = observed
     try:
-        results, _ = await run_script(engine, jobs)
+        results, steps = await run_script(engine, jobs)
         counts = runner.ahead.hits, runner.ahead.reused, runner.ahead.misses
     finally:
         runner.ahead.close()
         runner.ahead = None
-    return jobs, results, expected, counts, reuse_plans
+    held = sum(1 for st in steps if st.admitted and st.decode and not st.prefill)   # admitted, prompt left for later
+    return jobs, results, expected, counts, reuse_plans, held
 
 
 def equal_to_solo(job, result, want) -> bool:
@@ -75,17 +76,23 @@ def equal_to_solo(job, result, want) -> bool:
     return result.finish_reason == "length" and result.token_ids == want
 
 
-@pytest.mark.parametrize("depth,reuse", [(1, "1"), (2, "1"), (1, "0")])
-async def test_guessed_steps_change_no_token(make_engine, loaded, monkeypatch, depth, reuse):
-    """reuse "0" (STRATA_DECODE_AHEAD_REUSE=0): a guess whose plan changed is dropped, as before."""
+@pytest.mark.parametrize("depth,reuse,hold", [(1, "1", "0"), (2, "1", "0"), (1, "0", "0"), (1, "1", "10000")])
+async def test_guessed_steps_change_no_token(make_engine, loaded, monkeypatch, depth, reuse, hold):
+    """reuse "0" (STRATA_DECODE_AHEAD_REUSE=0): a guess whose plan changed is dropped, as before. hold: with
+    STRATA_PREFILL_HOLD_MS, requests are admitted in decoding steps that leave their prompts for later; such
+    a step is the guessed plan, so its guess is taken and the next one queued, and none is dropped."""
     _, model = loaded
     monkeypatch.setenv("STRATA_DECODE_AHEAD_REUSE", reuse)
-    jobs, results, expected, (hits, reused, misses), reuse_plans = await run_with_guesses(make_engine, model, depth)
-    print(f"depth {depth}, reuse {reuse}: {hits} guesses taken, {reused} reused by steps of another plan "
-          f"({sum(reuse_plans)} with a prompt chunk), {misses} dropped")
+    monkeypatch.setenv("STRATA_PREFILL_HOLD_MS", hold)
+    jobs, results, expected, (hits, reused, misses), reuse_plans, held = await run_with_guesses(make_engine, model,
+                                                                                                depth)
+    print(f"depth {depth}, reuse {reuse}, hold {hold}: {hits} guesses taken, {reused} reused by steps of another "
+          f"plan ({sum(reuse_plans)} with a prompt chunk), {misses} dropped")
     assert hits > 10
     if reuse == "1":
-        assert reused == len(reuse_plans) and any(reuse_plans)
+        assert reused == len(reuse_plans) and (any(reuse_plans) or hold != "0")
+        assert misses == 0 or depth > 1
+        assert (held > 0) == (hold != "0")
     else:
         assert reused == 0 and misses > 0
     for job, result, want in zip(jobs, results, expected):
@@ -103,6 +110,6 @@ def test_unknown_reuse_value_is_refused(monkeypatch):
 async def test_wrong_reuse_is_caught(make_engine, loaded):
     """Negative control: reusing a guess with its rows read one place off changes some stream."""
     _, model = loaded
-    jobs, results, expected, (_, reused, _), _ = await run_with_guesses(make_engine, model, 1, RotatedReuse)
+    jobs, results, expected, (_, reused, _), _, _ = await run_with_guesses(make_engine, model, 1, RotatedReuse)
     assert reused > 0
     assert not all(equal_to_solo(job, result, want) for job, result, want in zip(jobs, results, expected))
