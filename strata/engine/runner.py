@@ -37,6 +37,23 @@ class StepResult:
     num_drafted: int = 0                          # draft rows verified in the step
 
 
+def decode_bucket(n_rows: int, max_rows: int, speculating: bool = False) -> int:
+    """The rows of the captured decode graph that runs a step of n_rows decode rows (the rest are padding):
+    the next power of two, except 33 to 48 rows, which get a graph of 48 — the CUDA tile kernel has a
+    48-row route there (routing v9, libstrata/src/cuda/cuda_int_mma_tiles.cu), and its time grows with the
+    rows a tile holds, so padding them to 64 would cost 64 rows. At most max_rows (the batch), so a batch of
+    40 captures 40. With a speculator, up to 16 rows are not padded: verification row counts vary step to
+    step, and padding them costs real rows. Rows are computed alike in any bucket (batch invariance)."""
+    if speculating and n_rows <= 16:
+        return n_rows
+    bucket = 1
+    while bucket < n_rows:
+        bucket *= 2
+    if 32 < n_rows <= 48:
+        bucket = 48
+    return min(bucket, max_rows)
+
+
 def ahead_reuse() -> bool:
     """STRATA_DECODE_AHEAD_REUSE (strata/env.py): whether a guess serves a step of another plan's decode rows."""
     from .. import env
@@ -310,12 +327,7 @@ class ModelRunner:
         return row, n_decode, len(logit_rows), wants
 
     def _bucket(self, n_rows: int) -> int:
-        if self.speculator is not None and n_rows <= 16:
-            return n_rows       # verification row counts vary step to step: padding them to 2^k costs real rows
-        bucket = 1
-        while bucket < n_rows:
-            bucket *= 2
-        return min(bucket, self.max_logits)
+        return decode_bucket(n_rows, self.max_logits, self.speculator is not None)
 
     def _graph(self, bucket: int) -> F.Graph:
         """The decode graph for `bucket` rows, captured on first use (rows past the batch are padding)."""
