@@ -37,31 +37,37 @@ class StepResult:
     num_drafted: int = 0                          # draft rows verified in the step
 
 
-def decode_bucket(n_rows: int, max_rows: int, speculating: bool = False) -> int:
+def decode_bucket(n_rows: int, max_rows: int, speculating: bool = False, bucket_48: bool = True) -> int:
     """The rows of the captured decode graph that runs a step of n_rows decode rows (the rest are padding):
     the next power of two, except 33 to 48 rows, which get a graph of 48 — the CUDA tile kernel has a
     48-row route there (routing v9, libstrata/src/cuda/cuda_int_mma_tiles.cu), and its time grows with the
     rows a tile holds, so padding them to 64 would cost 64 rows. At most max_rows (the batch), so a batch of
     40 captures 40. With a speculator, up to 16 rows are not padded: verification row counts vary step to
-    step, and padding them costs real rows. Rows are computed alike in any bucket (batch invariance)."""
+    step, and padding them costs real rows. Rows are computed alike in any bucket (batch invariance).
+    bucket_48=False (STRATA_DECODE_BUCKET_48=0): powers of two only, as before 2026-12-05, for an A/B."""
     if speculating and n_rows <= 16:
         return n_rows
     bucket = 1
     while bucket < n_rows:
         bucket *= 2
-    if 32 < n_rows <= 48:
+    if bucket_48 and 32 < n_rows <= 48:
         bucket = 48
     return min(bucket, max_rows)
 
 
-def ahead_reuse() -> bool:
-    """STRATA_DECODE_AHEAD_REUSE (strata/env.py): whether a guess serves a step of another plan's decode rows."""
+def _switch(name: str) -> bool:
+    """A 0 / 1 switch of strata/env.py that is on unless set to 0."""
     from .. import env
 
-    raw = (env.get("STRATA_DECODE_AHEAD_REUSE") or "1").strip()
+    raw = (env.get(name) or "1").strip()
     if raw not in ("0", "1"):
-        raise ValueError(f"STRATA_DECODE_AHEAD_REUSE must be 0 or 1, got {raw!r}")
+        raise ValueError(f"{name} must be 0 or 1, got {raw!r}")
     return raw == "1"
+
+
+def ahead_reuse() -> bool:
+    """STRATA_DECODE_AHEAD_REUSE (strata/env.py): whether a guess serves a step of another plan's decode rows."""
+    return _switch("STRATA_DECODE_AHEAD_REUSE")
 
 
 def ahead_depth() -> int:
@@ -110,6 +116,7 @@ class ModelRunner:
         self.ahead = DecodeAhead(ctx, self.io, self.max_logits, ahead_depth()) \
             if on_gpu and config.graphs and not split else None
         self.ahead_reuse = ahead_reuse()
+        self.bucket_48 = _switch("STRATA_DECODE_BUCKET_48")
         # Tests that read act.logits after each step set this: a guessed next step would overwrite them.
         self.keep_logits = False
 
@@ -327,7 +334,7 @@ class ModelRunner:
         return row, n_decode, len(logit_rows), wants
 
     def _bucket(self, n_rows: int) -> int:
-        return decode_bucket(n_rows, self.max_logits, self.speculator is not None)
+        return decode_bucket(n_rows, self.max_logits, self.speculator is not None, self.bucket_48)
 
     def _graph(self, bucket: int) -> F.Graph:
         """The decode graph for `bucket` rows, captured on first use (rows past the batch are padding)."""

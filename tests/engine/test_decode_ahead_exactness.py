@@ -1,12 +1,13 @@
 """Decode-ahead (strata/engine/decode_ahead.py) forced on the CPU backend, queued 1 and 2 steps deep: with
-requests of different token budgets finishing, new ones admitted mid-decode and one cancelled, every
-stream equals its solo run without decode-ahead; guesses were taken as guessed, and guesses whose plan
-changed (a prompt chunk joined the decode rows, a request left) served those steps' decode rows
-(`take_covering`; with STRATA_DECODE_AHEAD_REUSE=0 they are dropped instead). Negative control: a reuse that hands each decode row another row's guessed token
-makes streams differ from their solo runs, so the comparison would catch a wrong reuse.
+requests of different token budgets finishing, new ones admitted mid-decode and one cancelled, every stream
+equals its solo run without decode-ahead; guesses were taken as guessed, and guesses whose plan changed (a
+prompt chunk joined the decode rows, a request left) served those steps' decode rows (`take_covering`; with
+STRATA_DECODE_AHEAD_REUSE=0 they are dropped instead). Negative control: a reuse that hands each decode row
+another row's guessed token makes streams differ from their solo runs, so the comparison would catch a wrong
+reuse.
 
-On CUDA the runner keeps guesses queued by itself; on the CPU it does not (the CPU computes at once), so
-the CPU suite would never run the guess path without forcing it here."""
+On CUDA the runner keeps guesses queued by itself; on the CPU it does not (the CPU computes at once), so the
+CPU suite would never run the guess path without forcing it here."""
 
 import pytest
 

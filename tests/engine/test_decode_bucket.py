@@ -1,7 +1,7 @@
 """The decode graphs' row buckets (strata/engine/runner.py `decode_bucket`): powers of two, except 33 to 48
-decode rows, which run a 48-row graph (the CUDA tile kernel's 48-row route), capped at the batch. And steps
-of 33-34 decoding requests in a batch of 48 run on that graph with every stream equal to its solo run:
-padding rows change no real row."""
+decode rows, which run a 48-row graph (the CUDA tile kernel's 48-row route), capped at the batch
+(STRATA_DECODE_BUCKET_48=0: powers of two only). And steps of 33-34 decoding requests in a batch of 48 run on
+that graph with every stream equal to its solo run: padding rows change no real row."""
 
 import pytest
 
@@ -19,6 +19,17 @@ from .prompts import CHAT_QUESTIONS, chat_prompt
 ])
 def test_buckets(n_rows, max_rows, bucket):
     assert decode_bucket(n_rows, max_rows) == bucket
+
+
+def test_the_48_row_bucket_can_be_turned_off(monkeypatch):
+    from strata.engine.runner import _switch
+
+    assert decode_bucket(40, 64, bucket_48=False) == 64
+    monkeypatch.setenv("STRATA_DECODE_BUCKET_48", "0")
+    assert _switch("STRATA_DECODE_BUCKET_48") is False
+    monkeypatch.setenv("STRATA_DECODE_BUCKET_48", "2")
+    with pytest.raises(ValueError, match="0 or 1"):
+        _switch("STRATA_DECODE_BUCKET_48")
 
 
 def test_speculation_leaves_few_rows_unpadded():
