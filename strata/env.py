@@ -55,6 +55,15 @@ def number(name: str, convert, low, high, unit: str = ""):
     return value
 
 
+def switch(name: str) -> bool:
+    """A 0 / 1 variable as a bool, its default when unset or empty; anything else is a ValueError that names
+    the variable and both values."""
+    raw = (get(name) or "").strip()
+    if raw not in ("0", "1"):
+        raise ValueError(f"{name}={raw!r}: expected 0 or 1 (default {REGISTRY[name].default})")
+    return raw == "1"
+
+
 def describe() -> str:
     """One line per variable, for --help epilogs and the README."""
     width = max(len(n) for n in REGISTRY) if REGISTRY else 0

@@ -55,19 +55,18 @@ def decode_bucket(n_rows: int, max_rows: int, speculating: bool = False, bucket_
     return min(bucket, max_rows)
 
 
-def _switch(name: str) -> bool:
-    """A 0 / 1 switch of strata/env.py that is on unless set to 0."""
-    from .. import env
-
-    raw = (env.get(name) or "1").strip()
-    if raw not in ("0", "1"):
-        raise ValueError(f"{name} must be 0 or 1, got {raw!r}")
-    return raw == "1"
-
-
 def ahead_reuse() -> bool:
     """STRATA_DECODE_AHEAD_REUSE (strata/env.py): whether a guess serves a step of another plan's decode rows."""
-    return _switch("STRATA_DECODE_AHEAD_REUSE")
+    from .. import env
+
+    return env.switch("STRATA_DECODE_AHEAD_REUSE")
+
+
+def bucket_48() -> bool:
+    """STRATA_DECODE_BUCKET_48 (strata/env.py): whether 33-48 decode rows run a 48-row graph (decode_bucket)."""
+    from .. import env
+
+    return env.switch("STRATA_DECODE_BUCKET_48")
 
 
 def ahead_depth() -> int:
@@ -116,7 +115,7 @@ class ModelRunner:
         self.ahead = DecodeAhead(ctx, self.io, self.max_logits, ahead_depth()) \
             if on_gpu and config.graphs and not split else None
         self.ahead_reuse = ahead_reuse()
-        self.bucket_48 = _switch("STRATA_DECODE_BUCKET_48")
+        self.bucket_48 = bucket_48()
         # Tests that read act.logits after each step set this: a guessed next step would overwrite them.
         self.keep_logits = False
 

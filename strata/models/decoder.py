@@ -350,10 +350,7 @@ def handoff_mode() -> str:
 def handoff_attention_enabled() -> bool:
     """STRATA_HANDOFF_ATTENTION (strata/env.py): with the hand-off on, whether attention also prepares o's
     input (strata_attention_handoff). Read when a model is loaded; on (1) by default."""
-    raw = (env.get("STRATA_HANDOFF_ATTENTION") or "1").strip().lower()
-    if raw not in ("0", "1"):
-        raise ValueError(f"STRATA_HANDOFF_ATTENTION={raw!r}: expected 1 (default) or 0")
-    return raw == "1"
+    return env.switch("STRATA_HANDOFF_ATTENTION")
 
 
 def fused_attention_enabled() -> bool:

@@ -22,14 +22,14 @@ def test_buckets(n_rows, max_rows, bucket):
 
 
 def test_the_48_row_bucket_can_be_turned_off(monkeypatch):
-    from strata.engine.runner import _switch
+    from strata.engine.runner import bucket_48
 
     assert decode_bucket(40, 64, bucket_48=False) == 64
     monkeypatch.setenv("STRATA_DECODE_BUCKET_48", "0")
-    assert _switch("STRATA_DECODE_BUCKET_48") is False
+    assert bucket_48() is False
     monkeypatch.setenv("STRATA_DECODE_BUCKET_48", "2")
     with pytest.raises(ValueError, match="0 or 1"):
-        _switch("STRATA_DECODE_BUCKET_48")
+        bucket_48()
 
 
 def test_speculation_leaves_few_rows_unpadded():
