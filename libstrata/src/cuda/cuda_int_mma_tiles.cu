@@ -939,13 +939,14 @@ bool ksplit_enabled() {
     fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_TILES_KSPLIT=") + env + ": expected 0 or 1");
 }
 
-// STRATA_INT_TILES_SKIP_DEAD (strata/env.py; read per call): 1 lets a warp with no row below the launch's
-// last skip its products and folds (int_tiles_kernel, `idle`; the same bits); 0 or unset (the default
-// until a device A/B times it: docs/cuda_backend.md, "Idle warps of a partial row tile") computes them.
+// STRATA_INT_TILES_SKIP_DEAD (strata/env.py; read per call): 1 or unset (the default since the H100 A/B
+// of 2026-12-06, bench/RESULTS.md: 8B gate_up 709 -> 669 µs and lm_head 1,196 -> 1,049 at 400 rows) lets a
+// warp with no row below the launch's last skip its products and folds (int_tiles_kernel, `idle`; the same
+// bits); 0 computes them (docs/cuda_backend.md, "Idle warps of a partial row tile").
 bool skip_dead_enabled() {
     const char* env = std::getenv("STRATA_INT_TILES_SKIP_DEAD");
-    if (!env || !*env || std::strcmp(env, "0") == 0) return false;
-    if (std::strcmp(env, "1") == 0) return true;
+    if (!env || !*env || std::strcmp(env, "1") == 0) return true;
+    if (std::strcmp(env, "0") == 0) return false;
     fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_TILES_SKIP_DEAD=") + env + ": expected 0 or 1");
 }
 
