@@ -125,3 +125,36 @@ def test_prompt_kernel_replays_in_a_graph(ctx, backend, rng, monkeypatch):
         steps = [(rng.standard_normal((n_rows, width), dtype=np.float32), rows_array(p))
                  for p in (chunk(1, 0, 512), chunk(1, 1536, 512), mixed)]
         assert_graph_replays_legacy(ctx, slots, layer, monkeypatch, steps, n_heads, hd, scale)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("value", ["nopromt", "LEGACY", "1", "prompt"])
+def test_unknown_route_is_refused(ctx, backend, rng, monkeypatch, value):
+    """STRATA_ATTENTION takes legacy, wide or noprompt (libstrata/src/core/env_switch.h, cuda_attention_route.cuh):
+    any other value is an error naming them, for a prompt launch and a decode one, and out keeps its bytes.
+    Before 2026-12-06 a typo silently ran the default kernels, so an A/B timed one kernel twice. Control: the
+    same calls run once the variable is removed."""
+    cuda_only(backend)
+    n_heads, n_kv, hd, layer, scale = 9, 3, 64, 0, 0.125
+    keys = rng.standard_normal((3, max(LENGTHS), n_kv * hd), dtype=np.float32)
+    values = rng.standard_normal((3, max(LENGTHS), n_kv * hd), dtype=np.float32)
+    with S.Slots(ctx, 3, 1, N_CTX, n_kv, hd) as slots:
+        fill(ctx, slots, layer, keys, values)
+        for pairs in (chunk(1, 0, 300), [(0, 700), (2, 37)]):
+            n_rows, width = len(pairs), n_heads * hd
+            bq = S.Buffer.from_array(ctx, rng.standard_normal((n_rows, width), dtype=np.float32))
+            br = S.Buffer.from_array(ctx, rows_array(pairs))
+            out = S.Buffer(ctx, n_rows * width * 4)
+            try:
+                out.fill(0x7F)
+                monkeypatch.setenv("STRATA_ATTENTION", value)
+                with pytest.raises(S.StrataError, match=rf"STRATA_ATTENTION={value}: expected legacy, wide or noprompt"):
+                    S.attention_window(ctx, slots, layer, bq, 0, width, n_rows, n_heads, br, 0, scale, 0, out, 0)
+                ctx.synchronize()
+                assert (out.to_numpy(np.uint8, (n_rows * width * 4,)) == 0x7F).all(), "out was written"
+                monkeypatch.delenv("STRATA_ATTENTION")
+                S.attention_window(ctx, slots, layer, bq, 0, width, n_rows, n_heads, br, 0, scale, 0, out, 0)
+                assert np.isfinite(out.to_numpy(np.float32, (n_rows, width))).all()
+            finally:
+                for b in (bq, br, out):
+                    b.close()

@@ -157,6 +157,18 @@ def test_switch_off_gives_the_same_bits(ctx, rng, monkeypatch):
     check_same(on, setup.run(True), "STRATA_MATMUL_ROPE=0 vs 1")
 
 
+@pytest.mark.parametrize("value", ["yes", "2", "on"])
+def test_unknown_switch_value_is_refused(ctx, backend, rng, monkeypatch, value):
+    """STRATA_MATMUL_ROPE takes 0 or 1 (libstrata/src/core/env_switch.h); before 2026-12-06 any other value
+    silently meant 0, so a typo timed the two launches in an A/B of the one kernel."""
+    if backend == "cpu":
+        pytest.skip("the switch is the CUDA backend's")
+    setup = Setup(ctx, rng, SHAPES[0], S.DType.Q4_0, [(1, 9)])
+    monkeypatch.setenv("STRATA_MATMUL_ROPE", value)
+    with pytest.raises(S.StrataError, match=rf"STRATA_MATMUL_ROPE={value}: expected 0"):
+        setup.run(True)
+
+
 def test_negative_control_position_matters(ctx, rng):
     """The comparison sees the rotation: another cell's position gives other q/k bits and other pages."""
     setup = Setup(ctx, rng, SHAPES[0], S.DType.Q4_0, [(1, 32)])

@@ -641,19 +641,13 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
 
 // ------------------------------------------------------------------ host
 
-bool attention_legacy_selected() {
-    const char* v = std::getenv("STRATA_ATTENTION");
-    return v != nullptr && std::strcmp(v, "legacy") == 0;
-}
+bool attention_legacy_selected() { return attention_env() == AttentionEnv::kLegacy; }
 
 namespace {
 
 // STRATA_ATTENTION=wide: every block takes all the query heads of its KV head (up to NQ), the plan
 // before query heads were spread over blocks for launches with few items; for A/B, same bits.
-bool attention_wide_selected() {
-    const char* v = std::getenv("STRATA_ATTENTION");
-    return v != nullptr && std::strcmp(v, "wide") == 0;
-}
+bool attention_wide_selected() { return attention_env() == AttentionEnv::kWide; }
 
 }  // namespace
 

@@ -472,8 +472,8 @@ __global__ void __launch_bounds__(NW * 32, 2) attention_prompt_kernel(const Prom
 // ------------------------------------------------------------------ host
 
 bool attention_prompt_off() {
-    const char* v = std::getenv("STRATA_ATTENTION");
-    return v != nullptr && (std::strcmp(v, "legacy") == 0 || std::strcmp(v, "noprompt") == 0);
+    const AttentionEnv e = attention_env();
+    return e == AttentionEnv::kLegacy || e == AttentionEnv::kNoPrompt;
 }
 
 namespace {

@@ -10,10 +10,21 @@
 // served. Both kernels give the canonical bits, so the split never changes a result.
 #pragma once
 
+#include "core/env_switch.h"
 #include "cuda_common.cuh"
 
 namespace strata {
 namespace cuda {
+
+// STRATA_ATTENTION (strata/env.py; read at each call, tests switch it within a process): unset or
+// empty the default routes; legacy, wide or noprompt the A/B routes of cuda_attention_decode.cu and
+// cuda_attention_prompt.cu; any other value is an error naming these (before 2026-12-06 a typo meant
+// the default routes, silently).
+enum class AttentionEnv { kDefault, kLegacy, kWide, kNoPrompt };
+inline AttentionEnv attention_env() {
+    static const char* const kValues[3] = {"legacy", "wide", "noprompt"};
+    return AttentionEnv(env_choice("STRATA_ATTENTION", kValues, "legacy, wide or noprompt (or unset: the default kernels)") + 1);
+}
 
 __device__ __forceinline__ bool attn_row_valid(const SlotsView& s, int32_t slot, int32_t index) {
     return slot >= 0 && slot < s.n_slots && index >= 0 && index < s.n_ctx;

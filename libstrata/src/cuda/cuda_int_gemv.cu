@@ -54,6 +54,7 @@
 #include "cuda_int_q6k.cuh"
 #include "cuda_int_slice.cuh"
 #include "core/dtype.h"
+#include "core/env_switch.h"
 #include "cuda_kernels.cuh"
 #include "cuda_mma.cuh"
 #include "cuda_pdl.cuh"
@@ -404,12 +405,8 @@ int gemv_env_rows() {
 
 // STRATA_INT_GEMV_FUSE, strictly "0" or "1" (unset or empty: 0).
 bool gemv_env_fuse() {
-    const char* env = std::getenv("STRATA_INT_GEMV_FUSE");  // read per call, like STRATA_INT_GEMV
-    if (!env || !*env) return false;
-    if ((env[0] == '0' || env[0] == '1') && env[1] == '\0') return env[0] == '1';
-    fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_GEMV_FUSE=") + env +
-                                          ": expected 0 (the activation pre-pass launch) or 1 (the gemv kernel "
-                                          "quantizes its rows itself)");
+    return env_switch("STRATA_INT_GEMV_FUSE", false,  // read per call, like STRATA_INT_GEMV
+                      "0 (the activation pre-pass launch) or 1 (the gemv kernel quantizes its rows itself)");
 }
 
 // Whether STRATA_INT_MATMUL names a kernel to force (int_tiles_choice and int_rows_choice validate it).

@@ -55,6 +55,7 @@
 #include "cuda_int_tiles.cuh"
 #include "cuda_int_wgmma.cuh"
 #include "core/dtype.h"
+#include "core/env_switch.h"
 #include "cuda_kernels.cuh"
 #include "cuda_mma.cuh"
 #include "cuda_scratch.cuh"
@@ -74,8 +75,7 @@ constexpr int kDotRows = 8;          // rows per tile (one accumulator each per 
 // environment variable read at each call, strata/env.py): each CTA repeats the work. Default 0,
 // never: on the H200 the fused 1-row kernel was slower than the two launches at 8B shapes.
 inline int int_fuse_rounds() {
-    const char* env = std::getenv("STRATA_INT_FUSE_ROUNDS");
-    return env && *env ? std::atoi(env) : 0;
+    return (int)env_whole("STRATA_INT_FUSE_ROUNDS", 0, 0, 1 << 30, "a whole number of rounds (0: never)");
 }
 
 struct PreParams {
@@ -977,8 +977,7 @@ inline int64_t dot_fused_grid(const IntParams& p, int64_t resident) {
 // that (an A/B switch).
 bool int_matmul_supports(int32_t w_dtype) {
     if (w_dtype == STRATA_Q4_1) {
-        const char* v = std::getenv("STRATA_INT_Q4_1");
-        return v == nullptr || std::strcmp(v, "0") != 0;
+        return env_switch("STRATA_INT_Q4_1", true, "1 (the default: the integer path) or 0 (the f16 path)");
     }
     return w_dtype == STRATA_Q4_0 || w_dtype == STRATA_Q8_0 || w_dtype == STRATA_Q4_K || w_dtype == STRATA_Q6_K;
 }
@@ -1133,23 +1132,14 @@ HandoffMode handoff_mode() {
 // STRATA_HANDOFF_LOCAL_PARTS (strata/env.py): the most parts of 8 slices a local emission's matmul may
 // have (its k up to 2,048 x this); longer ones emit by a pre-pass launch. Read at each call.
 int handoff_local_parts() {
-    const char* v = std::getenv("STRATA_HANDOFF_LOCAL_PARTS");
-    if (v == nullptr || *v == '\0') return kHandoffLocalParts;
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (end == v || *end != '\0' || n < 0 || n > 1000000)
-        fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_HANDOFF_LOCAL_PARTS=") + v +
-                                              ": expected a whole number of parts (0: never emit locally)");
-    return (int)n;
+    return (int)env_whole("STRATA_HANDOFF_LOCAL_PARTS", kHandoffLocalParts, 0, 1000000,
+                          "a whole number of parts (0: never emit locally)");
 }
 
 // STRATA_HANDOFF_PAIR (strata/env.py): whether SILU_MUL's input may be emitted locally (dot_pair_shape);
 // 0 = the pre-pass launch after gate_up, as before. Same bits either way; read at each call.
 bool handoff_pair_enabled() {
-    const char* v = std::getenv("STRATA_HANDOFF_PAIR");
-    if (v == nullptr || *v == '\0' || std::strcmp(v, "1") == 0) return true;
-    if (std::strcmp(v, "0") == 0) return false;
-    fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_HANDOFF_PAIR=") + v + ": expected 1 (the default) or 0");
+    return env_switch("STRATA_HANDOFF_PAIR", true, "1 (the default) or 0");
 }
 
 void launch_handoff_prepass(const MatmulArgs& a, const HandoffView& v, cudaStream_t stream) {
@@ -1169,8 +1159,7 @@ namespace {
 // STRATA_MATMUL_ROPE=1 (read at each call; unset or 0 = the separate launch, same bits: on the H200
 // the one kernel measured no faster, docs/cuda_backend.md).
 bool rope_epilogue_covers(const MatmulArgs& a, const RopeKvStoreArgs& r, const IntParams& p) {
-    const char* env = std::getenv("STRATA_MATMUL_ROPE");
-    if (env == nullptr || std::strcmp(env, "1") != 0) return false;
+    if (!env_switch("STRATA_MATMUL_ROPE", false, "0 (the default: the separate rope_kv_store launch) or 1")) return false;
     const int hd = r.slots.head_dim;
     if (a.n_rows != 1 || hd % 2 != 0 || p.no % 2 != 0 || p.threads % 32 != 0) return false;
     if (r.slots.kv_dtype != STRATA_KV_F16 || r.slots.kv == nullptr) return false;

@@ -54,6 +54,7 @@
 #include "cuda_int_q6k.cuh"
 #include "cuda_int_tiles.cuh"
 #include "core/dtype.h"
+#include "core/env_switch.h"
 #include "cuda_kernels.cuh"
 #include "cuda_mma.cuh"
 #include "cuda_pdl.cuh"
@@ -933,10 +934,7 @@ int parse_forced(const char* env) {
 // since the H200 A/B of 2026-12-05, bench/RESULTS.md) puts the routed launches below on the K split (the
 // same bits); 0: not.
 bool ksplit_enabled() {
-    const char* env = std::getenv("STRATA_INT_TILES_KSPLIT");
-    if (!env || !*env || std::strcmp(env, "1") == 0) return true;
-    if (std::strcmp(env, "0") == 0) return false;
-    fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_TILES_KSPLIT=") + env + ": expected 0 or 1");
+    return env_switch("STRATA_INT_TILES_KSPLIT", true);
 }
 
 // STRATA_INT_TILES_SKIP_DEAD (strata/env.py; read per call): 1 or unset (the default since the H100 A/B
@@ -944,10 +942,7 @@ bool ksplit_enabled() {
 // warp with no row below the launch's last skip its products and folds (int_tiles_kernel, `idle`; the same
 // bits); 0 computes them (docs/cuda_backend.md, "Idle warps of a partial row tile").
 bool skip_dead_enabled() {
-    const char* env = std::getenv("STRATA_INT_TILES_SKIP_DEAD");
-    if (!env || !*env || std::strcmp(env, "1") == 0) return true;
-    if (std::strcmp(env, "0") == 0) return false;
-    fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_TILES_SKIP_DEAD=") + env + ": expected 0 or 1");
+    return env_switch("STRATA_INT_TILES_SKIP_DEAD", true);
 }
 
 // A routing's choice, with STRATA_INT_TILES_KSPLIT applied (read, and so checked, on every routed call).

@@ -60,6 +60,7 @@
 #include "cuda_int_mma.cuh"
 #include "cuda_int_rows.cuh"
 #include "core/dtype.h"
+#include "core/env_switch.h"
 #include "cuda_kernels.cuh"
 #include "cuda_mma.cuh"
 #include "cuda_pdl.cuh"
@@ -435,24 +436,13 @@ inline bool rows_auto_wide(int64_t n_rows, int64_t n_out) {
     return n_out > kRowsMaxOut && n_out <= 2 * kRowsMaxOut && n_rows >= 9 && n_rows <= 16;
 }
 
-// A switch read per call (tests flip it within a process): unset or empty gives -1, else the index of
-// one of `values` exactly, or an error naming them.
-int rows_switch(const char* name, const char* const (&values)[2], const char* expected) {
-    const char* env = std::getenv(name);
-    if (!env || !*env) return -1;
-    for (int i = 0; i < 2; ++i)
-        if (std::strcmp(env, values[i]) == 0) return i;
-    fail(STRATA_ERR_INVALID_ARGUMENT, std::string(name) + "=" + env + ": expected " + expected);
-}
-
 RowsMode rows_mode() {
     RowsMode m;
     static const char* const kWarps[2] = {"8", "16"};
-    static const char* const kWide[2] = {"0", "1"};
-    const int w = rows_switch("STRATA_INT_ROWS_WARPS", kWarps, "8 (the default) or 16 (warps per few-row CTA)");
+    const int w = env_choice("STRATA_INT_ROWS_WARPS", kWarps, "8 (the default) or 16 (warps per few-row CTA)");
     m.warps = w < 0 ? 0 : (w == 1 ? kRowsWarps16 : kRowsWarps8);
-    m.wide = rows_switch("STRATA_INT_ROWS_WIDE", kWide,
-                         "0 (the default) or 1 (the few-row kernel also on matrices of more than 4096 outputs)") == 1;
+    m.wide = env_switch("STRATA_INT_ROWS_WIDE", false,
+                        "0 (the default) or 1 (the few-row kernel also on matrices of more than 4096 outputs)");
     const char* env = std::getenv("STRATA_INT_MATMUL");  // read per call: tests switch it within a process
     if (!env || !*env || std::strcmp(env, "auto") == 0 || std::strncmp(env, "auto:", 5) == 0)
         return m;  // auto:v1 ... auto:vN choose the tile kernel's routing only (int_tiles_choice)

@@ -52,6 +52,7 @@
 // (libstrata/cuda_emu, which compiles the kernels as host C++).
 #pragma once
 
+#include "core/env_switch.h"
 #include "cuda_common.cuh"
 
 #ifdef __CUDACC__
@@ -90,11 +91,7 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 // STRATA_PDL: unset, empty or "1" = on where the device supports it; "0" =
 // off; anything else is an error naming the choices.
 inline bool pdl_env_on() {
-    const char* v = std::getenv("STRATA_PDL");
-    if (v == nullptr || *v == '\0' || std::strcmp(v, "1") == 0) return true;
-    if (std::strcmp(v, "0") == 0) return false;
-    fail(STRATA_ERR_INVALID_ARGUMENT,
-         std::string("STRATA_PDL=") + v + ": expected 0 (off) or 1 (on where the GPU supports it, the default)");
+    return env_switch("STRATA_PDL", true, "0 (off) or 1 (on where the GPU supports it, the default)");
 }
 
 // Whether the current device has PDL (compute capability 9.0+), cached per
