@@ -1,6 +1,6 @@
 """Fixtures for the kernel tests: `backend` (the shared `device`: "cpu", and "cuda:0" marked gpu
-when the library sees a CUDA device) and a shared context per backend. `rng` comes from
-tests/conftest.py."""
+when the library sees a CUDA device), a shared context per backend, and `cuda_ctx` (a CUDA context
+per module, for the CUDA-only files). `rng` comes from tests/conftest.py."""
 
 import gc
 import warnings
@@ -25,3 +25,13 @@ def ctx(backend):
         context.close()
     except S.StrataError as exc:
         warnings.warn(f"kernel tests leaked objects on {backend}: {exc}")
+
+
+@pytest.fixture(scope="module")
+def cuda_ctx():
+    """A cuda:0 context for the module, for tests of CUDA-only kernels and switches; skips without a device."""
+    if S.cuda_device_count() == 0:
+        pytest.skip("no CUDA device")
+    context = S.Context("cuda:0")
+    yield context
+    context.close()

@@ -15,15 +15,6 @@ from strata import _ffi as S
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module")
-def cuda_ctx():
-    if S.cuda_device_count() == 0:
-        pytest.skip("no CUDA device")
-    context = S.Context("cuda:0")
-    yield context
-    context.close()
-
-
 def refused(ctx, rng, monkeypatch, dtype, n_rows, settings, match):
     """A matmul of n_rows under `settings` fails with `match`; y keeps its bits. Then, the settings
     removed, the same call succeeds and writes y (so the refusal, not the shape, stopped it)."""

@@ -62,15 +62,6 @@ def random_blocks(rng, dtype, n_out, k):
     return raw.reshape(n_out, -1)
 
 
-@pytest.fixture(scope="module")
-def cuda_ctx():
-    if S.cuda_device_count() == 0:
-        pytest.skip("no CUDA device")
-    context = S.Context("cuda:0")
-    yield context
-    context.close()
-
-
 def both(monkeypatch, run, tiles="tiles"):
     """run() with the legacy kernels, then with the tile kernel (`tiles`: a STRATA_INT_MATMUL value)."""
     out = []

@@ -30,15 +30,6 @@ CASES = [  # (n_rows, k, n_out, w_pad): row tiles of 64, output tiles of 128, sl
 ]
 
 
-@pytest.fixture(scope="module")
-def cuda_ctx():
-    if S.cuda_device_count() == 0:
-        pytest.skip("no CUDA device")
-    context = S.Context("cuda:0")
-    yield context
-    context.close()
-
-
 def legacy_and_wgmma(monkeypatch, run, banks):
     """run() with the legacy kernels, then with the wgmma kernel at every row count."""
     monkeypatch.setenv("STRATA_INT_MATMUL", "legacy")

@@ -18,15 +18,6 @@ N = 1 << 18  # floats per buffer: several waves of blocks per kernel, so consecu
 ROUNDS = 60  # 3 kernels per round
 
 
-@pytest.fixture(scope="module")
-def cuda_ctx():
-    if S.cuda_device_count() == 0:
-        pytest.skip("no CUDA device")
-    ctx = S.Context("cuda:0")
-    yield ctx
-    ctx.close()
-
-
 def chain(ctx, a, b, c):
     """a = a + b; c = a * 0.5; b = c + a (a grows 2.5x a round), ROUNDS times: each kernel reads
     what the one before it wrote and writes what the one before it read."""
