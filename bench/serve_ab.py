@@ -88,9 +88,11 @@ def run_one(command: list[str], extra_env: dict[str, str], args, log: Path, solo
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     base = {k: v for k, v in os.environ.items() if k != "STRATA_API_KEY"}
+    # `python -m strata.cli` from this checkout, installed or not
+    base["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     with open(log, "wb") as out:
         proc = subprocess.Popen(command + ["--port", str(port)], stdout=out, stderr=subprocess.STDOUT,
-                                env={**base, **extra_env})
+                                env={**base, **extra_env}, cwd=ROOT)
     try:
         wait_ready(proc, url, log, args.startup_timeout)
         load = [sys.executable, str(SERVE_LOAD), "--url", url, "--clients", str(args.clients),

@@ -36,7 +36,8 @@ inline int env_choice(const char* name, const char* const (&values)[N], const ch
     invalid(std::string(name) + "=" + v + ": expected " + expected);
 }
 
-// A whole number in [low, high] (decimal digits, an optional sign), unset or empty `dflt`.
+// A whole number in [low, high] as strtoll reads it (leading blanks and a sign allowed, nothing after
+// the digits), unset or empty `dflt`.
 inline int64_t env_whole(const char* name, int64_t dflt, int64_t low, int64_t high, const char* expected) {
     const char* v = std::getenv(name);
     if (v == nullptr || *v == '\0') return dflt;
