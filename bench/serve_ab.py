@@ -12,7 +12,8 @@ each against its own server on a free loopback port, with `bench/serve_load.py`'
 solo runs, unless `--no-solo`). With `--llama-server`, llama-server on the same GGUF runs first and last
 (`-np CLIENTS -c CTX*CLIENTS -fa on`; its shared libraries on LD_LIBRARY_PATH, as a llama.cpp build leaves
 them in build/bin), so the peer is in the same run. Prints one table row per run (the
-engine-step and decode-ahead rows come from Strata's /metrics); `--json FILE` also writes every run's
+engine-step and decode-ahead rows come from Strata's /metrics), then each setting's mean tokens/s and its ratio
+to llama-server's mean; `--json FILE` also writes every run's
 serve_load summary. bench/RESULTS.md, 2026-12-06, was measured this way (then by a script kept out of git).
 """
 
@@ -128,6 +129,22 @@ def row(name: str, s: dict) -> str:
             f"{guesses} | {equal} |")
 
 
+def means(results: list[dict]) -> str:
+    """Per setting (and llama-server): its runs' mean tokens/s, and the ratio to llama-server's mean where it ran."""
+    order, by = [], {}
+    for r in results:
+        if r["setting"] not in by:
+            order.append(r["setting"])
+        by.setdefault(r["setting"], []).append(r.get("tokens_per_s") or 0.0)
+    mean = {k: sum(v) / len(v) for k, v in by.items()}
+    peer = mean.get("llama-server")
+    lines = ["| setting | runs | mean tok/s | x llama-server |", "| --- | ---: | ---: | ---: |"]
+    for k in order:
+        ratio = f"{mean[k] / peer:.2f}x" if peer and k != "llama-server" else ""
+        lines.append(f"| {k} | {len(by[k])} | {mean[k]:,.2f} | {ratio} |")
+    return "\n".join(lines)
+
+
 HEADER = ("| run | tok/s | wall | TTFT p50 / p99 ms | ITL p50 / p99 ms | decode-only steps (n x ms, rows) | "
           "steps with a prompt (n x ms, rows + prompt tokens) | guesses taken/reused/dropped | equal to solo |\n"
           "| --- | ---: | ---: | ---: | ---: | --- | --- | --- | ---: |")
@@ -179,8 +196,10 @@ def main(argv: list[str] | None = None) -> int:
         except (RuntimeError, OSError, ValueError) as exc:
             print(f"error: {name}: {exc}", file=sys.stderr)
             return 2
-        results.append({"run": name, "settings": extra, **summary})
+        results.append({"run": name, "setting": name.rsplit(" #", 1)[0], "settings": extra, **summary})
         print(row(name, summary), flush=True)
+    print()
+    print(means(results))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 1 if any(r.get("errors") for r in results) else 0

@@ -30,6 +30,16 @@ def test_undeclared_or_malformed_settings_are_refused(bad):
         serve_ab.parse_setting(bad)
 
 
+def test_means_give_each_setting_its_ratio_to_llama_server():
+    results = [{"setting": "llama-server", "tokens_per_s": 1000.0}, {"setting": "-", "tokens_per_s": 1500.0},
+               {"setting": "A=1", "tokens_per_s": 1400.0}, {"setting": "-", "tokens_per_s": 1700.0},
+               {"setting": "A=1", "tokens_per_s": 1600.0}, {"setting": "llama-server", "tokens_per_s": 1200.0}]
+    lines = serve_ab.means(results).splitlines()
+    assert lines[2:] == ["| llama-server | 2 | 1,100.00 |  |", "| - | 2 | 1,600.00 | 1.45x |", "| A=1 | 2 | 1,500.00 | 1.36x |"]
+    assert serve_ab.means(results[1:3]).splitlines()[2:] == ["| - | 1 | 1,500.00 |  |", "| A=1 | 1 | 1,400.00 |  |"], \
+        "without llama-server there is no ratio"
+
+
 def run(*args, timeout=300):
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout)
 
@@ -55,11 +65,15 @@ def test_two_settings_on_the_cpu(tmp_path, model_path):
                "--clients", "2", "--max-tokens", "4", "--logs", str(tmp_path), "--json", str(out),
                "-", "STRATA_DECODE_AHEAD_REUSE=0,STRATA_PREFILL_HOLD_MS=5")
     assert done.returncode == 0, done.stderr
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    table, _, means = done.stdout.partition("\n\n")
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [line.split("|")[1].strip() for line in means.splitlines()[2:]] == [
+        "-", "STRATA_DECODE_AHEAD_REUSE=0,STRATA_PREFILL_HOLD_MS=5"]
     assert [r.split("|")[1].strip() for r in rows[1:]] == ["- #1", "STRATA_DECODE_AHEAD_REUSE=0,STRATA_PREFILL_HOLD_MS=5 #1"]
     assert rows[1].rstrip().endswith("|  |"), "only the last Strata run reruns each request alone"
     assert rows[2].rstrip().endswith("| 2 / 2 |"), rows[2]
     runs = json.loads(out.read_text())
+    assert [r["setting"] for r in runs] == ["-", "STRATA_DECODE_AHEAD_REUSE=0,STRATA_PREFILL_HOLD_MS=5"]
     assert [r["settings"] for r in runs] == [{}, {"STRATA_DECODE_AHEAD_REUSE": "0", "STRATA_PREFILL_HOLD_MS": "5"}]
     assert all(r["generated_tokens"] == 8 and r["errors"] == 0 for r in runs)
     assert all(r["engine_steps"]["steps_prompt"] >= 1 for r in runs), "the step rows come from /metrics"
