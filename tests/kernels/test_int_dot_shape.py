@@ -14,7 +14,7 @@ import pytest
 
 from kernel_refs import make_weights
 from strata import _ffi as S
-from test_int_tiles import cuda_ctx, random_blocks  # noqa: F401 (a fixture)
+from test_int_tiles import random_blocks
 from test_matmul_ex import P, PROLOGUES, check, prologue_f64, run_ex, width_of
 
 pytestmark = pytest.mark.gpu
