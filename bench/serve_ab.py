@@ -22,16 +22,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))   # run from a checkout without installing
+sys.path.insert(0, str(ROOT / "bench"))
 
+from server_process import free_port, stop, wait_ready  # noqa: E402  (bench/)
 from strata import env  # noqa: E402
 
 SERVE_LOAD = ROOT / "bench" / "serve_load.py"
@@ -52,38 +51,6 @@ def parse_setting(text: str) -> dict[str, str]:
     return out
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(proc: subprocess.Popen, url: str, log: Path, timeout_s: float) -> None:
-    """Until GET url/v1/models answers 200; a server that exits or never answers is a RuntimeError."""
-    import httpx
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode}:\n{log.read_text(errors='replace')[-2000:]}")
-        try:
-            if httpx.get(f"{url}/v1/models", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"the server did not answer within {timeout_s:.0f} s:\n{log.read_text(errors='replace')[-2000:]}")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 def run_one(command: list[str], extra_env: dict[str, str], args, log: Path, solo: bool) -> dict:
     """Start the server, run serve_load against it (--json), stop it; its summary."""
     port = free_port()
@@ -95,7 +62,10 @@ def run_one(command: list[str], extra_env: dict[str, str], args, log: Path, solo
         proc = subprocess.Popen(command + ["--port", str(port)], stdout=out, stderr=subprocess.STDOUT,
                                 env={**base, **extra_env}, cwd=ROOT)
     try:
-        wait_ready(proc, url, log, args.startup_timeout)
+        if not wait_ready(proc, url, args.startup_timeout, path="/v1/models", poll_s=0.5):
+            what = f"exited with {proc.returncode}" if proc.poll() is not None else \
+                f"did not answer within {args.startup_timeout:.0f} s"
+            raise RuntimeError(f"the server {what}:\n{log.read_text(errors='replace')[-2000:]}")
         load = [sys.executable, str(SERVE_LOAD), "--url", url, "--clients", str(args.clients),
                 "--max-tokens", str(args.max_tokens), "--json"]
         load += ["--server-pid", str(proc.pid)] if solo else ["--no-solo"]

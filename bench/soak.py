@@ -24,7 +24,6 @@ import asyncio
 import json
 import os
 import random
-import signal
 import socket
 import struct
 import subprocess
@@ -34,6 +33,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import httpx
+
+from server_process import free_port, stop, wait_ready  # bench/: the script's own folder is on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPTS = [
@@ -69,10 +70,7 @@ class Server:
         if args.url:
             self.url = args.url.rstrip("/")
         else:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                self.port = s.getsockname()[1]
-            self.url = f"http://127.0.0.1:{self.port}"
+            self.url = f"http://127.0.0.1:{free_port()}"
         host_port = self.url.split("//", 1)[1]
         self.host, self.port = host_port.rsplit(":", 1)[0], int(host_port.rsplit(":", 1)[1])
         self.log = open(args.log, "ab") if args.log else subprocess.DEVNULL
@@ -83,26 +81,13 @@ class Server:
         cmd = [sys.executable, "-m", "strata.cli", "serve", "--port", str(self.port), "--device", self.args.device,
                "--batch", str(self.args.batch), "--ctx", str(self.args.ctx), *self.args.serve_args]
         self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
+        if not wait_ready(self.proc, self.url, 300):
             if self.proc.poll() is not None:
                 raise SystemExit(f"strata serve exited with {self.proc.returncode}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.3)
-        raise SystemExit("strata serve did not become healthy in 300 s")
+            raise SystemExit("strata serve did not become healthy in 300 s")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc)
 
     def rss_mb(self) -> float | None:
         pid = self.proc.pid if self.proc else self.args.pid
