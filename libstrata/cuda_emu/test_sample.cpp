@@ -231,6 +231,27 @@ int main(int argc, char** argv) {
         }
         if (bad) { printf("lkey is not monotone: %d\n", bad); return 1; }
     }
+    {  // the bin floors the listing passes compare with: lkey_floor(b) is the smallest float of key >= b, and
+       // wkey_floor(b) the smallest of wkey b (the float just below each has a smaller key or none)
+        namespace K = T_cuda_sample_cluster;
+        auto bits = [](float f) { uint32_t u; memcpy(&u, &f, 4); return u; };
+        auto down = [&](float f) {  // the next float below f (f != +0)
+            const uint32_t u = bits(f), d = (u & 0x80000000u) ? u + 1 : u - 1;
+            float g; memcpy(&g, &d, 4); return g;
+        };
+        int bad = 0;
+        for (uint32_t b = 0; b <= K::kTopKey; ++b) {
+            const float f = K::lkey_floor(b), g = down(f);
+            const uint32_t kf = K::lkey(f), kg = K::lkey(g);
+            bad += kf == K::kNoBin || kf < b || !(f == f);
+            bad += kg != K::kNoBin && kg >= b;
+            const float w = K::wkey_floor(b), v = down(w);
+            bad += K::wkey(w) != b || !(w >= K::kMinMassWeight) || !(w <= 1.0f);
+            bad += b == 0 ? !(v < K::kMinMassWeight) : K::wkey(v) != b - 1;
+        }
+        bad += !(K::wkey_floor(K::kTopKey + 1) > 1.0f);
+        if (bad) { printf("bin floors wrong: %d\n", bad); return 1; }
+    }
     int rows = 0, exact_miss = 0, f64_rand = 0, f64_rand_miss = 0, f64_adv_miss = 0, argmax_miss = 0;
     int inv_rows = 0, inv_miss = 0, leak_rows = 0, leak_differs = 0, route_rows = 0, route_miss = 0;
     int fence_rows = 0, fence_miss = 0;

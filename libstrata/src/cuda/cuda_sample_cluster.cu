@@ -61,6 +61,11 @@
 #ifndef SAMPLE_ROUTE
 #define SAMPLE_ROUTE(gathered)
 #endif
+// Bench hook: bench/gpu_sample_alone.cu's phase timeline (one CTA's clock at
+// numbered points of the row, SAMPLE_PHASES builds); nothing elsewhere.
+#ifndef SAMPLE_PHASE
+#define SAMPLE_PHASE(n)
+#endif
 
 namespace strata {
 namespace cuda {
@@ -201,7 +206,23 @@ struct RowRule {
     bool use_k;
     float thr_l;  // top-k logit threshold
     // w_i for a token top-k keeps, −1 for one it drops or a NaN logit.
+    // Selects, not branches: the weights pass runs it on every logit of the
+    // row, and as early returns (kept_weight_branching) it compiled to ~54
+    // instructions a logit, a third of them branch and reconvergence
+    // bookkeeping (ncu, 2026-12-06: bench/RESULTS.md). Every lane computes
+    // expf; the selects give the same value as the early-return form for
+    // every input (a dropped or NaN logit −1, the max 1, NaN from inf/inf 0).
     __device__ __forceinline__ float kept_weight(float l) const {
+        const bool drop = !(l == l) || (use_k && !(l >= thr_l));
+        float w = expf(__fdiv_rn(__fsub_rn(l, m), T));
+        w = w == w ? fminf(w, 1.0f) : 0.0f;  // NaN only from inf/inf
+        w = l == m ? 1.0f : w;
+        return drop ? -1.0f : w;
+    }
+    // The same values by early returns: the top-p weights pass keeps this form
+    // (with the selects it measured 2 % slower there, the histogram adds
+    // being branches anyway; bench/RESULTS.md, 2026-12-06).
+    __device__ __forceinline__ float kept_weight_branching(float l) const {
         if (!(l == l) || (use_k && !(l >= thr_l))) return -1.0f;
         if (l == m) return 1.0f;
         const float w = expf(__fdiv_rn(__fsub_rn(l, m), T));
@@ -345,6 +366,7 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
                                                                        int fence) {
     pdl_wait();  // first: see cuda_pdl.cuh
     pdl_launch_dependents();
+    SAMPLE_PHASE(0);
     ClusterShared& sm = *dynamic_smem<ClusterShared>();
     float* const s = reinterpret_cast<float*>(&sm + 1);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -395,6 +417,7 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
         sm.n_ok = cn;
     }
     if (early_k) fold_coarse(sm);  // after the barrier above: the fine histogram is complete
+    SAMPLE_PHASE(1);
     // Publishes best and n_ok (and the early route's histograms); no remote read came before it.
     publish_barrier(fence);
     Best best{__int_as_float(0xff800000), INT32_MAX};
@@ -403,6 +426,7 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
         best = better(best, cluster_map(&sm.best, c)[0]);  // a word at a time: the emulator logs each read
         n_ok += cluster_map(&sm.n_ok, c)[0];
     }
+    SAMPLE_PHASE(2);
     // Greedy for T <= 0 (or NaN) and for rows without a finite-or-+inf maximum.
     // Every branch below is uniform over the cluster (all CTAs computed the same values).
     if (best.i == INT32_MAX || best.v == __int_as_float(0xff800000) || !(prm.temperature > 0.0f)) {
@@ -443,21 +467,36 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
         __syncthreads();
     }
     u64 mine = 0, mine_p = 0;
-    BinRun<false> run;
-    for (int j = 0; j < ch; ++j) {
-        const int e = tid * ch + j;
-        if (e < len) {
-            const float w = rule.kept_weight(s[e]);
-            s[e] = w;
-            if (w >= 0.0f) {
-                const u64 q = mass_of(w);
-                mine += q;
-                if (w >= mp) mine_p += q;
-                if (bins_p && w >= kMinMassWeight) run.add(fine, wkey(w), q);
+    if (bins_p) {  // uniform over the cluster; the form before the selects (kept_weight_branching)
+        BinRun<false> run;
+        for (int j = 0; j < ch; ++j) {
+            const int e = tid * ch + j;
+            if (e < len) {
+                const float w = rule.kept_weight_branching(s[e]);
+                s[e] = w;
+                if (w >= 0.0f) {
+                    const u64 q = mass_of(w);
+                    mine += q;
+                    if (w >= mp) mine_p += q;
+                    if (w >= kMinMassWeight) run.add(fine, wkey(w), q);
+                }
             }
         }
+        run.flush(fine);
+    } else {
+        // This thread's ids of the slice: whole chunks but the last (no bound
+        // check per id), and the masses by selects (a dropped token's w = −1
+        // has mass 0 and is below min-p): ~9 % faster for T and min-p rows.
+        const int own_n = len - tid * ch < ch ? (len - tid * ch > 0 ? len - tid * ch : 0) : ch;
+        float* const chunk_w = s + tid * ch;
+        for (int j = 0; j < own_n; ++j) {
+            const float w = rule.kept_weight(chunk_w[j]);
+            chunk_w[j] = w;
+            const u64 q = mass_of(fmaxf(w, 0.0f));
+            mine += q;
+            mine_p += w >= mp ? q : 0;
+        }
     }
-    if (bins_p) run.flush(fine);
     sm.chunk[tid] = mine;
     u64 cta_mass = 0;
     (void)block_scan(mine, sm, &cta_mass);  // its barriers also complete the histogram
@@ -467,11 +506,13 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
         if (tid == 0) sm.mass_d = cta_mass;
     }
     if (bins_p) fold_coarse(sm);
+    SAMPLE_PHASE(8);
     // Publishes mass_w, mass_d and the top-p histograms. The remote reads since
     // the last full barrier (best and n_ok above, each written once per row)
     // touch no word written again; the next full barrier (topp_bins' gather,
     // the radix digits or the exit) comes before any CTA leaves.
     publish_barrier(fence);
+    SAMPLE_PHASE(9);
     u64 total = 0;  // Q: the cluster's kept mass
     for (int c = 0; c < C; ++c) total += cluster_map(&sm.mass_w, c)[0];
 
@@ -521,11 +562,13 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
     }
     // The draw: D = floor(u24 · total / 2^24) < total (total >= 2^40: the max weight is always kept).
     const u64 target = (u64)(((unsigned __int128)random_u24(prm.seed, prm.position) * total) >> 24);
+    SAMPLE_PHASE(10);
     cluster_arrive();  // every remote read is done: a CTA may leave once all have arrived
     if (before <= target && target < before + own)  // CTA-uniform
         draw_in_slice(sm, s, len, ch, s0, w_min,
                       w_min == 0.0f || (from == kMassBins && route == kRouteEarly),  // sm.chunk is the kept mass
                       target - before, &a.out_ids[row]);
+    SAMPLE_PHASE(11);
     cluster_wait();
 }
 

@@ -114,6 +114,24 @@ __device__ __forceinline__ uint32_t lkey(float l) {
     return mag < kLo ? kTopKey / 2 : k;
 }
 
+// The smallest float whose lkey is >= b (b <= kTopKey). lkey is monotone, so
+// for a non-NaN logit lkey(l) >= b exactly when l >= lkey_floor(b), and the
+// logits lkey does not count (l <= -2^11) lie below every floor: a listing
+// pass compares each logit with one float instead of computing its key
+// (test_sample checks every floor and the float just below it).
+__device__ __forceinline__ float lkey_floor(uint32_t b) {
+    constexpr uint32_t kLo = 0x3b000000u, kMid = kTopKey / 2;  // kMid: |l| < 2^-9
+    if (b > kMid) return __uint_as_float(kLo + ((b - kMid - 1) << 18));
+    if (b == kMid) return __uint_as_float(0x80000000u | (kLo - 1));
+    return __uint_as_float(0x80000000u | (kLo + ((kMid - b) << 18) - 1));
+}
+
+// The smallest weight whose wkey is b (b <= kTopKey + 1: kTopKey + 1 gives
+// 1.03125, above every weight): for w >= 0, wkey(w) == b exactly when
+// wkey_floor(b) <= w < wkey_floor(b + 1), and w > the bin exactly when
+// w >= wkey_floor(b + 1) (positive floats order as their bits).
+__device__ __forceinline__ float wkey_floor(uint32_t b) { return __uint_as_float((b + (0x2b800000u >> 18)) << 18); }
+
 // A thread's pending histogram add: consecutive adds to one bin merge (a row
 // of equal weights costs one atomic per thread, not one per element).
 // kCount: the adds are counts, below 2^32 in a bin, so one 32-bit atomic on
@@ -388,6 +406,35 @@ __device__ bool gather_lists(ClusterShared& sm, int fence, int read_cb, Gathered
     return true;
 }
 
+// The O(m²) loops of topk_finish give each candidate G lanes (a power of two,
+// G <= 32, the largest with m · G <= kThreads): lane r of a group takes every
+// G-th other candidate from r, and the group sums its integers by shuffles
+// (exact in any order). With one lane per candidate, m ≈ 50 left 200 of 256
+// threads idle while each of the others walked the whole list three times,
+// and the CTA's barrier after each loop waited for that walk (ncu,
+// 2026-12-06: bench/RESULTS.md).
+__device__ __forceinline__ int finish_group(int m) {
+    int g = 1;
+    while (g < 32 && 2 * g * m <= kThreads) g *= 2;
+    return g;
+}
+
+// Runs body(j, r) over rounds in which lane group tid / G takes candidate j
+// (j >= m: none this round) as its lane r = tid % G; every lane runs every
+// round, so shuffles inside body see whole warps.
+template <class Body>
+__device__ __forceinline__ void grouped_rounds(int m, int G, Body body) {
+    const int tid = threadIdx.x, per_round = kThreads / G;
+    for (int base = 0; base < m; base += per_round) body(base + tid / G, tid % G);
+}
+
+// The sum of v over a lane group of G (contiguous lanes, G divides 32).
+template <class T>
+__device__ __forceinline__ T group_sum(T v, int G) {
+    for (int off = G / 2; off > 0; off >>= 1) v += __shfl_xor_sync(kFullMask, v, off);
+    return v;
+}
+
 // Top-k's finish on m gathered logits that hold every logit >= the row's k-th
 // largest (so a candidate's rank among them is its rank in the row): the k-th
 // largest by ranking, the kept weights and masses, w* as the largest kept
@@ -403,18 +450,24 @@ __device__ void topk_finish(ClusterShared& sm, const Gathered& g, int64_t row, i
     float* const gv = g.v;
     const int32_t* const gi = g.i;
     const int m = g.m;
+    const int G = finish_group(m);
+    SAMPLE_PHASE(5);
     cluster_arrive();  // every remote read is done; no CTA leaves before all have arrived (cluster_wait)
-    for (int j = tid; j < m; j += kThreads) {
-        const float v = gv[j];
+    grouped_rounds(m, G, [&](int j, int r) {
+        const float v = j < m ? gv[j] : 0.0f;
         int gt = 0, ge = 0;
-        for (int i = 0; i < m; ++i) {
-            const float o = gv[i];
-            gt += o > v;
-            ge += o >= v;
-        }
-        if (gt < k && k <= ge) sm.kth = v;  // the writers' values compare equal
-    }
+        if (j < m)
+            for (int i = r; i < m; i += G) {
+                const float o = gv[i];
+                gt += o > v;
+                ge += o >= v;
+            }
+        gt = group_sum(gt, G);
+        ge = group_sum(ge, G);
+        if (j < m && r == 0 && gt < k && k <= ge) sm.kth = v;  // the writers' values compare equal
+    });
     __syncthreads();
+    SAMPLE_PHASE(6);
     RowRule rule = rule0;
     rule.thr_l = sm.kth;
     u64 q = 0;
@@ -430,45 +483,53 @@ __device__ void topk_finish(ClusterShared& sm, const Gathered& g, int64_t row, i
         const u64 target = top_p_target(prm.top_p, total);
         if (tid == 0) sm.wstar = 0;
         __syncthreads();
-        for (int j = tid; j < m; j += kThreads) {
-            const float v = gv[j];
-            if (!(v >= 0.0f) || mass_of(v) == 0) continue;
+        grouped_rounds(m, G, [&](int j, int r) {
+            const float v = j < m ? gv[j] : -1.0f;
+            const bool live = v >= 0.0f && mass_of(fmaxf(v, 0.0f)) != 0;
             u64 at_or_above = 0;
-            for (int i = 0; i < m; ++i) {
-                const float o = gv[i];
-                if (o >= v) at_or_above += mass_of(o);
-            }
-            if (at_or_above >= target) atomicMax(&sm.wstar, __float_as_uint(v));  // w >= 0: bits order as values
-        }
+            if (live)
+                for (int i = r; i < m; i += G) {
+                    const float o = gv[i];
+                    if (o >= v) at_or_above += mass_of(o);
+                }
+            at_or_above = group_sum(at_or_above, G);
+            if (live && r == 0 && at_or_above >= target)
+                atomicMax(&sm.wstar, __float_as_uint(v));  // w >= 0: bits order as values
+        });
         __syncthreads();
         w_min = __uint_as_float(sm.wstar);
     }
     if (prm.min_p > 0.0f) w_min = fmaxf(w_min, fminf(prm.min_p, 1.0f));
-    q = 0;
-    for (int j = tid; j < m; j += kThreads) {
-        const float w = gv[j];
-        if (w >= w_min && w >= 0.0f) q += mass_of(w);
+    if (w_min > 0.0f) {  // CTA-uniform; with w_min = 0 the kept set, so its mass, is the one summed above
+        q = 0;
+        for (int j = tid; j < m; j += kThreads) {
+            const float w = gv[j];
+            if (w >= w_min && w >= 0.0f) q += mass_of(w);
+        }
+        (void)block_scan(q, sm, &total);
     }
-    (void)block_scan(q, sm, &total);
     const u64 target = (u64)(((unsigned __int128)random_u24(prm.seed, prm.position) * total) >> 24);
     if (tid == 0) sm.token = INT32_MAX;
     __syncthreads();
-    for (int j = tid; j < m; j += kThreads) {
-        const float v = gv[j];
-        if (!(v >= w_min && v >= 0.0f)) continue;
-        const int32_t id = gi[j];
+    grouped_rounds(m, G, [&](int j, int r) {
+        const float v = j < m ? gv[j] : -1.0f;
+        const bool live = v >= w_min && v >= 0.0f;
+        const int32_t id = j < m ? gi[j] : 0;
         u64 run = 0;
-        for (int i = 0; i < m; ++i) {
-            const float o = gv[i];
-            if (o >= w_min && o >= 0.0f && gi[i] <= id) run += mass_of(o);
-        }
-        if (run > target) atomicMin(&sm.token, id);
-    }
+        if (live)
+            for (int i = r; i < m; i += G) {
+                const float o = gv[i];
+                if (o >= w_min && o >= 0.0f && gi[i] <= id) run += mass_of(o);
+            }
+        run = group_sum(run, G);
+        if (live && r == 0 && run > target) atomicMin(&sm.token, id);
+    });
     __syncthreads();
     if (rank == 0 && tid == 0) {
         out[row] = sm.token;
         SAMPLE_ROUTE(kTopkGathered);
     }
+    SAMPLE_PHASE(7);
     cluster_wait();
 }
 
@@ -526,9 +587,10 @@ __device__ bool topk_gathered(ClusterShared& sm, const float* s, int len, int ch
 // Returns false (cluster-uniform) when the k-th largest is not counted or a
 // list overflows (ties, masked rows); the caller then takes the radix route,
 // which reuses the pool: a cluster barrier first closes every CTA's reads of it.
-template <int C, class Key>
+template <int C, class Listed>
 __device__ bool topk_listed(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int64_t row, int rank,
-                            const strata_sampling_params& prm, const RowRule& rule, int32_t* out, int fence, Key key) {
+                            const strata_sampling_params& prm, const RowRule& rule, int32_t* out, int fence,
+                            Listed listed) {
     const int tid = threadIdx.x;
     uint32_t b = 0;
     u64 above = 0;
@@ -537,12 +599,13 @@ __device__ bool topk_listed(ClusterShared& sm, const float* s, int len, int ch, 
         cluster_sync();  // other CTAs' reads of this pool are done before the radix select reuses it
         return false;
     }
-    list_candidates(sm, s, len, ch, s0, [b, key](float l, float* v) {
+    SAMPLE_PHASE(3);
+    const auto in_list = listed(b);  // whether a logit's key is b or above (false for NaN)
+    list_candidates(sm, s, len, ch, s0, [in_list](float l, float* v) {
         *v = l;
-        if (!(l == l)) return false;
-        const uint32_t k = key(l);
-        return k != kNoBin && k >= b;
+        return in_list(l);
     });
+    SAMPLE_PHASE(4);
     return topk_from_lists<C>(sm, row, rank, prm, rule, out, fence, (int)(b / kFinePer));  // bin_select's reads
 }
 
@@ -571,8 +634,13 @@ __device__ bool topk_bins(ClusterShared& sm, const float* s, int len, int ch, in
     // Publishes every CTA's histograms; the remote reads before it (best and
     // n_ok, written once per row) touch no word written again.
     publish_barrier(fence);
-    return topk_listed<C>(sm, s, len, ch, s0, row, rank, prm, rule, out, fence,
-                          [mx](float l) { return dkey(l, mx); });
+    return topk_listed<C>(sm, s, len, ch, s0, row, rank, prm, rule, out, fence, [mx](uint32_t b) {
+        return [mx, b](float l) {
+            if (!(l == l)) return false;
+            const uint32_t k = dkey(l, mx);
+            return k != kNoBin && k >= b;
+        };
+    });
 }
 
 // The top-p route (STRATA_SAMPLE_ROUTE unset): the weights pass filled each
@@ -595,12 +663,15 @@ __device__ bool topp_bins(ClusterShared& sm, const float* s, int len, int ch, in
     uint32_t b = 0;
     u64 above = 0;
     (void)bin_select<C>(sm, target, &b, &above);  // target <= the kept mass: always found
+    SAMPLE_PHASE(12);
     u64 chunk_above = 0;  // chunk_kept: this thread's chunk mass in the bins above b (all >= w*)
-    list_candidates(sm, s, len, ch, s0, [b, chunk_kept, &chunk_above](float w, float* v) {
+    // By the bin's edges (wkey_floor): w in bin b, or above it; a dropped
+    // token (w = −1) or a massless weight (below 2^-40 = wkey_floor(0)) is neither.
+    const float lo = wkey_floor(b), hi = wkey_floor(b + 1);
+    list_candidates(sm, s, len, ch, s0, [lo, hi, chunk_kept, &chunk_above](float w, float* v) {
         *v = w;
-        const uint32_t k = w >= kMinMassWeight ? wkey(w) : kNoBin;  // kNoBin for dropped tokens (w = −1)
-        if (chunk_kept && k != kNoBin && k > b) chunk_above += mass_of(w);
-        return k == b;
+        if (chunk_kept && w >= hi) chunk_above += mass_of(w);
+        return w >= lo && w < hi;
     });
     u64 mine = 0, own = 0;
     for (int f = (int)b + 1 + tid; f < kFine; f += kThreads) mine += sm.fine()[f];
@@ -609,11 +680,13 @@ __device__ bool topp_bins(ClusterShared& sm, const float* s, int len, int ch, in
         sm.above_own = own;
         sm.wstar = 0;
     }
+    SAMPLE_PHASE(13);
     Gathered g;
     if (!gather_lists<C>(sm, fence, (int)(b / kFinePer), &g)) {  // the other CTAs read bin_select's words
         if (rank == 0 && tid == 0) SAMPLE_ROUTE(kToppRadixAfterOverflow);
         return false;
     }
+    SAMPLE_PHASE(14);
     const float* const gv = g.v;
     const int m = g.m;
     for (int j = tid; j < m; j += kThreads) {
@@ -645,6 +718,7 @@ __device__ bool topp_bins(ClusterShared& sm, const float* s, int len, int ch, in
         __syncthreads();
     }
     *w_star = ws;
+    SAMPLE_PHASE(15);
     if (rank == 0 && tid == 0) SAMPLE_ROUTE(kToppBins);
     return true;
 }
@@ -657,5 +731,9 @@ __device__ bool topp_bins(ClusterShared& sm, const float* s, int len, int ch, in
 template <int C>
 __device__ bool topk_early(ClusterShared& sm, const float* s, int len, int ch, int64_t s0, int64_t row, int rank,
                            const strata_sampling_params& prm, const RowRule& rule, int32_t* out, int fence) {
-    return topk_listed<C>(sm, s, len, ch, s0, row, rank, prm, rule, out, fence, [](float l) { return lkey(l); });
+    // One compare a logit: lkey(l) >= b exactly when l >= lkey_floor(b) (NaN: false).
+    return topk_listed<C>(sm, s, len, ch, s0, row, rank, prm, rule, out, fence, [](uint32_t b) {
+        const float floor_b = lkey_floor(b);
+        return [floor_b](float l) { return l >= floor_b; };
+    });
 }
