@@ -41,6 +41,15 @@ SETTINGS = {  # name: (temperature, top_k, top_p, min_p)
 }
 
 
+def sampling_params(setting: str, n_rows: int) -> np.ndarray:
+    """One strata_sampling_params row per request for a SETTINGS name: seed 7, position = the row."""
+    temp, top_k, top_p, min_p = SETTINGS[setting]
+    params = np.zeros(n_rows, S.SAMPLING_PARAMS_DTYPE)
+    params["temperature"], params["top_k"], params["top_p"], params["min_p"] = temp, top_k, top_p, min_p
+    params["seed"], params["position"] = 7, np.arange(n_rows)
+    return params
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda:0")
@@ -61,11 +70,8 @@ def main(argv=None) -> int:
                 t = time_per_call(ctx, lambda: S.argmax(ctx, logits, 0, n_rows, vocab, out_ids, 0), args.calls,
                                   args.launches)
                 print(f"{'argmax':<24} {vocab:>7} {n_rows:>5} {t * 1e6:>10.2f}", flush=True)
-                for name, (temp, top_k, top_p, min_p) in SETTINGS.items():
-                    params = np.zeros(n_rows, S.SAMPLING_PARAMS_DTYPE)
-                    params["temperature"], params["top_k"], params["top_p"], params["min_p"] = temp, top_k, top_p, min_p
-                    params["seed"], params["position"] = 7, np.arange(n_rows)
-                    p = S.Buffer.from_array(ctx, params)
+                for name in SETTINGS:
+                    p = S.Buffer.from_array(ctx, sampling_params(name, n_rows))
                     t = time_per_call(ctx, lambda: S.sample(ctx, logits, 0, n_rows, vocab, p, 0, out_ids, 0),
                                       args.calls, args.launches)
                     print(f"{name:<24} {vocab:>7} {n_rows:>5} {t * 1e6:>10.2f}", flush=True)

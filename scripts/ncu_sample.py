@@ -1,4 +1,4 @@
-"""One seeded-sampler call per setting, for Nsight Compute (scripts/gpu_ncu_sample.sh).
+"""One seeded-sampler setting, run for Nsight Compute (docs/gpu.md, the session of 2026-12-06, second).
 
 Each named setting (bench/gpu_sample.py's SETTINGS) runs twice on the same logits (normal, std 3), eagerly:
 the first call warms the kernel up, ncu profiles the second (`--launch-skip 1 --launch-count 1` with one
@@ -18,7 +18,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
-from gpu_sample import SETTINGS  # noqa: E402
+from gpu_sample import SETTINGS, sampling_params  # noqa: E402
 from strata import _ffi as S  # noqa: E402
 
 
@@ -29,16 +29,12 @@ def main(argv=None) -> int:
     ap.add_argument("--vocab", type=int, default=49152)
     ap.add_argument("--device", default="cuda:0")
     args = ap.parse_args(argv)
-    temp, top_k, top_p, min_p = SETTINGS[args.setting]
     ctx = S.Context(args.device)
     rng = np.random.default_rng(0)
     try:
         logits = S.Buffer.from_array(ctx, rng.standard_normal((args.rows, args.vocab), dtype=np.float32) * 3)
         out_ids = S.Buffer(ctx, 4 * args.rows)
-        params = np.zeros(args.rows, S.SAMPLING_PARAMS_DTYPE)
-        params["temperature"], params["top_k"], params["top_p"], params["min_p"] = temp, top_k, top_p, min_p
-        params["seed"], params["position"] = 7, np.arange(args.rows)
-        p = S.Buffer.from_array(ctx, params)
+        p = S.Buffer.from_array(ctx, sampling_params(args.setting, args.rows))
         for _ in range(2):
             S.sample(ctx, logits, 0, args.rows, args.vocab, p, 0, out_ids, 0)
         ctx.synchronize()

@@ -1,9 +1,10 @@
 """pytest plugin: run one test suite to its end across several device calls.
 
 A device call has a time limit (docs/gpu.md), and the whole GPU suite plus the build does not fit one. With
-`-p pytest_resume` (scripts/ on PYTHONPATH) and STRATA_RESUME_FILE set, every test that finishes (passed,
-failed or skipped) appends its node id to that file as soon as it finishes, so a call cut off by its time guard
-keeps what it ran; the next call with the same file deselects those ids and runs the rest. The file lives on
+`-p pytest_resume` (scripts/ on PYTHONPATH) and STRATA_RESUME_FILE set, every test that passes or fails
+(in its call or its set-up) appends its node id to that file as soon as it ends, so a call cut off by its time
+guard keeps what it ran; the next call with the same file deselects those ids and runs the rest. Skipped tests
+are not recorded: one that skipped for want of something a later call carries (the default model) runs there. The file lives on
 the device machine (/tmp survives while the machine stays warm); delete it to start over.
 """
 
