@@ -92,3 +92,25 @@ def test_one_launch_for_few_rows(ctx, rng, backend, monkeypatch):
         graph.close()
     for b in (w, x, y):
         b.close()
+
+
+@pytest.mark.parametrize("ctas", ["1", "2"])
+@pytest.mark.parametrize("prologue", PROLOGUES, ids=lambda p: p.name)
+@pytest.mark.parametrize("dtype", [S.DType.Q4_0, S.DType.Q8_0], ids=lambda d: d.name)
+def test_fused_grid_of_few_ctas_per_sm_equals_the_pre_pass(ctx, rng, monkeypatch, dtype, prologue, ctas):
+    """STRATA_INT_FUSE_CTAS caps the fused dot kernel's grid at 1 or 2 CTAs per SM, so each CTA rounds its
+    row once and walks many output tiles (8,200 outputs: ~513 tiles of 16, several a CTA on any GPU of
+    fewer than 256 SMs). One row at k = 4096 (the 8B's o / qkv / gate_up) equals the pre-pass route's
+    bits, which STRATA_INT_FUSE_ROUNDS=0 takes; the last tile is partial (8,200 is not a multiple of 16)."""
+    k, n_out = 4096, 8200
+    raw, _ = make_weights(rng, dtype, n_out, k)
+    x = rng.standard_normal((1, width_of(prologue, k)), dtype=np.float32)
+    x[0, 7] = 3e4
+    norm = (1 + 0.1 * rng.standard_normal(k)).astype(np.float32) if prologue == P.RMSNORM else None
+    bias = rng.standard_normal(n_out).astype(np.float32)
+    y0 = rng.standard_normal((1, n_out)).astype(np.float32)
+    monkeypatch.setenv("STRATA_INT_FUSE_CTAS", ctas)
+    fused = run_ex(ctx, x, k, raw, dtype, n_out, prologue, norm, bias, y0=y0, accumulate=True)
+    monkeypatch.setenv("STRATA_INT_FUSE_ROUNDS", "0")
+    two_launches = run_ex(ctx, x, k, raw, dtype, n_out, prologue, norm, bias, y0=y0, accumulate=True)
+    assert np.array_equal(fused.view(np.uint32), two_launches.view(np.uint32))

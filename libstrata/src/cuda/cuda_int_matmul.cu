@@ -77,6 +77,12 @@ constexpr int kDotRows = 8;          // rows per tile (one accumulator each per 
 inline int int_fuse_rounds() {
     return (int)env_whole("STRATA_INT_FUSE_ROUNDS", 0, 0, 1 << 30, "a whole number of rounds (0: never)");
 }
+// The fused dot kernel's CTAs per SM (STRATA_INT_FUSE_CTAS, read at each call; 0, the default: as many as
+// fit). Every CTA rounds its rows again, so the rounding's instructions grow with the grid; with 1 or 2
+// a CTA rounds once and then walks many tiles (the same bits: which CTA computes a tile changes nothing).
+inline int int_fuse_ctas() {
+    return (int)env_whole("STRATA_INT_FUSE_CTAS", 0, 0, 64, "a whole number of CTAs per SM (0: as many as fit)");
+}
 
 struct PreParams {
     const float* x;
@@ -1371,7 +1377,11 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         const IntKernel fn = dot_kernel_for(a.w_dtype, kr, fused, rope_here);
         if (!fn) fail(STRATA_ERR_INTERNAL, "cuda matmul: no integer path for dtype " + std::to_string(a.w_dtype));
         int64_t grid = p.n_tiles;
-        if (fused) grid = dot_fused_grid(p, (int64_t)resident_ctas(fn, th, smem) * lim.sms);
+        if (fused) {
+            int per_sm = resident_ctas(fn, th, smem);
+            if (const int cap = int_fuse_ctas(); cap > 0 && (per_sm <= 0 || cap < per_sm)) per_sm = cap;
+            grid = dot_fused_grid(p, (int64_t)per_sm * lim.sms);
+        }
         if (a.prefetch != nullptr && a.prefetch_bytes > 0) {  // whole 128-byte lines, within the allocation
             const uintptr_t lo = reinterpret_cast<uintptr_t>(a.prefetch) & ~uintptr_t(127);
             const uintptr_t hi = reinterpret_cast<uintptr_t>(a.prefetch) + a.prefetch_bytes;
