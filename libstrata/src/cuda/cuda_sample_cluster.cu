@@ -207,9 +207,9 @@ struct RowRule {
     float thr_l;  // top-k logit threshold
     // w_i for a token top-k keeps, −1 for one it drops or a NaN logit.
     // Selects, not branches: the weights pass runs it on every logit of the
-    // row, and as early returns (kept_weight_branching) it compiled to ~54
-    // instructions a logit, a third of them branch and reconvergence
-    // bookkeeping (ncu, 2026-12-06: bench/RESULTS.md). Every lane computes
+    // row, and as early returns it compiled to ~54 instructions a logit, a
+    // third of them branch and reconvergence bookkeeping (ncu, 2026-12-06:
+    // bench/RESULTS.md). Every lane computes
     // expf; the selects give the same value as the early-return form for
     // every input (a dropped or NaN logit −1, the max 1, NaN from inf/inf 0).
     __device__ __forceinline__ float kept_weight(float l) const {
@@ -218,15 +218,6 @@ struct RowRule {
         w = w == w ? fminf(w, 1.0f) : 0.0f;  // NaN only from inf/inf
         w = l == m ? 1.0f : w;
         return drop ? -1.0f : w;
-    }
-    // The same values by early returns: the top-p weights pass keeps this form
-    // (with the selects it measured 2 % slower there, the histogram adds
-    // being branches anyway; bench/RESULTS.md, 2026-12-06).
-    __device__ __forceinline__ float kept_weight_branching(float l) const {
-        if (!(l == l) || (use_k && !(l >= thr_l))) return -1.0f;
-        if (l == m) return 1.0f;
-        const float w = expf(__fdiv_rn(__fsub_rn(l, m), T));
-        return w == w ? fminf(w, 1.0f) : 0.0f;  // NaN only from inf/inf
     }
 };
 
@@ -304,10 +295,14 @@ template <bool kHist>
 __device__ __forceinline__ void load_slice(ClusterShared& sm, const SampleArgs& a, const float* g, float* s, int len,
                                            int64_t row, int64_t s0, Best& b, int& ok) {
     const int tid = threadIdx.x;
-    BinRun<true> run;
     auto take = [&](float l, int64_t id) {
-        consider(b, ok, l, id);
-        if (kHist && l == l) run.add(sm.fine(), lkey(l), 1);  // lkey gives kNoBin for l <= -2^11 (not counted)
+        // consider() by selects, no branch (better() keeps b for a NaN l: both compares are false)
+        b = better(b, Best{l, (int32_t)id});
+        ok += l == l;
+        if (kHist) {
+            const uint32_t key = lkey(l);  // kNoBin for l <= -2^11 (not counted)
+            count_add(sm.fine(), l == l ? key : kNoBin);
+        }
     };
     int i = tid;
     if (reinterpret_cast<uintptr_t>(g) % 16 == 0) {
@@ -353,7 +348,6 @@ __device__ __forceinline__ void load_slice(ClusterShared& sm, const SampleArgs& 
         s[i] = l;
         take(l, s0 + i);
     }
-    if (kHist) run.flush(sm.fine());
 }
 
 // Ids per CTA slice: a multiple of 4 (16-byte loads when the row allows).
@@ -467,28 +461,24 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
         __syncthreads();
     }
     u64 mine = 0, mine_p = 0;
-    if (bins_p) {  // uniform over the cluster; the form before the selects (kept_weight_branching)
-        BinRun<false> run;
-        for (int j = 0; j < ch; ++j) {
-            const int e = tid * ch + j;
-            if (e < len) {
-                const float w = rule.kept_weight_branching(s[e]);
-                s[e] = w;
-                if (w >= 0.0f) {
-                    const u64 q = mass_of(w);
-                    mine += q;
-                    if (w >= mp) mine_p += q;
-                    if (w >= kMinMassWeight) run.add(fine, wkey(w), q);
-                }
-            }
+    // This thread's ids of the slice: whole chunks but the last (no bound
+    // check per id), and the masses by selects (a dropped token's w = −1
+    // has mass 0 and is below min-p): ~9 % faster for T and min-p rows.
+    // Top-p rows (bins_p, uniform over the cluster) add every weight to the
+    // mass histogram too, by mass_hist_add: no branch either (massless
+    // weights go to spare words), so they take the selects form as well.
+    const int own_n = len - tid * ch < ch ? (len - tid * ch > 0 ? len - tid * ch : 0) : ch;
+    float* const chunk_w = s + tid * ch;
+    if (bins_p) {
+        for (int j = 0; j < own_n; ++j) {
+            const float w = rule.kept_weight(chunk_w[j]);
+            chunk_w[j] = w;
+            const u64 q = mass_of(fmaxf(w, 0.0f));
+            mine += q;
+            mine_p += w >= mp ? q : 0;
+            mass_hist_add(fine, w, q);  // split form: fold_coarse_masses
         }
-        run.flush(fine);
     } else {
-        // This thread's ids of the slice: whole chunks but the last (no bound
-        // check per id), and the masses by selects (a dropped token's w = −1
-        // has mass 0 and is below min-p): ~9 % faster for T and min-p rows.
-        const int own_n = len - tid * ch < ch ? (len - tid * ch > 0 ? len - tid * ch : 0) : ch;
-        float* const chunk_w = s + tid * ch;
         for (int j = 0; j < own_n; ++j) {
             const float w = rule.kept_weight(chunk_w[j]);
             chunk_w[j] = w;
@@ -505,7 +495,7 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
         (void)block_scan(mine_p, sm, &cta_mass);
         if (tid == 0) sm.mass_d = cta_mass;
     }
-    if (bins_p) fold_coarse(sm);
+    if (bins_p) fold_coarse_masses(sm);  // the split histogram back to u64 masses, then folded
     SAMPLE_PHASE(8);
     // Publishes mass_w, mass_d and the top-p histograms. The remote reads since
     // the last full barrier (best and n_ok above, each written once per row)
@@ -716,7 +706,7 @@ void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
     if (a.n_vocab > kWideFrom && wide_ok) {
         const int64_t slice = sample_slice(a.n_vocab, kCtasWide);
         const size_t smem = sizeof(ClusterShared) + (size_t)slice * sizeof(float);
-        if ((int64_t)smem <= limit && wide_fits(smem)) {
+        if ((int64_t)smem <= limit && slice <= kMaxSplitSlice && wide_fits(smem)) {
             launch_c<kCtasWide>(a, stream, slice, smem, route, fence);
             check_launch("sample");
             return;
@@ -724,7 +714,7 @@ void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
     }
     const int64_t slice = sample_slice(a.n_vocab, kCtas);
     const size_t smem = sizeof(ClusterShared) + (size_t)slice * sizeof(float);
-    if ((int64_t)smem > limit)
+    if ((int64_t)smem > limit || slice > kMaxSplitSlice)  // the split mass histogram's bound (mass_hist_add)
         fail(STRATA_ERR_INVALID_ARGUMENT, "sample: n_vocab " + std::to_string(a.n_vocab) +
                                               " does not fit the sampler's shared memory (" + std::to_string(kCtas) +
                                               " slices)");

@@ -132,33 +132,75 @@ __device__ __forceinline__ float lkey_floor(uint32_t b) {
 // w >= wkey_floor(b + 1) (positive floats order as their bits).
 __device__ __forceinline__ float wkey_floor(uint32_t b) { return __uint_as_float((b + (0x2b800000u >> 18)) << 18); }
 
-// A thread's pending histogram add: consecutive adds to one bin merge (a row
-// of equal weights costs one atomic per thread, not one per element).
-// kCount: the adds are counts, below 2^32 in a bin, so one 32-bit atomic on
-// the bin's low word whose result nobody waits for (little-endian; the high
-// word stays 0); masses take atomic_add_u64, which waits for its carry.
-template <bool kCount>
-struct BinRun {
-    uint32_t key = kNoBin;
-    u64 m = 0;
-    __device__ __forceinline__ void flush(u64* fine) {
-        if (key != kNoBin) {
-            if (kCount)
-                atomicAdd(reinterpret_cast<unsigned*>(&fine[key]), (unsigned)m);
-            else
-                atomic_add_u64(&fine[key], m);
-        }
-        key = kNoBin;
+// Counts one element in bin `key` of a fine histogram of counts: one 32-bit
+// shared atomic on the bin's low word, whose result nobody waits for
+// (little-endian; a CTA's counts stay below 2^32, so the high word stays 0).
+// No merge of consecutive adds (a per-thread run, until 2026-12-06): a row's
+// logits rarely repeat a bin from one element to the next, and the merge cost
+// a compare and a branch an element; counts are integers, so any order of
+// the adds gives the same totals. kNoBin (not counted) adds to a spare word of the pool instead, one
+// a lane (no two lanes of a warp collide), which nothing reads: the add is
+// not branched around (ptxas branched around a guarded one, with BSSY/BSYNC
+// reconvergence, even written as a predicated red.shared).
+// The spare words are the pool's u64 words after both histograms; every later
+// use of the pool (lists, digit histograms) writes before it reads, after a
+// cluster barrier that follows these adds.
+constexpr int kSpareWords = kFine + kCoarse;  // u64 words kSpareWords .. + 31 of the pool: adds nobody reads
+static_assert(kSpareWords + 32 <= kPool, "the spare words fit the pool");
+__device__ __forceinline__ void count_add(u64* fine, uint32_t key) {
+    const uint32_t at = key != kNoBin ? key : (uint32_t)kSpareWords + (threadIdx.x & 31u);
+    atomicAdd(reinterpret_cast<unsigned*>(fine + at), 1u);
+}
+
+// The top-p mass histogram without carries (the weights pass): each element
+// adds its mass q = floor(w · 2^40) to its bin by two 32-bit shared atomics
+// whose results nobody waits for, in a split form fold_coarse_masses turns
+// back into the bin's u64 mass. Bin b holds weights of one binade, exponent
+// e = (b >> 5) − 40 (wkey: the float bits' top 14). For w >= 2^-17 (e >= −17)
+// w · 2^40 is an integer, q = mant24(w) << s_b with s_b = e + 17 (mant24 the
+// 24-bit significand, hidden bit included); below 2^-17 set s_b = 0. Either
+// way r = q >> s_b < 2^24 and q = r << s_b exactly, so the bin's mass is
+// (Σ r) << s_b. Σ r is kept in the bin's two 32-bit words: low word Σ (r & 0xffff),
+// high word Σ (r >> 16). Neither word can overflow, whatever the order: a
+// CTA's slice holds len < 2^16 + 1 ids (launch_sample refuses a larger slice;
+// shared memory holds ~58k floats at most anyway), so the low word sums at
+// most 65,536 · 65,535 < 2^32 and the high word at most 65,536 · 255 < 2^24.
+// The bin's mass is then ((high << 16) + low) << s_b: the same integer as the
+// sum of its q in any order (integers, no word wrapped). No merge of runs: an
+// add is two instructions and no branch, where a merged 64-bit add waited
+// for its low word's old value to carry.
+constexpr float kExactMassWeight = 0x1p-17f;  // w >= 2^-17: w · 2^40 is an integer
+constexpr int kMaxSplitSlice = 65536;          // the split mass histogram's bound on len (above)
+// Any w (−1 for a dropped token, 0 .. 1), q = mass_of(max(w, 0)): a weight
+// without a mass (w < 2^-40) adds to a spare word of the pool instead, one a
+// lane (no two lanes of a warp collide), which nothing reads, so the adds are
+// not branched around (ptxas puts a branch and BSSY/BSYNC around a guarded
+// add) and the weights pass has no branch at all.
+__device__ __forceinline__ void mass_hist_add(u64* fine, float w, u64 q) {
+    const uint32_t bits = __float_as_uint(w);
+    const uint32_t r = w >= kExactMassWeight ? ((bits & 0x7fffffu) | 0x800000u) : (uint32_t)q;  // q >> s_b
+    const uint32_t at = w >= kMinMassWeight ? wkey(w) : (uint32_t)kSpareWords + (threadIdx.x & 31u);
+    unsigned* const h = reinterpret_cast<unsigned*>(&fine[at]);  // little-endian: low word first
+    atomicAdd(&h[0], r & 0xffffu);
+    atomicAdd(&h[1], r >> 16);
+}
+
+// fold_coarse for the split mass histogram: each fine bin turned back into its
+// u64 mass (in place: every CTA then reads true masses), then folded. The
+// thread that rewrites a bin is the one that reads it, so no barrier between.
+__device__ __forceinline__ void fold_coarse_masses(ClusterShared& sm) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int cb = warp; cb < kCoarse; cb += kWarps) {
+        u64* const f = &sm.fine()[cb * kFinePer + lane];
+        const u64 raw = *f;
+        const int shift = cb > 23 ? cb - 23 : 0;  // s_b: cb = b >> 5 = e + 40
+        u64 v = (((raw >> 32) << 16) + (raw & 0xffffffffull)) << shift;
+        *f = v;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kFullMask, v, off);
+        if (lane == 0) sm.coarse()[cb] = v;
     }
-    __device__ __forceinline__ void add(u64* fine, uint32_t k, u64 q) {
-        if (k != key) {
-            flush(fine);
-            key = k;
-            m = 0;
-        }
-        m += q;
-    }
-};
+}
 
 // This CTA's coarse bins: each the sum of its 32 fine bins (once the fine
 // histogram is complete; published by the next cluster barrier).
@@ -621,14 +663,11 @@ __device__ bool topk_bins(ClusterShared& sm, const float* s, int len, int ch, in
     for (int d = tid; d < kFine; d += kThreads) fine[d] = 0;
     __syncthreads();
     const float mx = rule.m;
-    BinRun<true> run;
     for (int j = 0; j < ch; ++j) {
         const int e = tid * ch + j;
         const float l = e < len ? s[e] : __int_as_float(0x7fc00000);
-        const uint32_t key = l == l ? dkey(l, mx) : kNoBin;
-        if (key != kNoBin) run.add(fine, key, 1);
+        count_add(fine, l == l ? dkey(l, mx) : kNoBin);
     }
-    run.flush(fine);
     __syncthreads();
     fold_coarse(sm);
     // Publishes every CTA's histograms; the remote reads before it (best and
