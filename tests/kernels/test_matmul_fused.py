@@ -110,7 +110,25 @@ def test_fused_grid_of_few_ctas_per_sm_equals_the_pre_pass(ctx, rng, monkeypatch
     bias = rng.standard_normal(n_out).astype(np.float32)
     y0 = rng.standard_normal((1, n_out)).astype(np.float32)
     monkeypatch.setenv("STRATA_INT_FUSE_CTAS", ctas)
+    assert recorded_kernels(ctx, raw, dtype, n_out, k) == 1  # the fused kernel runs: no pre-pass launch
     fused = run_ex(ctx, x, k, raw, dtype, n_out, prologue, norm, bias, y0=y0, accumulate=True)
     monkeypatch.setenv("STRATA_INT_FUSE_ROUNDS", "0")
     two_launches = run_ex(ctx, x, k, raw, dtype, n_out, prologue, norm, bias, y0=y0, accumulate=True)
     assert np.array_equal(fused.view(np.uint32), two_launches.view(np.uint32))
+
+
+def recorded_kernels(ctx, raw, dtype, n_out, k):
+    """Kernels of one recorded one-row matmul (NONE prologue) of these weights under the current settings."""
+    w = S.Buffer.from_array(ctx, raw)
+    x = S.Buffer.from_array(ctx, np.ones((1, k), np.float32))
+    y = S.Buffer(ctx, n_out * 4)
+    params = S.matmul_params(P.NONE, False, EPS, None, 0, None, 0, 0)
+    ctx.graph_begin()
+    S.matmul_ex(ctx, params, x, 0, 1, k, w, 0, dtype, n_out, y, 0)
+    graph = ctx.graph_end()
+    try:
+        return graph.kernel_count()
+    finally:
+        graph.close()
+        for b in (w, x, y):
+            b.close()
