@@ -194,11 +194,10 @@ __device__ __forceinline__ float key_value(uint32_t k) {
     return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
+// By selects, no branch: better() keeps b for a NaN l (both its compares are false).
 __device__ __forceinline__ void consider(Best& b, int& ok, float l, int64_t i) {
-    if (l == l) {
-        b = better(b, Best{l, (int32_t)i});
-        ++ok;
-    }
+    b = better(b, Best{l, (int32_t)i});
+    ok += l == l;
 }
 
 struct RowRule {
@@ -296,9 +295,7 @@ __device__ __forceinline__ void load_slice(ClusterShared& sm, const SampleArgs& 
                                            int64_t row, int64_t s0, Best& b, int& ok) {
     const int tid = threadIdx.x;
     auto take = [&](float l, int64_t id) {
-        // consider() by selects, no branch (better() keeps b for a NaN l: both compares are false)
-        b = better(b, Best{l, (int32_t)id});
-        ok += l == l;
+        consider(b, ok, l, id);
         if (kHist) {
             const uint32_t key = lkey(l);  // kNoBin for l <= -2^11 (not counted)
             count_add(sm.fine(), l == l ? key : kNoBin);
@@ -347,6 +344,21 @@ __device__ __forceinline__ void load_slice(ClusterShared& sm, const SampleArgs& 
         const float l = SAMPLE_LEAK(a, row, s0 + i, g[i]);
         s[i] = l;
         take(l, s0 + i);
+    }
+}
+
+// The weights pass over one thread's n ids of the slice: each weight in place, its mass into the thread's
+// sums (mine; mine_p those at or above mp) and, with kHist (top-p rows), into the split mass histogram.
+template <bool kHist>
+__device__ __forceinline__ void weights_pass(const RowRule& rule, float* w_of, int n, float mp, u64* fine, u64& mine,
+                                             u64& mine_p) {
+    for (int j = 0; j < n; ++j) {
+        const float w = rule.kept_weight(w_of[j]);
+        w_of[j] = w;
+        const u64 q = mass_of(fmaxf(w, 0.0f));
+        mine += q;
+        mine_p += w >= mp ? q : 0;
+        if (kHist) mass_hist_add(fine, w, q);  // split form: fold_coarse_masses
     }
 }
 
@@ -469,26 +481,8 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
     // weights go to spare words), so they take the selects form as well.
     const int own_n = len - tid * ch < ch ? (len - tid * ch > 0 ? len - tid * ch : 0) : ch;
     float* const chunk_w = s + tid * ch;
-    // Two loops, not one with a flag: as written a generic lambda over the flag compiled to different
-    // SASS (register allocation, 8 more instructions), and these loops are what the H100 timings measured.
-    if (bins_p) {
-        for (int j = 0; j < own_n; ++j) {
-            const float w = rule.kept_weight(chunk_w[j]);
-            chunk_w[j] = w;
-            const u64 q = mass_of(fmaxf(w, 0.0f));
-            mine += q;
-            mine_p += w >= mp ? q : 0;
-            mass_hist_add(fine, w, q);  // split form: fold_coarse_masses
-        }
-    } else {
-        for (int j = 0; j < own_n; ++j) {
-            const float w = rule.kept_weight(chunk_w[j]);
-            chunk_w[j] = w;
-            const u64 q = mass_of(fmaxf(w, 0.0f));
-            mine += q;
-            mine_p += w >= mp ? q : 0;
-        }
-    }
+    if (bins_p) weights_pass<true>(rule, chunk_w, own_n, mp, fine, mine, mine_p);
+    else weights_pass<false>(rule, chunk_w, own_n, mp, fine, mine, mine_p);
     sm.chunk[tid] = mine;
     u64 cta_mass = 0;
     (void)block_scan(mine, sm, &cta_mass);  // its barriers also complete the histogram

@@ -132,21 +132,23 @@ __device__ __forceinline__ float lkey_floor(uint32_t b) {
 // w >= wkey_floor(b + 1) (positive floats order as their bits).
 __device__ __forceinline__ float wkey_floor(uint32_t b) { return __uint_as_float((b + (0x2b800000u >> 18)) << 18); }
 
-// Counts one element in bin `key` of a fine histogram of counts: one 32-bit
-// shared atomic on the bin's low word, whose result nobody waits for
-// (little-endian; a CTA's counts stay below 2^32, so the high word stays 0).
-// No merge of consecutive adds (a per-thread run, until 2026-12-06): a row's
-// logits rarely repeat a bin from one element to the next, and the merge cost
-// a compare and a branch an element; counts are integers, so any order of
-// the adds gives the same totals. kNoBin (not counted) adds to a spare word of the pool instead, one
-// a lane (no two lanes of a warp collide), which nothing reads: the add is
-// not branched around (ptxas branched around a guarded one, with BSSY/BSYNC
-// reconvergence, even written as a predicated red.shared).
-// The spare words are the pool's u64 words after both histograms; every later
-// use of the pool (lists, digit histograms) writes before it reads, after a
-// cluster barrier that follows these adds.
-constexpr int kSpareWords = kFine + kCoarse;  // u64 words kSpareWords .. + 31 of the pool: adds nobody reads
+// The spare words are the pool's u64 words after both histograms: a histogram
+// add that counts nothing goes to one of them, one a lane (no two lanes of a
+// warp collide), and nothing reads them, so the add is not branched around
+// (ptxas branched around a guarded one, with BSSY/BSYNC reconvergence, even
+// written as a predicated red.shared). Every later use of the pool (lists,
+// digit histograms) writes before it reads, after a cluster barrier that
+// follows these adds.
+constexpr int kSpareWords = kFine + kCoarse;  // u64 words kSpareWords .. + 31 of the pool
 static_assert(kSpareWords + 32 <= kPool, "the spare words fit the pool");
+
+// Counts one element in bin `key` of a fine histogram of counts (kNoBin: a
+// spare word): one 32-bit shared atomic on the bin's low word, whose result
+// nobody waits for (little-endian; a CTA's counts stay below 2^32, so the high
+// word stays 0). No merge of consecutive adds (a per-thread run, until
+// 2026-12-06): a row's logits rarely repeat a bin from one element to the
+// next, and the merge cost a compare and a branch an element; counts are
+// integers, so any order of the adds gives the same totals.
 __device__ __forceinline__ void count_add(u64* fine, uint32_t key) {
     const uint32_t at = key != kNoBin ? key : (uint32_t)kSpareWords + (threadIdx.x & 31u);
     atomicAdd(reinterpret_cast<unsigned*>(fine + at), 1u);
@@ -160,10 +162,10 @@ __device__ __forceinline__ void count_add(u64* fine, uint32_t key) {
 // w · 2^40 is an integer, q = mant24(w) << s_b with s_b = e + 17 (mant24 the
 // 24-bit significand, hidden bit included); below 2^-17 set s_b = 0. Either
 // way r = q >> s_b < 2^24 and q = r << s_b exactly, so the bin's mass is
-// (Σ r) << s_b. Σ r is kept in the bin's two 32-bit words: low word Σ (r & 0xffff),
-// high word Σ (r >> 16). Neither word can overflow, whatever the order: a
-// CTA's slice holds len < 2^16 + 1 ids (launch_sample refuses a larger slice;
-// shared memory holds ~58k floats at most anyway), so the low word sums at
+// (Σ r) << s_b. Σ r is kept in the bin's two 32-bit words: low word
+// Σ (r & 0xffff), high word Σ (r >> 16). Neither word can overflow, whatever
+// the order: a CTA's slice holds len < 2^16 + 1 ids (launch_sample refuses a
+// larger slice; shared memory holds ~58k floats at most anyway), so the low word sums at
 // most 65,536 · 65,535 < 2^32 and the high word at most 65,536 · 255 < 2^24.
 // The bin's mass is then ((high << 16) + low) << s_b: the same integer as the
 // sum of its q in any order (integers, no word wrapped). No merge of runs: an
@@ -172,10 +174,8 @@ __device__ __forceinline__ void count_add(u64* fine, uint32_t key) {
 constexpr float kExactMassWeight = 0x1p-17f;  // w >= 2^-17: w · 2^40 is an integer
 constexpr int kMaxSplitSlice = 65536;          // the split mass histogram's bound on len (above)
 // Any w (−1 for a dropped token, 0 .. 1), q = mass_of(max(w, 0)): a weight
-// without a mass (w < 2^-40) adds to a spare word of the pool instead, one a
-// lane (no two lanes of a warp collide), which nothing reads, so the adds are
-// not branched around (ptxas puts a branch and BSSY/BSYNC around a guarded
-// add) and the weights pass has no branch at all.
+// without a mass (w < 2^-40) adds to a spare word instead, so the weights pass
+// has no branch at all.
 __device__ __forceinline__ void mass_hist_add(u64* fine, float w, u64 q) {
     const uint32_t bits = __float_as_uint(w);
     const uint32_t r = w >= kExactMassWeight ? ((bits & 0x7fffffu) | 0x800000u) : (uint32_t)q;  // q >> s_b
