@@ -7,9 +7,10 @@ graph records `--calls` sample calls on the same logits (normal, std 3: a
 realistic spread of a model's logits) and is launched a few times; the time
 per call is the wall time over launches x calls (bench/gpu_kernels.py's
 method). Issue 11's target: under 30 us per call at 64 rows. The CUDA sampler
-runs a cluster of 8 CTAs per row, each holding an eighth of the row in shared
-memory (docs/cuda_backend.md, "sample"): 24 KB a CTA at 49k ids, 76 KB at
-152k (fewer CTAs per SM, so 64 rows of 152k take two waves).
+runs a cluster of CTAs per row, each holding a slice of the row in shared
+memory (docs/cuda_backend.md, "sample"): 8 CTAs of 24 KB slices at 49k ids
+(7 from 63 rows, so 64 rows fit one wave), 16 of 32-38 KB at 128k-152k
+(64 such rows take more than one wave).
 
     python bench/gpu_sample.py                      # cuda:0, the full table
     bash scripts/gpu_ab.sh STRATA_SAMPLE_ROUTE=bins STRATA_SAMPLE_ROUTE=early -- \

@@ -7,7 +7,9 @@
 // same logits (normal, std 3), is launched once to warm up and then
 // `launches` times; the time per call is the wall time over launches x calls.
 // Each line ends with a hash of the sampled ids, so versions that must draw
-// the same tokens can be compared by it. Built with -DSAMPLE_PHASES, it also
+// the same tokens can be compared by it. Before each vocabulary and row count a
+// line starting with # gives the cluster size launch_sample picks for them and
+// how many such rows fit on the device at once. Built with -DSAMPLE_PHASES, it also
 // prints one row's timeline after each setting: the clock of its first CTA's
 // thread 0 at the kernel's SAMPLE_PHASE points, in cycles from the kernel's
 // start (0): 1 pass 1 done (the slice loaded, its maxima; the early top-k
@@ -91,6 +93,21 @@ int main(int argc, char** argv) {
             ok(cudaMalloc(&ids, n_rows * sizeof(int32_t)), "malloc");
             ok(cudaMalloc(&params, n_rows * sizeof(strata_sampling_params)), "malloc");
             ok(cudaMemcpy(logits, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice), "copy");
+#ifdef STRATA_SAMPLE_CTAS_CHOICE  // not in a sampler from before 2026-12-06 (fourth session): A/Bs build those too
+            {  // the cluster size launch_sample picks, and how many such rows fit at once (a line
+               // bench/sample_ab_table.py skips: it ends in a word)
+                namespace S = strata::cuda;
+                const strata::SampleArgs probe{nullptr, n_rows, vocab, nullptr, nullptr};
+                const int c = S::sample_ctas(probe);
+                const size_t smem = S::smem_at(probe, c);
+                const int at_once = c == S::kCtasWide ? S::resident_clusters<S::kCtasWide>(smem)
+                                                      : S::with_ctas(c, [&](auto k) {
+                                                            return S::resident_clusters<decltype(k)::value>(smem);
+                                                        });
+                std::printf("# %ld ids, %ld rows: %d CTAs a row, %d such rows at once (rows a wave holds)\n", vocab,
+                            n_rows, c, at_once);
+            }
+#endif
             for (const Setting& st : settings) {
                 std::vector<strata_sampling_params> p((size_t)n_rows);
                 for (long r = 0; r < n_rows; ++r) {

@@ -326,14 +326,17 @@ int main(int argc, char** argv) {
             const std::vector<int32_t> one = run_sample(&logits[r * n], 1, n, &prm[r]);
             ++inv_rows; if (one[0] != out[r]) { ++inv_miss; printf("batch invariance broken: n=%ld row %d alone %d, in the batch %d\n", (long)n, r, one[0], out[r]); }
         }
-        // The wide cluster (twice the CTAs, other slice and chunk bounds) must give the same tokens.
+        // The wide cluster (twice the CTAs, other slice and chunk bounds) and a cluster of an odd size (3:
+        // the device picks 5 to 8 CTAs a row by the row count) must give the same tokens.
         {
             std::vector<float> sub; std::vector<strata_sampling_params> subp;
             for (int r : pick) { sub.insert(sub.end(), logits.begin() + r * n, logits.begin() + (r + 1) * n); subp.push_back(prm[r]); }
             const std::vector<int32_t> wide = run_sample<T_cuda_sample_cluster::kCtasWide>(sub.data(), (int)pick.size(), n, subp.data());
+            const std::vector<int32_t> odd = run_sample<3>(sub.data(), (int)pick.size(), n, subp.data());
             for (size_t j = 0; j < pick.size(); ++j) {
-                ++inv_rows;
+                inv_rows += 2;
                 if (wide[j] != out[pick[j]]) { ++inv_miss; printf("cluster size changed a token: n=%ld row %d: %d vs %d\n", (long)n, pick[j], wide[j], out[pick[j]]); }
+                if (odd[j] != out[pick[j]]) { ++inv_miss; printf("3-CTA clusters changed a token: n=%ld row %d: %d vs %d\n", (long)n, pick[j], odd[j], out[pick[j]]); }
             }
         }
         std::vector<float> sub; std::vector<strata_sampling_params> subp;

@@ -45,6 +45,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "cuda_async.cuh"
 #include "cuda_common.cuh"
@@ -79,10 +82,12 @@ using u64 = unsigned long long;
 #define SAMPLE_CTAS 8
 #define SAMPLE_THREADS 256
 #endif
-// CTAs per row (one cluster): kCtas (8, the portable cluster size), or
+// CTAs per row (one cluster): kCtas (8, the portable cluster size), fewer
+// (down to kCtasFewest) when more rows than fit at once at kCtas would
+// otherwise run in a second wave (launch_sample), or
 // kCtasWide for rows of more than kWideFrom ids where the device can schedule
-// it (less shared memory per CTA, so 64 rows of 152k ids fit one wave).
-constexpr int kCtas = SAMPLE_CTAS, kCtasWide = 2 * SAMPLE_CTAS;
+// it (less shared memory per CTA, so more such rows fit at once).
+constexpr int kCtas = SAMPLE_CTAS, kCtasWide = 2 * SAMPLE_CTAS, kCtasFewest = SAMPLE_CTAS > 3 ? SAMPLE_CTAS - 3 : 1;
 constexpr int64_t kWideFrom = 65536;
 constexpr int kCandCap = 128;     // top-k candidates a CTA may publish (the gathered route)
 constexpr int kGatherCap = 1536;  // candidates of a whole cluster (the gathered route)
@@ -564,7 +569,21 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
 
 namespace {
 
-// Per device, once: raises both kernels' dynamic shared memory limit to the
+// Calls f(std::integral_constant<int, c>{}) for a cluster size c in
+// kCtasFewest .. kCtas (the kernels launch_sample may pick for a row of at
+// most kWideFrom ids) and returns what it returns.
+template <class F>
+auto with_ctas(int c, F f) {
+    static_assert(kCtas - kCtasFewest == 3, "one case a size");
+    switch (c) {
+        case kCtas - 1: return f(std::integral_constant<int, kCtas - 1>{});
+        case kCtas - 2: return f(std::integral_constant<int, kCtas - 2>{});
+        case kCtas - 3: return f(std::integral_constant<int, kCtas - 3>{});
+        default: return f(std::integral_constant<int, kCtas>{});
+    }
+}
+
+// Per device, once: raises every kernel's dynamic shared memory limit to the
 // opt-in maximum (returned) and allows the wide kernel's non-portable cluster
 // size (*wide_ok: whether the device accepted it). Function attributes, not
 // stream work: relaxed capture mode around them keeps a first call during
@@ -590,6 +609,11 @@ int64_t sample_cluster_setup(bool* wide_ok) {
     if (err == cudaSuccess)
         err = cudaFuncSetAttribute(sample_cluster_kernel<kCtasWide>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    optin);
+    for (int c = kCtas - 1; c >= kCtasFewest && err == cudaSuccess; --c)
+        err = with_ctas(c, [&](auto k) {
+            return cudaFuncSetAttribute(sample_cluster_kernel<decltype(k)::value>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+        });
     bool w = false;
     if (err == cudaSuccess) {
         w = cudaFuncSetAttribute(sample_cluster_kernel<kCtasWide>, cudaFuncAttributeNonPortableClusterSizeAllowed,
@@ -622,32 +646,30 @@ cudaLaunchConfig_t sample_config(const SampleArgs& a, cudaStream_t stream, size_
     return cfg;
 }
 
-// Whether a 16-CTA cluster with `smem` bytes per CTA can be resident on the
-// device (asked once per device and size; a host query, not stream work).
-bool wide_fits(size_t smem) {
+// How many C-CTA clusters with `smem` bytes per CTA can be resident on the
+// device at once (0: none; asked once per device, C and size and kept; a
+// host query, not stream work).
+template <int C>
+int resident_clusters(size_t smem) {
     static std::mutex mu;
-    static int known_dev = -1;
-    static size_t known_smem = 0;
-    static bool known = false;
+    static std::vector<std::pair<std::pair<int, size_t>, int>> known;  // (device, smem) -> clusters
     int dev = 0;
     check(cudaGetDevice(&dev), "cudaGetDevice");
     std::lock_guard<std::mutex> lock(mu);
-    if (dev == known_dev && smem == known_smem) return known;
+    for (const auto& k : known)
+        if (k.first.first == dev && k.first.second == smem) return k.second;
     SampleArgs probe{};
     probe.n_rows = 1;
     cudaLaunchAttribute attr[2];
-    cudaLaunchConfig_t cfg = sample_config<kCtasWide>(probe, nullptr, smem, attr);
+    cudaLaunchConfig_t cfg = sample_config<C>(probe, nullptr, smem, attr);
     int clusters = 0;
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // harmless during graph recording
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    const bool ok = cudaOccupancyMaxActiveClusters(&clusters, sample_cluster_kernel<kCtasWide>, &cfg) == cudaSuccess &&
-                    clusters >= 1;
+    if (cudaOccupancyMaxActiveClusters(&clusters, sample_cluster_kernel<C>, &cfg) != cudaSuccess) clusters = 0;
     (void)cudaGetLastError();
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    known_dev = dev;
-    known_smem = smem;
-    known = ok;
-    return ok;
+    known.push_back({{dev, smem}, clusters});
+    return clusters;
 }
 
 template <int C>
@@ -685,6 +707,46 @@ int sample_env_fence() {
                                           "full release, MEMBAR.ALL.GPU)");
 }
 
+// Ids a CTA holds, and its dynamic shared memory, at C CTAs a row.
+int64_t slice_at(const SampleArgs& a, int c) { return sample_slice(a.n_vocab, c); }
+size_t smem_at(const SampleArgs& a, int c) { return sizeof(ClusterShared) + (size_t)slice_at(a, c) * sizeof(float); }
+
+// The CTAs a row (the cluster size) launch_sample uses for these rows. Tokens
+// do not depend on it (the file comment): it is the faster one. Rows of more
+// than kWideFrom ids take kCtasWide where the device schedules it. Others
+// take the size in kCtasFewest .. kCtas with the fewest waves (rows over the
+// clusters resident at once), the largest among equals: on an H100 62
+// clusters of 8 fit at once (the register file holds 4 CTAs an SM, and a
+// cluster stays within a GPC), so 64 rows ran two more in a second wave and
+// took a third longer than 60 (top-p 31 → 42 µs), while 7-CTA clusters hold
+// 69 rows (bench/RESULTS.md, 2026-12-06 fourth session).
+#define STRATA_SAMPLE_CTAS_CHOICE 1  // bench/gpu_sample_alone.cu prints the choice where this is defined
+int sample_ctas(const SampleArgs& a) {
+    bool wide_ok = false;
+    const int64_t limit = sample_cluster_setup(&wide_ok);
+    auto fits = [&](int c) { return (int64_t)smem_at(a, c) <= limit && slice_at(a, c) <= kMaxSplitSlice; };
+    if (a.n_vocab > kWideFrom && wide_ok && fits(kCtasWide) && resident_clusters<kCtasWide>(smem_at(a, kCtasWide)) >= 1)
+        return kCtasWide;
+    if (!fits(kCtas))  // the split mass histogram's bound too (mass_hist_add)
+        fail(STRATA_ERR_INVALID_ARGUMENT, "sample: n_vocab " + std::to_string(a.n_vocab) +
+                                              " does not fit the sampler's shared memory (" + std::to_string(kCtas) +
+                                              " slices)");
+    if (a.n_vocab > kWideFrom) return kCtas;
+    int best = kCtas;
+    int64_t best_waves = INT64_MAX;
+    for (int c = kCtas; c >= kCtasFewest; --c) {
+        if (!fits(c)) continue;
+        const int64_t at_once =
+            with_ctas(c, [&](auto k) { return (int64_t)resident_clusters<decltype(k)::value>(smem_at(a, c)); });
+        const int64_t waves = at_once >= 1 ? (a.n_rows + at_once - 1) / at_once : INT64_MAX;
+        if (waves < best_waves) {
+            best_waves = waves;
+            best = c;
+        }
+    }
+    return best;
+}
+
 }  // namespace
 
 void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
@@ -696,25 +758,11 @@ void launch_sample(const SampleArgs& a, cudaStream_t stream, Scratch& scratch) {
         fail(STRATA_ERR_INVALID_ARGUMENT, "sample: n_rows " + std::to_string(a.n_rows) + " too large for one launch");
     const int route = sample_env_route();
     const int fence = sample_env_fence();
-    bool wide_ok = false;
-    const int64_t limit = sample_cluster_setup(&wide_ok);
-    // Tokens do not depend on the cluster size (the file comment): pick the faster one.
-    if (a.n_vocab > kWideFrom && wide_ok) {
-        const int64_t slice = sample_slice(a.n_vocab, kCtasWide);
-        const size_t smem = sizeof(ClusterShared) + (size_t)slice * sizeof(float);
-        if ((int64_t)smem <= limit && slice <= kMaxSplitSlice && wide_fits(smem)) {
-            launch_c<kCtasWide>(a, stream, slice, smem, route, fence);
-            check_launch("sample");
-            return;
-        }
-    }
-    const int64_t slice = sample_slice(a.n_vocab, kCtas);
-    const size_t smem = sizeof(ClusterShared) + (size_t)slice * sizeof(float);
-    if ((int64_t)smem > limit || slice > kMaxSplitSlice)  // the split mass histogram's bound (mass_hist_add)
-        fail(STRATA_ERR_INVALID_ARGUMENT, "sample: n_vocab " + std::to_string(a.n_vocab) +
-                                              " does not fit the sampler's shared memory (" + std::to_string(kCtas) +
-                                              " slices)");
-    launch_c<kCtas>(a, stream, slice, smem, route, fence);
+    const int c = sample_ctas(a);
+    if (c == kCtasWide)
+        launch_c<kCtasWide>(a, stream, slice_at(a, c), smem_at(a, c), route, fence);
+    else
+        with_ctas(c, [&](auto k) { launch_c<decltype(k)::value>(a, stream, slice_at(a, c), smem_at(a, c), route, fence); });
     check_launch("sample");
 }
 
