@@ -216,8 +216,11 @@ struct RowRule {
     // bench/RESULTS.md). Every lane computes
     // expf; the selects give the same value as the early-return form for
     // every input (a dropped or NaN logit −1, the max 1, NaN from inf/inf 0).
+    // kMayCut = false: the caller knows use_k is false (the weights pass's
+    // usual case), and the top-k compares drop out of the loop.
+    template <bool kMayCut = true>
     __device__ __forceinline__ float kept_weight(float l) const {
-        const bool drop = !(l == l) || (use_k && !(l >= thr_l));
+        const bool drop = !(l == l) || (kMayCut && use_k && !(l >= thr_l));
         float w = expf(__fdiv_rn(__fsub_rn(l, m), T));
         w = w == w ? fminf(w, 1.0f) : 0.0f;  // NaN only from inf/inf
         w = l == m ? 1.0f : w;
@@ -352,18 +355,40 @@ __device__ __forceinline__ void load_slice(ClusterShared& sm, const SampleArgs& 
     }
 }
 
-// The weights pass over one thread's n ids of the slice: each weight in place, its mass into the thread's
-// sums (mine; mine_p those at or above mp) and, with kHist (top-p rows), into the split mass histogram.
-template <bool kHist>
+// The weights pass over one thread's n ids of the slice: each weight in place;
+// without kHist its mass into the thread's sum (mine), with kHist (top-p rows)
+// into the split mass histogram instead (the CTA's sum then comes from the
+// histogram: fold_coarse_masses); with kMinP also the masses at or above mp
+// (mine_p). kCut: use_k may drop tokens (the top-k fallback). Each case its
+// own loop: the common ones (no min-p, no top-k cut) carry none of the others'
+// compares, selects or 64-bit adds.
+template <bool kHist, bool kMinP, bool kCut>
 __device__ __forceinline__ void weights_pass(const RowRule& rule, float* w_of, int n, float mp, u64* fine, u64& mine,
                                              u64& mine_p) {
     for (int j = 0; j < n; ++j) {
-        const float w = rule.kept_weight(w_of[j]);
+        const float w = rule.kept_weight<kCut>(w_of[j]);
         w_of[j] = w;
-        const u64 q = mass_of(fmaxf(w, 0.0f));
-        mine += q;
-        mine_p += w >= mp ? q : 0;
-        if (kHist) mass_hist_add(fine, w, q);  // split form: fold_coarse_masses
+        if (kHist) mass_hist_add(fine, w);  // split form: fold_coarse_masses
+        if (!kHist || kMinP) {
+            const u64 q = mass_of(fmaxf(w, 0.0f));
+            if (!kHist) mine += q;
+            if (kMinP) mine_p += w >= mp ? q : 0;
+        }
+    }
+}
+
+// weights_pass with its cases picked at run time (each uniform over the CTA).
+__device__ __forceinline__ void weights_pass_for(bool hist, const RowRule& rule, float* w_of, int n, float mp,
+                                                 u64* fine, u64& mine, u64& mine_p) {
+    const bool minp = mp > 0.0f, cut = rule.use_k;
+    if (hist) {
+        if (cut) weights_pass<true, true, true>(rule, w_of, n, mp, fine, mine, mine_p);
+        else if (minp) weights_pass<true, true, false>(rule, w_of, n, mp, fine, mine, mine_p);
+        else weights_pass<true, false, false>(rule, w_of, n, mp, fine, mine, mine_p);
+    } else {
+        if (cut) weights_pass<false, true, true>(rule, w_of, n, mp, fine, mine, mine_p);
+        else if (minp) weights_pass<false, true, false>(rule, w_of, n, mp, fine, mine, mine_p);
+        else weights_pass<false, false, false>(rule, w_of, n, mp, fine, mine, mine_p);
     }
 }
 
@@ -482,21 +507,36 @@ __global__ void __launch_bounds__(kThreads, 4) sample_cluster_kernel(const Sampl
     // check per id), and the masses by selects (a dropped token's w = −1
     // has mass 0 and is below min-p): ~9 % faster for T and min-p rows.
     // Top-p rows (bins_p, uniform over the cluster) add every weight to the
-    // mass histogram too, by mass_hist_add: no branch either (massless
-    // weights go to spare words), so they take the selects form as well.
+    // mass histogram instead of the thread's sum, by mass_hist_add: no branch
+    // either (massless weights go to spare words), so they take the selects
+    // form as well.
     const int own_n = len - tid * ch < ch ? (len - tid * ch > 0 ? len - tid * ch : 0) : ch;
     float* const chunk_w = s + tid * ch;
-    if (bins_p) weights_pass<true>(rule, chunk_w, own_n, mp, fine, mine, mine_p);
-    else weights_pass<false>(rule, chunk_w, own_n, mp, fine, mine, mine_p);
-    sm.chunk[tid] = mine;
+    weights_pass_for(bins_p, rule, chunk_w, own_n, mp, fine, mine, mine_p);
     u64 cta_mass = 0;
-    (void)block_scan(mine, sm, &cta_mass);  // its barriers also complete the histogram
-    if (tid == 0) sm.mass_w = cta_mass;
-    if (mp > 0.0f) {
+    if (mp > 0.0f) {  // its barriers also complete the histogram
         (void)block_scan(mine_p, sm, &cta_mass);
         if (tid == 0) sm.mass_d = cta_mass;
     }
-    if (bins_p) fold_coarse_masses(sm);  // the split histogram back to u64 masses, then folded
+    if (bins_p) {
+        // No chunk masses: a top-p row's draw reads sm.chunk only once
+        // topp_bins rewrote it (chunk_kept), and recounts otherwise (w_min > 0).
+        // The CTA's mass is its histogram's (every weight's q went to one
+        // bin or, q = 0, to a spare word): the same integer as the sum of the q.
+        if (!(mp > 0.0f)) __syncthreads();  // the histogram complete
+        const u64 part = fold_coarse_masses(sm);  // the split histogram back to u64 masses, then folded
+        if ((tid & 31) == 0) sm.wtot[tid >> 5] = part;  // block_scan's last barrier closed its reads of wtot
+        __syncthreads();
+        if (tid == 0) {
+            u64 t = 0;
+            for (int w = 0; w < kWarps; ++w) t += sm.wtot[w];
+            sm.mass_w = t;
+        }
+    } else {
+        sm.chunk[tid] = mine;
+        (void)block_scan(mine, sm, &cta_mass);
+        if (tid == 0) sm.mass_w = cta_mass;
+    }
     SAMPLE_PHASE(8);
     // Publishes mass_w, mass_d and the top-p histograms. The remote reads since
     // the last full barrier (best and n_ok above, each written once per row)

@@ -173,12 +173,15 @@ __device__ __forceinline__ void count_add(u64* fine, uint32_t key) {
 // for its low word's old value to carry.
 constexpr float kExactMassWeight = 0x1p-17f;  // w >= 2^-17: w · 2^40 is an integer
 constexpr int kMaxSplitSlice = 65536;          // the split mass histogram's bound on len (above)
-// Any w (−1 for a dropped token, 0 .. 1), q = mass_of(max(w, 0)): a weight
-// without a mass (w < 2^-40) adds to a spare word instead, so the weights pass
-// has no branch at all.
-__device__ __forceinline__ void mass_hist_add(u64* fine, float w, u64 q) {
+// Any w (−1 for a dropped token, 0 .. 1): a weight without a mass (w < 2^-40)
+// adds to a spare word instead, so the weights pass has no branch at all.
+// Below 2^-17 the mass q = floor(w · 2^40) < 2^23 is formed in 32 bits (w
+// clamped first: the conversion is never out of range, whichever side the
+// select takes).
+__device__ __forceinline__ void mass_hist_add(u64* fine, float w) {
     const uint32_t bits = __float_as_uint(w);
-    const uint32_t r = w >= kExactMassWeight ? ((bits & 0x7fffffu) | 0x800000u) : (uint32_t)q;  // q >> s_b
+    const uint32_t q_low = (uint32_t)(fminf(fmaxf(w, 0.0f), kExactMassWeight) * kMassScale);
+    const uint32_t r = w >= kExactMassWeight ? ((bits & 0x7fffffu) | 0x800000u) : q_low;  // q >> s_b
     const uint32_t at = w >= kMinMassWeight ? wkey(w) : (uint32_t)kSpareWords + (threadIdx.x & 31u);
     unsigned* const h = reinterpret_cast<unsigned*>(&fine[at]);  // little-endian: low word first
     atomicAdd(&h[0], r & 0xffffu);
@@ -188,8 +191,10 @@ __device__ __forceinline__ void mass_hist_add(u64* fine, float w, u64 q) {
 // fold_coarse for the split mass histogram: each fine bin turned back into its
 // u64 mass (in place: every CTA then reads true masses), then folded. The
 // thread that rewrites a bin is the one that reads it, so no barrier between.
-__device__ __forceinline__ void fold_coarse_masses(ClusterShared& sm) {
+// Returns the mass of the coarse bins this warp folded (the same in every lane).
+__device__ __forceinline__ u64 fold_coarse_masses(ClusterShared& sm) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    u64 part = 0;
     for (int cb = warp; cb < kCoarse; cb += kWarps) {
         u64* const f = &sm.fine()[cb * kFinePer + lane];
         const u64 raw = *f;
@@ -199,7 +204,9 @@ __device__ __forceinline__ void fold_coarse_masses(ClusterShared& sm) {
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kFullMask, v, off);
         if (lane == 0) sm.coarse()[cb] = v;
+        part += v;
     }
+    return part;
 }
 
 // This CTA's coarse bins: each the sum of its 32 fine bins (once the fine
