@@ -555,10 +555,11 @@ __device__ __forceinline__ void int_dot_tiles(const IntParams& p) {
         // The local emission's norm weight for this thread's output, loaded now for the same reason.
         float emit_g = 0.0f;
         if (kR == 1 && p.emit_local && p.emit_pro == STRATA_PROLOGUE_RMSNORM && t < no) emit_g = __ldg(p.emit_norm + o0 + t);
-        // The rope epilogue's angle and cache address for this thread's output, for the same reason.
-        RopeEpi re;
+        // The rope epilogue's angle and cache address for this thread's output, for the same reason;
+        // kept in shared memory (its own slot: no barrier), since held in registers across the weight
+        // loop they spilled at the 64-register cap.
         if constexpr (kRope)
-            if (t < no) re = rope_epi_prepare(p.rope, o0 + t);
+            if (t < no) rope_epi_slots<kDotThreads>()[t] = rope_epi_prepare(p.rope, o0 + t);
         for (int q = 0; q < p.n_parts; ++q) {
             // Part q + ahead into the buffer part q - 1 left (every thread is past it: the barrier
             // after its compute), then wait until part q's group is done, `newer` groups after it.
@@ -620,7 +621,7 @@ __device__ __forceinline__ void int_dot_tiles(const IntParams& p) {
             }
             if ((t & ~31) < no) {
                 const float other = __shfl_xor_sync(0xffffffffu, yv, 1);
-                if (mine) *yp = rope_epi_apply(re, yv, other);
+                if (mine) *yp = rope_epi_apply(rope_epi_slots<kDotThreads>()[t], yv, other);
             }
         } else {
             float yv = 0.0f;

@@ -28,16 +28,25 @@ namespace cuda {
 
 // One output's part, worked out when its tile starts (the table and page loads and the angle then
 // overlap the weight stream instead of lengthening the epilogue).
+// Plain data (no initializers), so the kernel can keep one per thread in shared memory
+// (rope_epi_slots) rather than in registers across its weight loop.
 struct RopeEpi {
-    float c = 1.0f, s = 0.0f;  // cos / sin of the output's pair
-    bool rot = false;          // one half of a rotated pair (q or k within rot_dim, a row with a table cell)
-    bool x0 = false;           // the pair's first element (even dimension)
-    __half* cache = nullptr;   // its cache element (k or v of a stored row), else null
+    float c, s;     // cos / sin of the output's pair
+    __half* cache;  // its cache element (k or v of a stored row), else null
+    bool rot;       // one half of a rotated pair (q or k within rot_dim, a row with a table cell)
+    bool x0;        // the pair's first element (even dimension)
 };
+
+// N per-thread RopeEpi slots in the calling kernel's static shared memory (only the rope kernel calls it).
+template <int N>
+__device__ __forceinline__ RopeEpi* rope_epi_slots() {
+    __shared__ RopeEpi slots[N];
+    return slots;
+}
 
 // Column o of the call's one row (rows[0] = {slot, index}) of [q | k | v].
 __device__ __forceinline__ RopeEpi rope_epi_prepare(const RopeKvStoreArgs& R, int64_t o) {
-    RopeEpi e;
+    RopeEpi e{1.0f, 0.0f, nullptr, false, false};
     const int hd = R.q_params.head_dim;
     const int64_t qw = (int64_t)R.q_params.n_heads * hd, kw = (int64_t)R.k_params.n_heads * hd;
     const int32_t slot = R.rows[0], index = R.rows[1];
