@@ -655,6 +655,7 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
 // strata_matmul_rope_kv_store's one-row kernel: a kernel of its own so that the others keep their
 // registers (the epilogue's sincosf and pow took the one-row kernel from 63 to 128 registers, halving
 // its CTAs per SM), capped at 64 (4 CTAs of 256 threads per SM, as the plain one-row kernel).
+constexpr int kRopeEpiSmem = kDotThreads * (int)sizeof(RopeEpi);  // its static shared memory (rope_epi_slots)
 template <int kDtype>
 __global__ void __launch_bounds__(kDotThreads, 4) int_dot_rope_kernel(const IntParams p) {
     early_weights<kDtype>(p, p.no);  // weights only, before the wait
@@ -1029,8 +1030,13 @@ IntLimits int_limits(int dev) {
             (const void*)int_dot_rope_kernel<STRATA_Q4_1>, (const void*)int_dot_rope_kernel<STRATA_Q4_K>,
             (const void*)int_dot_rope_kernel<STRATA_Q6_K>};
         cudaError_t err = cudaSuccess;
-        for (const void* f : kernels)
-            if (err == cudaSuccess) err = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, d.smem_optin);
+        for (const void* f : kernels) {  // what static shared memory leaves (the rope kernel's epilogue slots)
+            cudaFuncAttributes fa{};
+            if (err == cudaSuccess) err = cudaFuncGetAttributes(&fa, f);
+            if (err == cudaSuccess)
+                err = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           d.smem_optin - (int)fa.sharedSizeBytes);
+        }
         (void)cudaThreadExchangeStreamCaptureMode(&mode);
         if (err != cudaSuccess) d.sms = 0;
         check(err, "cudaFuncSetAttribute (integer matmul)");
@@ -1370,7 +1376,8 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
     const int smem = (int)smem64;
     const int th = p.threads;
     if (kind <= 1) {
-        const bool rope_here = rope != nullptr && kind == 0 && !fused && !emit_here && rope_epilogue_covers(a, *rope, p);
+        const bool rope_here = rope != nullptr && kind == 0 && !fused && !emit_here && rope_epilogue_covers(a, *rope, p) &&
+                               smem + kRopeEpiSmem <= lim.smem_optin;
         if (rope_here) {
             p.rope = *rope;
             if (rope_done != nullptr) *rope_done = true;
