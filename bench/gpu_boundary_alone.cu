@@ -128,17 +128,26 @@ std::vector<int> parse_list(const char* s) {
     return v;
 }
 
-// µs per phase of a graph recorded by `record`, launched `launches` times after one warm-up launch.
+// The launches `record` makes on s, as an instantiated graph, launched once (a warm-up, or the run whose
+// values are checked) and synchronized.
 template <class F>
-float time_graph(cudaStream_t s, int phases, int launches, F record) {
+cudaGraphExec_t graph_once(cudaStream_t s, F record) {
     cudaGraph_t g;
     cudaGraphExec_t ge;
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     record();
     CHECK(cudaStreamEndCapture(s, &g));
     CHECK(cudaGraphInstantiate(&ge, g, 0));
+    CHECK(cudaGraphDestroy(g));
     CHECK(cudaGraphLaunch(ge, s));
     CHECK(cudaStreamSynchronize(s));
+    return ge;
+}
+
+// µs per phase of a graph recorded by `record`, launched `launches` times after one warm-up launch.
+template <class F>
+float time_graph(cudaStream_t s, int phases, int launches, F record) {
+    cudaGraphExec_t ge = graph_once(s, record);
     cudaEvent_t e0, e1;
     CHECK(cudaEventCreate(&e0));
     CHECK(cudaEventCreate(&e1));
@@ -149,7 +158,6 @@ float time_graph(cudaStream_t s, int phases, int launches, F record) {
     float ms = 0.0f;
     CHECK(cudaEventElapsedTime(&ms, e0, e1));
     CHECK(cudaGraphExecDestroy(ge));
-    CHECK(cudaGraphDestroy(g));
     CHECK(cudaEventDestroy(e0));
     CHECK(cudaEventDestroy(e1));
     return 1000.0f * ms / (float)(launches * phases);
@@ -208,17 +216,8 @@ int main(int argc, char** argv) {
             };
             t[v] = time_graph(s, phases, launches, record);
             reset();
-            cudaGraph_t g;
-            cudaGraphExec_t ge;
-            CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-            record();
-            CHECK(cudaStreamEndCapture(s, &g));
-            CHECK(cudaGraphInstantiate(&ge, g, 0));
-            CHECK(cudaGraphLaunch(ge, s));
-            CHECK(cudaStreamSynchronize(s));
+            CHECK(cudaGraphExecDestroy(graph_once(s, record)));
             keep();
-            CHECK(cudaGraphExecDestroy(ge));
-            CHECK(cudaGraphDestroy(g));
         }
         std::string same = "same";
         for (int v = 1; v < 3 && same == "same"; ++v)
