@@ -30,7 +30,7 @@ __all__ = [
     "StrataError", "DType", "RopeMode", "SAMPLING_PARAMS_DTYPE", "Context", "Buffer", "Slots", "Graph",
     "DeviceInfo", "load", "cuda_device_count", "abi_version", "build_info", "dtype_block", "random_uniform",
     "status_name", "rope_params", "embed", "rmsnorm", "matmul", "MatmulPrologue", "matmul_params", "matmul_ex",
-    "matmul_prefetch",
+    "matmul_prefetch", "matmul_chain_begin", "matmul_chain_end",
     "rope", "kv_store", "rope_kv_store", "rope_kv_store_attention", "matmul_rope_kv_store", "attention",
     "attention_handoff",
     "attention_dense", "silu_mul", "gelu", "add", "gather_rows", "positions_decode", "argmax", "sample",
@@ -629,6 +629,22 @@ def matmul_rope_kv_store(ctx, params, x, x_offset, n_rows, k, w, w_offset, w_dty
         w_dtype, n_out, y._ptr or _closed(y), y_offset, q_params, k_params, slots._ptr or _closed(slots), layer,
         rows._ptr or _closed(rows), rows_offset,
         ffi.NULL if freq_factors is None else (freq_factors._ptr or _closed(freq_factors)), freq_factors_offset)
+    if st:
+        _raise(st)
+
+
+def matmul_chain_begin(ctx):
+    """Opens a matmul chain on ctx: until matmul_chain_end only matmul_ex may be called on it, and the backend
+    may hold those calls and run them at the end, with the same bits (on CUDA: a decoder layer's one-row o,
+    gate_up and down as one kernel; strata.h)."""
+    st = _lib.strata_matmul_chain_begin(ctx._ptr or _closed(ctx))
+    if st:
+        _raise(st)
+
+
+def matmul_chain_end(ctx):
+    """Closes the chain matmul_chain_begin opened and runs what it holds."""
+    st = _lib.strata_matmul_chain_end(ctx._ptr or _closed(ctx))
     if st:
         _raise(st)
 

@@ -161,7 +161,15 @@ inline void cp_async_mbar_arrive(uint64_t* bar) {
 }
 
 alignas(128) inline uint8_t g_emu_smem[256 * 1024];
-inline uint8_t* mma_smem() { return g_emu_smem; }
+// Blocks run one at a time share g_emu_smem; blocks run at the same time with their own dynamic shared
+// memory (run_grid_ex's smem_bytes: the matmul chain kernel's grid, every CTA at once) use theirs.
+inline uint8_t* mma_smem() {
+    if (t_block != nullptr && t_block->smem.size() > 16) {
+        uint8_t* p = t_block->smem.data();
+        return p + (16 - reinterpret_cast<uintptr_t>(p) % 16) % 16;
+    }
+    return g_emu_smem;
+}
 
 inline uint32_t hadd2(uint32_t a, uint32_t b) {
     return emu_f16_bits((double)emu_f16(a) + emu_f16(b)) | emu_f16_bits((double)emu_f16(a >> 16) + emu_f16(b >> 16)) << 16;

@@ -21,7 +21,9 @@
 // epilogue) must equal the plain one-row dot kernel followed by rope_kv_store_kernel bit for bit (the
 // qkv row, every pool element), with a negative control (another cell's position changes the bits).
 // (handoff: the counted and local emissions, the paired SILU_MUL one included.)
-// Usage: test_int [quick | smoke | handoff | rope | fused [DTYPE] | dtype DTYPE] (fused: only the kernel
+// The one-row chain kernel (o -> gate_up -> down in one grid with grid barriers) must equal the three
+// one-row kernels run one by one (chain).
+// Usage: test_int [quick | smoke | handoff | rope | chain | fused [DTYPE] | dtype DTYPE] (fused: only the kernel
 // that rounds its own rows, optionally one dtype: the strata_dtype value, e.g. 2 for Q4_0, 12 for Q4_K;
 // dtype: every configuration of one dtype; rope: the rope epilogue only)
 #define STRATA_CUDA_EMU 1
@@ -400,6 +402,7 @@ static void run_dot1(int dt, unsigned gx, const I::IntParams& q) {
     };
     if (dt == STRATA_Q4_0) go(std::integral_constant<int, STRATA_Q4_0>{});
     else if (dt == STRATA_Q8_0) go(std::integral_constant<int, STRATA_Q8_0>{});
+    else if (dt == STRATA_Q4_1) go(std::integral_constant<int, STRATA_Q4_1>{});
     else if (dt == STRATA_Q6_K) go(std::integral_constant<int, STRATA_Q6_K>{});
     else go(std::integral_constant<int, STRATA_Q4_K>{});
 }
@@ -675,6 +678,128 @@ static void emit_cases(bool quick) {
     printf("hand-off: %d checks, %d failures so far\n", checks, fails);
 }
 
+// ---------------------------------------------------------------- the one-row chain kernel
+
+// strata_matmul_chain_begin / _end's kernel (int_dot_chain_kernel): a layer's o (accumulating into x, its
+// local RMSNORM emission for gate_up), gate_up (paired CTAs: SILU_MUL's blocks for down) and down
+// (accumulating into x, a local RMSNORM emission for the next layer), as ONE grid whose CTAs all run at
+// once (one cluster of the whole grid, as the device's co-resident grid) with grid barriers between the
+// calls, against the three one-row kernels run one after the other: x, gate_up's y and every emitted
+// block, bit for bit; the barrier's arrival word back at 0 and its generation advanced once a crossing.
+// `grid` below the largest call's tile count makes CTAs loop over tiles; `n` 2 chains o and gate_up only.
+static void chain_case(int dt, int64_t q, int64_t h, int64_t f, unsigned grid, int n) {
+    const int sb = slicebytes(dt);
+    auto al16 = [](std::vector<uint8_t>& v) {
+        return reinterpret_cast<int8_t*>(v.data() + (16 - reinterpret_cast<uintptr_t>(v.data()) % 16) % 16);
+    };
+    auto m16 = [](std::vector<uint2>& v) { return reinterpret_cast<uintptr_t>(v.data()) % 16 ? v.data() + 1 : v.data(); };
+    std::vector<float> att(q), x0(h), g1(h), g2(h);
+    for (auto& v : att) v = randn();
+    for (auto& v : x0) v = 2.0f * randn();
+    for (auto& v : g1) v = 1.0f + 0.1f * randn();
+    for (auto& v : g2) v = 1.0f + 0.1f * randn();
+    auto wo = random_weights(dt, h, q, 0), wgu = random_weights(dt, 2 * f, h, 0), wd = random_weights(dt, h, f, 0);
+    const int64_t qb = q / 32, hb = h / 32, fb = f / 32;
+    auto bp = [](int64_t nb) { return (nb + 1) / 2 * 2; };
+    // The attention output's blocks (what the chain's first call reads), made once by the pre-pass.
+    std::vector<uint8_t> axq(q + 16);
+    std::vector<uint2> ameta(bp(qb) + 2);
+    std::vector<float> assq((qb + 7) / 8);
+    I::PreParams pa{att.data(), q, q, (int)qb, (int)bp(qb), (int)((qb + 7) / 8), STRATA_PROLOGUE_NONE, nullptr,
+                    al16(axq), m16(ameta), assq.data()};
+    run_prepass1(pa, STRATA_PROLOGUE_NONE, (unsigned)pa.nchunks);
+    struct Run {
+        std::vector<float> x, gu, s1, s3;
+        std::vector<uint8_t> q1, q2, q3;
+        std::vector<uint2> m1, m2, m3;
+    };
+    auto fresh = [&] {
+        Run r{x0, std::vector<float>(2 * f, 0.0f), std::vector<float>(hb, -1.0f), std::vector<float>(hb, -1.0f),
+              std::vector<uint8_t>(h + 16, 0xAB), std::vector<uint8_t>(f + 16, 0xAB), std::vector<uint8_t>(h + 16, 0xAB),
+              std::vector<uint2>(bp(hb) + 2, make_uint2(7, 7)), std::vector<uint2>(bp(fb) + 2, make_uint2(7, 7)),
+              std::vector<uint2>(bp(hb) + 2, make_uint2(7, 7))};
+        return r;
+    };
+    // The three calls' parameters on the buffers of `r`, as launch_int_matmul makes them.
+    auto params = [&](Run& r, I::IntParams out[3]) {
+        I::IntParams& o = out[0];
+        o = producer_params(dt, STRATA_PROLOGUE_NONE, q, q, h, nullptr, nullptr, wo.data(), r.x.data(), true,
+                            al16(axq), m16(ameta), assq.data());
+        I::dot_shape(o, sb, 132, 233472, 1);
+        I::dot_local_shape(o, sb);
+        o.n_row_tiles = 1; o.n_tiles = (int)((h + o.no - 1) / o.no);
+        o.emit_pro = STRATA_PROLOGUE_RMSNORM; o.emit_norm = g1.data(); o.emit_k = h; o.emit_local = 1;
+        o.emit_xq = al16(r.q1); o.emit_meta = m16(r.m1); o.emit_ssq = r.s1.data();
+        I::IntParams& u = out[1];
+        u = producer_params(dt, STRATA_PROLOGUE_RMSNORM, h, h, 2 * f, r.x.data(), g1.data(), wgu.data(), r.gu.data(),
+                            false, al16(r.q1), m16(r.m1), r.s1.data());
+        u.ssq_blocks = 1;
+        I::dot_shape(u, sb, 132, 233472, 1);
+        I::dot_pair_shape(u, sb);
+        u.pair_half = f;
+        u.n_row_tiles = 1; u.n_tiles = (int)(2 * f / u.no);
+        u.emit_pro = STRATA_PROLOGUE_SILU_MUL; u.emit_k = f; u.emit_local = 1;
+        u.emit_xq = al16(r.q2); u.emit_meta = m16(r.m2);
+        I::IntParams& d = out[2];
+        d = producer_params(dt, STRATA_PROLOGUE_SILU_MUL, f, 2 * f, h, r.gu.data(), nullptr, wd.data(), r.x.data(),
+                            true, al16(r.q2), m16(r.m2), nullptr);
+        I::dot_shape(d, sb, 132, 233472, 1);
+        I::dot_local_shape(d, sb);
+        d.n_row_tiles = 1; d.n_tiles = (int)((h + d.no - 1) / d.no);
+        d.emit_pro = STRATA_PROLOGUE_RMSNORM; d.emit_norm = g2.data(); d.emit_k = h; d.emit_local = 1;
+        d.emit_xq = al16(r.q3); d.emit_meta = m16(r.m3); d.emit_ssq = r.s3.data();
+    };
+    Run ref = fresh(), got = fresh();
+    I::IntParams pr[3], pc[3];
+    params(ref, pr);
+    params(got, pc);
+    for (int i = 0; i < n; ++i) {  // one after the other, each its own grid
+        memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));
+        run_dot1(dt, (unsigned)pr[i].n_tiles, pr[i]);
+    }
+    I::ChainParams c{};
+    int smem = 0, threads = 0;
+    for (int i = 0; i < n; ++i) smem = std::max(smem, I::dot_smem(pc[i], 1)), threads = std::max(threads, pc[i].threads);
+    for (int i = 0; i < n; ++i) c.p[i] = pc[i], c.p[i].threads = threads;  // as dot_chain_flush launches them
+    c.n = n;
+    unsigned words[2] = {0, 41};
+    c.barrier = words;
+    auto go = [&](auto dtc) {
+        constexpr int D = decltype(dtc)::value;
+        run_grid_ex(grid, 1, (unsigned)threads, grid, (size_t)smem, [c] { I::int_dot_chain_kernel<D>(c); });
+    };
+    if (dt == STRATA_Q4_0) go(std::integral_constant<int, STRATA_Q4_0>{});
+    else if (dt == STRATA_Q8_0) go(std::integral_constant<int, STRATA_Q8_0>{});
+    else if (dt == STRATA_Q4_1) go(std::integral_constant<int, STRATA_Q4_1>{});
+    else go(std::integral_constant<int, STRATA_Q4_K>{});
+    int bad = 0;
+    for (int64_t i = 0; i < h; ++i) bad += bits(ref.x[i]) != bits(got.x[i]);
+    for (int64_t i = 0; i < 2 * f; ++i) bad += bits(ref.gu[i]) != bits(got.gu[i]);
+    bad += memcmp(al16(ref.q1), al16(got.q1), h) != 0;
+    bad += memcmp(m16(ref.m1), m16(got.m1), hb * sizeof(uint2)) != 0;
+    bad += memcmp(ref.s1.data(), got.s1.data(), hb * sizeof(float)) != 0;
+    bad += memcmp(al16(ref.q2), al16(got.q2), f) != 0;
+    bad += memcmp(m16(ref.m2), m16(got.m2), fb * sizeof(uint2)) != 0;
+    bad += memcmp(al16(ref.q3), al16(got.q3), h) != 0;
+    bad += memcmp(ref.s3.data(), got.s3.data(), hb * sizeof(float)) != 0;
+    CHECK(bad == 0, "chain dt %d q %ld h %ld f %ld grid %u calls %d (threads %d, no %d/%d/%d): %d values differ from "
+          "the calls run one by one", dt, (long)q, (long)h, (long)f, grid, n, threads, pc[0].no, pc[1].no, pc[2].no, bad);
+    CHECK(words[0] == 0 && words[1] == 41u + (unsigned)(n - 1), "chain barrier words %u %u after %d crossings",
+          words[0], words[1], n - 1);
+}
+
+static void chain_cases() {
+    // 135M-like (k 576, ffn 1536: the calls' CTAs of 96, 192 and 192 threads run at 192), 1B-like halves
+    // (2,048 / 4,096: two parts and more), a grid smaller than the calls' tiles (CTAs loop), two calls.
+    chain_case(STRATA_Q4_0, 576, 576, 1536, 8, 3);
+    chain_case(STRATA_Q8_0, 576, 576, 1536, 5, 3);
+    chain_case(STRATA_Q4_1, 256, 512, 512, 6, 3);
+    chain_case(STRATA_Q4_K, 512, 512, 1024, 3, 3);
+    chain_case(STRATA_Q4_0, 2048, 2048, 4096, 4, 3);
+    chain_case(STRATA_Q4_0, 576, 576, 1536, 7, 2);
+    printf("chain: %d checks, %d failures so far\n", checks, fails);
+}
+
 // ---------------------------------------------------------------- the rope epilogue
 // One row of [q | k | v] (n_heads, n_kv, n_kv heads of hd) from x (k values, RMSNORM with a bias) into a
 // paged F16 pool at (slot, index): the one-row rope kernel against the dot kernel + rope_kv_store_kernel.
@@ -786,6 +911,11 @@ int main(int argc, char** argv) {
     if (argc > 1 && std::string(argv[1]) == "rope") {  // the rope epilogue only
         rope_cases();
         printf("test_int rope: %d checks, %d failures\n", checks, fails);
+        return fails ? 1 : 0;
+    }
+    if (argc > 1 && std::string(argv[1]) == "chain") {  // the one-row chain kernel only
+        chain_cases();
+        printf("test_int chain: %d checks, %d failures\n", checks, fails);
         return fails ? 1 : 0;
     }
     if (argc > 1 && std::string(argv[1]) == "handoff") {  // the hand-off emission only

@@ -74,8 +74,8 @@ enum strata_status {
  * strata_abi_version() differs. Bumped on every incompatible change (ABI 5:
  * strata_matmul_params.y_row_stride and strata_matmul_prefetch; ABI 6: the activation hand-off,
  * strata_matmul_params.handoff_*; ABI 7: strata_matmul_rope_kv_store; ABI 8:
- * strata_attention_handoff). */
-enum strata_abi { STRATA_ABI_VERSION = 8 };
+ * strata_attention_handoff; ABI 9: strata_matmul_chain_begin / _end). */
+enum strata_abi { STRATA_ABI_VERSION = 9 };
 
 /* Returns STRATA_ABI_VERSION of the library that was loaded. Never fails. */
 int32_t strata_abi_version(void);
@@ -408,6 +408,21 @@ int32_t strata_matmul_ex(strata_context *ctx, const strata_matmul_params *params
  * backend issues it from its one-row integer kernel (docs/cuda_backend.md,
  * "L2 prefetch"). w must belong to ctx and hold the range. */
 int32_t strata_matmul_prefetch(strata_context *ctx, strata_buffer *w, uint64_t offset, uint64_t n_bytes);
+
+/* A matmul chain: between strata_matmul_chain_begin and strata_matmul_chain_end
+ * the only calls allowed on ctx (on it or on anything it owns) are
+ * strata_matmul_ex and strata_matmul_chain_end; any other fails with
+ * STRATA_ERR_STATE and leaves the chain open. The chain's calls are checked and fail as always,
+ * but the backend may hold them and run them at strata_matmul_chain_end, in
+ * order, with the bits they have run one by one. The CUDA backend runs up to
+ * three one-row calls on the integer path, each reading the blocks the one
+ * before it emitted with a local hand-off (a decoder layer's o, gate_up and
+ * down), as one kernel with a grid barrier between them instead of a kernel
+ * boundary (docs/cuda_backend.md); the CPU backend runs each call at once.
+ * Recordable: a chain ended while a graph is recorded is part of the graph.
+ * begin fails when a chain is already open, end when none is. */
+int32_t strata_matmul_chain_begin(strata_context *ctx);
+int32_t strata_matmul_chain_end(strata_context *ctx);
 
 enum strata_rope_mode {
     STRATA_ROPE_ADJACENT = 0, /* rotate (x[2i], x[2i+1]) with theta_i, position component 0 */

@@ -87,6 +87,10 @@ class Decoder:
     # and the MTP head, which call the blocks directly, issue none).
     _prefetch_mb: int = 0
     _prefetch_after = None
+    # STRATA_MATMUL_CHAIN while `record` runs: whether this layer's o, gate_up and down form a matmul chain,
+    # and whether one is open on the context now.
+    _chain = False
+    _chain_open = False
 
     def __init__(self, ctx: F.Context, spec: ModelSpec, weights: WeightArena):
         self.ctx, self.spec, self.weights = ctx, spec, weights
@@ -190,16 +194,26 @@ class Decoder:
         if inject is not None:
             inject(A, act.x)
         self._prefetch_mb = l2_prefetch_mb(ctx)
+        # STRATA_MATMUL_CHAIN: one row, the hand-off on, no prefetch hints (a chain allows matmul_ex alone).
+        chain = n_rows == 1 and self._prefetch_mb <= 0 and env.switch("STRATA_MATMUL_CHAIN")
         try:
             for index, layer in enumerate(self.layers):
                 self._hp = self._handoff[index] if self._handoff else None
+                self._chain = chain and self._hp is not None and bool(layer.qkv_parts and layer.gate_up_parts)
                 self._attention_block(index, layer, io, act, slots, n_rows)
                 nxt = self.layers[index + 1] if index + 1 < len(self.layers) else None
                 self._prefetch_after = (nxt.qkv_parts[0][0] if nxt is not None and nxt.qkv_parts
                                         else self.output if nxt is None else None)
                 self._mlp_block(layer, act, n_rows)
+                self._end_chain()
+        except BaseException:
+            try:
+                self._end_chain()  # the context must not stay in a chain; the first error is the one to report
+            except F.StrataError:
+                pass
+            raise
         finally:
-            self._prefetch_mb, self._prefetch_after, self._hp = 0, None, None
+            self._prefetch_mb, self._prefetch_after, self._hp, self._chain = 0, None, None, False
         if n_logits == 0:
             return          # a prompt chunk that does not end its prompt: nothing to sample yet
         F.gather_rows(ctx, A, act.x, n_rows, s.hidden * 4, io_buf, io.logit_idx_off, n_logits, A, act.xs)
@@ -237,10 +251,19 @@ class Decoder:
             self._prefetch(layer.gate_up_parts[0][0])
         if self._hp is not None:  # o also prepares gate_up's input (the hand-off)
             o = layer.o
+            if self._chain:  # o, gate_up and down between chain begin and end (_end_chain)
+                F.matmul_chain_begin(ctx)
+                self._chain_open = True
             F.matmul_ex(ctx, self._hp.o_use if prepared else self._hp.o, A, act.att, n_rows, o.cols, o.buffer,
                         o.offset, o.dtype, o.rows, A, act.x)
             return
         self._matmul(act.att, n_rows, layer.o, act.x, A, accumulate=True)
+
+    def _end_chain(self) -> None:
+        """Ends the matmul chain _attention_block opened for this layer, if any (the held calls run)."""
+        if self._chain_open:
+            self._chain_open = False
+            F.matmul_chain_end(self.ctx)
 
     def _qkv_attention(self, index, layer: LayerWeights, io, act, slots, n_rows, fused: bool):
         """A matmul per stored matrix of [q | k | v] (norm fused in), then rope + store and attention: as one

@@ -1,7 +1,8 @@
 """Strata's promise with the activation hand-off between a layer's matmuls (STRATA_HANDOFF; strata.h,
 docs/cuda_backend.md): with the hand-off on (local: CUDA's one-row kernel rounds the next matmul's int8
 activations from its own outputs in its epilogue where it can; 1: the CTA completing each chunk of them does), as
-pre-pass launches (prepass) and off (the default), every request gets
+pre-pass launches (prepass) and off (the default), and local with each layer's one-row o, gate_up and down in
+a matmul chain (STRATA_MATMUL_CHAIN=1: one CUDA kernel with grid barriers where they qualify), every request gets
 the same tokens and logprobs, bit for bit, and each equals its solo run. Four requests admitted at
 staggered steps, greedy and seeded, so steps mix prefill chunks (many rows: the pre-pass route) and
 decode rows (one row: the epilogue route), through the engine's recorded decode graphs. Tiny `strata
@@ -39,6 +40,10 @@ def fingerprint(completion):
 
 
 async def run_mode(device, path, mode, monkeypatch):
+    # local-chain: the local hand-off with each layer's one-row o, gate_up and down in a matmul chain
+    # (STRATA_MATMUL_CHAIN; on CUDA one kernel with grid barriers where they pass their blocks locally)
+    monkeypatch.setenv("STRATA_MATMUL_CHAIN", "1" if mode.endswith("-chain") else "0")
+    mode = mode.removesuffix("-chain")
     monkeypatch.setenv("STRATA_HANDOFF", mode)
     gen = loaded_model(device, path)
     loaded = next(gen)
@@ -71,7 +76,7 @@ async def run_mode(device, path, mode, monkeypatch):
 
 
 async def test_handoff_modes_equal_solo_runs(device, model_file, monkeypatch):
-    runs = {mode: await run_mode(device, model_file, mode, monkeypatch) for mode in ("local", "1", "prepass", "off")}
+    modes = ("local", "local-chain", "1", "prepass", "off")
+    runs = {mode: await run_mode(device, model_file, mode, monkeypatch) for mode in modes}
     assert len(set(runs["local"])) == 4, f"streams are degenerate: {runs['local']}"
-    assert runs["local"] == runs["1"] == runs["prepass"] == runs["off"], \
-        "the hand-off modes give different tokens or logprobs"
+    assert all(runs[m] == runs["off"] for m in modes), "the hand-off modes give different tokens or logprobs"

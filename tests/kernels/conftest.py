@@ -1,6 +1,7 @@
 """Fixtures for the kernel tests: `backend` (the shared `device`: "cpu", and "cuda:0" marked gpu
-when the library sees a CUDA device), a shared context per backend, and `cuda_ctx` (a CUDA context
-per module, for the CUDA-only files). `rng` comes from tests/conftest.py."""
+when the library sees a CUDA device), a shared context per backend, `cuda_ctx` (a CUDA context
+per module, for the CUDA-only files), `closing` (objects closed after the test) and `chain_of` (a decoder
+layer's hand-off chain, layer_chain.py). `rng` comes from tests/conftest.py."""
 
 import gc
 import warnings
@@ -35,3 +36,26 @@ def cuda_ctx():
     context = S.Context("cuda:0")
     yield context
     context.close()
+
+
+@pytest.fixture
+def closing():
+    """A list for objects with close() that a test makes (buffer sets, layers): each is closed after the test,
+    in the order made."""
+    made = []
+    yield made
+    for obj in made:
+        obj.close()
+
+
+@pytest.fixture
+def chain_of(ctx, rng, closing):
+    """Makes a decoder layer's hand-off chain (layer_chain.Chain) of a dtype and row count on `ctx`, closed
+    after the test."""
+    from layer_chain import Chain
+
+    def make(dtype, n_rows):
+        closing.append(Chain(ctx, rng, dtype, n_rows))
+        return closing[-1]
+
+    return make

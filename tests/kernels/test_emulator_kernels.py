@@ -19,6 +19,11 @@ GPU"). Each binary's short mode, about 16 minutes in all on two cores:
   kernel's epilogue) against the plain kernel followed by rope_kv_store_kernel, bit for bit (the qkv row,
   every pool element): the integer types, CTA widths 2-32, partial rotation, freq_factors, a row without a
   table cell, an unmapped page, a padding row; its negative control (another cell) must change bits;
+- test_int chain: the one-row chain kernel (strata_matmul_chain_begin / _end: a layer's o, gate_up and down
+  in one grid with grid barriers between them, every CTA running at once) against the three one-row kernels
+  run one by one: x, gate_up's y and every emitted block, bit for bit; Q4_0 / Q8_0 / Q4_1 / Q4_K, calls of
+  different CTA sizes run at the largest, grids smaller than the calls' tiles, two calls and three; the
+  barrier's words left ready for the next crossing;
 - test_int_tiles smoke: the many-row integer tile kernel (prompts, 64+ rows) against the reference and the
   int8 mma / dp4a kernels, Q4_0 / Q8_0 / Q4_1 / Q4_K / Q6_K, the K split (two warp groups on alternate
   slices) included, with its negative control (group 1's totals added in another association must change
@@ -67,6 +72,7 @@ CASES = [  # (binary, its short mode's arguments, the summary line its passing r
     ("test_int", ["smoke"], r"^test_int smoke: \d+ checks, 0 failures$"),
     ("test_int", ["handoff"], r"^test_int handoff: \d+ checks, 0 failures$"),
     ("test_int", ["rope"], r"^test_int rope: \d+ checks, 0 failures$"),
+    ("test_int", ["chain"], r"^test_int chain: \d+ checks, 0 failures$"),
     ("test_int_tiles", ["smoke"], r"^test_int_tiles: \d+ checks, 0 failures$"),
     ("test_int_wgmma", ["smoke"], r"^test_int_wgmma: \d+ checks, 0 failures$"),
     ("test_int_rows", ["smoke"], r"^test_int_rows: \d+ checks, 0 failures$"),

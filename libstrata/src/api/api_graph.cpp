@@ -17,6 +17,7 @@ strata_graph* use_graph(Call& call, strata_graph* graph) {
     if (!registry_contains(graph, HandleKind::Graph))
         invalid(graph == nullptr ? "graph is NULL" : "graph is not a live graph (destroyed or never created)");
     call.ctx = graph->ctx;
+    refuse_in_chain(call);
     return graph;
 }
 

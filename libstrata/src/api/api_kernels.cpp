@@ -281,6 +281,23 @@ STRATA_EXPORT int32_t strata_matmul_rope_kv_store(
     });
 }
 
+STRATA_EXPORT int32_t strata_matmul_chain_begin(strata_context* ctx) {
+    return guarded("strata_matmul_chain_begin", [&](Call& call) {
+        use_context(call, ctx);  // refuses a second begin: the chain allows only matmul_ex and the end
+        ctx->backend->matmul_chain_begin();
+        ctx->chain_open = true;
+    });
+}
+
+STRATA_EXPORT int32_t strata_matmul_chain_end(strata_context* ctx) {
+    return guarded("strata_matmul_chain_end", [&](Call& call) {
+        use_context(call, ctx);
+        if (!ctx->chain_open) fail(STRATA_ERR_STATE, "no matmul chain is open on this context (strata_matmul_chain_begin)");
+        ctx->chain_open = false;  // closed even if the held calls fail to launch: the context stays usable
+        ctx->backend->matmul_chain_end();
+    });
+}
+
 STRATA_EXPORT int32_t strata_matmul_prefetch(strata_context* ctx, strata_buffer* w, uint64_t offset,
                                              uint64_t n_bytes) {
     return guarded("strata_matmul_prefetch", [&](Call& call) {

@@ -2,6 +2,7 @@
 #include "call.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace strata {
 namespace {
@@ -35,10 +36,18 @@ u128 mul_sat(u128 a, u128 b) {
     return a * b;
 }
 
+void refuse_in_chain(const Call& call) {
+    if (call.ctx == nullptr || !call.ctx->chain_open) return;
+    if (std::strcmp(call.fn, "strata_matmul_ex") == 0 || std::strcmp(call.fn, "strata_matmul_chain_end") == 0) return;
+    fail(STRATA_ERR_STATE, "a matmul chain is open on this context (strata_matmul_chain_begin): only "
+                           "strata_matmul_ex and strata_matmul_chain_end are allowed until strata_matmul_chain_end");
+}
+
 strata_context* use_context(Call& call, strata_context* ctx) {
     if (!registry_contains(ctx, HandleKind::Context))
         invalid(ctx == nullptr ? "ctx is NULL" : "ctx is not a live context (destroyed or never created)");
     call.ctx = ctx;
+    refuse_in_chain(call);
     return ctx;
 }
 

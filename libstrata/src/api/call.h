@@ -52,6 +52,11 @@ int32_t guarded(const char* fn, Body&& body) noexcept {
 // bounds check).
 u128 mul_sat(u128 a, u128 b);
 
+// Fails with STRATA_ERR_STATE when call.ctx has a matmul chain open (strata_matmul_chain_begin) and
+// call.fn is neither strata_matmul_ex nor strata_matmul_chain_end: the calls a chain holds run at its end,
+// so nothing else may come between them. Run wherever call.ctx is first fixed.
+void refuse_in_chain(const Call& call);
+
 // Resolves handles; the first one fixes call.ctx, later ones must match it.
 // use_slots also marks the slot set as referenced by a graph being recorded
 // unless `record` is false (slot management calls, which are not recorded).
@@ -67,8 +72,12 @@ T* use_owned(Call& call, T* object, HandleKind kind, const char* name, const cha
         invalid(std::string(name) + (object == nullptr ? std::string(" is NULL")
                                                        : " is not a live " + std::string(noun) +
                                                              " (destroyed or never created)"));
-    if (call.ctx == nullptr) call.ctx = object->ctx;
-    else if (object->ctx != call.ctx) invalid(std::string(name) + " belongs to a different context");
+    if (call.ctx == nullptr) {
+        call.ctx = object->ctx;
+        refuse_in_chain(call);
+    } else if (object->ctx != call.ctx) {
+        invalid(std::string(name) + " belongs to a different context");
+    }
     return object;
 }
 

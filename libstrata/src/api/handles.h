@@ -45,6 +45,10 @@ struct strata_context : strata::HandleBase {
         const void* norm = nullptr;
     } handoff;
 
+    // strata_matmul_chain_begin .. _end: only strata_matmul_ex and the end are allowed on the context
+    // (use_context / use_owned refuse the rest, call.cpp).
+    bool chain_open = false;
+
     // Graph recording state.
     bool recording = false;
     bool recording_failed = false;

@@ -247,6 +247,12 @@ public:
         matmul(m);
         rope_kv_store(r);
     }
+    // strata_matmul_chain_begin / _end: the matmul calls between them (the API allows nothing else on the
+    // context there) may be held and run at the end, in order, with the bits they have run one by one;
+    // the CUDA backend runs one-row calls that pass their activations by local hand-off as one kernel.
+    // By default each call runs at once.
+    virtual void matmul_chain_begin() {}
+    virtual void matmul_chain_end() {}
     virtual void attention(const AttentionArgs& a) = 0;
     // strata_rope_kv_store_attention: must equal rope_kv_store(r) then attention(a) bit for bit, for
     // launches whose rows read no cell another row of the launch writes; backends override it to fuse.

@@ -111,6 +111,7 @@ public:
         use_device_noexcept();
         capture_abort();
         (void)cudaStreamSynchronize(stream_);
+        cuda::dot_chain_delete(chain_);  // after the stream (its barrier words); calls still held are dropped
         free_deferred();
         for (cudaEvent_t ev : events_)
             if (ev) (void)cudaEventDestroy(ev);
@@ -200,7 +201,20 @@ public:
 
     void embed(const EmbedArgs& a) override { use_device(); cuda::launch_embed(a, stream_); }
     void rmsnorm(const RmsNormArgs& a) override { use_device(); cuda::launch_rmsnorm(a, stream_); }
-    void matmul(const MatmulArgs& a) override { use_device(); cuda::launch_matmul(a, stream_, scratch_, handoff_); }
+    void matmul(const MatmulArgs& a) override {
+        use_device();
+        cuda::launch_matmul(a, stream_, scratch_, handoff_, nullptr, chain_open_ ? chain_ : nullptr);
+    }
+    void matmul_chain_begin() override {
+        use_device();
+        if (chain_ == nullptr) chain_ = cuda::dot_chain_new();
+        chain_open_ = true;
+    }
+    void matmul_chain_end() override {
+        use_device();
+        chain_open_ = false;
+        if (chain_ != nullptr) cuda::dot_chain_flush(*chain_, stream_);
+    }
     void rope(const RopeArgs& a) override { use_device(); cuda::launch_rope(a, stream_); }
     void kv_store(const KvStoreArgs& a) override { use_device(); cuda::launch_kv_store(a, stream_); }
     void rope_kv_store(const RopeKvStoreArgs& a) override { use_device(); cuda::launch_rope_kv_store(a, stream_); }
@@ -372,6 +386,8 @@ private:
     cuda::Scratch scratch_;  // the integer matmul's activation blocks (freed after the stream, last)
     cuda::Scratch attn_scratch_;  // the decode attention's split states and arrival counters
     cuda::Handoff handoff_;       // the activation hand-off between matmuls (its buffers and counters)
+    cuda::DotChain* chain_ = nullptr;  // strata_matmul_chain_begin / _end: the one-row calls held back
+    bool chain_open_ = false;
 };
 
 }  // namespace

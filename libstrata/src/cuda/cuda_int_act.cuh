@@ -76,9 +76,18 @@ __device__ __forceinline__ const float* int_act_aux(const float* xr, const float
 // chunks added in order, then rsqrt(ssq / k + eps), every rounding explicit. Every integer kernel
 // (dot, int8 mma, gemv, few-row, tiles) calls this when a tile starts: the chain of loads it begins
 // sits on the critical path when it is left to the epilogue.
+// kL2: the sums were written earlier in the same kernel by other CTAs (the one-row chain kernel,
+// cuda_int_matmul.cu), so they are read through L2 (__ldcg): L1 is not coherent within a kernel.
+template <bool kL2 = false>
 __device__ __forceinline__ float int_rms_factor(const float* sq, int n_slices, int64_t k, float eps) {
-    float ss = sq[0];
-    for (int c = 1; c < n_slices; ++c) ss = __fadd_rn(ss, sq[c]);
+    float ss;
+    if constexpr (kL2) {
+        ss = __ldcg(sq);
+        for (int c = 1; c < n_slices; ++c) ss = __fadd_rn(ss, __ldcg(sq + c));
+    } else {
+        ss = sq[0];
+        for (int c = 1; c < n_slices; ++c) ss = __fadd_rn(ss, sq[c]);
+    }
     return __frsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)k), eps));
 }
 
@@ -99,6 +108,7 @@ __device__ __forceinline__ float int_rms_factor_blocks(const float* wsq, int nb,
 // int_rms_factor_blocks computed by a whole warp with the same additions in the same order, its
 // loads in one round trip instead of one per chunk: lane c forms chunk c's sum (its 8 block sums in
 // order, +0 past the end), then every lane folds the chunks in order from shuffles and returns the factor.
+template <bool kL2 = false>  // as int_rms_factor's
 __device__ __forceinline__ float int_rms_factor_blocks_warp(const float* wsq, int nb, int64_t k, float eps) {
     const int lane = threadIdx.x & 31, n_chunks = (nb + 7) / 8;
     float ss = 0.0f;
@@ -108,7 +118,10 @@ __device__ __forceinline__ float int_rms_factor_blocks_warp(const float* wsq, in
         if (c < n_chunks) {
             float w[8];
 #pragma unroll
-            for (int i = 0; i < 8; ++i) w[i] = 8 * c + i < nb ? wsq[8 * c + i] : 0.0f;
+            for (int i = 0; i < 8; ++i) {
+                if constexpr (kL2) w[i] = 8 * c + i < nb ? __ldcg(wsq + 8 * c + i) : 0.0f;
+                else w[i] = 8 * c + i < nb ? wsq[8 * c + i] : 0.0f;
+            }
             sc = w[0];
 #pragma unroll
             for (int i = 1; i < 8; ++i) sc = __fadd_rn(sc, w[i]);

@@ -501,8 +501,10 @@ __device__ __forceinline__ void emit_pair(const IntParams& p, int64_t o0, float 
 // The one-row and 8-row dot kernel's tiles, after its wait (int_dot_kernel, int_dot_rope_kernel).
 // kFused: no pre-pass; the CTA quantizes its tile's rows itself (fused_quant) while the first
 // part's weights are in flight, once per row tile it meets. kRope (one row, no kFused): the rope
-// and KV store epilogue (cuda_rope_epilogue.cuh).
-template <int kDtype, int kR, bool kFused, bool kRope>
+// and KV store epilogue (cuda_rope_epilogue.cuh). kL2 (the one-row chain kernel): what other CTAs wrote
+// earlier in the same kernel (RMSNORM's block sums, the y an accumulating call adds to) is read
+// through L2, since L1 is not coherent within a kernel; the values read are the same.
+template <int kDtype, int kR, bool kFused, bool kRope, bool kL2 = false>
 __device__ __forceinline__ void int_dot_tiles(const IntParams& p) {
     static_assert(!kRope || (kR == 1 && !kFused), "the rope epilogue is for the one-row kernel");
     constexpr int SB = kIntSliceBytes<kDtype>;  // a multiple of 16 (Q6_K: 210, read through Q6Src)
@@ -543,14 +545,14 @@ __device__ __forceinline__ void int_dot_tiles(const IntParams& p) {
         // of 8 loads would each be a round trip there).
         if (p.prologue == STRATA_PROLOGUE_RMSNORM && kR == 1 && !kFused && p.ssq_blocks) {
             if (t < 32) {
-                const float f = int_rms_factor_blocks_warp(p.ssq + r0 * p.nb, p.nb, p.k, p.eps);
+                const float f = int_rms_factor_blocks_warp<kL2>(p.ssq + r0 * p.nb, p.nb, p.k, p.eps);
                 if (t == 0) rsq[0] = f;
             }
         } else if (p.prologue == STRATA_PROLOGUE_RMSNORM && t < nr) {
             const float* sq = kFused ? reinterpret_cast<const float*>(act + p.act_rows * (p.xbytes + p.mbytes)) +
                                            t * p.n_slices
                                      : p.ssq + (r0 + t) * p.n_slices;
-            rsq[t] = int_rms_factor(sq, p.n_slices, p.k, p.eps);
+            rsq[t] = int_rms_factor<kL2>(sq, p.n_slices, p.k, p.eps);
         }
         // The local emission's norm weight for this thread's output, loaded now for the same reason.
         float emit_g = 0.0f;
@@ -630,7 +632,8 @@ __device__ __forceinline__ void int_dot_tiles(const IntParams& p) {
                 if (p.prologue == STRATA_PROLOGUE_RMSNORM) total = __fmul_rn(total, rsq[fr]);
                 if (p.bias) total = __fadd_rn(total, __ldg(p.bias + o));
                 float* yp = p.y + row * p.y_stride + o;
-                yv = p.accumulate ? __fadd_rn(*yp, total) : total;
+                if constexpr (kL2) yv = p.accumulate ? __fadd_rn(__ldcg(yp), total) : total;
+                else yv = p.accumulate ? __fadd_rn(*yp, total) : total;
                 *yp = yv;
                 if (kR == 1 && p.emit_local && p.pair_half == 0) emit_blocks(p, o, yv, emit_g);  // whole warps (no % 32 == 0)
             }
@@ -662,6 +665,74 @@ __global__ void __launch_bounds__(kDotThreads, 4) int_dot_rope_kernel(const IntP
     pdl_wait();
     pdl_launch_dependents();
     int_dot_tiles<kDtype, 1, false, true>(p);
+}
+
+// ---------------------------------------------------------------- the one-row chain kernel
+
+// strata_matmul_chain_begin / _end (cuda_kernels.cuh DotChain): up to kDotChainMax one-row dot calls,
+// each reading the blocks the one before it emitted locally (o -> gate_up -> down of a decoder layer),
+// in ONE kernel: a grid barrier between them instead of a kernel boundary. Each call runs
+// int_dot_tiles exactly as its own launch would (which CTA holds a tile never changes an output's
+// arithmetic), with its reads of the earlier calls' writes through L2 (kL2). A later call's first-tile
+// weights are staged before the barrier, as early_weights stages them before pdl_wait: weights are
+// never written. The grid is capped at what fits on the GPU at once, so every CTA reaches every
+// barrier: the next kernel is let in (pdl_launch_dependents) only once every CTA of this one has
+// started, and CTAs waiting for the previous kernel's SMs get them when it ends.
+struct ChainParams {
+    IntParams p[kDotChainMax];
+    int n;
+    unsigned* barrier;  // [0]: arrivals (back to 0 at every crossing), [1]: the crossing's generation
+};
+
+__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
+#if defined(__CUDA_ARCH__)
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+#else
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+
+// Every CTA of the grid arrives before any leaves; the CTA's writes before it are visible to every
+// CTA's reads after it (the fences around thread 0's arrival; L2 reads, kL2). The last arrival resets
+// the count and bumps the generation the others wait on, so the words need no reset between crossings,
+// calls or graph replays.
+__device__ __forceinline__ void chain_barrier(unsigned* b) {
+    __syncthreads();  // the CTA's writes before thread 0's fence
+    if (threadIdx.x == 0) {
+        const unsigned gen = ld_acquire_gpu(b + 1);  // cannot move before this CTA arrives
+        __threadfence();
+        if (atomicAdd(b, 1u) == gridDim.x - 1) {
+            atomicAdd(b, 0u - gridDim.x);  // every CTA has arrived: back to 0 for the next crossing
+            __threadfence();
+            atomicAdd(b + 1, 1u);
+        } else {
+            while (ld_acquire_gpu(b + 1) == gen) {
+            }
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+template <int kDtype>
+__global__ void __launch_bounds__(kDotThreads, 4) int_dot_chain_kernel(const ChainParams c) {
+    early_weights<kDtype>(c.p[0], c.p[0].no);  // weights only, before the wait
+    pdl_wait();
+    pdl_launch_dependents();
+    int_dot_tiles<kDtype, 1, false, false, true>(c.p[0]);
+    static_assert(kDotChainMax == 3, "the calls below are unrolled (constant indices keep p in the parameter space)");
+    if (c.n > 1) {
+        early_weights<kDtype>(c.p[1], c.p[1].no);
+        chain_barrier(c.barrier);
+        int_dot_tiles<kDtype, 1, false, false, true>(c.p[1]);
+    }
+    if (c.n > 2) {
+        early_weights<kDtype>(c.p[2], c.p[2].no);
+        chain_barrier(c.barrier);
+        int_dot_tiles<kDtype, 1, false, false, true>(c.p[2]);
+    }
 }
 
 // ---------------------------------------------------------------- mma kernel (2 rows and more)
@@ -1028,7 +1099,10 @@ IntLimits int_limits(int dev) {
             (const void*)int_dot_kernel<STRATA_Q6_K, 1, true>, (const void*)int_dot_kernel<STRATA_Q6_K, kDotRows, true>,
             (const void*)int_dot_rope_kernel<STRATA_Q4_0>, (const void*)int_dot_rope_kernel<STRATA_Q8_0>,
             (const void*)int_dot_rope_kernel<STRATA_Q4_1>, (const void*)int_dot_rope_kernel<STRATA_Q4_K>,
-            (const void*)int_dot_rope_kernel<STRATA_Q6_K>};
+            (const void*)int_dot_rope_kernel<STRATA_Q6_K>,
+            (const void*)int_dot_chain_kernel<STRATA_Q4_0>, (const void*)int_dot_chain_kernel<STRATA_Q8_0>,
+            (const void*)int_dot_chain_kernel<STRATA_Q4_1>, (const void*)int_dot_chain_kernel<STRATA_Q4_K>,
+            (const void*)int_dot_chain_kernel<STRATA_Q6_K>};
         cudaError_t err = cudaSuccess;
         for (const void* f : kernels) {  // what static shared memory leaves (the rope kernel's epilogue slots)
             cudaFuncAttributes fa{};
@@ -1185,10 +1259,95 @@ bool rope_epilogue_covers(const MatmulArgs& a, const RopeKvStoreArgs& r, const I
 
 }  // namespace
 
+// The calls a chain holds (cuda_kernels.cuh): their parameters, each one's shared memory, and the two
+// barrier words of the chain kernel (their own scratch, zeroed once; the barrier leaves them so).
+struct DotChain {
+    ChainParams c{};  // c.n calls held, each with the parameters of its own launch
+    int dtype = -1;
+    int smem[kDotChainMax] = {};
+    Scratch barrier;
+};
+
+DotChain* dot_chain_new() { return new DotChain(); }
+void dot_chain_delete(DotChain* c) noexcept { delete c; }
+
+namespace {
+
+template <int kDtype>
+void launch_chain_kernel(const ChainParams& c, int threads, int smem, cudaStream_t stream) {
+    int dev = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    const IntLimits lim = int_limits(dev);
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // a host query, not stream work
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    int per_sm = 0;
+    const cudaError_t err =
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, int_dot_chain_kernel<kDtype>, threads, (size_t)smem);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    check(err, "cudaOccupancyMaxActiveBlocksPerMultiprocessor (matmul chain)");
+    if (per_sm < 1) fail(STRATA_ERR_INTERNAL, "cuda matmul chain: no CTA of the chain kernel fits on an SM");
+    int64_t tiles = 0;
+    for (int i = 0; i < c.n; ++i) tiles = std::max<int64_t>(tiles, c.p[i].n_tiles);
+    // Every CTA must be resident at once to cross the barriers: at most what fits, the tile loops take the rest.
+    const int64_t grid = std::min<int64_t>(tiles, (int64_t)per_sm * lim.sms);
+    launch_k(int_dot_chain_kernel<kDtype>, (unsigned)grid, threads, smem, stream, c);
+    check_launch("matmul chain (integer)");
+}
+
+// Holds a one-row dot call (launch_int_matmul's parameters `p`, shared memory `smem`) in the chain,
+// first launching what is held where it cannot join them (another dtype, or a full chain). False: the
+// chain cannot take such a call at all (its dtype has no chain kernel).
+bool dot_chain_hold(DotChain& ch, int32_t dtype, const IntParams& p, int smem, cudaStream_t stream) {
+    if (dtype != STRATA_Q4_0 && dtype != STRATA_Q8_0 && dtype != STRATA_Q4_1 && dtype != STRATA_Q4_K &&
+        dtype != STRATA_Q6_K)
+        return false;
+    if (ch.c.n > 0 && (ch.c.n == kDotChainMax || ch.dtype != dtype)) dot_chain_flush(ch, stream);
+    if (ch.c.n == 0) ch.dtype = dtype;
+    ch.smem[ch.c.n] = smem;
+    ch.c.p[ch.c.n++] = p;
+    return true;
+}
+
+}  // namespace
+
+void dot_chain_flush(DotChain& ch, cudaStream_t stream) {
+    const int n = ch.c.n;
+    if (n == 0) return;
+    ch.c.n = 0;  // a failed launch below leaves nothing held
+    if (n == 1) {  // one call: its own kernel, exactly as launch_int_matmul launches it
+        const IntParams& p = ch.c.p[0];
+        launch_k(dot_kernel_for(ch.dtype, 1, false), (unsigned)p.n_tiles, p.threads, ch.smem[0], stream, p);
+        check_launch("matmul (integer)");
+        return;
+    }
+    // One CTA size for all: the largest call's. A call's threads past its own count have no unit of its
+    // parts (s_l >= ps) and no output to fold, and its staging strides by the count it is given, so its
+    // outputs are computed as in its own launch (the fused dot kernel's CTAs run so too: dot_fuse).
+    ChainParams c = ch.c;
+    c.n = n;
+    int smem = 0, threads = 0;
+    for (int i = 0; i < n; ++i) smem = std::max(smem, ch.smem[i]), threads = std::max(threads, c.p[i].threads);
+    for (int i = 0; i < n; ++i) c.p[i].threads = threads;
+    c.barrier = static_cast<unsigned*>(ch.barrier.get_zeroed(256, 2 * sizeof(unsigned), stream));
+    switch (ch.dtype) {
+    case STRATA_Q4_0: launch_chain_kernel<STRATA_Q4_0>(c, threads, smem, stream); break;
+    case STRATA_Q8_0: launch_chain_kernel<STRATA_Q8_0>(c, threads, smem, stream); break;
+    case STRATA_Q4_1: launch_chain_kernel<STRATA_Q4_1>(c, threads, smem, stream); break;
+    case STRATA_Q4_K: launch_chain_kernel<STRATA_Q4_K>(c, threads, smem, stream); break;
+    case STRATA_Q6_K: launch_chain_kernel<STRATA_Q6_K>(c, threads, smem, stream); break;
+    default: fail(STRATA_ERR_INTERNAL, "cuda matmul chain: no chain kernel for dtype " + std::to_string(ch.dtype));
+    }
+}
+
 bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch, const HandoffView* use,
-                       HandoffView* emit, int* emit_cnt, const RopeKvStoreArgs* rope, bool* rope_done) {
+                       HandoffView* emit, int* emit_cnt, const RopeKvStoreArgs* rope, bool* rope_done,
+                       DotChain* chain) {
     if (rope_done != nullptr) *rope_done = false;
     if (a.n_rows <= 0 || a.n_out <= 0) return false;
+    // Before any launch of a call that is not held: the calls a chain holds run first (stream order).
+    const auto flush = [&] {
+        if (chain != nullptr) dot_chain_flush(*chain, stream);
+    };
     int dev = 0;
     check(cudaGetDevice(&dev), "cudaGetDevice");
     if (dev < 0 || dev >= kMaxDevices) fail(STRATA_ERR_INTERNAL, "cuda matmul: device index out of range");
@@ -1302,6 +1461,7 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         }
     }
     if (!fused && gemv_kr > 0 && int_gemv_fuse()) {  // the gemv kernel quantizes its rows itself: one launch
+        flush();
         launch_int_gemv(IntTilesArgs{nullptr, nullptr, nullptr, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w, a.bias,
                                      a.y, a.accumulate, a.prologue, a.eps, a.y_row_stride},
                         gemv_kr, dev, stream, a.x, x_stride, a.norm_weight);
@@ -1320,27 +1480,32 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         } else {
             const PrepassLayout lay(a.n_rows, k);
             v = lay.at(scratch.get(lay.bytes));
+            flush();
             launch_prepass(a.x, x_stride, a.n_rows, k, a.prologue, a.norm_weight, v, stream);
         }
         if (gemv_kr > 0) {
+            flush();
             launch_int_gemv(IntTilesArgs{v.xq, v.meta, v.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
                                          a.bias, a.y, a.accumulate, a.prologue, a.eps, a.y_row_stride},
                             gemv_kr, dev, stream);
             return false;
         }
         if (wgmma >= 0) {
+            flush();
             launch_int_wgmma(IntTilesArgs{v.xq, v.meta, v.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
                                           a.bias, a.y, a.accumulate, a.prologue, a.eps, a.y_row_stride},
                              wgmma, dev, stream);
             return false;
         }
         if (tiles >= 0) {
+            flush();
             launch_int_tiles(IntTilesArgs{v.xq, v.meta, v.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
                                           a.bias, a.y, a.accumulate, a.prologue, a.eps, a.y_row_stride},
                              tiles, dev, stream);
             return false;
         }
         if (rows_kr > 0) {
+            flush();
             launch_int_rows(IntTilesArgs{v.xq, v.meta, v.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
                                          a.bias, a.y, a.accumulate, a.prologue, a.eps, a.y_row_stride},
                             rows_kr, dev, stream);
@@ -1397,10 +1562,17 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
             p.pf_lines = (int64_t)((hi - lo + 127) / 128);
             p.pf_ctas = (int)std::min<int64_t>(grid, lim.sms);
         }
+        // Held in the chain: a one-row dot call reading the previous call's blocks (no pre-pass of its own),
+        // launching nothing after it (no emission, or a local one), with nothing else in its kernel.
+        if (chain != nullptr && kind == 0 && !fused && rope == nullptr && p.pf_lines == 0 && use != nullptr &&
+            (emit == nullptr || emit_local) && dot_chain_hold(*chain, a.w_dtype, p, smem, stream))
+            return emit_here;
+        flush();
         launch_k(fn, (unsigned)grid, th, smem, stream, p);
         check_launch(fused ? "matmul (integer, fused activations)" : "matmul (integer)");
         return emit_here;
     }
+    flush();
     const unsigned grid = (unsigned)p.n_tiles;
     switch (a.w_dtype * 4 + kind) {
     case STRATA_Q4_0 * 4 + 2: launch_k(int_mma_kernel<STRATA_Q4_0, 1>, grid, th, smem, stream, p); break;

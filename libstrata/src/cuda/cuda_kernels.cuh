@@ -24,8 +24,18 @@ void launch_embed(const EmbedArgs& a, cudaStream_t stream);              // cuda
 void launch_gather_rows(const GatherRowsArgs& a, cudaStream_t stream);   // cuda_embed.cu
 // rope non-null (strata_matmul_rope_kv_store): true when the matmul's kernel also rotated y's q and k
 // and stored k and v (the one-row integer path); false: the caller launches rope_kv_store after it.
+// chain non-null (between strata_matmul_chain_begin and _end): a one-row integer call that reads the
+// previous call's local emission may be held in it instead of launched (dot_chain_flush launches them).
+struct DotChain;
 bool launch_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch, Handoff& handoff,
-                   const RopeKvStoreArgs* rope = nullptr);  // cuda_matmul.cu
+                   const RopeKvStoreArgs* rope = nullptr, DotChain* chain = nullptr);  // cuda_matmul.cu
+// strata_matmul_chain_begin / _end (cuda_int_matmul.cu): up to kDotChainMax one-row dot calls, each reading
+// the blocks the one before it emitted locally, held back and launched as one kernel with a grid barrier
+// between them (one call alone: its own kernel, as without a chain). The same bits either way.
+constexpr int kDotChainMax = 3;
+DotChain* dot_chain_new();
+void dot_chain_delete(DotChain* c) noexcept;
+void dot_chain_flush(DotChain& c, cudaStream_t stream);  // launches what is held, if anything
 bool int_matmul_supports(int32_t w_dtype);                                // cuda_int_matmul.cu
 // use: x's prepared blocks (null: the pre-pass runs); emit / emit_cnt: where the one-row dot kernel
 // writes the hand-off and its arrival counters (a local emission marks emit->ssq_blocks). True when
@@ -33,7 +43,7 @@ bool int_matmul_supports(int32_t w_dtype);                                // cud
 // (strata_matmul_rope_kv_store): *rope_done tells whether the kernel ran it in its epilogue.
 bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch, const HandoffView* use,
                        HandoffView* emit, int* emit_cnt, const RopeKvStoreArgs* rope = nullptr,
-                       bool* rope_done = nullptr);  // cuda_int_matmul.cu
+                       bool* rope_done = nullptr, DotChain* chain = nullptr);  // cuda_int_matmul.cu
 void launch_handoff_prepass(const MatmulArgs& a, const HandoffView& v, cudaStream_t stream);  // cuda_int_matmul.cu
 // The pre-pass of n_rows dense rows of x (k values, no prologue) into v: strata_attention_handoff's
 // emission where the attention kernel did not make it.

@@ -240,7 +240,7 @@ void launch_plain(const MatmulArgs& a, cudaStream_t stream);
 }  // namespace
 
 bool launch_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch, Handoff& handoff,
-                   const RopeKvStoreArgs* rope) {
+                   const RopeKvStoreArgs* rope, DotChain* chain) {
     if (a.n_rows <= 0 || a.n_out <= 0) return false;
     // The activation hand-off (cuda_handoff.cuh): prepared only for a next call on the integer path;
     // read by this call only on it (elsewhere x is read as always).
@@ -251,10 +251,12 @@ bool launch_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch, H
     if (int_matmul_supports(a.w_dtype)) {  // integer-exact block products (cuda_int_matmul.cu)
         emitted = launch_int_matmul(a, stream, scratch, a.use_handoff ? handoff.latest() : nullptr,
                                     emit ? &ev : nullptr, emit ? handoff.counters(stream) : nullptr, rope,
-                                    &rope_done);
+                                    &rope_done, chain);  // a held call always emitted (or was asked for nothing)
     } else if (mma_matmul_supports(a.w_dtype)) {
+        if (chain != nullptr) dot_chain_flush(*chain, stream);  // what is held runs first
         launch_mma_matmul(a, stream);
     } else {
+        if (chain != nullptr) dot_chain_flush(*chain, stream);
         launch_plain(a, stream);
     }
     if (emit && !emitted) launch_handoff_prepass(a, ev, stream);
