@@ -1152,7 +1152,8 @@ IntKernel dot_kernel_for(int32_t w_dtype, int kr, bool fused, bool rope = false)
 }
 
 // CTAs of `fn` that fit on one SM at once (0 when unknown: the grid is then one CTA per tile).
-int resident_ctas(IntKernel fn, int threads, int smem) {
+template <typename Kernel>
+int resident_ctas(Kernel fn, int threads, int smem) {
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // a host query, not stream work
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
     int n = 0;
@@ -1278,14 +1279,9 @@ void launch_chain_kernel(const ChainParams& c, int threads, int smem, cudaStream
     int dev = 0;
     check(cudaGetDevice(&dev), "cudaGetDevice");
     const IntLimits lim = int_limits(dev);
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // a host query, not stream work
-    (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    int per_sm = 0;
-    const cudaError_t err =
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, int_dot_chain_kernel<kDtype>, threads, (size_t)smem);
-    (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    check(err, "cudaOccupancyMaxActiveBlocksPerMultiprocessor (matmul chain)");
-    if (per_sm < 1) fail(STRATA_ERR_INTERNAL, "cuda matmul chain: no CTA of the chain kernel fits on an SM");
+    const int per_sm = resident_ctas(int_dot_chain_kernel<kDtype>, threads, smem);
+    if (per_sm < 1)  // 0: the runtime could not tell, or nothing fits; a chain must know (its CTAs all wait on each other)
+        fail(STRATA_ERR_INTERNAL, "cuda matmul chain: the occupancy of the chain kernel is unknown or zero");
     int64_t tiles = 0;
     for (int i = 0; i < c.n; ++i) tiles = std::max<int64_t>(tiles, c.p[i].n_tiles);
     // Every CTA must be resident at once to cross the barriers: at most what fits, the tile loops take the rest.
