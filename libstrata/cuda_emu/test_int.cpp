@@ -686,7 +686,8 @@ static void emit_cases(bool quick) {
 // once (one cluster of the whole grid, as the device's co-resident grid) with grid barriers between the
 // calls, against the three one-row kernels run one after the other: x, gate_up's y and every emitted
 // block, bit for bit; the barrier's arrival word back at 0 and its generation advanced once a crossing.
-// `grid` below the largest call's tile count makes CTAs loop over tiles; `n` 2 chains o and gate_up only.
+// `grid` below the largest call's tile count makes CTAs loop over tiles; `n` 2 chains o and gate_up only,
+// `n` 4 adds the next layer's qkv (RMSNORM of down's local emission, no emission; STRATA_MATMUL_CHAIN=2).
 static void chain_case(int dt, int64_t q, int64_t h, int64_t f, unsigned grid, int n) {
     const int sb = slicebytes(dt);
     auto al16 = [](std::vector<uint8_t>& v) {
@@ -698,7 +699,9 @@ static void chain_case(int dt, int64_t q, int64_t h, int64_t f, unsigned grid, i
     for (auto& v : x0) v = 2.0f * randn();
     for (auto& v : g1) v = 1.0f + 0.1f * randn();
     for (auto& v : g2) v = 1.0f + 0.1f * randn();
+    const int64_t nqkv = h + 2 * (h / 4);  // [q | k | v] with 4 query heads a KV head
     auto wo = random_weights(dt, h, q, 0), wgu = random_weights(dt, 2 * f, h, 0), wd = random_weights(dt, h, f, 0);
+    auto wqkv = random_weights(dt, nqkv, h, 0);
     const int64_t qb = q / 32, hb = h / 32, fb = f / 32;
     auto bp = [](int64_t nb) { return (nb + 1) / 2 * 2; };
     // The attention output's blocks (what the chain's first call reads), made once by the pre-pass.
@@ -712,16 +715,17 @@ static void chain_case(int dt, int64_t q, int64_t h, int64_t f, unsigned grid, i
         std::vector<float> x, gu, s1, s3;
         std::vector<uint8_t> q1, q2, q3;
         std::vector<uint2> m1, m2, m3;
+        std::vector<float> qkv;
     };
     auto fresh = [&] {
         Run r{x0, std::vector<float>(2 * f, 0.0f), std::vector<float>(hb, -1.0f), std::vector<float>(hb, -1.0f),
               std::vector<uint8_t>(h + 16, 0xAB), std::vector<uint8_t>(f + 16, 0xAB), std::vector<uint8_t>(h + 16, 0xAB),
               std::vector<uint2>(bp(hb) + 2, make_uint2(7, 7)), std::vector<uint2>(bp(fb) + 2, make_uint2(7, 7)),
-              std::vector<uint2>(bp(hb) + 2, make_uint2(7, 7))};
+              std::vector<uint2>(bp(hb) + 2, make_uint2(7, 7)), std::vector<float>(nqkv, -3.0f)};
         return r;
     };
-    // The three calls' parameters on the buffers of `r`, as launch_int_matmul makes them.
-    auto params = [&](Run& r, I::IntParams out[3]) {
+    // The four calls' parameters on the buffers of `r`, as launch_int_matmul makes them.
+    auto params = [&](Run& r, I::IntParams out[4]) {
         I::IntParams& o = out[0];
         o = producer_params(dt, STRATA_PROLOGUE_NONE, q, q, h, nullptr, nullptr, wo.data(), r.x.data(), true,
                             al16(axq), m16(ameta), assq.data());
@@ -748,9 +752,15 @@ static void chain_case(int dt, int64_t q, int64_t h, int64_t f, unsigned grid, i
         d.n_row_tiles = 1; d.n_tiles = (int)((h + d.no - 1) / d.no);
         d.emit_pro = STRATA_PROLOGUE_RMSNORM; d.emit_norm = g2.data(); d.emit_k = h; d.emit_local = 1;
         d.emit_xq = al16(r.q3); d.emit_meta = m16(r.m3); d.emit_ssq = r.s3.data();
+        I::IntParams& v = out[3];
+        v = producer_params(dt, STRATA_PROLOGUE_RMSNORM, h, h, nqkv, r.x.data(), g2.data(), wqkv.data(),
+                            r.qkv.data(), false, al16(r.q3), m16(r.m3), r.s3.data());
+        v.ssq_blocks = 1;
+        I::dot_shape(v, sb, 132, 233472, 1);
+        v.n_row_tiles = 1; v.n_tiles = (int)((nqkv + v.no - 1) / v.no);
     };
     Run ref = fresh(), got = fresh();
-    I::IntParams pr[3], pc[3];
+    I::IntParams pr[4], pc[4];
     params(ref, pr);
     params(got, pc);
     for (int i = 0; i < n; ++i) {  // one after the other, each its own grid
@@ -775,6 +785,7 @@ static void chain_case(int dt, int64_t q, int64_t h, int64_t f, unsigned grid, i
     int bad = 0;
     for (int64_t i = 0; i < h; ++i) bad += bits(ref.x[i]) != bits(got.x[i]);
     for (int64_t i = 0; i < 2 * f; ++i) bad += bits(ref.gu[i]) != bits(got.gu[i]);
+    for (int64_t i = 0; i < nqkv; ++i) bad += bits(ref.qkv[i]) != bits(got.qkv[i]);
     bad += memcmp(al16(ref.q1), al16(got.q1), h) != 0;
     bad += memcmp(m16(ref.m1), m16(got.m1), hb * sizeof(uint2)) != 0;
     bad += memcmp(ref.s1.data(), got.s1.data(), hb * sizeof(float)) != 0;
@@ -782,8 +793,9 @@ static void chain_case(int dt, int64_t q, int64_t h, int64_t f, unsigned grid, i
     bad += memcmp(m16(ref.m2), m16(got.m2), fb * sizeof(uint2)) != 0;
     bad += memcmp(al16(ref.q3), al16(got.q3), h) != 0;
     bad += memcmp(ref.s3.data(), got.s3.data(), hb * sizeof(float)) != 0;
-    CHECK(bad == 0, "chain dt %d q %ld h %ld f %ld grid %u calls %d (threads %d, no %d/%d/%d): %d values differ from "
-          "the calls run one by one", dt, (long)q, (long)h, (long)f, grid, n, threads, pc[0].no, pc[1].no, pc[2].no, bad);
+    CHECK(bad == 0, "chain dt %d q %ld h %ld f %ld grid %u calls %d (threads %d, no %d/%d/%d/%d): %d values differ "
+          "from the calls run one by one", dt, (long)q, (long)h, (long)f, grid, n, threads, pc[0].no, pc[1].no,
+          pc[2].no, pc[3].no, bad);
     CHECK(words[0] == 0 && words[1] == 41u + (unsigned)(n - 1), "chain barrier words %u %u after %d crossings",
           words[0], words[1], n - 1);
 }
@@ -797,6 +809,10 @@ static void chain_cases() {
     chain_case(STRATA_Q4_K, 512, 512, 1024, 3, 3);
     chain_case(STRATA_Q4_0, 2048, 2048, 4096, 4, 3);
     chain_case(STRATA_Q4_0, 576, 576, 1536, 7, 2);
+    chain_case(STRATA_Q4_0, 576, 576, 1536, 8, 4);  // with the next layer's qkv (135M-like)
+    chain_case(STRATA_Q8_0, 576, 576, 1536, 11, 4);
+    chain_case(STRATA_Q4_K, 512, 512, 1024, 3, 4);
+    chain_case(STRATA_Q4_0, 2048, 2048, 4096, 5, 4);
     printf("chain: %d checks, %d failures so far\n", checks, fails);
 }
 

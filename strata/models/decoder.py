@@ -88,7 +88,7 @@ class Decoder:
     _prefetch_mb: int = 0
     _prefetch_after = None
     # STRATA_MATMUL_CHAIN while `record` runs: whether this layer's o, gate_up and down form a matmul chain,
-    # and whether one is open on the context now.
+    # and whether one is open on the context now (with 2 it stays open into the next layer's qkv matmuls).
     _chain = False
     _chain_open = False
 
@@ -195,17 +195,21 @@ class Decoder:
             inject(A, act.x)
         self._prefetch_mb = l2_prefetch_mb(ctx)
         # STRATA_MATMUL_CHAIN: one row, the hand-off on, no prefetch hints (a chain allows matmul_ex alone).
-        chain = n_rows == 1 and self._prefetch_mb <= 0 and env.switch("STRATA_MATMUL_CHAIN")
+        chain = chain_mode() if n_rows == 1 and self._prefetch_mb <= 0 else 0
+        chains = [chain > 0 and bool(self._handoff) and self._handoff[i] is not None
+                  and bool(layer.qkv_parts and layer.gate_up_parts) for i, layer in enumerate(self.layers)]
         try:
             for index, layer in enumerate(self.layers):
                 self._hp = self._handoff[index] if self._handoff else None
-                self._chain = chain and self._hp is not None and bool(layer.qkv_parts and layer.gate_up_parts)
+                self._chain = chains[index]
                 self._attention_block(index, layer, io, act, slots, n_rows)
                 nxt = self.layers[index + 1] if index + 1 < len(self.layers) else None
                 self._prefetch_after = (nxt.qkv_parts[0][0] if nxt is not None and nxt.qkv_parts
                                         else self.output if nxt is None else None)
                 self._mlp_block(layer, act, n_rows)
-                self._end_chain()
+                # 2: the chain stays open for the next layer's qkv matmuls (_qkv_attention ends it before rope).
+                if not (chain == 2 and nxt is not None and chains[index + 1]):
+                    self._end_chain()
         except BaseException:
             try:
                 self._end_chain()  # the context must not stay in a chain; the first error is the one to report
@@ -234,7 +238,7 @@ class Decoder:
             self._prefetch(layer.o)
             hp = self._hp
             fused = getattr(io, "distinct_slots", False) and fused_attention_enabled()
-            if len(layer.qkv_parts) == 1 and not fused:
+            if len(layer.qkv_parts) == 1 and not fused and not self._chain_open:
                 # One matrix for the whole [q | k | v] row: the matmul, rope and KV store as one call (one
                 # kernel on CUDA at one row), then attention. The same bits as the calls below.
                 w, _, params = layer.qkv_parts[0]
@@ -251,7 +255,7 @@ class Decoder:
             self._prefetch(layer.gate_up_parts[0][0])
         if self._hp is not None:  # o also prepares gate_up's input (the hand-off)
             o = layer.o
-            if self._chain:  # o, gate_up and down between chain begin and end (_end_chain)
+            if self._chain and not self._chain_open:  # o, gate_up and down between chain begin and end (_end_chain)
                 F.matmul_chain_begin(ctx)
                 self._chain_open = True
             F.matmul_ex(ctx, self._hp.o_use if prepared else self._hp.o, A, act.att, n_rows, o.cols, o.buffer,
@@ -277,6 +281,7 @@ class Decoder:
         for j, (w, column, params) in enumerate(layer.qkv_parts):
             F.matmul_ex(ctx, hp.qkv[j] if hp else params, A, act.x, n_rows, s.hidden, w.buffer, w.offset,
                         w.dtype, w.rows, A, act.qkv + 4 * column)
+        self._end_chain()  # STRATA_MATMUL_CHAIN=2: the previous layer's chain held these matmuls too
         if fused:
             # Decode rows of distinct slots: one call (one kernel on CUDA), the same bits.
             F.rope_kv_store_attention(ctx, self.rope_q, self.rope_k, slots, index, A, act.qkv, width, n_rows,
@@ -374,6 +379,12 @@ def handoff_attention_enabled() -> bool:
     """STRATA_HANDOFF_ATTENTION (strata/env.py): with the hand-off on, whether attention also prepares o's
     input (strata_attention_handoff). Read when a model is loaded; on (1) by default."""
     return env.switch("STRATA_HANDOFF_ATTENTION")
+
+
+def chain_mode() -> int:
+    """STRATA_MATMUL_CHAIN (strata/env.py): 0 = no matmul chain, 1 = each layer's one-row o, gate_up and down
+    in one chain, 2 = also the next layer's qkv matmuls in it. Read when a step is recorded."""
+    return env.number("STRATA_MATMUL_CHAIN", int, 0, 2)
 
 
 def fused_attention_enabled() -> bool:

@@ -2,7 +2,8 @@
 docs/cuda_backend.md): with the hand-off on (local: CUDA's one-row kernel rounds the next matmul's int8
 activations from its own outputs in its epilogue where it can; 1: the CTA completing each chunk of them does), as
 pre-pass launches (prepass) and off (the default), and local with each layer's one-row o, gate_up and down in
-a matmul chain (STRATA_MATMUL_CHAIN=1: one CUDA kernel with grid barriers where they qualify), every request gets
+a matmul chain (STRATA_MATMUL_CHAIN=1: one CUDA kernel with grid barriers where they qualify; 2: the chain also
+holds the next layer's qkv), every request gets
 the same tokens and logprobs, bit for bit, and each equals its solo run. Four requests admitted at
 staggered steps, greedy and seeded, so steps mix prefill chunks (many rows: the pre-pass route) and
 decode rows (one row: the epilogue route), through the engine's recorded decode graphs. Tiny `strata
@@ -41,9 +42,11 @@ def fingerprint(completion):
 
 async def run_mode(device, path, mode, monkeypatch):
     # local-chain: the local hand-off with each layer's one-row o, gate_up and down in a matmul chain
-    # (STRATA_MATMUL_CHAIN; on CUDA one kernel with grid barriers where they pass their blocks locally)
-    monkeypatch.setenv("STRATA_MATMUL_CHAIN", "1" if mode.endswith("-chain") else "0")
-    mode = mode.removesuffix("-chain")
+    # (STRATA_MATMUL_CHAIN; on CUDA one kernel with grid barriers where they pass their blocks locally);
+    # local-chain2: the chain also holds the next layer's qkv matmuls
+    chain = "2" if mode.endswith("-chain2") else "1" if mode.endswith("-chain") else "0"
+    monkeypatch.setenv("STRATA_MATMUL_CHAIN", chain)
+    mode = mode.removesuffix("-chain2").removesuffix("-chain")
     monkeypatch.setenv("STRATA_HANDOFF", mode)
     gen = loaded_model(device, path)
     loaded = next(gen)
@@ -76,7 +79,7 @@ async def run_mode(device, path, mode, monkeypatch):
 
 
 async def test_handoff_modes_equal_solo_runs(device, model_file, monkeypatch):
-    modes = ("local", "local-chain", "1", "prepass", "off")
+    modes = ("local", "local-chain", "local-chain2", "1", "prepass", "off")
     runs = {mode: await run_mode(device, model_file, mode, monkeypatch) for mode in modes}
     assert len(set(runs["local"])) == 4, f"streams are degenerate: {runs['local']}"
     assert all(runs[m] == runs["off"] for m in modes), "the hand-off modes give different tokens or logprobs"

@@ -46,14 +46,16 @@ class Chain:
                                 handoff_prologue=P.RMSNORM, handoff_dtype=d, handoff_norm_weight=self.attn_norm),
                 S.matmul_params(P.RMSNORM, eps=EPS, norm_weight=self.attn_norm, handoff_use=True))
 
-    def layer_calls(self):
-        """o, gate_up and down with the hand-off, enqueued and nothing read back (a matmul chain allows nothing
-        else between them)."""
+    def layer_calls(self, qkv: bool = False):
+        """o, gate_up and down with the hand-off (and the next layer's qkv with `qkv`), enqueued and nothing
+        read back (a matmul chain allows nothing else between them)."""
         ctx, n, d = self.ctx, self.n, self.dtype
-        po, pgu, pd, _ = self.params(True)
+        po, pgu, pd, pq = self.params(True)
         S.matmul_ex(ctx, po, self.att, 0, n, Q, self.w["o"], 0, d, H, self.x, 0)
         S.matmul_ex(ctx, pgu, self.x, 0, n, H, self.w["gu"], 0, d, 2 * F, self.gu, 0)
         S.matmul_ex(ctx, pd, self.gu, 0, n, F, self.w["down"], 0, d, H, self.x, 0)
+        if qkv:
+            S.matmul_ex(ctx, pq, self.x, 0, n, H, self.w["qkv"], 0, d, QKV, self.qkv, 0)
 
     def reset(self):
         self.att.upload(self.att0)

@@ -3,8 +3,9 @@
 Between begin and end only strata_matmul_ex and the end may be called on the context; the backend may
 hold the calls and run them at the end. A decoder layer's o -> gate_up -> down, passing their activations
 by hand-off (tests/kernels/layer_chain.py), gives the same bits in a chain as called one by one, on every
-backend: the CPU runs each call at once; CUDA runs up to three one-row integer calls that read each other's
-local emissions as ONE kernel with grid barriers (and anything else as before, in order). Recorded into a
+backend: the CPU runs each call at once; CUDA runs up to four one-row integer calls that read each other's
+local emissions as ONE kernel with grid barriers (and anything else as before, in order); the fourth is the
+next layer's qkv (STRATA_MATMUL_CHAIN=2), reading down's emission. Recorded into a
 graph, the chain replays with the same bits (the barrier words reset themselves). On CUDA at one row the
 recorded chain is one kernel where every call can join it, so the comparison is of the chain kernel, not
 of a fallback. The API refuses every other call while a chain is open, with a clear error, and the chain
@@ -15,7 +16,7 @@ comparison sees what the chain computes.
 import numpy as np
 import pytest
 
-from layer_chain import EPS, F, H, Q
+from layer_chain import EPS, F, H, Q, QKV
 from strata import _ffi as S
 
 pytestmark = pytest.mark.exactness
@@ -30,14 +31,17 @@ def outputs(chain):
     return chain.gu.to_numpy(np.float32, (chain.n, 2 * F)), chain.x.to_numpy(np.float32, (chain.n, H))
 
 
-def run(chain, chained: bool):
-    """o, gate_up and down from the same inputs, in a matmul chain or one by one."""
+def run(chain, chained: bool, qkv: bool = False):
+    """o, gate_up and down (and with `qkv` the next layer's qkv) from the same inputs, in a matmul chain or
+    one by one: gate_up's y, x after down (and qkv's y)."""
     chain.reset()
     if chained:
         S.matmul_chain_begin(chain.ctx)
-    chain.layer_calls()
+    chain.layer_calls(qkv)
     if chained:
         S.matmul_chain_end(chain.ctx)
+    if qkv:
+        return (*outputs(chain), chain.qkv.to_numpy(np.float32, (chain.n, QKV)))
     return outputs(chain)
 
 
@@ -45,7 +49,7 @@ DTYPES = [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_K, S.DType.Q4_1, S.DType.Q6_K, 
 
 
 def assert_same(a, b, what):
-    for name, x, y in zip(("gate_up", "down"), a, b):
+    for name, x, y in zip(("gate_up", "down", "qkv"), a, b):
         assert np.array_equal(bits(x), bits(y)), f"{name} output differs: {what}"
 
 
@@ -61,24 +65,37 @@ def test_chain_equals_calls_one_by_one(chain_of, dtype, n_rows):
     assert np.all(np.isfinite(chained[1]))
 
 
+@pytest.mark.parametrize("n_rows", [1, 3])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_chain_with_next_qkv_equals_calls_one_by_one(chain_of, dtype, n_rows):
+    # STRATA_MATMUL_CHAIN=2's chain: the next layer's qkv (RMSNORM of down's local emission) held too
+    layer = chain_of(dtype, n_rows)
+    plain = run(layer, chained=False, qkv=True)
+    chained = run(layer, chained=True, qkv=True)
+    assert_same(plain, chained, f"{dtype.name}, {n_rows} rows, with qkv")
+    assert np.all(np.isfinite(chained[2]))
+
+
+@pytest.mark.parametrize("qkv", [False, True], ids=["layer", "with-qkv"])
 @pytest.mark.parametrize("dtype", [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_K], ids=lambda d: d.name)
-def test_recorded_chain_replays_with_the_same_bits(ctx, chain_of, dtype, backend):
+def test_recorded_chain_replays_with_the_same_bits(ctx, chain_of, dtype, backend, qkv):
     layer = chain_of(dtype, 1)
-    plain = run(layer, chained=False)
+    plain = run(layer, chained=False, qkv=qkv)
     layer.reset()
     ctx.graph_begin()
     S.matmul_chain_begin(ctx)
-    layer.layer_calls()
+    layer.layer_calls(qkv)
     S.matmul_chain_end(ctx)
     graph = ctx.graph_end()
     try:
         if str(backend).startswith("cuda"):
-            # o, gate_up and down in one kernel: the chain kernel ran, not three launches
+            # o, gate_up, down (and qkv) in one kernel: the chain kernel ran, not three or four launches
             assert graph.kernel_count() == 1
         for _ in range(3):  # each replay crosses the barriers again from the words the last one left
             layer.reset()
             graph.launch()
-            assert_same(plain, outputs(layer), f"{dtype.name}, a replay of the recorded chain")
+            got = (*outputs(layer), layer.qkv.to_numpy(np.float32, (1, QKV))) if qkv else outputs(layer)
+            assert_same(plain, got, f"{dtype.name}, a replay of the recorded chain")
     finally:
         graph.close()
 

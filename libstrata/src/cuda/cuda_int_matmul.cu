@@ -670,7 +670,8 @@ __global__ void __launch_bounds__(kDotThreads, 4) int_dot_rope_kernel(const IntP
 // ---------------------------------------------------------------- the one-row chain kernel
 
 // strata_matmul_chain_begin / _end (cuda_kernels.cuh DotChain): up to kDotChainMax one-row dot calls,
-// each reading the blocks the one before it emitted locally (o -> gate_up -> down of a decoder layer),
+// each reading the blocks the one before it emitted locally (o -> gate_up -> down of a decoder layer, and
+// the next layer's qkv under STRATA_MATMUL_CHAIN=2),
 // in ONE kernel: a grid barrier between them instead of a kernel boundary. Each call runs
 // int_dot_tiles exactly as its own launch would (which CTA holds a tile never changes an output's
 // arithmetic), with its reads of the earlier calls' writes through L2 (kL2). A later call's first-tile
@@ -683,6 +684,7 @@ struct ChainParams {
     int n;
     unsigned* barrier;  // [0]: arrivals (back to 0 at every crossing), [1]: the crossing's generation
 };
+static_assert(sizeof(ChainParams) <= 4096, "a kernel's parameters: 4 KB on every toolkit this builds with");
 
 __device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
 #if defined(__CUDA_ARCH__)
@@ -722,7 +724,7 @@ __global__ void __launch_bounds__(kDotThreads, 4) int_dot_chain_kernel(const Cha
     pdl_wait();
     pdl_launch_dependents();
     int_dot_tiles<kDtype, 1, false, false, true>(c.p[0]);
-    static_assert(kDotChainMax == 3, "the calls below are unrolled (constant indices keep p in the parameter space)");
+    static_assert(kDotChainMax == 4, "the calls below are unrolled (constant indices keep p in the parameter space)");
     if (c.n > 1) {
         early_weights<kDtype>(c.p[1], c.p[1].no);
         chain_barrier(c.barrier);
@@ -732,6 +734,11 @@ __global__ void __launch_bounds__(kDotThreads, 4) int_dot_chain_kernel(const Cha
         early_weights<kDtype>(c.p[2], c.p[2].no);
         chain_barrier(c.barrier);
         int_dot_tiles<kDtype, 1, false, false, true>(c.p[2]);
+    }
+    if (c.n > 3) {
+        early_weights<kDtype>(c.p[3], c.p[3].no);
+        chain_barrier(c.barrier);
+        int_dot_tiles<kDtype, 1, false, false, true>(c.p[3]);
     }
 }
 

@@ -32,7 +32,7 @@ bool launch_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch, H
 // strata_matmul_chain_begin / _end (cuda_int_matmul.cu): up to kDotChainMax one-row dot calls, each reading
 // the blocks the one before it emitted locally, held back and launched as one kernel with a grid barrier
 // between them (one call alone: its own kernel, as without a chain). The same bits either way.
-constexpr int kDotChainMax = 3;
+constexpr int kDotChainMax = 4;  // o, gate_up, down and the next layer's qkv
 DotChain* dot_chain_new();
 void dot_chain_delete(DotChain* c) noexcept;
 void dot_chain_flush(DotChain& c, cudaStream_t stream);  // launches what is held, if anything
