@@ -688,7 +688,9 @@ static void emit_cases(bool quick) {
 // block, bit for bit; the barrier's arrival word back at 0 and its generation advanced once a crossing.
 // `grid` below the largest call's tile count makes CTAs loop over tiles; `n` 2 chains o and gate_up only,
 // `n` 4 adds the next layer's qkv (RMSNORM of down's local emission, no emission; STRATA_MATMUL_CHAIN=2).
-static void chain_case(int dt, int64_t q, int64_t h, int64_t f, unsigned grid, int n) {
+// `pre`: gate_up and down emit through pre-pass phases of the chain instead (the 8B's shapes: gate_up not
+// paired, down in its own CTA shape; qkv then reads per-chunk sums), against the pre-pass kernel after each.
+static void chain_case(int dt, int64_t q, int64_t h, int64_t f, unsigned grid, int n, bool pre = false) {
     const int sb = slicebytes(dt);
     auto al16 = [](std::vector<uint8_t>& v) {
         return reinterpret_cast<int8_t*>(v.data() + (16 - reinterpret_cast<uintptr_t>(v.data()) % 16) % 16);
@@ -739,23 +741,27 @@ static void chain_case(int dt, int64_t q, int64_t h, int64_t f, unsigned grid, i
                             false, al16(r.q1), m16(r.m1), r.s1.data());
         u.ssq_blocks = 1;
         I::dot_shape(u, sb, 132, 233472, 1);
-        I::dot_pair_shape(u, sb);
-        u.pair_half = f;
-        u.n_row_tiles = 1; u.n_tiles = (int)(2 * f / u.no);
-        u.emit_pro = STRATA_PROLOGUE_SILU_MUL; u.emit_k = f; u.emit_local = 1;
-        u.emit_xq = al16(r.q2); u.emit_meta = m16(r.m2);
+        if (!pre) {
+            I::dot_pair_shape(u, sb);
+            u.pair_half = f;
+            u.emit_pro = STRATA_PROLOGUE_SILU_MUL; u.emit_k = f; u.emit_local = 1;
+            u.emit_xq = al16(r.q2); u.emit_meta = m16(r.m2);
+        }
+        u.n_row_tiles = 1; u.n_tiles = (int)((2 * f + u.no - 1) / u.no);
         I::IntParams& d = out[2];
         d = producer_params(dt, STRATA_PROLOGUE_SILU_MUL, f, 2 * f, h, r.gu.data(), nullptr, wd.data(), r.x.data(),
                             true, al16(r.q2), m16(r.m2), nullptr);
         I::dot_shape(d, sb, 132, 233472, 1);
-        I::dot_local_shape(d, sb);
+        if (!pre) {
+            I::dot_local_shape(d, sb);
+            d.emit_pro = STRATA_PROLOGUE_RMSNORM; d.emit_norm = g2.data(); d.emit_k = h; d.emit_local = 1;
+            d.emit_xq = al16(r.q3); d.emit_meta = m16(r.m3); d.emit_ssq = r.s3.data();
+        }
         d.n_row_tiles = 1; d.n_tiles = (int)((h + d.no - 1) / d.no);
-        d.emit_pro = STRATA_PROLOGUE_RMSNORM; d.emit_norm = g2.data(); d.emit_k = h; d.emit_local = 1;
-        d.emit_xq = al16(r.q3); d.emit_meta = m16(r.m3); d.emit_ssq = r.s3.data();
         I::IntParams& v = out[3];
         v = producer_params(dt, STRATA_PROLOGUE_RMSNORM, h, h, nqkv, r.x.data(), g2.data(), wqkv.data(),
                             r.qkv.data(), false, al16(r.q3), m16(r.m3), r.s3.data());
-        v.ssq_blocks = 1;
+        v.ssq_blocks = pre ? 0 : 1;
         I::dot_shape(v, sb, 132, 233472, 1);
         v.n_row_tiles = 1; v.n_tiles = (int)((nqkv + v.no - 1) / v.no);
     };
@@ -763,14 +769,32 @@ static void chain_case(int dt, int64_t q, int64_t h, int64_t f, unsigned grid, i
     I::IntParams pr[4], pc[4];
     params(ref, pr);
     params(got, pc);
+    // `pre`: the pre-pass of gate_up's emission (SILU_MUL) and of down's (RMSNORM, per-chunk sums).
+    auto prepass = [&](Run& r, int i) {
+        I::PreParams z{};
+        if (i == 1)
+            z = I::PreParams{r.gu.data(), 2 * f, f, (int)fb, (int)bp(fb), (int)((fb + 7) / 8), STRATA_PROLOGUE_SILU_MUL,
+                             nullptr, al16(r.q2), m16(r.m2), nullptr};
+        if (i == 2)
+            z = I::PreParams{r.x.data(), h, h, (int)hb, (int)bp(hb), (int)((hb + 7) / 8), STRATA_PROLOGUE_RMSNORM,
+                             g2.data(), al16(r.q3), m16(r.m3), r.s3.data()};
+        return z;
+    };
     for (int i = 0; i < n; ++i) {  // one after the other, each its own grid
         memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));
         run_dot1(dt, (unsigned)pr[i].n_tiles, pr[i]);
+        const I::PreParams z = prepass(ref, i);
+        if (pre && z.nchunks > 0) run_prepass1(z, z.prologue, (unsigned)z.nchunks);
     }
     I::ChainParams c{};
     int smem = 0, threads = 0;
     for (int i = 0; i < n; ++i) smem = std::max(smem, I::dot_smem(pc[i], 1)), threads = std::max(threads, pc[i].threads);
     for (int i = 0; i < n; ++i) c.p[i] = pc[i], c.p[i].threads = threads;  // as dot_chain_flush launches them
+    if (pre) {  // as chain_smem lays them out
+        for (int i = 0; i < n; ++i) c.pre[i] = prepass(got, i);
+        c.red_off = (smem + 15) / 16 * 16;
+        smem = c.red_off + 32;
+    }
     c.n = n;
     unsigned words[2] = {0, 41};
     c.barrier = words;
@@ -793,11 +817,12 @@ static void chain_case(int dt, int64_t q, int64_t h, int64_t f, unsigned grid, i
     bad += memcmp(m16(ref.m2), m16(got.m2), fb * sizeof(uint2)) != 0;
     bad += memcmp(al16(ref.q3), al16(got.q3), h) != 0;
     bad += memcmp(ref.s3.data(), got.s3.data(), hb * sizeof(float)) != 0;
-    CHECK(bad == 0, "chain dt %d q %ld h %ld f %ld grid %u calls %d (threads %d, no %d/%d/%d/%d): %d values differ "
-          "from the calls run one by one", dt, (long)q, (long)h, (long)f, grid, n, threads, pc[0].no, pc[1].no,
-          pc[2].no, pc[3].no, bad);
-    CHECK(words[0] == 0 && words[1] == 41u + (unsigned)(n - 1), "chain barrier words %u %u after %d crossings",
-          words[0], words[1], n - 1);
+    const int crossings = n - 1 + (pre ? std::min(n - 1, 2) : 0);  // a pre-pass phase after gate_up and down
+    CHECK(bad == 0, "chain dt %d q %ld h %ld f %ld grid %u calls %d%s (threads %d, no %d/%d/%d/%d): %d values differ "
+          "from the calls run one by one", dt, (long)q, (long)h, (long)f, grid, n, pre ? " with pre-pass phases" : "",
+          threads, pc[0].no, pc[1].no, pc[2].no, pc[3].no, bad);
+    CHECK(words[0] == 0 && words[1] == 41u + (unsigned)crossings, "chain barrier words %u %u after %d crossings",
+          words[0], words[1], crossings);
 }
 
 static void chain_cases() {
@@ -813,6 +838,11 @@ static void chain_cases() {
     chain_case(STRATA_Q8_0, 576, 576, 1536, 11, 4);
     chain_case(STRATA_Q4_K, 512, 512, 1024, 3, 4);
     chain_case(STRATA_Q4_0, 2048, 2048, 4096, 5, 4);
+    // gate_up's and down's emissions as pre-pass phases (the 8B's route; k 4,096 and 14,336 scaled down)
+    chain_case(STRATA_Q4_0, 1024, 1024, 2816, 6, 4, true);
+    chain_case(STRATA_Q8_0, 576, 576, 1536, 9, 4, true);
+    chain_case(STRATA_Q4_K, 512, 512, 1024, 4, 3, true);   // ends with down's pre-pass phase
+    chain_case(STRATA_Q4_1, 256, 512, 512, 7, 2, true);    // o, then gate_up's pre-pass phase last
     printf("chain: %d checks, %d failures so far\n", checks, fails);
 }
 

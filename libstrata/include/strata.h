@@ -417,7 +417,8 @@ int32_t strata_matmul_prefetch(strata_context *ctx, strata_buffer *w, uint64_t o
  * order, with the bits they have run one by one. The CUDA backend runs up to
  * four one-row calls on the integer path, each reading the blocks the one
  * before it emitted with a local hand-off (a decoder layer's o, gate_up and
- * down, then the next layer's qkv), as one kernel with a grid barrier between them instead of a kernel
+ * down, then the next layer's qkv; an emission made by a pre-pass is a phase of the
+ * same kernel), as one kernel with a grid barrier between them instead of a kernel
  * boundary (docs/cuda_backend.md); the CPU backend runs each call at once.
  * Recordable: a chain ended while a graph is recorded is part of the graph.
  * begin fails when a chain is already open, end when none is. */

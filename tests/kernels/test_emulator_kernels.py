@@ -23,8 +23,8 @@ GPU"). Each binary's short mode, about 16 minutes in all on two cores:
   in one grid with grid barriers between them, every CTA running at once) against the three one-row kernels
   run one by one: x, gate_up's y and every emitted block, bit for bit; Q4_0 / Q8_0 / Q4_1 / Q4_K, calls of
   different CTA sizes run at the largest, grids smaller than the calls' tiles, two calls, three, and four (the
-  next layer's qkv reading down's emission, STRATA_MATMUL_CHAIN=2); the barrier's words left ready for the
-  next crossing;
+  next layer's qkv reading down's emission, STRATA_MATMUL_CHAIN=2), gate_up's and down's emissions local or as
+  pre-pass phases of the chain (the 8B's route); the barrier's words left ready for the next crossing;
 - test_int_tiles smoke: the many-row integer tile kernel (prompts, 64+ rows) against the reference and the
   int8 mma / dp4a kernels, Q4_0 / Q8_0 / Q4_1 / Q4_K / Q6_K, the K split (two warp groups on alternate
   slices) included, with its negative control (group 1's totals added in another association must change

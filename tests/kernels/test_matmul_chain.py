@@ -5,7 +5,9 @@ hold the calls and run them at the end. A decoder layer's o -> gate_up -> down, 
 by hand-off (tests/kernels/layer_chain.py), gives the same bits in a chain as called one by one, on every
 backend: the CPU runs each call at once; CUDA runs up to four one-row integer calls that read each other's
 local emissions as ONE kernel with grid barriers (and anything else as before, in order); the fourth is the
-next layer's qkv (STRATA_MATMUL_CHAIN=2), reading down's emission. Recorded into a
+next layer's qkv (STRATA_MATMUL_CHAIN=2), reading down's emission. An emission made by a pre-pass launch
+(gate_up and down at 8B: STRATA_HANDOFF_PAIR=0 and STRATA_HANDOFF_LOCAL_PARTS=0 force it here) becomes a
+phase of the same kernel. Recorded into a
 graph, the chain replays with the same bits (the barrier words reset themselves). On CUDA at one row the
 recorded chain is one kernel where every call can join it, so the comparison is of the chain kernel, not
 of a fallback. The API refuses every other call while a chain is open, with a clear error, and the chain
@@ -56,8 +58,8 @@ def assert_same(a, b, what):
 @pytest.mark.parametrize("n_rows", [1, 3])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_chain_equals_calls_one_by_one(chain_of, dtype, n_rows):
-    # Q6_K (its gate_up emits through a pre-pass launch), F16 (not the integer path) and 3 rows are not
-    # held on CUDA: they run in order at once, and must give the same bits too.
+    # F16 (not the integer path) and 3 rows are not held on CUDA: they run in order at once, and must give
+    # the same bits too. Q6_K's gate_up emits through a pre-pass, a phase of the chain.
     layer = chain_of(dtype, n_rows)
     plain = run(layer, chained=False)
     chained = run(layer, chained=True)
@@ -89,13 +91,42 @@ def test_recorded_chain_replays_with_the_same_bits(ctx, chain_of, dtype, backend
     graph = ctx.graph_end()
     try:
         if str(backend).startswith("cuda"):
-            # o, gate_up, down (and qkv) in one kernel: the chain kernel ran, not three or four launches
-            assert graph.kernel_count() == 1
+            # o's own pre-pass (its x is not a hand-off here), then o, gate_up, down (and qkv) in one kernel:
+            # the chain kernel ran, not three or four launches
+            assert graph.kernel_count() == 2
         for _ in range(3):  # each replay crosses the barriers again from the words the last one left
             layer.reset()
             graph.launch()
             got = (*outputs(layer), layer.qkv.to_numpy(np.float32, (1, QKV))) if qkv else outputs(layer)
             assert_same(plain, got, f"{dtype.name}, a replay of the recorded chain")
+    finally:
+        graph.close()
+
+
+@pytest.mark.parametrize("qkv", [False, True], ids=["layer", "with-qkv"])
+@pytest.mark.parametrize("dtype", [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_K, S.DType.Q6_K], ids=lambda d: d.name)
+def test_chain_with_prepass_phases(ctx, chain_of, dtype, backend, qkv, monkeypatch):
+    # Every emission through the pre-pass (no local one, gate_up not paired): on CUDA each pre-pass is a
+    # phase of the chain kernel, so o, gate_up, down (and qkv) and their three pre-passes are one kernel
+    # (after o's own pre-pass).
+    monkeypatch.setenv("STRATA_HANDOFF_LOCAL_PARTS", "0")
+    monkeypatch.setenv("STRATA_HANDOFF_PAIR", "0")
+    layer = chain_of(dtype, 1)
+    plain = run(layer, chained=False, qkv=qkv)
+    assert_same(plain, run(layer, chained=True, qkv=qkv), f"{dtype.name}, pre-pass phases")
+    layer.reset()
+    ctx.graph_begin()
+    S.matmul_chain_begin(ctx)
+    layer.layer_calls(qkv)
+    S.matmul_chain_end(ctx)
+    graph = ctx.graph_end()
+    try:
+        if str(backend).startswith("cuda"):
+            assert graph.kernel_count() == 2
+        layer.reset()
+        graph.launch()
+        got = (*outputs(layer), layer.qkv.to_numpy(np.float32, (1, QKV))) if qkv else outputs(layer)
+        assert_same(plain, got, f"{dtype.name}, a replay of the recorded chain with pre-pass phases")
     finally:
         graph.close()
 

@@ -679,9 +679,16 @@ __global__ void __launch_bounds__(kDotThreads, 4) int_dot_rope_kernel(const IntP
 // never written. The grid is capped at what fits on the GPU at once, so every CTA reaches every
 // barrier: the next kernel is let in (pdl_launch_dependents) only once every CTA of this one has
 // started, and CTAs waiting for the previous kernel's SMs get them when it ends.
+//
+// A held call whose emission is not made in its own epilogue (the 8B's gate_up and down, the 1B's down:
+// launch_matmul's pre-pass launch) takes the pre-pass as a phase of the chain instead: pre[i] (nchunks
+// > 0) runs after call i, behind a barrier of its own, with the pre-pass kernel's per-element steps
+// and sums in its order (chain_prepass), its reads of call i's y through L2.
 struct ChainParams {
     IntParams p[kDotChainMax];
+    PreParams pre[kDotChainMax];  // nchunks 0: none after that call
     int n;
+    int red_off;        // the pre-pass phases' 8 warp sums: dynamic shared memory past every call's layout
     unsigned* barrier;  // [0]: arrivals (back to 0 at every crossing), [1]: the crossing's generation
 };
 static_assert(sizeof(ChainParams) <= 4096, "a kernel's parameters: 4 KB on every toolkit this builds with");
@@ -718,28 +725,92 @@ __device__ __forceinline__ void chain_barrier(unsigned* b) {
     __syncthreads();
 }
 
+// The pre-pass of one row (int_prepass_kernel's CTA of chunk c, for every chunk) as a phase of the chain:
+// the CTAs take the chunks in turn, a CTA's warps the chunk's 8 blocks in turn (a block's values and its
+// rounding are one warp's, as there); RMSNORM's chunk sum is block_sum's: each block's warp_sum of the
+// squares, then the 8 added in order from shared memory (`red`). x was written earlier in this kernel by
+// other CTAs: read through L2.
+template <int kPro>
+__device__ __forceinline__ void chain_prepass_pro(const PreParams& p, float* red) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = (int)(blockDim.x >> 5);
+    const float* xr = p.x;
+    for (int c = blockIdx.x; c < p.nchunks; c += gridDim.x) {
+        const int b0 = c * kPreChunkBlocks;
+        const int nbc = min(p.nb - b0, kPreChunkBlocks);
+        for (int w = warp; w < kPreChunkBlocks; w += nw) {
+            if (w < nbc) {
+                const int b = b0 + w;
+                const int64_t e = (int64_t)32 * b + lane;
+                const float v = int_act_value<kPro, true>(__ldcg(xr + e), int_act_aux<kPro>(xr, p.norm, p.k), e);
+                uint2 m;
+                p.xq[e] = (int8_t)int_act_round_warp(v, m);
+                if (lane == 0) p.meta[b] = m;
+            }
+            if (kPro == STRATA_PROLOGUE_RMSNORM) {
+                const int64_t e = (int64_t)32 * (b0 + w) + lane;
+                const float xv = w < nbc ? __ldcg(xr + e) : 0.0f;
+                const float ss = warp_sum(fmaf(xv, xv, 0.0f));
+                if (lane == 0) red[w] = ss;
+            }
+        }
+        if (kPro == STRATA_PROLOGUE_RMSNORM) {
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                float ss = red[0];
+#pragma unroll
+                for (int w = 1; w < kPreChunkBlocks; ++w) ss = __fadd_rn(ss, red[w]);
+                p.ssq[c] = ss;
+            }
+            __syncthreads();  // red is free for the next chunk
+        }
+    }
+}
+
+__device__ __forceinline__ void chain_prepass(const PreParams& p, int red_off) {
+    float* red = reinterpret_cast<float*>(mma_smem() + red_off);
+    if (p.prologue == STRATA_PROLOGUE_RMSNORM) chain_prepass_pro<STRATA_PROLOGUE_RMSNORM>(p, red);
+    else if (p.prologue == STRATA_PROLOGUE_SILU_MUL) chain_prepass_pro<STRATA_PROLOGUE_SILU_MUL>(p, red);
+    else chain_prepass_pro<STRATA_PROLOGUE_NONE>(p, red);
+}
+
+// Call I of the chain: the barrier after call I - 1 (and the pre-pass phase after it, if any, behind a
+// barrier of its own), with call I's first weights staged before them; then its tiles.
+template <int kDtype, int I>
+__device__ __forceinline__ void chain_call(const ChainParams& c) {
+    if (c.n <= I) return;
+    if constexpr (I > 0) {
+        early_weights<kDtype>(c.p[I], c.p[I].no);
+        if (c.pre[I - 1].nchunks > 0) {
+            chain_barrier(c.barrier);
+            chain_prepass(c.pre[I - 1], c.red_off);
+        }
+        chain_barrier(c.barrier);
+    } else {
+        early_weights<kDtype>(c.p[0], c.p[0].no);  // weights only, before the wait
+        pdl_wait();
+        pdl_launch_dependents();
+    }
+    int_dot_tiles<kDtype, 1, false, false, true>(c.p[I]);
+}
+
+__device__ __forceinline__ void chain_tail(const ChainParams& c, const PreParams& last) {
+    if (last.nchunks > 0) {
+        chain_barrier(c.barrier);
+        chain_prepass(last, c.red_off);
+    }
+}
+
 template <int kDtype>
 __global__ void __launch_bounds__(kDotThreads, 4) int_dot_chain_kernel(const ChainParams c) {
-    early_weights<kDtype>(c.p[0], c.p[0].no);  // weights only, before the wait
-    pdl_wait();
-    pdl_launch_dependents();
-    int_dot_tiles<kDtype, 1, false, false, true>(c.p[0]);
     static_assert(kDotChainMax == 4, "the calls below are unrolled (constant indices keep p in the parameter space)");
-    if (c.n > 1) {
-        early_weights<kDtype>(c.p[1], c.p[1].no);
-        chain_barrier(c.barrier);
-        int_dot_tiles<kDtype, 1, false, false, true>(c.p[1]);
-    }
-    if (c.n > 2) {
-        early_weights<kDtype>(c.p[2], c.p[2].no);
-        chain_barrier(c.barrier);
-        int_dot_tiles<kDtype, 1, false, false, true>(c.p[2]);
-    }
-    if (c.n > 3) {
-        early_weights<kDtype>(c.p[3], c.p[3].no);
-        chain_barrier(c.barrier);
-        int_dot_tiles<kDtype, 1, false, false, true>(c.p[3]);
-    }
+    chain_call<kDtype, 0>(c);
+    chain_call<kDtype, 1>(c);
+    chain_call<kDtype, 2>(c);
+    chain_call<kDtype, 3>(c);
+    // The last call's pre-pass phase, if any (constant indices again).
+    if (c.n == 2) chain_tail(c, c.pre[1]);
+    else if (c.n == 3) chain_tail(c, c.pre[2]);
+    else if (c.n == 4) chain_tail(c, c.pre[3]);
 }
 
 // ---------------------------------------------------------------- mma kernel (2 rows and more)
@@ -1177,9 +1248,10 @@ int resident_ctas(Kernel fn, int threads, int smem) {
 
 namespace {
 
-// The activation pre-pass (step 1) of n_rows rows of x into `v` (the pre-pass layout for n_rows x k).
-void launch_prepass(const float* x, int64_t x_stride, int64_t n_rows, int64_t k, int32_t prologue, const float* norm,
-                    const HandoffView& v, cudaStream_t stream) {
+// The activation pre-pass (step 1) of n_rows rows of x into `v` (the pre-pass layout for n_rows x k):
+// its parameters, and its launch.
+PreParams prepass_params(const float* x, int64_t x_stride, int64_t k, int32_t prologue, const float* norm,
+                         const HandoffView& v) {
     const int64_t nb = k / 32;
     PreParams pp;
     pp.x = x;
@@ -1193,8 +1265,12 @@ void launch_prepass(const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
     pp.xq = v.xq;
     pp.meta = v.meta;
     pp.ssq = v.ssq;
+    return pp;
+}
+
+void launch_prepass_params(const PreParams& pp, int64_t n_rows, cudaStream_t stream) {
     const dim3 pgrid((unsigned)n_rows, (unsigned)pp.nchunks);
-    switch (prologue) {
+    switch (pp.prologue) {
     case STRATA_PROLOGUE_RMSNORM:
         launch_k(int_prepass_kernel<STRATA_PROLOGUE_RMSNORM>, pgrid, kPreThreads, 0, stream, pp);
         break;
@@ -1204,6 +1280,11 @@ void launch_prepass(const float* x, int64_t x_stride, int64_t n_rows, int64_t k,
     default: launch_k(int_prepass_kernel<STRATA_PROLOGUE_NONE>, pgrid, kPreThreads, 0, stream, pp); break;
     }
     check_launch("matmul (integer activation pre-pass)");
+}
+
+void launch_prepass(const float* x, int64_t x_stride, int64_t n_rows, int64_t k, int32_t prologue, const float* norm,
+                    const HandoffView& v, cudaStream_t stream) {
+    launch_prepass_params(prepass_params(x, x_stride, k, prologue, norm, v), n_rows, stream);
 }
 
 }  // namespace
@@ -1237,8 +1318,17 @@ bool handoff_pair_enabled() {
     return env_switch("STRATA_HANDOFF_PAIR", true, "1 (the default) or 0");
 }
 
-void launch_handoff_prepass(const MatmulArgs& a, const HandoffView& v, cudaStream_t stream) {
-    launch_prepass(a.y, a.n_out, a.n_rows, a.emit_k, a.emit_prologue, a.emit_norm, v, stream);
+namespace {
+bool dot_chain_hold_prepass(DotChain& ch, const MatmulArgs& a, const PreParams& pp);
+}  // namespace
+
+void launch_handoff_prepass(const MatmulArgs& a, const HandoffView& v, cudaStream_t stream, DotChain* chain) {
+    const PreParams pp = prepass_params(a.y, a.n_out, a.emit_k, a.emit_prologue, a.emit_norm, v);
+    if (chain != nullptr) {
+        if (dot_chain_hold_prepass(*chain, a, pp)) return;
+        dot_chain_flush(*chain, stream);
+    }
+    launch_prepass_params(pp, a.n_rows, stream);
 }
 
 void launch_prepass_rows(const float* x, int64_t n_rows, int64_t k, const HandoffView& v, cudaStream_t stream) {
@@ -1307,7 +1397,36 @@ bool dot_chain_hold(DotChain& ch, int32_t dtype, const IntParams& p, int smem, c
     if (ch.c.n > 0 && (ch.c.n == kDotChainMax || ch.dtype != dtype)) dot_chain_flush(ch, stream);
     if (ch.c.n == 0) ch.dtype = dtype;
     ch.smem[ch.c.n] = smem;
+    ch.c.pre[ch.c.n] = PreParams{};  // nchunks 0: no pre-pass phase after it (yet)
     ch.c.p[ch.c.n++] = p;
+    return true;
+}
+
+// The shared memory of the chain kernel for what `ch` holds: every call's layout, then (where a
+// pre-pass phase runs) its 8 warp sums at *red_off.
+int chain_smem(const DotChain& ch, int n, int* red_off) {
+    int smem = 0;
+    bool pre = false;
+    for (int i = 0; i < n; ++i) smem = std::max(smem, ch.smem[i]), pre = pre || ch.c.pre[i].nchunks > 0;
+    *red_off = (smem + 15) / 16 * 16;
+    return pre ? *red_off + kPreChunkBlocks * (int)sizeof(float) : smem;
+}
+
+// Holds the pre-pass of `a`'s emission as a phase after `a` when `a` is the call held last (no launch
+// has flushed the chain since it was held: the same y, and no pre-pass after it yet) and the phase's
+// sums fit in shared memory. False: the caller launches it (after what is held).
+bool dot_chain_hold_prepass(DotChain& ch, const MatmulArgs& a, const PreParams& pp) {
+    const int n = ch.c.n;
+    if (n == 0 || a.n_rows != 1 || ch.c.p[n - 1].y != a.y || ch.c.pre[n - 1].nchunks != 0 || pp.nchunks <= 0)
+        return false;
+    int dev = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    ch.c.pre[n - 1] = pp;
+    int red_off = 0;
+    if (chain_smem(ch, n, &red_off) > int_limits(dev).smem_optin) {
+        ch.c.pre[n - 1] = PreParams{};
+        return false;
+    }
     return true;
 }
 
@@ -1317,10 +1436,11 @@ void dot_chain_flush(DotChain& ch, cudaStream_t stream) {
     const int n = ch.c.n;
     if (n == 0) return;
     ch.c.n = 0;  // a failed launch below leaves nothing held
-    if (n == 1) {  // one call: its own kernel, exactly as launch_int_matmul launches it
+    if (n == 1) {  // one call: its own kernel, exactly as launch_int_matmul launches it (and its pre-pass)
         const IntParams& p = ch.c.p[0];
         launch_k(dot_kernel_for(ch.dtype, 1, false), (unsigned)p.n_tiles, p.threads, ch.smem[0], stream, p);
         check_launch("matmul (integer)");
+        if (ch.c.pre[0].nchunks > 0) launch_prepass_params(ch.c.pre[0], 1, stream);
         return;
     }
     // One CTA size for all: the largest call's. A call's threads past its own count have no unit of its
@@ -1328,9 +1448,10 @@ void dot_chain_flush(DotChain& ch, cudaStream_t stream) {
     // outputs are computed as in its own launch (the fused dot kernel's CTAs run so too: dot_fuse).
     ChainParams c = ch.c;
     c.n = n;
-    int smem = 0, threads = 0;
-    for (int i = 0; i < n; ++i) smem = std::max(smem, ch.smem[i]), threads = std::max(threads, c.p[i].threads);
+    int threads = 0;
+    for (int i = 0; i < n; ++i) threads = std::max(threads, c.p[i].threads);
     for (int i = 0; i < n; ++i) c.p[i].threads = threads;
+    const int smem = chain_smem(ch, n, &c.red_off);
     c.barrier = static_cast<unsigned*>(ch.barrier.get_zeroed(256, 2 * sizeof(unsigned), stream));
     switch (ch.dtype) {
     case STRATA_Q4_0: launch_chain_kernel<STRATA_Q4_0>(c, threads, smem, stream); break;
@@ -1565,10 +1686,12 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
             p.pf_lines = (int64_t)((hi - lo + 127) / 128);
             p.pf_ctas = (int)std::min<int64_t>(grid, lim.sms);
         }
-        // Held in the chain: a one-row dot call reading the previous call's blocks (no pre-pass of its own),
-        // launching nothing after it (no emission, or a local one), with nothing else in its kernel.
-        if (chain != nullptr && kind == 0 && !fused && rope == nullptr && p.pf_lines == 0 && use != nullptr &&
-            (emit == nullptr || emit_local) && dot_chain_hold(*chain, a.w_dtype, p, smem, stream))
+        // Held in the chain: a one-row dot call with nothing else in its kernel, reading the previous call's
+        // blocks or its own pre-pass's (launched above, after what was held: scratch buffers live as long
+        // as the context), emitting locally or not here: a pre-pass emission follows it in the chain as a
+        // phase (launch_handoff_prepass). The counted emission (STRATA_HANDOFF=1) is not held.
+        if (chain != nullptr && kind == 0 && !fused && rope == nullptr && p.pf_lines == 0 &&
+            (!emit_here || emit_local) && dot_chain_hold(*chain, a.w_dtype, p, smem, stream))
             return emit_here;
         flush();
         launch_k(fn, (unsigned)grid, th, smem, stream, p);

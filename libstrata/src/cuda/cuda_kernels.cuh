@@ -44,7 +44,10 @@ bool int_matmul_supports(int32_t w_dtype);                                // cud
 bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch, const HandoffView* use,
                        HandoffView* emit, int* emit_cnt, const RopeKvStoreArgs* rope = nullptr,
                        bool* rope_done = nullptr, DotChain* chain = nullptr);  // cuda_int_matmul.cu
-void launch_handoff_prepass(const MatmulArgs& a, const HandoffView& v, cudaStream_t stream);  // cuda_int_matmul.cu
+// chain: the pre-pass becomes a phase of the chain after `a` where `a` is the call it holds last (see
+// ChainParams), else what it holds runs first.
+void launch_handoff_prepass(const MatmulArgs& a, const HandoffView& v, cudaStream_t stream,
+                            DotChain* chain = nullptr);  // cuda_int_matmul.cu
 // The pre-pass of n_rows dense rows of x (k values, no prologue) into v: strata_attention_handoff's
 // emission where the attention kernel did not make it.
 void launch_prepass_rows(const float* x, int64_t n_rows, int64_t k, const HandoffView& v,

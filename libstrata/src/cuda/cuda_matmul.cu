@@ -259,7 +259,7 @@ bool launch_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratch, H
         if (chain != nullptr) dot_chain_flush(*chain, stream);
         launch_plain(a, stream);
     }
-    if (emit && !emitted) launch_handoff_prepass(a, ev, stream);
+    if (emit && !emitted) launch_handoff_prepass(a, ev, stream, chain);  // in the chain after `a` where it holds `a`
     if (a.emit_prologue >= 0) handoff.publish(ev, emit);
     return rope_done;
 }
