@@ -78,11 +78,18 @@ def test_chain_with_next_qkv_equals_calls_one_by_one(chain_of, dtype, n_rows):
     assert np.all(np.isfinite(chained[2]))
 
 
+@pytest.mark.parametrize("prepass", [False, True], ids=["local", "prepass"])
 @pytest.mark.parametrize("qkv", [False, True], ids=["layer", "with-qkv"])
-@pytest.mark.parametrize("dtype", [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_K], ids=lambda d: d.name)
-def test_recorded_chain_replays_with_the_same_bits(ctx, chain_of, dtype, backend, qkv):
+@pytest.mark.parametrize("dtype", [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_K, S.DType.Q6_K], ids=lambda d: d.name)
+def test_recorded_chain_replays_with_the_same_bits(ctx, chain_of, dtype, backend, qkv, prepass, monkeypatch):
+    # prepass: every emission through the pre-pass (no local one, gate_up not paired), each pre-pass a phase
+    # of the chain kernel on CUDA (the 8B's route)
+    if prepass:
+        monkeypatch.setenv("STRATA_HANDOFF_LOCAL_PARTS", "0")
+        monkeypatch.setenv("STRATA_HANDOFF_PAIR", "0")
     layer = chain_of(dtype, 1)
     plain = run(layer, chained=False, qkv=qkv)
+    assert_same(plain, run(layer, chained=True, qkv=qkv), f"{dtype.name}, prepass {prepass}")
     layer.reset()
     ctx.graph_begin()
     S.matmul_chain_begin(ctx)
@@ -91,42 +98,14 @@ def test_recorded_chain_replays_with_the_same_bits(ctx, chain_of, dtype, backend
     graph = ctx.graph_end()
     try:
         if str(backend).startswith("cuda"):
-            # o's own pre-pass (its x is not a hand-off here), then o, gate_up, down (and qkv) in one kernel:
-            # the chain kernel ran, not three or four launches
+            # o's own pre-pass (its x is not a hand-off here), then o, gate_up, down (and qkv), and any
+            # pre-pass emissions, in one kernel: the chain kernel ran, not three to seven launches
             assert graph.kernel_count() == 2
         for _ in range(3):  # each replay crosses the barriers again from the words the last one left
             layer.reset()
             graph.launch()
             got = (*outputs(layer), layer.qkv.to_numpy(np.float32, (1, QKV))) if qkv else outputs(layer)
-            assert_same(plain, got, f"{dtype.name}, a replay of the recorded chain")
-    finally:
-        graph.close()
-
-
-@pytest.mark.parametrize("qkv", [False, True], ids=["layer", "with-qkv"])
-@pytest.mark.parametrize("dtype", [S.DType.Q4_0, S.DType.Q8_0, S.DType.Q4_K, S.DType.Q6_K], ids=lambda d: d.name)
-def test_chain_with_prepass_phases(ctx, chain_of, dtype, backend, qkv, monkeypatch):
-    # Every emission through the pre-pass (no local one, gate_up not paired): on CUDA each pre-pass is a
-    # phase of the chain kernel, so o, gate_up, down (and qkv) and their three pre-passes are one kernel
-    # (after o's own pre-pass).
-    monkeypatch.setenv("STRATA_HANDOFF_LOCAL_PARTS", "0")
-    monkeypatch.setenv("STRATA_HANDOFF_PAIR", "0")
-    layer = chain_of(dtype, 1)
-    plain = run(layer, chained=False, qkv=qkv)
-    assert_same(plain, run(layer, chained=True, qkv=qkv), f"{dtype.name}, pre-pass phases")
-    layer.reset()
-    ctx.graph_begin()
-    S.matmul_chain_begin(ctx)
-    layer.layer_calls(qkv)
-    S.matmul_chain_end(ctx)
-    graph = ctx.graph_end()
-    try:
-        if str(backend).startswith("cuda"):
-            assert graph.kernel_count() == 2
-        layer.reset()
-        graph.launch()
-        got = (*outputs(layer), layer.qkv.to_numpy(np.float32, (1, QKV))) if qkv else outputs(layer)
-        assert_same(plain, got, f"{dtype.name}, a replay of the recorded chain with pre-pass phases")
+            assert_same(plain, got, f"{dtype.name}, prepass {prepass}, a replay of the recorded chain")
     finally:
         graph.close()
 
