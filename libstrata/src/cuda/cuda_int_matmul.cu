@@ -774,7 +774,8 @@ __device__ __forceinline__ void chain_prepass(const PreParams& p, int red_off) {
 }
 
 // Call I of the chain: the barrier after call I - 1 (and the pre-pass phase after it, if any, behind a
-// barrier of its own), with call I's first weights staged before them; then its tiles.
+// barrier of its own), with call I's first weights staged before them; then its tiles. (Call 0's
+// weights are staged before the kernel's pdl_wait.)
 template <int kDtype, int I>
 __device__ __forceinline__ void chain_call(const ChainParams& c) {
     if (c.n <= I) return;
@@ -785,10 +786,6 @@ __device__ __forceinline__ void chain_call(const ChainParams& c) {
             chain_prepass(c.pre[I - 1], c.red_off);
         }
         chain_barrier(c.barrier);
-    } else {
-        early_weights<kDtype>(c.p[0], c.p[0].no);  // weights only, before the wait
-        pdl_wait();
-        pdl_launch_dependents();
     }
     int_dot_tiles<kDtype, 1, false, false, true>(c.p[I]);
 }
@@ -802,6 +799,9 @@ __device__ __forceinline__ void chain_tail(const ChainParams& c, const PreParams
 
 template <int kDtype>
 __global__ void __launch_bounds__(kDotThreads, 4) int_dot_chain_kernel(const ChainParams c) {
+    early_weights<kDtype>(c.p[0], c.p[0].no);  // weights only, before the wait
+    pdl_wait();
+    pdl_launch_dependents();
     static_assert(kDotChainMax == 4, "the calls below are unrolled (constant indices keep p in the parameter space)");
     chain_call<kDtype, 0>(c);
     chain_call<kDtype, 1>(c);
