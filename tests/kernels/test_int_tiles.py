@@ -19,7 +19,7 @@ import pytest
 
 from kernel_refs import make_weights
 from strata import _ffi as S
-from test_matmul_ex import P, PROLOGUES, check, prologue_f64, run_ex, width_of
+from test_matmul_ex import P, PROLOGUES, assert_strided_equals_dense, check, prologue_f64, run_ex, width_of
 
 pytestmark = pytest.mark.gpu
 
@@ -279,6 +279,86 @@ def test_skipping_idle_warps_keeps_the_bits(cuda_ctx, rng, monkeypatch, dtype):
         assert not np.array_equal(last[-1].view(np.uint32), out["1"][-1].view(np.uint32)), "the last row is not computed"
     monkeypatch.delenv("STRATA_INT_MATMUL")
     monkeypatch.delenv("STRATA_INT_TILES_SKIP_DEAD")
+
+
+# The tail split (STRATA_INT_TILES_TAIL): row counts one past a whole 64- or 128-row tile (a one-row tail on
+# the dot kernel), 3 past (2-8 rows: the gemv kernel for Q4_0 / Q8_0 at this k and n_out) and 72 past
+# (72 rows on their own route: the tiles again), and serve_load's 387 (31 decode rows + 356 prompt tokens).
+TAIL_ROWS = [65, 129, 131, 200, 387]
+
+
+@pytest.mark.exactness
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_tail_split_keeps_the_bits(cuda_ctx, rng, monkeypatch, dtype):
+    """STRATA_INT_TILES_TAIL=127 (a routed call's rows short of a whole last row tile run on the route their
+    own count takes, reading the same prepared blocks) against =0 and against the legacy kernels, bit for bit,
+    every prologue in turn, with bias and accumulate on alternate cases; then y rows wider than n_out (the
+    tail's rows written at their stride, nothing else touched). Negative control: changing the last row's
+    input changes that row's outputs, so the tail rows are computed, not left as they were."""
+    k, n_out = k_for(dtype, 2048), 2100
+    raw = random_blocks(rng, dtype, n_out, k)
+    for i, n_rows in enumerate(TAIL_ROWS):
+        prologue = PROLOGUES[i % len(PROLOGUES)]
+        x = rng.standard_normal((n_rows, width_of(prologue, k)), dtype=np.float32)
+        norm = (1 + 0.1 * rng.standard_normal(k)).astype(np.float32) if prologue == P.RMSNORM else None
+        bias = rng.standard_normal(n_out).astype(np.float32) if i % 2 else None
+        y0 = rng.standard_normal((n_rows, n_out)).astype(np.float32) if i % 2 == 0 else None
+        out = {}
+        for tail in ("0", "127"):
+            monkeypatch.setenv("STRATA_INT_TILES_TAIL", tail)
+            out[tail] = run_ex(cuda_ctx, x, k, raw, dtype, n_out, prologue, norm, bias, y0, y0 is not None)
+        monkeypatch.setenv("STRATA_INT_MATMUL", "legacy")
+        legacy = run_ex(cuda_ctx, x, k, raw, dtype, n_out, prologue, norm, bias, y0, y0 is not None)
+        monkeypatch.delenv("STRATA_INT_MATMUL")
+        for name, ref in (("without the split", out["0"]), ("in the legacy kernels", legacy)):
+            differ = int((out["127"].view(np.uint32) != ref.view(np.uint32)).sum())
+            assert differ == 0, f"{dtype.name} at {n_rows} rows: {differ} outputs differ from the call {name}"
+        x2 = x.copy()
+        x2[-1] += 1.0
+        monkeypatch.setenv("STRATA_INT_TILES_TAIL", "127")
+        last = run_ex(cuda_ctx, x2, k, raw, dtype, n_out, prologue, norm, bias, y0, y0 is not None)
+        assert not np.array_equal(last[-1].view(np.uint32), out["127"][-1].view(np.uint32)), "the last row is not computed"
+    assert_strided_equals_dense(cuda_ctx, rng, dtype, 131, k, n_out, P.RMSNORM, raw)
+    monkeypatch.delenv("STRATA_INT_TILES_TAIL")
+
+
+def test_tail_split_is_a_launch_of_its_own(cuda_ctx, rng, monkeypatch):
+    """The split happens where it should and only there: a recorded 131-row call on the default routing is one
+    kernel more with STRATA_INT_TILES_TAIL=8 (the 3 rows past the last whole tile get their own launch) than
+    with =0 or =2 (fewer rows than the tail), and a configuration forced by STRATA_INT_MATMUL is never split."""
+    k, n_out, n_rows = 2048, 2100, 131
+    raw, _ = make_weights(rng, S.DType.Q4_0, n_out, k)
+    x = rng.standard_normal((n_rows, k), dtype=np.float32)
+    bx, bw, by = (S.Buffer.from_array(cuda_ctx, a) for a in (x, raw, np.zeros((n_rows, n_out), np.float32)))
+
+    def kernels(tail, matmul=None):
+        monkeypatch.setenv("STRATA_INT_TILES_TAIL", tail)
+        if matmul:
+            monkeypatch.setenv("STRATA_INT_MATMUL", matmul)
+        cuda_ctx.graph_begin()
+        S.matmul(cuda_ctx, bx, 0, n_rows, k, bw, 0, S.DType.Q4_0, n_out, None, 0, by, 0, False)
+        graph = cuda_ctx.graph_end()
+        try:
+            return graph.kernel_count()
+        finally:
+            graph.close()
+            monkeypatch.delenv("STRATA_INT_MATMUL", raising=False)
+
+    try:
+        plain = kernels("0")
+        assert kernels("8") == plain + 1
+        assert kernels("2") == plain
+        assert kernels("8", "tiles:128x64d2") == kernels("0", "tiles:128x64d2")
+    finally:
+        monkeypatch.delenv("STRATA_INT_TILES_TAIL")
+        for b in (bx, bw, by):
+            b.close()
+
+
+@pytest.mark.parametrize("value", ["-1", "128", "yes", "3 rows"])
+def test_unknown_tail_value_is_refused(cuda_ctx, rng, monkeypatch, value):
+    """STRATA_INT_TILES_TAIL takes 0 to 127; anything else is an error naming them, and y is left as it was."""
+    refused_and_y_kept(cuda_ctx, rng, monkeypatch, {"STRATA_INT_TILES_TAIL": value}, "from 0 to 127")
 
 
 @pytest.mark.parametrize("value", ["2", "yes", "on", "-1"])

@@ -1623,9 +1623,25 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
         }
         if (tiles >= 0) {
             flush();
-            launch_int_tiles(IntTilesArgs{v.xq, v.meta, v.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
-                                          a.bias, a.y, a.accumulate, a.prologue, a.eps, a.y_row_stride},
-                             tiles, dev, stream);
+            // The tail split (int_tiles_tail): the whole row tiles here, then the last rows on the route
+            // their own count takes, reading the same prepared blocks from their row on (the same bits).
+            const int64_t tail = v.ssq_blocks ? 0 : int_tiles_tail(tiles, a.n_rows);
+            const int64_t head = a.n_rows - tail;
+            const int head_choice = tail > 0 ? int_tiles_choice(head, a.n_out, k, a.w_dtype, lim.sms) : tiles;
+            launch_int_tiles(IntTilesArgs{v.xq, v.meta, v.ssq, head, k, a.n_out, (int)nbp, a.w_dtype, a.w, a.bias,
+                                          a.y, a.accumulate, a.prologue, a.eps, a.y_row_stride},
+                             head_choice >= 0 ? head_choice : tiles, dev, stream);
+            if (tail > 0) {
+                MatmulArgs t = a;
+                t.n_rows = tail;
+                t.x = a.x != nullptr ? a.x + head * x_stride : nullptr;
+                t.x_row_stride = x_stride;
+                t.y = a.y + head * p.y_stride;
+                t.emit_prologue = -1;
+                t.use_handoff = false;
+                const HandoffView tv{v.xq + head * k, v.meta + head * nbp, v.ssq + head * nchunks, false};
+                launch_int_matmul(t, stream, scratch, &tv, nullptr, nullptr, nullptr, nullptr, nullptr);
+            }
             return false;
         }
         if (rows_kr > 0) {

@@ -945,6 +945,12 @@ bool skip_dead_enabled() {
     return env_switch("STRATA_INT_TILES_SKIP_DEAD", true);
 }
 
+// STRATA_INT_TILES_TAIL (strata/env.py; read per call): the most rows int_tiles_tail splits off, 0 (the
+// default) none.
+int64_t tail_most() {
+    return env_whole("STRATA_INT_TILES_TAIL", 0, 0, 127, "a whole number of rows from 0 to 127");
+}
+
 // A routing's choice, with STRATA_INT_TILES_KSPLIT applied (read, and so checked, on every routed call).
 // Routings v8 and auto only; the K split takes (H200, 8B Q4_0 at 40 / 64 rows, bench/RESULTS.md 2026-12-05):
 //  - one 32 x 64 CTA per SM at depth 2 (q/o, k/v, down): down 80.6 / 81.5 -> 76.9 / 77.4 µs;
@@ -969,6 +975,7 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, 
     const char* env = std::getenv("STRATA_INT_MATMUL");  // read per call: tests switch it within a process
     if (env && std::strcmp(env, "legacy") == 0) return -1;
     (void)skip_dead_enabled();  // a bad STRATA_INT_TILES_SKIP_DEAD fails here, before the call's pre-pass
+    (void)tail_most();          // and a bad STRATA_INT_TILES_TAIL
     int routing = 9;  // the default (v6: H200, 2026-12-02: 8B pp512 +6 %, 64 sequences +2 % over v5; v7, v8: bench/RESULTS.md 2026-12-04; v9: 2026-12-05, fourth session, 40 / 48 sequences +4.4 %)
     bool forced = false;
     if (env && std::strncmp(env, "auto:v", 6) == 0 && env[6] >= '1' && env[6] <= '9' && env[7] == 0) {
@@ -1034,6 +1041,18 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, 
             return -1;
     }
     return routed_choice(routing, n_rows, n_out, k, sms);
+}
+
+int64_t int_tiles_tail(int choice, int64_t n_rows) {
+    const int64_t most = tail_most();
+    if (most <= 0 || choice < 0 || choice >= kChoices) return 0;
+    const char* env = std::getenv("STRATA_INT_MATMUL");  // a forced configuration runs as forced
+    if (env && *env && std::strcmp(env, "auto") != 0 && std::strcmp(env, "norows") != 0 &&
+        std::strncmp(env, "auto:v", 6) != 0)
+        return 0;
+    const int64_t rows = shape_rows(choice_shape(choice));
+    const int64_t tail = n_rows % rows;
+    return n_rows > rows && tail <= most ? tail : 0;
 }
 
 void launch_int_tiles(const IntTilesArgs& a, int choice, int dev, cudaStream_t stream) {
