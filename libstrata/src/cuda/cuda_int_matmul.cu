@@ -40,6 +40,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <string>
 
@@ -1145,6 +1146,7 @@ constexpr int kMaxDevices = 64;
 
 struct IntLimits {
     int sms = 0, smem_optin = 0, smem_sm = 0;
+    int chain_smem = 0;  // the dynamic shared memory every chain kernel can take (the opt-in less its static)
 };
 
 IntLimits int_limits(int dev) {
@@ -1181,13 +1183,17 @@ IntLimits int_limits(int dev) {
             (const void*)int_dot_chain_kernel<STRATA_Q4_0>, (const void*)int_dot_chain_kernel<STRATA_Q8_0>,
             (const void*)int_dot_chain_kernel<STRATA_Q4_1>, (const void*)int_dot_chain_kernel<STRATA_Q4_K>,
             (const void*)int_dot_chain_kernel<STRATA_Q6_K>};
+        constexpr size_t kChainKernels = 5;  // the last entries above
         cudaError_t err = cudaSuccess;
-        for (const void* f : kernels) {  // what static shared memory leaves (the rope kernel's epilogue slots)
+        d.chain_smem = d.smem_optin;
+        for (size_t i = 0; i < std::size(kernels); ++i) {  // what static shared memory leaves (the rope kernel's epilogue slots)
             cudaFuncAttributes fa{};
-            if (err == cudaSuccess) err = cudaFuncGetAttributes(&fa, f);
+            if (err == cudaSuccess) err = cudaFuncGetAttributes(&fa, kernels[i]);
             if (err == cudaSuccess)
-                err = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                err = cudaFuncSetAttribute(kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            d.smem_optin - (int)fa.sharedSizeBytes);
+            if (i >= std::size(kernels) - kChainKernels)
+                d.chain_smem = std::min(d.chain_smem, d.smem_optin - (int)fa.sharedSizeBytes);
         }
         (void)cudaThreadExchangeStreamCaptureMode(&mode);
         if (err != cudaSuccess) d.sms = 0;
@@ -1389,11 +1395,15 @@ void launch_chain_kernel(const ChainParams& c, int threads, int smem, cudaStream
 
 // Holds a one-row dot call (launch_int_matmul's parameters `p`, shared memory `smem`) in the chain,
 // first launching what is held where it cannot join them (another dtype, or a full chain). False: the
-// chain cannot take such a call at all (its dtype has no chain kernel).
+// chain cannot take such a call at all (its dtype has no chain kernel, or its shared memory is more than the
+// chain kernel's static shared memory leaves).
 bool dot_chain_hold(DotChain& ch, int32_t dtype, const IntParams& p, int smem, cudaStream_t stream) {
     if (dtype != STRATA_Q4_0 && dtype != STRATA_Q8_0 && dtype != STRATA_Q4_1 && dtype != STRATA_Q4_K &&
         dtype != STRATA_Q6_K)
         return false;
+    int dev = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    if (smem > int_limits(dev).chain_smem) return false;  // its own kernel, launched by the caller
     if (ch.c.n > 0 && (ch.c.n == kDotChainMax || ch.dtype != dtype)) dot_chain_flush(ch, stream);
     if (ch.c.n == 0) ch.dtype = dtype;
     ch.smem[ch.c.n] = smem;
@@ -1423,7 +1433,7 @@ bool dot_chain_hold_prepass(DotChain& ch, const MatmulArgs& a, const PreParams& 
     check(cudaGetDevice(&dev), "cudaGetDevice");
     ch.c.pre[n - 1] = pp;
     int red_off = 0;
-    if (chain_smem(ch, n, &red_off) > int_limits(dev).smem_optin) {
+    if (chain_smem(ch, n, &red_off) > int_limits(dev).chain_smem) {
         ch.c.pre[n - 1] = PreParams{};
         return false;
     }
