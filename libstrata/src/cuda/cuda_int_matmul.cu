@@ -1649,6 +1649,8 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
                 t.y = a.y + head * p.y_stride;
                 t.emit_prologue = -1;
                 t.use_handoff = false;
+                t.prefetch = nullptr;  // a hint for the call as a whole: not repeated by its tail
+                t.prefetch_bytes = 0;
                 const HandoffView tv{v.xq + head * k, v.meta + head * nbp, v.ssq + head * nchunks, false};
                 launch_int_matmul(t, stream, scratch, &tv, nullptr, nullptr, nullptr, nullptr, nullptr);
             }
