@@ -40,7 +40,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
 #include <mutex>
 #include <string>
 
@@ -1179,22 +1178,24 @@ IntLimits int_limits(int dev) {
             (const void*)int_dot_kernel<STRATA_Q6_K, 1, true>, (const void*)int_dot_kernel<STRATA_Q6_K, kDotRows, true>,
             (const void*)int_dot_rope_kernel<STRATA_Q4_0>, (const void*)int_dot_rope_kernel<STRATA_Q8_0>,
             (const void*)int_dot_rope_kernel<STRATA_Q4_1>, (const void*)int_dot_rope_kernel<STRATA_Q4_K>,
-            (const void*)int_dot_rope_kernel<STRATA_Q6_K>,
+            (const void*)int_dot_rope_kernel<STRATA_Q6_K>};
+        const void* chain_kernels[] = {
             (const void*)int_dot_chain_kernel<STRATA_Q4_0>, (const void*)int_dot_chain_kernel<STRATA_Q8_0>,
             (const void*)int_dot_chain_kernel<STRATA_Q4_1>, (const void*)int_dot_chain_kernel<STRATA_Q4_K>,
             (const void*)int_dot_chain_kernel<STRATA_Q6_K>};
-        constexpr size_t kChainKernels = 5;  // the last entries above
         cudaError_t err = cudaSuccess;
-        d.chain_smem = d.smem_optin;
-        for (size_t i = 0; i < std::size(kernels); ++i) {  // what static shared memory leaves (the rope kernel's epilogue slots)
+        // Each kernel's limit is what its static shared memory leaves (the rope kernel's epilogue slots);
+        // returns that limit.
+        const auto raise = [&](const void* f) {
             cudaFuncAttributes fa{};
-            if (err == cudaSuccess) err = cudaFuncGetAttributes(&fa, kernels[i]);
-            if (err == cudaSuccess)
-                err = cudaFuncSetAttribute(kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           d.smem_optin - (int)fa.sharedSizeBytes);
-            if (i >= std::size(kernels) - kChainKernels)
-                d.chain_smem = std::min(d.chain_smem, d.smem_optin - (int)fa.sharedSizeBytes);
-        }
+            if (err == cudaSuccess) err = cudaFuncGetAttributes(&fa, f);
+            const int left = d.smem_optin - (int)fa.sharedSizeBytes;
+            if (err == cudaSuccess) err = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, left);
+            return left;
+        };
+        for (const void* f : kernels) raise(f);
+        d.chain_smem = d.smem_optin;
+        for (const void* f : chain_kernels) d.chain_smem = std::min(d.chain_smem, raise(f));
         (void)cudaThreadExchangeStreamCaptureMode(&mode);
         if (err != cudaSuccess) d.sms = 0;
         check(err, "cudaFuncSetAttribute (integer matmul)");

@@ -84,7 +84,7 @@ inline TileParams tile_params(const IntTilesArgs& a) {
 // tests and bench/gpu_matmul.py compare them).
 int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, int sms);
 
-// The tail split (STRATA_INT_TILES_TAIL, read per call; 0 = off, the default until timed on a GPU): how many
+// The tail split (STRATA_INT_TILES_TAIL, read per call; 0 = off, the default: mixed on an H100): how many
 // of a routed call's last rows launch_int_matmul gives their own route instead of `choice`'s last row tile,
 // where they are at most the variable's value and fewer than the tile's rows: a partial row tile costs
 // most of a full one (the tile kernel is issue-bound; its idle warps only skip their folds), while a few
