@@ -22,7 +22,7 @@ quantizing its rows itself), single rows only (=1) and 1-4 rows (=4), and with t
 next matmul's weights (STRATA_L2_PREFETCH_MB=16), other one-row launch shapes (STRATA_INT_DOT_SHAPE) and
 the warpgroup MMA kernel (cuda_int_wgmma.cu, STRATA_INT_WGMMA=all in both of its configurations, and =1),
 and the tile kernel with its idle warps skipping their work (STRATA_INT_TILES_SKIP_DEAD=1, =tiles), and
-the tail split (STRATA_INT_TILES_TAIL=127 at auto: the rows of a step past its last whole row tile on a
+the tail split (STRATA_INT_TILES_TAIL=127:always at auto, and =32, where it pays: the rows of a step past its last whole row tile on a
 launch of their own, e.g. 32 of a 96-row chunk on 64-row tiles):
 all must equal the solo runs bit for bit. The streams must
 differ from each other (a degenerate model would make every check trivial).
@@ -113,7 +113,7 @@ async def test_many_row_steps_equal_solo_runs(loaded, make_engine, monkeypatch):
     for var, value in [("STRATA_L2_PREFETCH_MB", "16"), ("STRATA_INT_DOT_SHAPE", "legacy"),
                        ("STRATA_INT_DOT_SHAPE", "4:32"), ("STRATA_INT_WGMMA", "all"), ("STRATA_INT_WGMMA", "all+banks1"),
                        ("STRATA_INT_WGMMA", "1"), ("STRATA_INT_TILES_SKIP_DEAD", "1"),
-                       ("STRATA_INT_TILES_TAIL", "127")]:
+                       ("STRATA_INT_TILES_TAIL", "127:always"), ("STRATA_INT_TILES_TAIL", "32")]:
         # The tile kernel's idle warps (a partial last row tile's warps with no live row skip their work):
         # forced onto the tile kernel at every row count, so the tiny model's matrices take it.
         monkeypatch.setenv("STRATA_INT_MATMUL", "tiles" if var == "STRATA_INT_TILES_SKIP_DEAD" else "auto")

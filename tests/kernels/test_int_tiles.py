@@ -290,8 +290,8 @@ TAIL_ROWS = [65, 129, 131, 200, 387]
 @pytest.mark.exactness
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_tail_split_keeps_the_bits(cuda_ctx, rng, monkeypatch, dtype):
-    """STRATA_INT_TILES_TAIL=127 (a routed call's rows short of a whole last row tile run on the route their
-    own count takes, reading the same prepared blocks) against =0 and against the legacy kernels, bit for bit,
+    """STRATA_INT_TILES_TAIL=127:always (a routed call's rows short of a whole last row tile run on the route their
+    own count takes, whether the split pays or not, reading the same prepared blocks) against =0 and against the legacy kernels, bit for bit,
     every prologue in turn, with bias and accumulate on alternate cases; then y rows wider than n_out (the
     tail's rows written at their stride, nothing else touched). Negative control: changing the last row's
     input changes that row's outputs, so the tail rows are computed, not left as they were."""
@@ -304,60 +304,69 @@ def test_tail_split_keeps_the_bits(cuda_ctx, rng, monkeypatch, dtype):
         bias = rng.standard_normal(n_out).astype(np.float32) if i % 2 else None
         y0 = rng.standard_normal((n_rows, n_out)).astype(np.float32) if i % 2 == 0 else None
         out = {}
-        for tail in ("0", "127"):
+        for tail in ("0", "127:always"):
             monkeypatch.setenv("STRATA_INT_TILES_TAIL", tail)
             out[tail] = run_ex(cuda_ctx, x, k, raw, dtype, n_out, prologue, norm, bias, y0, y0 is not None)
         monkeypatch.setenv("STRATA_INT_MATMUL", "legacy")
         legacy = run_ex(cuda_ctx, x, k, raw, dtype, n_out, prologue, norm, bias, y0, y0 is not None)
         monkeypatch.delenv("STRATA_INT_MATMUL")
         for name, ref in (("without the split", out["0"]), ("in the legacy kernels", legacy)):
-            differ = int((out["127"].view(np.uint32) != ref.view(np.uint32)).sum())
+            differ = int((out["127:always"].view(np.uint32) != ref.view(np.uint32)).sum())
             assert differ == 0, f"{dtype.name} at {n_rows} rows: {differ} outputs differ from the call {name}"
         x2 = x.copy()
         x2[-1] += 1.0
-        monkeypatch.setenv("STRATA_INT_TILES_TAIL", "127")
+        monkeypatch.setenv("STRATA_INT_TILES_TAIL", "127:always")
         last = run_ex(cuda_ctx, x2, k, raw, dtype, n_out, prologue, norm, bias, y0, y0 is not None)
-        assert not np.array_equal(last[-1].view(np.uint32), out["127"][-1].view(np.uint32)), "the last row is not computed"
+        assert not np.array_equal(last[-1].view(np.uint32), out["127:always"][-1].view(np.uint32)), "the last row is not computed"
     assert_strided_equals_dense(cuda_ctx, rng, dtype, 131, k, n_out, P.RMSNORM, raw)
     monkeypatch.delenv("STRATA_INT_TILES_TAIL")
 
 
 def test_tail_split_is_a_launch_of_its_own(cuda_ctx, rng, monkeypatch):
-    """The split happens where it should and only there: a recorded 131-row call on the default routing is one
-    kernel more with STRATA_INT_TILES_TAIL=8 (the 3 rows past the last whole tile get their own launch) than
-    with =0 or =2 (fewer rows than the tail), and a configuration forced by STRATA_INT_MATMUL is never split."""
-    k, n_out, n_rows = 2048, 2100, 131
-    raw, _ = make_weights(rng, S.DType.Q4_0, n_out, k)
-    x = rng.standard_normal((n_rows, k), dtype=np.float32)
-    bx, bw, by = (S.Buffer.from_array(cuda_ctx, a) for a in (x, raw, np.zeros((n_rows, n_out), np.float32)))
+    """The split happens where it should and only there. A recorded 131-row call on a wide matrix (16,384
+    outputs: the whole call's tiles put about twice the head's work on the busiest SM on any GPU of 100-132
+    SMs) is one kernel more with STRATA_INT_TILES_TAIL=8 (its 3 last rows get their own launch) than with =0
+    or =2 (fewer rows than the tail). A 65-row call on a narrow matrix (256 outputs: one wave either way) is
+    not split at =8, where the split cannot pay, and is at =8:always. A configuration forced by
+    STRATA_INT_MATMUL is never split."""
+    k = 2048
 
-    def kernels(tail, matmul=None):
+    def kernels(n_rows, n_out, raw, tail, matmul=None):
+        x = rng.standard_normal((n_rows, k), dtype=np.float32)
+        bx, bw, by = (S.Buffer.from_array(cuda_ctx, a) for a in (x, raw, np.zeros((n_rows, n_out), np.float32)))
         monkeypatch.setenv("STRATA_INT_TILES_TAIL", tail)
         if matmul:
             monkeypatch.setenv("STRATA_INT_MATMUL", matmul)
-        cuda_ctx.graph_begin()
-        S.matmul(cuda_ctx, bx, 0, n_rows, k, bw, 0, S.DType.Q4_0, n_out, None, 0, by, 0, False)
-        graph = cuda_ctx.graph_end()
         try:
-            return graph.kernel_count()
+            cuda_ctx.graph_begin()
+            S.matmul(cuda_ctx, bx, 0, n_rows, k, bw, 0, S.DType.Q4_0, n_out, None, 0, by, 0, False)
+            graph = cuda_ctx.graph_end()
+            try:
+                return graph.kernel_count()
+            finally:
+                graph.close()
         finally:
-            graph.close()
             monkeypatch.delenv("STRATA_INT_MATMUL", raising=False)
+            for b in (bx, bw, by):
+                b.close()
 
+    wide, _ = make_weights(rng, S.DType.Q4_0, 16384, k)
+    narrow, _ = make_weights(rng, S.DType.Q4_0, 256, k)
     try:
-        plain = kernels("0")
-        assert kernels("8") == plain + 1
-        assert kernels("2") == plain
-        assert kernels("8", "tiles:128x64d2") == kernels("0", "tiles:128x64d2")
+        plain = kernels(131, 16384, wide, "0")
+        assert kernels(131, 16384, wide, "8") == plain + 1
+        assert kernels(131, 16384, wide, "2") == plain
+        assert kernels(131, 16384, wide, "8", "tiles:128x64d2") == kernels(131, 16384, wide, "0", "tiles:128x64d2")
+        plain = kernels(65, 256, narrow, "0")
+        assert kernels(65, 256, narrow, "8") == plain, "a split that cannot pay was taken"
+        assert kernels(65, 256, narrow, "8:always") == plain + 1
     finally:
         monkeypatch.delenv("STRATA_INT_TILES_TAIL")
-        for b in (bx, bw, by):
-            b.close()
 
 
-@pytest.mark.parametrize("value", ["-1", "128", "yes", "3 rows"])
+@pytest.mark.parametrize("value", ["-1", "128", "yes", "3 rows", "0:always", "8:sometimes", "+8", " 8"])
 def test_unknown_tail_value_is_refused(cuda_ctx, rng, monkeypatch, value):
-    """STRATA_INT_TILES_TAIL takes 0 to 127; anything else is an error naming them, and y is left as it was."""
+    """STRATA_INT_TILES_TAIL takes 0 to 127, or 1 to 127 with :always; anything else is an error naming them, and y is left as it was."""
     refused_and_y_kept(cuda_ctx, rng, monkeypatch, {"STRATA_INT_TILES_TAIL": value}, "from 0 to 127")
 
 

@@ -1636,9 +1636,20 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
             flush();
             // The tail split (int_tiles_tail): the whole row tiles here, then the last rows on the route
             // their own count takes, reading the same prepared blocks from their row on (the same bits).
-            const int64_t tail = v.ssq_blocks ? 0 : int_tiles_tail(tiles, a.n_rows);
+            // The split is taken where it pays (int_tiles_tail_pays: the head's and the tail's tiles against
+            // the whole call's, the tail's route as its own call would choose it).
+            int64_t tail = v.ssq_blocks ? 0 : int_tiles_tail(tiles, a.n_rows);
+            int head_choice = tail > 0 ? int_tiles_choice(a.n_rows - tail, a.n_out, k, a.w_dtype, lim.sms) : tiles;
+            if (tail > 0) {
+                const bool off_tiles = int_gemv_choice(tail, a.n_out, k, a.w_dtype, lim.smem_optin) > 0 ||
+                                       int_rows_choice(tail, a.n_out, k, a.w_dtype) > 0 ||
+                                       int_wgmma_choice(tail, a.n_out, a.w_dtype, dev, lim.sms) >= 0;
+                const int tail_choice = off_tiles ? -1 : int_tiles_choice(tail, a.n_out, k, a.w_dtype, lim.sms);
+                if (!int_tiles_tail_pays(tiles, head_choice >= 0 ? head_choice : tiles, tail_choice, a.n_rows, tail,
+                                         a.n_out, lim.sms))
+                    tail = 0, head_choice = tiles;
+            }
             const int64_t head = a.n_rows - tail;
-            const int head_choice = tail > 0 ? int_tiles_choice(head, a.n_out, k, a.w_dtype, lim.sms) : tiles;
             launch_int_tiles(IntTilesArgs{v.xq, v.meta, v.ssq, head, k, a.n_out, (int)nbp, a.w_dtype, a.w, a.bias,
                                           a.y, a.accumulate, a.prologue, a.eps, a.y_row_stride},
                              head_choice >= 0 ? head_choice : tiles, dev, stream);

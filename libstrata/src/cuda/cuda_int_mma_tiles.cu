@@ -40,6 +40,7 @@
 // tests/kernels/test_int_tiles.py. Q6_K (two scales per block of 32) runs two
 // mmas per block, one per 16-value half, and converts sc0·I0 + sc1·I1 with cvt
 // (q6k_tile_block, cuda_int_q6k.cuh): the magic number is exact only below 2^22.
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -945,10 +946,29 @@ bool skip_dead_enabled() {
     return env_switch("STRATA_INT_TILES_SKIP_DEAD", true);
 }
 
-// STRATA_INT_TILES_TAIL (strata/env.py; read per call): the most rows int_tiles_tail splits off, 0 (the
-// default) none.
-int64_t tail_most() {
-    return env_whole("STRATA_INT_TILES_TAIL", 0, 0, 127, "a whole number of rows from 0 to 127");
+// STRATA_INT_TILES_TAIL (strata/env.py; read per call): "0" or unset (the default) no split; "N" (1 to
+// 127) a tail of at most N rows where int_tiles_tail_pays says the split saves tile work; "N:always" at
+// most N rows wherever the tile shape leaves them (the tests' form: every split, whether it pays or not).
+struct TailSetting {
+    int64_t most = 0;
+    bool always = false;
+};
+
+TailSetting tail_setting() {
+    const char* v = std::getenv("STRATA_INT_TILES_TAIL");
+    TailSetting t;
+    if (v == nullptr || *v == '\0') return t;
+    char* end = nullptr;
+    errno = 0;
+    const long long n = std::strtoll(v, &end, 10);
+    const bool digits = end != v && *v >= '0' && *v <= '9';
+    t.always = digits && std::strcmp(end, ":always") == 0;
+    if (!digits || (*end != '\0' && !t.always) || errno == ERANGE || n < 0 || n > 127 || (t.always && n == 0))
+        fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_TILES_TAIL=") + v +
+                                              ": expected a whole number of rows from 0 to 127, or 1 to 127 "
+                                              "followed by :always");
+    t.most = n;
+    return t;
 }
 
 // A routing's choice, with STRATA_INT_TILES_KSPLIT applied (read, and so checked, on every routed call).
@@ -975,7 +995,7 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, 
     const char* env = std::getenv("STRATA_INT_MATMUL");  // read per call: tests switch it within a process
     if (env && std::strcmp(env, "legacy") == 0) return -1;
     (void)skip_dead_enabled();  // a bad STRATA_INT_TILES_SKIP_DEAD fails here, before the call's pre-pass
-    (void)tail_most();          // and a bad STRATA_INT_TILES_TAIL
+    (void)tail_setting();       // and a bad STRATA_INT_TILES_TAIL
     int routing = 9;  // the default (v6: H200, 2026-12-02: 8B pp512 +6 %, 64 sequences +2 % over v5; v7, v8: bench/RESULTS.md 2026-12-04; v9: 2026-12-05, fourth session, 40 / 48 sequences +4.4 %)
     bool forced = false;
     if (env && std::strncmp(env, "auto:v", 6) == 0 && env[6] >= '1' && env[6] <= '9' && env[7] == 0) {
@@ -1044,7 +1064,7 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, 
 }
 
 int64_t int_tiles_tail(int choice, int64_t n_rows) {
-    const int64_t most = tail_most();
+    const int64_t most = tail_setting().most;
     if (most <= 0 || choice < 0 || choice >= kChoices) return 0;
     const char* env = std::getenv("STRATA_INT_MATMUL");  // a forced configuration runs as forced
     if (env && *env && std::strcmp(env, "auto") != 0 && std::strcmp(env, "norows") != 0 &&
@@ -1053,6 +1073,30 @@ int64_t int_tiles_tail(int choice, int64_t n_rows) {
     const int64_t rows = shape_rows(choice_shape(choice));
     const int64_t tail = n_rows % rows;
     return n_rows > rows && tail <= most ? tail : 0;
+}
+
+namespace {
+// A launch's tile work on its busiest SM: the tiles an SM runs one after the other (the launch's tiles
+// over the SMs, rounded up) times a tile's outputs x rows. The tile kernel is issue-bound and a partial
+// tile costs about a whole one (docs/cuda_backend.md, "The tail split"), so this is what its time follows.
+int64_t busiest_sm_work(int choice, int64_t n_rows, int64_t n_out, int sms) {
+    const int s = choice_shape(choice);
+    return (tiles_of(s, n_rows, n_out) + sms - 1) / sms * shape_no(s) * shape_rows(s);
+}
+}  // namespace
+
+bool int_tiles_tail_pays(int choice, int head_choice, int tail_choice, int64_t n_rows, int64_t tail, int64_t n_out,
+                         int sms) {
+    if (tail_setting().always) return true;
+    if (choice < 0 || choice >= kChoices || head_choice < 0 || head_choice >= kChoices || sms <= 0) return false;
+    // A tail off the tiles streams the weights once more: cheap at the gemv kernel's few rows, not at the
+    // few-row kernel's 9-32 (~1.1 TB/s: 8B q/o and down at 96 / 160 rows +3 to +27 %, H100 2026-12-07).
+    if (tail_choice < 0 && tail > kTailOffTilesMostRows) return false;
+    if (tail_choice >= kChoices) return false;
+    const int64_t whole = busiest_sm_work(choice, n_rows, n_out, sms);
+    const int64_t split = busiest_sm_work(head_choice, n_rows - tail, n_out, sms) +
+                          (tail_choice >= 0 ? busiest_sm_work(tail_choice, tail, n_out, sms) : 0);
+    return 20 * split <= 17 * whole;  // at least 15 % less (a launch more; the model is coarse)
 }
 
 void launch_int_tiles(const IntTilesArgs& a, int choice, int dev, cudaStream_t stream) {
