@@ -946,11 +946,13 @@ bool skip_dead_enabled() {
     return env_switch("STRATA_INT_TILES_SKIP_DEAD", true);
 }
 
-// STRATA_INT_TILES_TAIL (strata/env.py; read per call): "0" or unset (the default) no split; "N" (1 to
-// 127) a tail of at most N rows where int_tiles_tail_pays says the split saves tile work; "N:always" at
-// most N rows wherever the tile shape leaves them (the tests' form: every split, whether it pays or not).
+// STRATA_INT_TILES_TAIL (strata/env.py; read per call): "0" no split; "N" (1 to 127; unset: 32, the default
+// since the H200 A/B of 2026-12-07, bench/RESULTS.md) a tail of at most N rows where int_tiles_tail_pays says
+// the split saves tile work; "N:always" at most N rows wherever the tile shape leaves them (the tests' form:
+// every split, whether it pays or not).
+constexpr int64_t kTailDefaultRows = 32;
 struct TailSetting {
-    int64_t most = 0;
+    int64_t most = kTailDefaultRows;
     bool always = false;
 };
 

@@ -84,7 +84,7 @@ inline TileParams tile_params(const IntTilesArgs& a) {
 // tests and bench/gpu_matmul.py compare them).
 int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, int sms);
 
-// The tail split (STRATA_INT_TILES_TAIL, read per call; 0 = off, the default): how many of a routed call's
+// The tail split (STRATA_INT_TILES_TAIL, read per call; 32 by default, 0 = off): how many of a routed call's
 // last rows launch_int_matmul may give their own route instead of `choice`'s last row tile, where they are at
 // most the variable's value and fewer than the tile's rows: a partial row tile costs most of a full one (the
 // tile kernel is issue-bound; its idle warps only skip their folds), while a few rows on their own route cost
@@ -95,8 +95,9 @@ int64_t int_tiles_tail(int choice, int64_t n_rows);
 // Whether that split pays (always, under "N:always"): the head's tiles (head_choice) plus the tail's
 // (tail_choice; -1 where the tail leaves the tile kernel) put at least 15 % less work on the busiest SM than
 // `choice`'s tiles for all n_rows, and a tail off the tiles has at most kTailOffTilesMostRows rows. On an
-// H100 (bench/RESULTS.md, 2026-12-07) the split paid on the 8B's gate_up and lm_head and lost on o, k/v and
-// down at 387-400 rows, where the whole tiles already make one wave or less; this rule tells those apart.
+// H100 (bench/RESULTS.md, 2026-12-07) the unconditional split paid on the 8B's gate_up and lm_head and lost
+// on o, k/v and down at 387-400 rows, where the whole tiles already make one wave or less; on an H200 the
+// rule took every gain of that table and none of its losses (the same day's second session).
 constexpr int64_t kTailOffTilesMostRows = 8;  // the gemv kernel's most rows (cuda_int_gemv.cuh)
 bool int_tiles_tail_pays(int choice, int head_choice, int tail_choice, int64_t n_rows, int64_t tail, int64_t n_out,
                          int sms);
