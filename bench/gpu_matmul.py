@@ -30,7 +30,7 @@ depend on the values.
     python bench/gpu_matmul.py --models 8b --dtypes Q4_0 --rows 64 512 --int-kernels configs
                                                      # every tile configuration (tiles:NOxROWSdD) forced
 
---int-kernels takes STRATA_INT_MATMUL values: auto, auto:v1..v9, legacy, norows, rows, rows:16/32/64 (the few-row kernel), tiles, tiles:v1..v9 (routings),
+--int-kernels takes STRATA_INT_MATMUL values: auto, auto:v1..v10, legacy, norows, rows, rows:16/32/64 (the few-row kernel), tiles, tiles:v1..v10 (routings),
 tiles:128/64/32 (a 64-row shape at 2 stages), tiles:NOxROWSdD[o] (NO 128/64/32 x 64 rows, 128 x 128, 128 x 16, 128 x 32 or 128 x 48,
 pipeline depth D 0-2, o: Q4_0's offset out of the nibbles, at D 0 and 2; tiles:NOx64d2k / d2ok (NO 32 or 64): the K split,
 two warp groups on alternate slices;
@@ -71,12 +71,12 @@ DTYPES = ["Q4_0", "Q8_0", "F16", "BF16", "Q4_1", "Q4_K", "Q6_K"]
 
 
 ROUTINGS = ["legacy", "tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4", "tiles:v5", "tiles:v6", "tiles:v7", "tiles:v8",
-            "tiles:v9"]
+            "tiles:v9", "tiles:v10"]
 CONFIGS = [f"tiles:{no}x{rows}d{d}{o}" for o in ("", "o") for d in (0, 1, 2) for no, rows in
            ((128, 64), (64, 64), (32, 64), (128, 128), (128, 16), (128, 32), (128, 48)) if d != 1 or not (o or rows == 128)
            ] + ["tiles:32x64d2k", "tiles:32x64d2ok", "tiles:64x64d2k", "tiles:64x64d2ok"]
-_INT_KERNEL = re.compile(r"auto(:v[1-9])?|legacy|norows|rows(:16|:32|:64)?"
-                         r"|tiles(:v[1-9]|:(128|64|32)|:((128|64|32)x64|128x(128|16|32|48))(d[012]|d[02]o)|:(32|64)x64d2o?k)?")
+_INT_KERNEL = re.compile(r"auto(:v([1-9]|10))?|legacy|norows|rows(:16|:32|:64)?"
+                         r"|tiles(:v([1-9]|10)|:(128|64|32)|:((128|64|32)x64|128x(128|16|32|48))(d[012]|d[02]o)|:(32|64)x64d2o?k)?")
 
 
 def int_kernel_values(names):

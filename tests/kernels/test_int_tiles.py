@@ -1,6 +1,6 @@
 """The CUDA integer matmul's many-row tile kernel (libstrata/src/cuda/cuda_int_mma_tiles.cu)
 against the older integer kernels (dp4a, 8/16-row int8 mma), bit for bit on the device:
-STRATA_INT_MATMUL=tiles (tiles:v1..v9: one routing; tiles:128/64/32 and tiles:NOxROWSdD: one
+STRATA_INT_MATMUL=tiles (tiles:v1..v10: one routing; tiles:128/64/32 and tiles:NOxROWSdD: one
 configuration of tile shape and pipeline depth; tiles:32x64d2k / d2ok and tiles:64x64d2k / d2ok: the K
 split, two warp groups on alternate slices) runs the tile kernel at every row count, =legacy never, so each case runs both on the
 same buffers; STRATA_INT_TILES_KSPLIT (1 or unset, the default) puts routings v8 and v9's one-CTA-per-SM 32-output
@@ -74,8 +74,9 @@ def both(monkeypatch, run, tiles="tiles"):
 
 # Every configuration the kernel file instantiates (cuda_int_mma_tiles.cu: each shape at depths 0-2, and
 # with Q4_0's offset out of the nibbles at depths 0 and 2; the 128-row shape's depth 1 is its 0) and
-# the nine routings.
-ROUTINGS = ["tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4", "tiles:v5", "tiles:v6", "tiles:v7", "tiles:v8", "tiles:v9"]
+# the ten routings.
+ROUTINGS = ["tiles:v1", "tiles:v2", "tiles:v3", "tiles:v4", "tiles:v5", "tiles:v6", "tiles:v7", "tiles:v8", "tiles:v9",
+            "tiles:v10"]
 CONFIGS = ["tiles:128", "tiles:64", "tiles:32"] + [
     f"tiles:{no}x{rows}d{d}{o}" for o in ("", "o") for d in (0, 1, 2) for no, rows in
     ((128, 64), (64, 64), (32, 64), (128, 128), (128, 16), (128, 32), (128, 48))
@@ -236,9 +237,9 @@ def refused_and_y_kept(ctx, rng, monkeypatch, settings, match):
         b.close()
 
 
-@pytest.mark.parametrize("name", ["tile", "tiles:96", "tiles:v10", "tiles:64x128d0", "tiles:32x64d3", "tiles:32x64d2x",
-                                  "tiles:32x64d1o", "tiles:64x16d0", "tiles:128x48d1o", "tiles:64x48d0", "auto:v10",
-                                  "auto:v0", "auto:v",
+@pytest.mark.parametrize("name", ["tile", "tiles:96", "tiles:v11", "tiles:v01", "tiles:64x128d0", "tiles:32x64d3", "tiles:32x64d2x",
+                                  "tiles:32x64d1o", "tiles:64x16d0", "tiles:128x48d1o", "tiles:64x48d0", "auto:v11",
+                                  "auto:v0", "auto:v", "auto:v01", "auto:v100",
                                   "tiles:32x64d0k", "tiles:128x64d2k", "tiles:32x64d2ko", "tiles:32x64d2kk"])
 def test_unknown_kernel_name_is_refused(cuda_ctx, rng, monkeypatch, name):
     """A typo in STRATA_INT_MATMUL is an error naming the choices, and y is left as it was."""
@@ -320,6 +321,34 @@ def test_tail_split_keeps_the_bits(cuda_ctx, rng, monkeypatch, dtype):
         assert not np.array_equal(last[-1].view(np.uint32), out["127:always"][-1].view(np.uint32)), "the last row is not computed"
     assert_strided_equals_dense(cuda_ctx, rng, dtype, 131, k, n_out, P.RMSNORM, raw)
     monkeypatch.delenv("STRATA_INT_TILES_TAIL")
+
+
+# Routing v10 (cuda_int_mma_tiles.cu, `route`): where v9 takes the 128 x 128 tiles, the 128 x 64 ones when they put
+# less work on the busiest SM, each counted with the tail split it would take. On GPUs of ~132 SMs it switches the
+# 8B's gate_up (28,672 outputs) at 401-448 rows and lm_head (49,152) at 161-448; 387 keeps 128 x 128 with its split,
+# 512 the whole 128-row tiles (equal work).
+V10_ROWS = [161, 320, 387, 448, 512]
+
+
+@pytest.mark.exactness
+@pytest.mark.parametrize("dtype", [S.DType.Q4_0, S.DType.Q4_K, S.DType.Q6_K], ids=lambda d: d.name)
+def test_routing_v10_keeps_the_bits(cuda_ctx, rng, monkeypatch, dtype):
+    """auto:v10 against auto:v9 and the legacy kernels, bit for bit, on the two wide 8B matrices at the row counts
+    where v10 changes the tile shape (and around them), with the tail split at its default."""
+    k = 4096
+    monkeypatch.delenv("STRATA_INT_TILES_TAIL", raising=False)
+    for n_out in (28672, 49152):
+        raw = random_blocks(rng, dtype, n_out, k)
+        for n_rows in V10_ROWS:
+            x = rng.standard_normal((n_rows, k), dtype=np.float32)
+            out = {}
+            for routing in ("legacy", "auto:v9", "auto:v10"):
+                monkeypatch.setenv("STRATA_INT_MATMUL", routing)
+                out[routing] = run_ex(cuda_ctx, x, k, raw, dtype, n_out, P.RMSNORM, np.ones(k, np.float32))
+            monkeypatch.delenv("STRATA_INT_MATMUL")
+            for ref in ("legacy", "auto:v9"):
+                differ = int((out["auto:v10"].view(np.uint32) != out[ref].view(np.uint32)).sum())
+                assert differ == 0, f"{dtype.name} {n_rows}x{k}->{n_out}: {differ} outputs of auto:v10 differ from {ref}"
 
 
 def test_tail_split_is_a_launch_of_its_own(cuda_ctx, rng, monkeypatch):

@@ -50,6 +50,7 @@
 
 #include "cuda_int_act.cuh"
 #include "cuda_int_blocks.cuh"
+#include "cuda_int_gemv.cuh"
 #include "cuda_int_kquant.cuh"
 #include "cuda_int_mma.cuh"
 #include "cuda_int_q6k.cuh"
@@ -831,6 +832,63 @@ int64_t tiles_of(int shape, int64_t n_rows, int64_t n_out) {
     return (n_out + shape_no(shape) - 1) / shape_no(shape) * ((n_rows + shape_rows(shape) - 1) / shape_rows(shape));
 }
 
+// STRATA_INT_TILES_TAIL (strata/env.py; read per call): "0" no split; "N" (1 to 127; unset: 32, the default
+// since the H200 A/B of 2026-12-07, bench/RESULTS.md) a tail of at most N rows where int_tiles_tail_pays says
+// the split saves tile work; "N:always" at most N rows wherever the tile shape leaves them (the tests' form:
+// every split, whether it pays or not).
+constexpr int64_t kTailDefaultRows = 32;
+struct TailSetting {
+    int64_t most = kTailDefaultRows;
+    bool always = false;
+};
+
+TailSetting tail_setting() {
+    const char* v = std::getenv("STRATA_INT_TILES_TAIL");
+    TailSetting t;
+    if (v == nullptr || *v == '\0') return t;
+    char* end = nullptr;
+    errno = 0;
+    const long long n = std::strtoll(v, &end, 10);
+    const bool digits = end != v && *v >= '0' && *v <= '9';
+    t.always = digits && std::strcmp(end, ":always") == 0;
+    if (!digits || (*end != '\0' && !t.always) || errno == ERANGE || n < 0 || n > 127 || (t.always && n == 0))
+        fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_TILES_TAIL=") + v +
+                                              ": expected a whole number of rows from 0 to 127, or 1 to 127 "
+                                              "followed by :always");
+    t.most = n;
+    return t;
+}
+
+// A launch's tile work on its busiest SM for one shape: the tiles an SM runs one after the other (the
+// launch's tiles over the SMs, rounded up) times a tile's outputs x rows. The tile kernel is issue-bound and a
+// partial tile costs about a whole one (docs/cuda_backend.md, "The tail split"), so this is what its time follows
+// among shapes that fill the GPU.
+int64_t shape_work(int shape, int64_t n_rows, int64_t n_out, int sms) {
+    return (tiles_of(shape, n_rows, n_out) + sms - 1) / sms * shape_no(shape) * shape_rows(shape);
+}
+
+int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms);
+
+// Routing v10's estimate of what a call on `shape`'s tiles costs: shape_work of the whole call, or of the
+// tail split launch_int_matmul would then take (int_tiles_tail, int_tiles_tail_pays): the head's rows on
+// their own route, plus a tail of at most kGemvMaxRows rows off the tiles (no tile work) or of 9 to 32 rows on
+// the few-row shapes where those give every SM a CTA (a tail of such rows elsewhere leaves the tiles for the
+// few-row kernel, which the rule refuses). The head's rows are a multiple of the shape's, so the recursion
+// through route() ends within two levels.
+int64_t planned_work(int v, int shape, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
+    const int64_t whole = shape_work(shape, n_rows, n_out, sms);
+    const int64_t rows = shape_rows(shape), tail = n_rows % rows;
+    if (n_rows <= rows || tail == 0 || tail > tail_setting().most) return whole;
+    int64_t tail_work = 0;
+    if (tail > kGemvMaxRows) {
+        if (tiles_of(few_shape(tail), tail, n_out) < sms) return whole;
+        tail_work = shape_work(few_shape(tail), tail, n_out, sms);
+    }
+    const int head = choice_shape(route(v, n_rows - tail, n_out, k, sms));
+    const int64_t split = shape_work(head, n_rows - tail, n_out, sms) + tail_work;
+    return 20 * split <= 17 * whole ? split : whole;
+}
+
 // The routings (a STRATA_INT_MATMUL value each; which one never changes a bit). H200, 8B Q4_0,
 // bench/gpu_matmul.py --int-kernels legacy tiles:v1 ... tiles:v4 (commit b0b19dc, µs at 64 / 512 rows):
 // v1 q/o 43.2 / 149, k/v 42.6 / 67.8, qkv 60.9 / 227, gate_up 143 / 953, down 145 / 515, lm_head 221
@@ -863,7 +921,12 @@ int64_t tiles_of(int shape, int64_t n_rows, int64_t n_out) {
 //      (the 8B's gate_up and lm_head; elsewhere v8's route): a 64-row tile there spends a quarter to a
 //      half of its fold and mma on zero rows, and the tile kernel is issue-bound, so its time grows
 //      with the rows a tile holds (8B gate_up: 128 x 16 50 µs, 128 x 32 70, 128 x 64 108; H200,
-//      bench/RESULTS.md 2026-12-04).
+//      bench/RESULTS.md 2026-12-04);
+//  v10: v9, and where v9 takes the 128 x 128 tiles, the 128 x 64 ones instead when they put less work on the
+//      busiest SM (planned_work: shape_work of each, with the tail split each would take): where the rows
+//      leave the last 128-row tile half empty, a partial row tile costs about a whole one, which v5's
+//      90 % test does not count (H100, 2026-12-07: gate_up at 448 rows 669 -> 580 µs, lm_head at 320 rows
+//      839 -> 732; bench/RESULTS.md). Equal work keeps the 128-row tiles (512 rows).
 int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     const bool short_k = k <= 3 * 32 * kIntSliceBlocks;
     if (v >= 9 && n_rows >= 33 && n_rows <= 48 && tiles_of(6, n_rows, n_out) >= sms) {
@@ -877,7 +940,13 @@ int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     }
     if (v >= 5 && n_rows >= 128) {
         const int64_t t = tiles_of(3, n_rows, n_out), waves = (t + sms - 1) / sms;
-        if (10 * t >= 9 * waves * (int64_t)sms) return choice_of(3, 2, v >= 6);
+        if (10 * t >= 9 * waves * (int64_t)sms) {
+            if (v < 10 || planned_work(v, 3, n_rows, n_out, k, sms) <= planned_work(v, 0, n_rows, n_out, k, sms))
+                return choice_of(3, 2, v >= 6);
+            // v10: the 128 x 64 tiles (twice the 128-row tiles' count, so more than the SMs), as v9 runs them
+            const int64_t per_sm = (tiles_of(0, n_rows, n_out) + sms - 1) / sms;
+            return choice_of(0, per_sm > 1 || short_k ? 0 : 2, true);
+        }
     }
     if (v == 3 && n_rows >= 128 && 8 * tiles_of(3, n_rows, n_out) >= 7 * (int64_t)sms) return choice_of(3, 2, false);
     int c = 2;
@@ -946,33 +1015,6 @@ bool skip_dead_enabled() {
     return env_switch("STRATA_INT_TILES_SKIP_DEAD", true);
 }
 
-// STRATA_INT_TILES_TAIL (strata/env.py; read per call): "0" no split; "N" (1 to 127; unset: 32, the default
-// since the H200 A/B of 2026-12-07, bench/RESULTS.md) a tail of at most N rows where int_tiles_tail_pays says
-// the split saves tile work; "N:always" at most N rows wherever the tile shape leaves them (the tests' form:
-// every split, whether it pays or not).
-constexpr int64_t kTailDefaultRows = 32;
-struct TailSetting {
-    int64_t most = kTailDefaultRows;
-    bool always = false;
-};
-
-TailSetting tail_setting() {
-    const char* v = std::getenv("STRATA_INT_TILES_TAIL");
-    TailSetting t;
-    if (v == nullptr || *v == '\0') return t;
-    char* end = nullptr;
-    errno = 0;
-    const long long n = std::strtoll(v, &end, 10);
-    const bool digits = end != v && *v >= '0' && *v <= '9';
-    t.always = digits && std::strcmp(end, ":always") == 0;
-    if (!digits || (*end != '\0' && !t.always) || errno == ERANGE || n < 0 || n > 127 || (t.always && n == 0))
-        fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_TILES_TAIL=") + v +
-                                              ": expected a whole number of rows from 0 to 127, or 1 to 127 "
-                                              "followed by :always");
-    t.most = n;
-    return t;
-}
-
 // A routing's choice, with STRATA_INT_TILES_KSPLIT applied (read, and so checked, on every routed call).
 // Routings v8 and auto only; the K split takes (H200, 8B Q4_0 at 40 / 64 rows, bench/RESULTS.md 2026-12-05):
 //  - one 32 x 64 CTA per SM at depth 2 (q/o, k/v, down): down 80.6 / 81.5 -> 76.9 / 77.4 µs;
@@ -1002,6 +1044,8 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, 
     bool forced = false;
     if (env && std::strncmp(env, "auto:v", 6) == 0 && env[6] >= '1' && env[6] <= '9' && env[7] == 0) {
         routing = env[6] - '0';  // auto's row thresholds, one routing (whole-model A/B: scripts/gpu_ab.sh)
+    } else if (env && std::strcmp(env, "auto:v10") == 0) {
+        routing = 10;
     } else if (env && (std::strcmp(env, "rows") == 0 || std::strcmp(env, "rows:16") == 0 ||
                        std::strcmp(env, "rows:32") == 0 || std::strcmp(env, "rows:64") == 0)) {
         return -1;  // rows, rows:16/32/64: the few-row kernel (cuda_int_rows.cu) at every row count
@@ -1015,12 +1059,13 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, 
         else if (std::strcmp(env, "tiles:v6") == 0) routing = 6;
         else if (std::strcmp(env, "tiles:v7") == 0) routing = 7;
         else if (std::strcmp(env, "tiles:v8") == 0) routing = 8;
+        else if (std::strcmp(env, "tiles:v10") == 0) routing = 10;
         else if (std::strcmp(env, "tiles") != 0 && std::strcmp(env, "tiles:v9") != 0) {
             const int c = parse_forced(env);  // one configuration (bench/gpu_matmul.py, tests)
             if (c >= 0) return c;
             // a typo must not time the wrong kernel
             fail(STRATA_ERR_INVALID_ARGUMENT, std::string("STRATA_INT_MATMUL=") + env +
-                                                  ": expected auto, tiles, auto:v1 ... auto:v9, tiles:v1 ... tiles:v9, tiles:NO "
+                                                  ": expected auto, tiles, auto:v1 ... auto:v10, tiles:v1 ... tiles:v10, tiles:NO "
                                                   "(128, 64 or 32), tiles:NOxROWSdDEPTH[o] (e.g. tiles:32x64d2, "
                                                   "tiles:128x128d2o, tiles:128x48d0o), tiles:NOx64d2k or tiles:NOx64d2ok "
                                                   "(NO 32 or 64: the K split), rows, rows:16, rows:32, rows:64, "
@@ -1077,27 +1122,17 @@ int64_t int_tiles_tail(int choice, int64_t n_rows) {
     return n_rows > rows && tail <= most ? tail : 0;
 }
 
-namespace {
-// A launch's tile work on its busiest SM: the tiles an SM runs one after the other (the launch's tiles
-// over the SMs, rounded up) times a tile's outputs x rows. The tile kernel is issue-bound and a partial
-// tile costs about a whole one (docs/cuda_backend.md, "The tail split"), so this is what its time follows.
-int64_t busiest_sm_work(int choice, int64_t n_rows, int64_t n_out, int sms) {
-    const int s = choice_shape(choice);
-    return (tiles_of(s, n_rows, n_out) + sms - 1) / sms * shape_no(s) * shape_rows(s);
-}
-}  // namespace
-
 bool int_tiles_tail_pays(int choice, int head_choice, int tail_choice, int64_t n_rows, int64_t tail, int64_t n_out,
                          int sms) {
     if (tail_setting().always) return true;
     if (choice < 0 || choice >= kChoices || head_choice < 0 || head_choice >= kChoices || sms <= 0) return false;
     // A tail off the tiles streams the weights once more: cheap at the gemv kernel's few rows, not at the
     // few-row kernel's 9-32 (~1.1 TB/s: 8B q/o and down at 96 / 160 rows +3 to +27 %, H100 2026-12-07).
-    if (tail_choice < 0 && tail > kTailOffTilesMostRows) return false;
+    if (tail_choice < 0 && tail > kGemvMaxRows) return false;
     if (tail_choice >= kChoices) return false;
-    const int64_t whole = busiest_sm_work(choice, n_rows, n_out, sms);
-    const int64_t split = busiest_sm_work(head_choice, n_rows - tail, n_out, sms) +
-                          (tail_choice >= 0 ? busiest_sm_work(tail_choice, tail, n_out, sms) : 0);
+    const int64_t whole = shape_work(choice_shape(choice), n_rows, n_out, sms);
+    const int64_t split = shape_work(choice_shape(head_choice), n_rows - tail, n_out, sms) +
+                          (tail_choice >= 0 ? shape_work(choice_shape(tail_choice), tail, n_out, sms) : 0);
     return 20 * split <= 17 * whole;  // at least 15 % less (a launch more; the model is coarse)
 }
 

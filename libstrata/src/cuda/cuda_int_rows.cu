@@ -455,7 +455,7 @@ RowsMode rows_mode() {
     else  // a typo must not time the wrong kernel (int_tiles_choice, called first, names the choices too)
         fail(STRATA_ERR_INVALID_ARGUMENT,
              std::string("STRATA_INT_MATMUL=") + env +
-                 ": expected auto, tiles, auto:v1 ... auto:v9, tiles:v1 ... tiles:v9, rows, rows:16, rows:32, rows:64, norows or legacy");
+                 ": expected auto, tiles, auto:v1 ... auto:v10, tiles:v1 ... tiles:v10, rows, rows:16, rows:32, rows:64, norows or legacy");
     return m;
 }
 

@@ -77,8 +77,8 @@ inline TileParams tile_params(const IntTilesArgs& a) {
 // (K-quants from 9 on some matrices), 9-32 rows where the 16- and 32-row
 // tiles fill the GPU (33-48 rows where the 48-row tiles do), fewer where the
 // older kernels would use dp4a tiles, and from 2 rows when k is at most 1024;
-// auto:v1 ... auto:v9: the same with that routing; tiles, tiles:v1 ...
-// tiles:v9: that routing (tiles: v9) at every row count;
+// auto:v1 ... auto:v10: the same with that routing; tiles, tiles:v1 ...
+// tiles:v10: that routing (tiles: v9) at every row count;
 // tiles:128, tiles:64, tiles:32 and tiles:NOxROWSdD[o] one configuration;
 // legacy never the tile kernel. No choice changes a bit (the bit-identity
 // tests and bench/gpu_matmul.py compare them).
@@ -94,11 +94,10 @@ int64_t int_tiles_tail(int choice, int64_t n_rows);
 
 // Whether that split pays (always, under "N:always"): the head's tiles (head_choice) plus the tail's
 // (tail_choice; -1 where the tail leaves the tile kernel) put at least 15 % less work on the busiest SM than
-// `choice`'s tiles for all n_rows, and a tail off the tiles has at most kTailOffTilesMostRows rows. On an
+// `choice`'s tiles for all n_rows, and a tail off the tiles has at most kGemvMaxRows rows (cuda_int_gemv.cuh). On an
 // H100 (bench/RESULTS.md, 2026-12-07) the unconditional split paid on the 8B's gate_up and lm_head and lost
 // on o, k/v and down at 387-400 rows, where the whole tiles already make one wave or less; on an H200 the
 // rule took every gain of that table and none of its losses (the same day's second session).
-constexpr int64_t kTailOffTilesMostRows = 8;  // the gemv kernel's most rows (cuda_int_gemv.cuh)
 bool int_tiles_tail_pays(int choice, int head_choice, int tail_choice, int64_t n_rows, int64_t tail, int64_t n_out,
                          int sms);
 
