@@ -3,7 +3,7 @@ against the older integer kernels (dp4a, 8/16-row int8 mma), bit for bit on the 
 STRATA_INT_MATMUL=tiles (tiles:v1..v10: one routing; tiles:128/64/32 and tiles:NOxROWSdD: one
 configuration of tile shape and pipeline depth; tiles:32x64d2k / d2ok and tiles:64x64d2k / d2ok: the K
 split, two warp groups on alternate slices) runs the tile kernel at every row count, =legacy never, so each case runs both on the
-same buffers; STRATA_INT_TILES_KSPLIT (1 or unset, the default) puts routings v8 and v9's one-CTA-per-SM 32-output
+same buffers; STRATA_INT_TILES_KSPLIT (1 or unset, the default) puts routings v8 to v10's one-CTA-per-SM 32-output
 launches and, at 17-64 rows, those whose 64 x 64 tiles give more than half the SMs one CTA (qkv's 6,144
 outputs) on the K split, =0 not. Q4_0, Q8_0, Q4_K and Q6_K (the
 types routed to the integer path, and Q4_1; the K-quants' k rounded down to whole 256-value super-blocks;
@@ -142,7 +142,7 @@ def test_tiles_bit_identical_on_llama_8b_shapes(cuda_ctx, rng, monkeypatch, dtyp
 
 
 @pytest.mark.exactness
-@pytest.mark.parametrize("routing", ["tiles:v2", "tiles:v5", "tiles:v6", "tiles:v7", "tiles:v8", "tiles:v9"])
+@pytest.mark.parametrize("routing", ["tiles:v2", "tiles:v5", "tiles:v6", "tiles:v7", "tiles:v8", "tiles:v9", "tiles:v10"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_tiles_rows_independent_of_batch(cuda_ctx, rng, monkeypatch, dtype, routing):
     """Forced to the tile kernel: every row the same alone, in a 64-row tile and in a 700-row batch

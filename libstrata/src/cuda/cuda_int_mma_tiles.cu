@@ -870,19 +870,22 @@ int64_t shape_work(int shape, int64_t n_rows, int64_t n_out, int sms) {
 int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms);
 
 // Routing v10's estimate of what a call on `shape`'s tiles costs: shape_work of the whole call, or of the
-// tail split launch_int_matmul would then take (int_tiles_tail, int_tiles_tail_pays): the head's rows on
-// their own route, plus a tail of at most kGemvMaxRows rows off the tiles (no tile work) or of 9 to 32 rows on
-// the few-row shapes where those give every SM a CTA (a tail of such rows elsewhere leaves the tiles for the
-// few-row kernel, which the rule refuses). The head's rows are a multiple of the shape's, so the recursion
-// through route() ends within two levels.
+// tail split launch_int_matmul would then take (int_tiles_tail, int_tiles_tail_pays): the head's rows on their
+// own route, plus the tail's tiles. A tail of at most kGemvMaxRows rows leaves the tiles and counts as no tile
+// work (as in the rule); one of 9 to 32 rows stays on the tiles where its own route puts it there (the few-row
+// shapes where their tiles give every SM a CTA, else from 17 rows the 64-row route on the matrices the few-row
+// kernel does not take: more than 4,096 outputs or k of at most 1,024) and otherwise goes to the few-row
+// kernel, which the rule refuses. The head's rows are a multiple of the shape's, so the recursion through
+// route() ends within two levels.
 int64_t planned_work(int v, int shape, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     const int64_t whole = shape_work(shape, n_rows, n_out, sms);
     const int64_t rows = shape_rows(shape), tail = n_rows % rows;
     if (n_rows <= rows || tail == 0 || tail > tail_setting().most) return whole;
     int64_t tail_work = 0;
     if (tail > kGemvMaxRows) {
-        if (tiles_of(few_shape(tail), tail, n_out) < sms) return whole;
-        tail_work = shape_work(few_shape(tail), tail, n_out, sms);
+        const bool few = tiles_of(few_shape(tail), tail, n_out) >= sms;
+        if (!few && (tail < 17 || (n_out <= 4096 && k > 1024))) return whole;
+        tail_work = shape_work(choice_shape(route(v, tail, n_out, k, sms)), tail, n_out, sms);
     }
     const int head = choice_shape(route(v, n_rows - tail, n_out, k, sms));
     const int64_t split = shape_work(head, n_rows - tail, n_out, sms) + tail_work;
@@ -905,7 +908,7 @@ int64_t planned_work(int v, int shape, int64_t n_rows, int64_t n_out, int64_t k,
 //  v4: v2 with the last wave counted: where the 128-output tiles fill the GPU, the 64-row shape whose
 //      tiles best fill whole waves of two CTAs per SM, weighed by a guess of each shape's speed per
 //      output (128: 1, 64: 0.96, 32: 0.85);
-//  v5 (the default): the measured best — 128-row tiles at depth 2 where they fill whole waves of one
+//  v5: the measured best — 128-row tiles at depth 2 where they fill whole waves of one
 //      CTA per SM to 90 % (q/o, gate_up, down, lm_head at 512 rows), else v1's shape at depth 2 where
 //      the launch has at most one CTA per SM (depth 1 at k of at most 3 slices) and depth 0 otherwise;
 //  v6: v5 with Q4_0's −8·sx out of the nibbles (TileLayout::kOffsetInC: 3 fewer integer instructions
@@ -917,16 +920,17 @@ int64_t planned_work(int v, int shape, int64_t n_rows, int64_t n_out, int64_t k,
 //      Q4_K's where the int8 mma 8-row tiles would run (int_tiles_choice lets them in; the few-row kernel
 //      keeps Q4_0 / Q8_0 / Q4_1 matrices of at most 4,096 outputs at 17-32 rows): the 64-row route, whose
 //      time does not grow with the live rows, where the int8 mma and dp4a tiles' does;
-//  v9 (the default): v8, and 33 to 48 rows on the 128 x 48 shape where its tiles give every SM a CTA
+//  v9: v8, and 33 to 48 rows on the 128 x 48 shape where its tiles give every SM a CTA
 //      (the 8B's gate_up and lm_head; elsewhere v8's route): a 64-row tile there spends a quarter to a
 //      half of its fold and mma on zero rows, and the tile kernel is issue-bound, so its time grows
 //      with the rows a tile holds (8B gate_up: 128 x 16 50 µs, 128 x 32 70, 128 x 64 108; H200,
 //      bench/RESULTS.md 2026-12-04);
-//  v10: v9, and where v9 takes the 128 x 128 tiles, the 128 x 64 ones instead when they put less work on the
-//      busiest SM (planned_work: shape_work of each, with the tail split each would take): where the rows
-//      leave the last 128-row tile half empty, a partial row tile costs about a whole one, which v5's
-//      90 % test does not count (H100, 2026-12-07: gate_up at 448 rows 669 -> 580 µs, lm_head at 320 rows
-//      839 -> 732; bench/RESULTS.md). Equal work keeps the 128-row tiles (512 rows).
+//  v10 (the default): v9, and where v9 takes the 128 x 128 tiles, the 128 x 64 ones instead when they put less work on the
+//      busiest SM (shape_work, the 128 x 128 tiles' with the tail split they would take: planned_work): where
+//      the rows leave the last 128-row tile half empty, a partial row tile costs about a whole one, which v5's
+//      90 % test does not count (H100, 2026-12-07, bench/RESULTS.md: 8B gate_up at 448 rows 693 -> 596 µs,
+//      lm_head at 320 rows 853 -> 740, 1B gate_up at 320 rows 164 -> 140). Equal work keeps the 128-row tiles
+//      (512 rows).
 int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     const bool short_k = k <= 3 * 32 * kIntSliceBlocks;
     if (v >= 9 && n_rows >= 33 && n_rows <= 48 && tiles_of(6, n_rows, n_out) >= sms) {
@@ -941,7 +945,10 @@ int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     if (v >= 5 && n_rows >= 128) {
         const int64_t t = tiles_of(3, n_rows, n_out), waves = (t + sms - 1) / sms;
         if (10 * t >= 9 * waves * (int64_t)sms) {
-            if (v < 10 || planned_work(v, 3, n_rows, n_out, k, sms) <= planned_work(v, 0, n_rows, n_out, k, sms))
+            // v10: the 128 x 64 tiles, whole, against the 128 x 128 ones with the split they would take. Not the
+            // 128 x 64 tiles' own split: a tail off the tiles streams the weights once more, which the work does
+            // not count, and such plans measured slower (H100, 2026-12-07: 1B gate_up at 200 rows +4 %).
+            if (v < 10 || planned_work(v, 3, n_rows, n_out, k, sms) <= shape_work(0, n_rows, n_out, sms))
                 return choice_of(3, 2, v >= 6);
             // v10: the 128 x 64 tiles (twice the 128-row tiles' count, so more than the SMs), as v9 runs them
             const int64_t per_sm = (tiles_of(0, n_rows, n_out) + sms - 1) / sms;
@@ -1040,7 +1047,7 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, 
     if (env && std::strcmp(env, "legacy") == 0) return -1;
     (void)skip_dead_enabled();  // a bad STRATA_INT_TILES_SKIP_DEAD fails here, before the call's pre-pass
     (void)tail_setting();       // and a bad STRATA_INT_TILES_TAIL
-    int routing = 9;  // the default (v6: H200, 2026-12-02: 8B pp512 +6 %, 64 sequences +2 % over v5; v7, v8: bench/RESULTS.md 2026-12-04; v9: 2026-12-05, fourth session, 40 / 48 sequences +4.4 %)
+    int routing = 10;  // the default (v6: H200, 2026-12-02: 8B pp512 +6 %, 64 sequences +2 % over v5; v7, v8: bench/RESULTS.md 2026-12-04; v9: 2026-12-05, fourth session, 40 / 48 sequences +4.4 %; v10: 2026-12-07, third session, gate_up and lm_head at some 161-448-row counts -8 to -16 %)
     bool forced = false;
     if (env && std::strncmp(env, "auto:v", 6) == 0 && env[6] >= '1' && env[6] <= '9' && env[7] == 0) {
         routing = env[6] - '0';  // auto's row thresholds, one routing (whole-model A/B: scripts/gpu_ab.sh)
@@ -1059,8 +1066,8 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, 
         else if (std::strcmp(env, "tiles:v6") == 0) routing = 6;
         else if (std::strcmp(env, "tiles:v7") == 0) routing = 7;
         else if (std::strcmp(env, "tiles:v8") == 0) routing = 8;
-        else if (std::strcmp(env, "tiles:v10") == 0) routing = 10;
-        else if (std::strcmp(env, "tiles") != 0 && std::strcmp(env, "tiles:v9") != 0) {
+        else if (std::strcmp(env, "tiles:v9") == 0) routing = 9;
+        else if (std::strcmp(env, "tiles") != 0 && std::strcmp(env, "tiles:v10") != 0) {
             const int c = parse_forced(env);  // one configuration (bench/gpu_matmul.py, tests)
             if (c >= 0) return c;
             // a typo must not time the wrong kernel

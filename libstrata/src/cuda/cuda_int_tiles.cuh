@@ -73,12 +73,12 @@ inline TileParams tile_params(const IntTilesArgs& a) {
 
 // The tile configuration the many-row kernel would use for this matmul (a
 // choice code of cuda_int_mma_tiles.cu), or -1 where the older kernels run.
-// STRATA_INT_MATMUL (read per call): unset or auto: routing v9 from 17 rows
+// STRATA_INT_MATMUL (read per call): unset or auto: routing v10 from 17 rows
 // (K-quants from 9 on some matrices), 9-32 rows where the 16- and 32-row
 // tiles fill the GPU (33-48 rows where the 48-row tiles do), fewer where the
 // older kernels would use dp4a tiles, and from 2 rows when k is at most 1024;
 // auto:v1 ... auto:v10: the same with that routing; tiles, tiles:v1 ...
-// tiles:v10: that routing (tiles: v9) at every row count;
+// tiles:v10: that routing (tiles: v10) at every row count;
 // tiles:128, tiles:64, tiles:32 and tiles:NOxROWSdD[o] one configuration;
 // legacy never the tile kernel. No choice changes a bit (the bit-identity
 // tests and bench/gpu_matmul.py compare them).
