@@ -79,6 +79,13 @@ _INT_KERNEL = re.compile(r"auto(:v([1-9]|10))?|legacy|norows|rows(:16|:32|:64)?"
                          r"|tiles(:v([1-9]|10)|:(128|64|32)|:((128|64|32)x64|128x(128|16|32|48))(d[012]|d[02]o)|:(32|64)x64d2o?k)?")
 
 
+def chosen_int_kernels(names, environ):
+    """The values to time: --int-kernels' (None when not given), else the environment's STRATA_INT_MATMUL (an A/B
+    through scripts/gpu_ab.sh, which sets it per run; main() sets it per timed call, so it must be read first),
+    else auto."""
+    return int_kernel_values(names if names is not None else [environ.get("STRATA_INT_MATMUL") or "auto"])
+
+
 def int_kernel_values(names):
     """--int-kernels: STRATA_INT_MATMUL values in order, `routings` and `configs` expanded."""
     out = []
@@ -144,14 +151,14 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=12)
     ap.add_argument("--replays", type=int, default=20)
     ap.add_argument("--rotate-mb", type=int, default=200)
-    ap.add_argument("--int-kernels", nargs="*", default=["auto"],
+    ap.add_argument("--int-kernels", nargs="*", default=None,
                     help="STRATA_INT_MATMUL values to time in turn, or routings / configs (Q4_0/Q8_0/Q4_K only; "
-                         "default: auto)")
+                         "default: the environment's STRATA_INT_MATMUL, so scripts/gpu_ab.sh can A/B it, else auto)")
     ap.add_argument("--roofline-tbs", type=float, default=None,
                     help=f"the memory roofline in TB/s for the %%roof column (default: measured on the device; "
                          f"{H200_COPY_TBS} reproduces the tables before 2026-12-05's fourth session)")
     args = ap.parse_args(argv)
-    int_kernels = int_kernel_values(args.int_kernels)
+    int_kernels = chosen_int_kernels(args.int_kernels, os.environ)
     try:
         _, roofline = card_roofline(args.device, args.roofline_tbs)
     except ValueError as exc:

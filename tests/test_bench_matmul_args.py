@@ -32,3 +32,14 @@ def test_shorthands_expand_to_every_routing_and_configuration(bench):
     configs = bench.int_kernel_values(["configs"])
     assert "tiles:32x64d2ok" in configs and "tiles:128x128d2o" in configs and "tiles:128x48d0o" in configs
     assert len(configs) == len(set(configs))
+
+
+def test_the_environment_picks_the_kernel_when_the_option_is_absent(bench):
+    """scripts/gpu_ab.sh A/Bs a STRATA_INT_MATMUL value by setting it for the run: without --int-kernels the
+    benchmark times that value (it once overrode it with auto, so both columns timed the same routing)."""
+    assert bench.chosen_int_kernels(None, {"STRATA_INT_MATMUL": "auto:v9"}) == ["auto:v9"]
+    assert bench.chosen_int_kernels(None, {}) == ["auto"]
+    assert bench.chosen_int_kernels(None, {"STRATA_INT_MATMUL": ""}) == ["auto"]
+    assert bench.chosen_int_kernels(["tiles:v10"], {"STRATA_INT_MATMUL": "auto:v9"}) == ["tiles:v10"]
+    with pytest.raises(SystemExit, match="is not a STRATA_INT_MATMUL value"):
+        bench.chosen_int_kernels(None, {"STRATA_INT_MATMUL": "auto:v11"})

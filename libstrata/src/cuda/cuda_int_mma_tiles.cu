@@ -928,9 +928,9 @@ int64_t planned_work(int v, int shape, int64_t n_rows, int64_t n_out, int64_t k,
 //  v10 (the default): v9, and where v9 takes the 128 x 128 tiles, the 128 x 64 ones instead when they put less work on the
 //      busiest SM (shape_work, the 128 x 128 tiles' with the tail split they would take: planned_work): where
 //      the rows leave the last 128-row tile half empty, a partial row tile costs about a whole one, which v5's
-//      90 % test does not count (H100, 2026-12-07, bench/RESULTS.md: 8B gate_up at 448 rows 693 -> 596 µs,
-//      lm_head at 320 rows 853 -> 740, 1B gate_up at 320 rows 164 -> 140). Equal work keeps the 128-row tiles
-//      (512 rows).
+//      90 % test does not count (H100, 2026-12-07, bench/RESULTS.md, Q4_0: 8B gate_up at 448 rows 689 -> 591 µs,
+//      lm_head at 320 rows 847 -> 738, 1B gate_up at 320 rows 162 -> 136). Equal work keeps the 128-row tiles
+//      (512 rows). Q4_0 and Q6_K only; the other types keep v9's choices (int_tiles_choice).
 int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
     const bool short_k = k <= 3 * 32 * kIntSliceBlocks;
     if (v >= 9 && n_rows >= 33 && n_rows <= 48 && tiles_of(6, n_rows, n_out) >= sms) {
@@ -1114,6 +1114,10 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, 
         if (!few && !mid && !short_k && (!dp4a_tiles || !(n_rows >= 16 || (n_rows >= 4 && n_out < 8 * (int64_t)sms))))
             return -1;
     }
+    // v10 for the types it was measured on, Q4_0 and Q6_K (H100, 2026-12-07: 8 to 22 % off wherever it trades
+    // the shapes); the others keep v9's shapes: Q4_K's 128 x 64 tiles measured slower than its 128 x 128 ones
+    // on the 8B's gate_up and lm_head at 320-448 rows (+3 to +5 %), Q8_0 and Q4_1 were not timed.
+    if (routing == 10 && w_dtype != STRATA_Q4_0 && w_dtype != STRATA_Q6_K) routing = 9;
     return routed_choice(routing, n_rows, n_out, k, sms);
 }
 
