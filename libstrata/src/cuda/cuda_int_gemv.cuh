@@ -7,11 +7,12 @@
 
 #include "cuda_common.cuh"
 #include "cuda_int_tiles.cuh"
+#include "cuda_int_tiles_route.cuh"
 
 namespace strata {
 namespace cuda {
 
-constexpr int kGemvMaxRows = 8;  // the largest STRATA_INT_GEMV value (the kernel's widest row template)
+// kGemvMaxRows (cuda_int_tiles_route.cuh): the largest STRATA_INT_GEMV value, the kernel's widest row template.
 
 // Rows per thread the kernel would use for this matmul (1, 2, 4 or 8: the
 // least template holding n_rows), or 0 where the other kernels run.

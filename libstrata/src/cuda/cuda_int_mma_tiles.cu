@@ -55,6 +55,7 @@
 #include "cuda_int_mma.cuh"
 #include "cuda_int_q6k.cuh"
 #include "cuda_int_tiles.cuh"
+#include "cuda_int_tiles_route.cuh"
 #include "core/dtype.h"
 #include "core/env_switch.h"
 #include "cuda_kernels.cuh"
@@ -109,30 +110,20 @@ inline int g_emu_idle_slack = 0;            // ... and of the idle warps: > 0 al
 #endif
 constexpr float kMagicF = 12582912.0f;
 
-// A launch choice: shape + kShapes·depth (0-20), or 21 + shape + kShapes·(depth == 2) with Q4_0's offset
-// in the float subtraction (21-34). Shapes: 0 = 128 outputs x 64 rows, 1 = 64 x 64, 2 = 32 x 64 (8
-// warps), 3 = 128 x 128 (16 warps; its depth 1 is depth 0: one CTA per SM in any case), 4 = 128 x 16
-// and 5 = 128 x 32 (8 warps side by side on the outputs, each on all the rows: decode batches of 9 to 32
-// rows, where a 64-row tile would multiply zero rows and the 16-row int8 mma kernel of
-// cuda_int_matmul.cu ran ~111 instructions per mma: bench/RESULTS.md, 2026-12-04).
-// 6 = 128 x 48 (the few-row form with 6 n-tiles a warp: decode batches of 33 to 48 rows on matrices whose
-// 128-output tiles fill the GPU, where a 64-row tile would spend a quarter or more of its fold on zero rows;
-// routing v9).
-// 35-38: the K split at depth 2 (two groups of 8 warps on alternate slices; docs/cuda_backend.md, "The K
-// split") of the 32 x 64 shape (35, 36: the launches of one 32-output CTA per SM) and of the 64 x 64 shape
-// (37, 38: e.g. the 8B's qkv, 6,144 outputs, at 17-64 rows; routed_choice), each plain and with Q4_0's offset.
-constexpr int kShapes = 7, kPlain = 3 * kShapes, kOffsetEnd = kPlain + 2 * kShapes;
+// The shapes and choice codes: cuda_int_tiles_route.cuh.
+using tile_route::kShapes;
+using tile_route::kPlain;
+using tile_route::kOffsetEnd;
+using tile_route::shape_no;
+using tile_route::shape_rows;
+using tile_route::few_shape;
+using tile_route::choice_of;
+using tile_route::ksplit_choice;
+using tile_route::choice_shape;
+using tile_route::tiles_of;
 constexpr bool kHasKSplit = STRATA_INT_TILES_MBAR != 0;  // the split needs the mbarrier hand-off
 constexpr int kChoices = kOffsetEnd + (kHasKSplit ? 4 : 0);
-constexpr int shape_no(int c) { return c == 1 ? 64 : (c == 2 ? 32 : 128); }
-constexpr int shape_rows(int c) { return c == 3 ? 128 : (c == 4 ? 16 : (c == 5 ? 32 : (c == 6 ? 48 : 64))); }
-// The few-row shape for n rows (9 to 32): the least that holds them.
-constexpr int few_shape(int64_t n) { return n <= 16 ? 4 : 5; }
-constexpr int choice_of(int shape, int depth, bool offset_c) {
-    return offset_c ? kPlain + shape + kShapes * (depth == 2 ? 1 : 0) : shape + kShapes * depth;
-}
-constexpr int ksplit_choice(bool offset_c, int shape = 2) { return kOffsetEnd + (shape == 1 ? 2 : 0) + (offset_c ? 1 : 0); }
-constexpr int choice_shape(int c) { return c >= kOffsetEnd ? (c >= kOffsetEnd + 2 ? 1 : 2) : c % kShapes; }
+static_assert(tile_route::kSliceValues == 32 * kIntSliceBlocks, "the routing's slice");
 
 // The shared-memory layout of one tile shape, pipeline depth and inner loop (all offsets 16-byte
 // aligned). kDepth 0: STRATA_INT_TILES_STAGES stages; 1: the most (up to STRATA_INT_TILES_MAX_STAGES)
@@ -765,8 +756,6 @@ __global__ void __launch_bounds__(32 * kWarps * kGroups,
 namespace {
 
 constexpr int kTilesMaxDevices = 64;
-constexpr int kTilesMinRows = STRATA_INT_TILES_MIN_ROWS;  // below, the older kernels' 8/16-row tiles waste less
-constexpr int64_t kTilesShortK = 1024;                     // ... except at short k (int_tiles_choice)
 
 template <int kDtype, int kChoice>
 struct Config {
@@ -828,17 +817,12 @@ void launch_choice(const TileParams& p0, int choice, cudaStream_t stream) {
     }
 }
 
-int64_t tiles_of(int shape, int64_t n_rows, int64_t n_out) {
-    return (n_out + shape_no(shape) - 1) / shape_no(shape) * ((n_rows + shape_rows(shape) - 1) / shape_rows(shape));
-}
-
 // STRATA_INT_TILES_TAIL (strata/env.py; read per call): "0" no split; "N" (1 to 127; unset: 32, the default
 // since the H200 A/B of 2026-12-07, bench/RESULTS.md) a tail of at most N rows where int_tiles_tail_pays says
 // the split saves tile work; "N:always" at most N rows wherever the tile shape leaves them (the tests' form:
 // every split, whether it pays or not).
-constexpr int64_t kTailDefaultRows = 32;
 struct TailSetting {
-    int64_t most = kTailDefaultRows;
+    int64_t most = tile_route::kTailDefaultRows;
     bool always = false;
 };
 
@@ -857,132 +841,6 @@ TailSetting tail_setting() {
                                               "followed by :always");
     t.most = n;
     return t;
-}
-
-// A launch's tile work on its busiest SM for one shape: the tiles an SM runs one after the other (the
-// launch's tiles over the SMs, rounded up) times a tile's outputs x rows. The tile kernel is issue-bound and a
-// partial tile costs about a whole one (docs/cuda_backend.md, "The tail split"), so this is what its time follows
-// among shapes that fill the GPU.
-int64_t shape_work(int shape, int64_t n_rows, int64_t n_out, int sms) {
-    return (tiles_of(shape, n_rows, n_out) + sms - 1) / sms * shape_no(shape) * shape_rows(shape);
-}
-
-int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms);
-
-// Routing v10's estimate of what a call on `shape`'s tiles costs: shape_work of the whole call, or of the
-// tail split launch_int_matmul would then take (int_tiles_tail, int_tiles_tail_pays): the head's rows on their
-// own route, plus the tail's tiles. A tail of at most kGemvMaxRows rows leaves the tiles and counts as no tile
-// work (as in the rule); one of 9 to 32 rows stays on the tiles where its own route puts it there (the few-row
-// shapes where their tiles give every SM a CTA, else from 17 rows the 64-row route on the matrices the few-row
-// kernel does not take: more than 4,096 outputs or k of at most 1,024) and otherwise goes to the few-row
-// kernel, which the rule refuses. The head's rows are a multiple of the shape's, so the recursion through
-// route() ends within two levels.
-int64_t planned_work(int v, int shape, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
-    const int64_t whole = shape_work(shape, n_rows, n_out, sms);
-    const int64_t rows = shape_rows(shape), tail = n_rows % rows;
-    if (n_rows <= rows || tail == 0 || tail > tail_setting().most) return whole;
-    int64_t tail_work = 0;
-    if (tail > kGemvMaxRows) {
-        const bool few = tiles_of(few_shape(tail), tail, n_out) >= sms;
-        if (!few && (tail < 17 || (n_out <= 4096 && k > 1024))) return whole;
-        tail_work = shape_work(choice_shape(route(v, tail, n_out, k, sms)), tail, n_out, sms);
-    }
-    const int head = choice_shape(route(v, n_rows - tail, n_out, k, sms));
-    const int64_t split = shape_work(head, n_rows - tail, n_out, sms) + tail_work;
-    return 20 * split <= 17 * whole ? split : whole;
-}
-
-// The routings (a STRATA_INT_MATMUL value each; which one never changes a bit). H200, 8B Q4_0,
-// bench/gpu_matmul.py --int-kernels legacy tiles:v1 ... tiles:v4 (commit b0b19dc, µs at 64 / 512 rows):
-// v1 q/o 43.2 / 149, k/v 42.6 / 67.8, qkv 60.9 / 227, gate_up 143 / 953, down 145 / 515, lm_head 221
-// / 1,628; v2's depth 2 took 4 % off q/o, k/v and down at 64 rows, its depth 1 added 7 % to qkv at 64
-// and k/v at 512; v3's 128-row tiles took 5-9 % off q/o, gate_up, down and lm_head at 512 and added
-// 16 % to qkv (192 tiles: 1.45 waves); every variant ran at 115-133 int8 TFLOP/s.
-//  v1: the widest 64-row tile that still gives every SM a CTA (wide tiles reuse each fragment more),
-//      2 stages — the kernel as first shipped;
-//  v2: v1's shape; launches of at most one CTA per SM take the deepest pipeline that fits (depth 2),
-//      those of at most two per SM the deepest that keeps two (depth 1), the rest v1's 2 stages; k of
-//      at most 3 slices (the 135M shapes) at most depth 1 (3-4 stages hold all of it);
-//  v3: 128-row tiles of 16 warps (half the weight traffic per row of v1's 64-row tiles, 3 stages at
-//      one CTA per SM) where they give nearly every SM a CTA; else v2;
-//  v4: v2 with the last wave counted: where the 128-output tiles fill the GPU, the 64-row shape whose
-//      tiles best fill whole waves of two CTAs per SM, weighed by a guess of each shape's speed per
-//      output (128: 1, 64: 0.96, 32: 0.85);
-//  v5: the measured best — 128-row tiles at depth 2 where they fill whole waves of one
-//      CTA per SM to 90 % (q/o, gate_up, down, lm_head at 512 rows), else v1's shape at depth 2 where
-//      the launch has at most one CTA per SM (depth 1 at k of at most 3 slices) and depth 0 otherwise;
-//  v6: v5 with Q4_0's −8·sx out of the nibbles (TileLayout::kOffsetInC: 3 fewer integer instructions
-//      per mma than v5 in the aligned loop; the default 2026-12-02 to 2026-12-04);
-//  v7: v6, and 9 to 32 rows on the few-row shapes (128 x 16, 128 x 32) where their tiles give every
-//      SM a CTA (8B gate_up and lm_head; int_tiles_choice lets those row counts in, and 33 to 63 rows
-//      where the 128 x 64 tiles give every SM a CTA; the default 2026-12-04);
-//  v8: v7, and 17 to 63 rows on every matrix, the K-quants' from 9 rows at k > 8,192 and
-//      Q4_K's where the int8 mma 8-row tiles would run (int_tiles_choice lets them in; the few-row kernel
-//      keeps Q4_0 / Q8_0 / Q4_1 matrices of at most 4,096 outputs at 17-32 rows): the 64-row route, whose
-//      time does not grow with the live rows, where the int8 mma and dp4a tiles' does;
-//  v9: v8, and 33 to 48 rows on the 128 x 48 shape where its tiles give every SM a CTA
-//      (the 8B's gate_up and lm_head; elsewhere v8's route): a 64-row tile there spends a quarter to a
-//      half of its fold and mma on zero rows, and the tile kernel is issue-bound, so its time grows
-//      with the rows a tile holds (8B gate_up: 128 x 16 50 µs, 128 x 32 70, 128 x 64 108; H200,
-//      bench/RESULTS.md 2026-12-04);
-//  v10 (the default): v9, and where v9 takes the 128 x 128 tiles, the 128 x 64 ones instead when they put less work on the
-//      busiest SM (shape_work, the 128 x 128 tiles' with the tail split they would take: planned_work): where
-//      the rows leave the last 128-row tile half empty, a partial row tile costs about a whole one, which v5's
-//      90 % test does not count (H100, 2026-12-07, bench/RESULTS.md, Q4_0: 8B gate_up at 448 rows 689 -> 591 µs,
-//      lm_head at 320 rows 847 -> 738, 1B gate_up at 320 rows 162 -> 136). Equal work keeps the 128-row tiles
-//      (512 rows). Q4_0 and Q6_K only; the other types keep v9's choices (int_tiles_choice).
-int route(int v, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
-    const bool short_k = k <= 3 * 32 * kIntSliceBlocks;
-    if (v >= 9 && n_rows >= 33 && n_rows <= 48 && tiles_of(6, n_rows, n_out) >= sms) {
-        const int64_t per_sm = (tiles_of(6, n_rows, n_out) + sms - 1) / sms;
-        return choice_of(6, per_sm > 1 || short_k ? 0 : 2, true);
-    }
-    if (v >= 7 && n_rows >= 9 && n_rows <= 32 && tiles_of(few_shape(n_rows), n_rows, n_out) >= sms) {
-        const int c = few_shape(n_rows);
-        const int64_t per_sm = (tiles_of(c, n_rows, n_out) + sms - 1) / sms;
-        return choice_of(c, per_sm > 1 || short_k ? 0 : 2, true);
-    }
-    if (v >= 5 && n_rows >= 128) {
-        const int64_t t = tiles_of(3, n_rows, n_out), waves = (t + sms - 1) / sms;
-        if (10 * t >= 9 * waves * (int64_t)sms) {
-            // v10: the 128 x 64 tiles, whole, against the 128 x 128 ones with the split they would take. Not the
-            // 128 x 64 tiles' own split: a tail off the tiles streams the weights once more, which the work does
-            // not count, and such plans measured slower (H100, 2026-12-07: 1B gate_up at 200 rows +4 %).
-            if (v < 10 || planned_work(v, 3, n_rows, n_out, k, sms) <= shape_work(0, n_rows, n_out, sms))
-                return choice_of(3, 2, v >= 6);
-            // v10: the 128 x 64 tiles (twice the 128-row tiles' count, so more than the SMs), as v9 runs them
-            const int64_t per_sm = (tiles_of(0, n_rows, n_out) + sms - 1) / sms;
-            return choice_of(0, per_sm > 1 || short_k ? 0 : 2, true);
-        }
-    }
-    if (v == 3 && n_rows >= 128 && 8 * tiles_of(3, n_rows, n_out) >= 7 * (int64_t)sms) return choice_of(3, 2, false);
-    int c = 2;
-    for (int s = 0; s < 2; ++s)
-        if (tiles_of(s, n_rows, n_out) >= sms) {
-            c = s;
-            break;
-        }
-    if (v == 4 && c == 0) {
-        const double weight[3] = {1.0, 0.96, 0.85};
-        const int64_t slots = 2 * (int64_t)sms;
-        double best = 0;
-        for (int s = 0; s < 3; ++s) {
-            const int64_t t = tiles_of(s, n_rows, n_out);
-            const double score = weight[s] * (double)t / (double)(((t + slots - 1) / slots) * slots);
-            if (score > best + 1e-9) {
-                best = score;
-                c = s;
-            }
-        }
-    }
-    if (v == 1) return c;
-    const int64_t per_sm = (tiles_of(c, n_rows, n_out) + sms - 1) / sms;
-    if (v >= 5) {
-        if (per_sm > 1 || short_k) return choice_of(c, 0, v >= 6);  // the offset variants exist at depth 0 and 2
-        return choice_of(c, 2, v >= 6);
-    }
-    const int depth = per_sm <= 1 ? 2 : (per_sm == 2 ? 1 : 0);
-    return choice_of(c, depth == 2 && short_k ? 1 : depth, false);
 }
 
 // A forced tile configuration "tiles:NOxROWSdD" (D 0, 1, 2), "tiles:NOxROWSdDo" (D 0 or 2, with Q4_0's
@@ -1022,22 +880,14 @@ bool skip_dead_enabled() {
     return env_switch("STRATA_INT_TILES_SKIP_DEAD", true);
 }
 
-// A routing's choice, with STRATA_INT_TILES_KSPLIT applied (read, and so checked, on every routed call).
-// Routings v8 and auto only; the K split takes (H200, 8B Q4_0 at 40 / 64 rows, bench/RESULTS.md 2026-12-05):
-//  - one 32 x 64 CTA per SM at depth 2 (q/o, k/v, down): down 80.6 / 81.5 -> 76.9 / 77.4 µs;
-//  - one row tile of 32 x 64 CTAs at depth 0 that would put two on some SMs, where the 64 x 64 tiles give
-//    more than half the SMs one CTA and none two (qkv's 6,144 outputs: 192 CTAs of 8 warps -> 96 of 16):
-//    qkv 42.7 / 41.5 -> 39.8 / 38.8 µs with the 64 x 64 split forced.
-int routed_choice(int routing, int64_t n_rows, int64_t n_out, int64_t k, int sms) {
-    const bool ksplit = ksplit_enabled();
-    const int c = route(routing, n_rows, n_out, k, sms);
-    if (!ksplit || routing < 8 || !kHasKSplit) return c;  // v1-v7 keep their choices (old A/Bs reproduce)
-    const bool offset_c = c >= kPlain;  // route() gives no split choice, so >= kPlain is the offset form
-    if (c == choice_of(2, 2, offset_c)) return ksplit_choice(offset_c);
-    const int64_t t64 = tiles_of(1, n_rows, n_out);
-    if (c == choice_of(2, 0, offset_c) && n_rows <= 64 && tiles_of(2, n_rows, n_out) > sms && t64 <= sms && 2 * t64 > sms)
-        return ksplit_choice(offset_c, 1);
-    return c;
+// What the routing reads from the environment and the build (read, and so checked, on every routed call).
+tile_route::Knobs route_knobs() {
+    tile_route::Knobs kn;
+    kn.tail_most = tail_setting().most;
+    kn.ksplit = ksplit_enabled();
+    kn.has_ksplit = kHasKSplit;
+    kn.min_rows = STRATA_INT_TILES_MIN_ROWS;
+    return kn;
 }
 
 }  // namespace
@@ -1079,72 +929,24 @@ int int_tiles_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype, 
                                                   "norows or legacy");
         }
     }
-    if (!forced && n_rows < kTilesMinRows) {
-        // Below 64 rows the tiles won on the H200 (bench/gpu_matmul.py --int-kernels legacy tiles, 8B
-        // shapes) only where the older kernels fall back to dp4a 8-row tiles (their int8 mma tiles
-        // would not fill the GPU: launch_int_matmul's test): from 16 rows, or from 4 rows on matrices
-        // of fewer than 8 outputs per SM, where those dp4a CTAs get 2 outputs each.
-        const int64_t mt8 = (n_out + 63) / 64 * ((n_rows + 7) / 8);
-        const bool dp4a_tiles = n_rows > 1 && mt8 < sms;
-        // Short k (at most 4 slices, e.g. the 135M shapes): the tiles took ~9 µs at 4 and 8 rows where the
-        // dp4a 8-row tiles took 24-40 µs from 2 rows on (bench/RESULTS.md, 2026-12-01 night).
-        const bool short_k = n_rows > 1 && k <= kTilesShortK;
-        // 9 to 32 rows on the few-row shapes (routing v7) where their tiles fill the GPU: the 8B's gate_up
-        // and lm_head at 16 rows took 103 and 122 µs in the 16-row int8 mma kernel (bench/RESULTS.md).
-        const bool few = routing >= 7 && n_rows >= 9 && n_rows <= 32 &&
-                         tiles_of(few_shape(n_rows), n_rows, n_out) >= sms;
-        // 33 to 63 rows there: the 64-row tiles, whose time does not grow with the live rows (gate_up 111 µs
-        // at 64 rows) where the 16-row int8 mma kernel's does (165 µs at 32 rows already). v8: from 17 rows
-        // on every matrix, so a step of 33-63 rows costs at most a 64-row step (H200, 8B at 40-56 rows: q/o
-        // 69 -> 27 µs, qkv 69 -> 43, down 183-195 -> 87-92) and qkv's 6,144 outputs at 17-32 rows leave the
-        // 16-row int8 mma kernel (69 -> 42 µs); matrices of at most 4,096 outputs keep the few-row kernel
-        // there (launch_int_matmul asks it after this; it measured faster at 17-32 rows: bench/RESULTS.md).
-        // The K-quants have no few-row kernel: at 9-16 rows v7 left them the int8 mma 8-row tiles (Q4_K where
-        // those fill the GPU and the 16-row ones do not) and the dp4a 8-row tiles, which measured slower than
-        // the tile route there (H200, 8B at 9 / 12 rows: Q4_K qkv 78 / 76 -> 49 µs, Q4_K down 157 / 173 -> 97,
-        // Q6_K down 161 / 178 -> 141) but faster on the other narrow matrices (8B q/o 23 against 29, 1B
-        // gate_up 40 against 54, Q6_K qkv 31 against 67): v8 takes the tiles at k beyond 8,192 (the dp4a
-        // tiles' time grows fastest with k) and for Q4_K where the int8 mma 8-row tiles would run.
-        const int64_t mt16 = (n_out + 63) / 64 * ((n_rows + 15) / 16);
-        const bool kquant = w_dtype == STRATA_Q4_K || w_dtype == STRATA_Q6_K;
-        const bool kquant_few = routing >= 8 && kquant && n_rows >= 9 && n_rows <= 16 &&
-                                (k > 8192 || (w_dtype == STRATA_Q4_K && mt8 >= sms && mt16 < sms));
-        const bool mid = (routing >= 8 && (n_rows >= 17 || kquant_few)) ||
-                         (routing >= 7 && n_rows >= 33 && tiles_of(0, n_rows, n_out) >= sms);
-        if (!few && !mid && !short_k && (!dp4a_tiles || !(n_rows >= 16 || (n_rows >= 4 && n_out < 8 * (int64_t)sms))))
-            return -1;
-    }
-    // v10 for the types it was measured on, Q4_0 and Q6_K (H100, 2026-12-07: 8 to 22 % off wherever it trades
-    // the shapes); the others keep v9's shapes: Q4_K's 128 x 64 tiles measured slower than its 128 x 128 ones
-    // on the 8B's gate_up and lm_head at 320-448 rows (+3 to +5 %), Q8_0 and Q4_1 were not timed.
-    if (routing == 10 && w_dtype != STRATA_Q4_0 && w_dtype != STRATA_Q6_K) routing = 9;
-    return routed_choice(routing, n_rows, n_out, k, sms);
+    return tile_route::choose(routing, forced, n_rows, n_out, k, w_dtype, sms, route_knobs());
 }
 
 int64_t int_tiles_tail(int choice, int64_t n_rows) {
     const int64_t most = tail_setting().most;
-    if (most <= 0 || choice < 0 || choice >= kChoices) return 0;
+    if (choice >= kChoices) return 0;
     const char* env = std::getenv("STRATA_INT_MATMUL");  // a forced configuration runs as forced
     if (env && *env && std::strcmp(env, "auto") != 0 && std::strcmp(env, "norows") != 0 &&
         std::strncmp(env, "auto:v", 6) != 0)
         return 0;
-    const int64_t rows = shape_rows(choice_shape(choice));
-    const int64_t tail = n_rows % rows;
-    return n_rows > rows && tail <= most ? tail : 0;
+    return tile_route::tail_rows(choice, n_rows, most);
 }
 
 bool int_tiles_tail_pays(int choice, int head_choice, int tail_choice, int64_t n_rows, int64_t tail, int64_t n_out,
                          int sms) {
     if (tail_setting().always) return true;
-    if (choice < 0 || choice >= kChoices || head_choice < 0 || head_choice >= kChoices || sms <= 0) return false;
-    // A tail off the tiles streams the weights once more: cheap at the gemv kernel's few rows, not at the
-    // few-row kernel's 9-32 (~1.1 TB/s: 8B q/o and down at 96 / 160 rows +3 to +27 %, H100 2026-12-07).
-    if (tail_choice < 0 && tail > kGemvMaxRows) return false;
-    if (tail_choice >= kChoices) return false;
-    const int64_t whole = shape_work(choice_shape(choice), n_rows, n_out, sms);
-    const int64_t split = shape_work(choice_shape(head_choice), n_rows - tail, n_out, sms) +
-                          (tail_choice >= 0 ? shape_work(choice_shape(tail_choice), tail, n_out, sms) : 0);
-    return 20 * split <= 17 * whole;  // at least 15 % less (a launch more; the model is coarse)
+    if (choice >= kChoices || head_choice >= kChoices || tail_choice >= kChoices) return false;
+    return tile_route::tail_pays(choice, head_choice, tail_choice, n_rows, tail, n_out, sms);
 }
 
 void launch_int_tiles(const IntTilesArgs& a, int choice, int dev, cudaStream_t stream) {

@@ -94,7 +94,7 @@ int64_t int_tiles_tail(int choice, int64_t n_rows);
 
 // Whether that split pays (always, under "N:always"): the head's tiles (head_choice) plus the tail's
 // (tail_choice; -1 where the tail leaves the tile kernel) put at least 15 % less work on the busiest SM than
-// `choice`'s tiles for all n_rows, and a tail off the tiles has at most kGemvMaxRows rows (cuda_int_gemv.cuh). On an
+// `choice`'s tiles for all n_rows, and a tail off the tiles has at most kGemvMaxRows rows (cuda_int_tiles_route.cuh). On an
 // H100 (bench/RESULTS.md, 2026-12-07) the unconditional split paid on the 8B's gate_up and lm_head and lost
 // on o, k/v and down at 387-400 rows, where the whole tiles already make one wave or less; on an H200 the
 // rule took every gain of that table and none of its losses (the same day's second session).
