@@ -50,7 +50,6 @@
 
 #include "cuda_int_act.cuh"
 #include "cuda_int_blocks.cuh"
-#include "cuda_int_gemv.cuh"
 #include "cuda_int_kquant.cuh"
 #include "cuda_int_mma.cuh"
 #include "cuda_int_q6k.cuh"
