@@ -10,6 +10,16 @@ chain (one kernel for the calls it holds); the synchronized sum runs them one by
 
     python bench/gpu_profile.py --model /tmp/strata-synth/synth-8b-Q4_0.gguf --rows 1
     python bench/gpu_profile.py --model /tmp/strata-synth/synth-8b-Q4_0.gguf --prefill 512
+
+With --ncu-window the script also replays the captured step once between
+cuProfilerStart and cuProfilerStop, so Nsight Compute started with
+`--profile-from-start off` measures exactly one step's kernels as the graph
+launches them (bench/ncu_step.py turns its CSV into a table):
+
+    ncu --profile-from-start off --clock-control none --cache-control none \
+        --metrics gpu__time_duration.sum --csv --page raw \
+        python bench/gpu_profile.py --model ... --rows 1 --ncu-window > step.csv
+    python bench/ncu_step.py step.csv
 """
 
 from __future__ import annotations
@@ -70,6 +80,19 @@ class TimingProxy:
         return f"matmul {_ffi.DType(dtype).name} {n_out}x{k}"
 
 
+def profiler_window(launch, synchronize) -> None:
+    """Runs `launch` once between the driver's cuProfilerStart and cuProfilerStop (the profiler's window)."""
+    import ctypes
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+    synchronize()
+    if cuda.cuProfilerStart() != 0:
+        raise RuntimeError("cuProfilerStart failed (is a CUDA context current on this thread?)")
+    launch()
+    synchronize()
+    cuda.cuProfilerStop()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None)
@@ -79,6 +102,8 @@ def main(argv=None) -> int:
     ap.add_argument("--prefill", type=int, default=0,
                     help="profile one prompt chunk of this many tokens (one sequence) instead of decode rows")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--ncu-window", action="store_true",
+                    help="replay the captured step once inside cuProfilerStart/Stop (for ncu --profile-from-start off)")
     args = ap.parse_args(argv)
 
     ctx = _ffi.Context(args.device)
@@ -126,6 +151,8 @@ def main(argv=None) -> int:
         graph.launch()
     ctx.synchronize()
     graph_ms = (time.perf_counter() - t0) / 20 * 1e3
+    if args.ncu_window:
+        profiler_window(graph.launch, ctx.synchronize)
 
     proxy = TimingProxy(ctx, spec)
     decoder_module.F = proxy
