@@ -171,14 +171,10 @@ static void run_attention(const AttentionArgs& a, int R, int S, bool big) {
 // Runs the decode kernel (cuda_attention_decode.cu) with a forced split S, the blocks in launch
 // order or reversed (so that another block of each item arrives last and folds); checks that the
 // arrival counters are back at zero. Scratch states start as NaN: only written ones may be read.
-// Whether run_decode_plan asks for the early query copy where the launcher would (DecodePlan::q_async:
-// split 1, 16-byte aligned query rows).
-static bool g_decode_q_async = false;
 template <int HD, int NQ, bool I8>
 static void run_decode_plan(const AttentionArgs& a, int S, bool reverse, const HandoffView* emit) {
     DecodePlan P{};
     P.a = a;
-    P.q_async = g_decode_q_async && S == 1 && reinterpret_cast<uintptr_t>(a.q) % 16 == 0 && a.q_row_stride % 4 == 0;
     if (emit != nullptr) {  // strata_attention_handoff's emission (launch_attention_decode's fields)
         const int64_t nb = (int64_t)a.n_heads * HD / 32;
         P.emit_xq = emit->xq;
@@ -243,7 +239,7 @@ static int nq_of(int hd, bool big) { return hd <= 64 ? (big ? 16 : 4) : hd <= 12
 // decode_only: the legacy kernel's one reference plan and the decode kernel's plans, not the legacy
 // kernel's other plans (the short mode CI runs: tests/kernels/test_emulator_kernels.py).
 static void test_attention(bool decode_only = false) {
-    int decode_plans = 0, emit_plans = 0, early_plans = 0;
+    int decode_plans = 0, emit_plans = 0;
     // window > 0: sliding-window attention (Gemma); int8: an int8 pool (STRATA_KV_INT8)
     struct Case { int hd, n_kv, n_heads, window = 0; bool int8 = false; };
     for (Case cs : {Case{64, 3, 9}, Case{128, 2, 8}, Case{80, 1, 4}, Case{6, 2, 2}, Case{256, 1, 3}, Case{64, 1, 8},
@@ -378,26 +374,6 @@ static void test_attention(bool decode_only = false) {
             CHECK(memcmp(od.data(), out.data(), out.size() * 4) == 0, "decode attention hd=%d S=%d reverse=%d", hd, S, (int)reverse);
             ++decode_plans;
         }
-        // The early query copy (DecodePlan::q_async): the same bits, from the query rows copied to a
-        // 16-byte aligned stride (the rows above are deliberately misaligned), in both block orders.
-        {
-            const int64_t qa = (qstride + 3) / 4 * 4;
-            std::vector<float> qal(n_rows * qa, 0.f);
-            for (int64_t r = 0; r < n_rows; ++r)
-                std::copy(q.data() + r * qstride, q.data() + r * qstride + n_heads * hd, qal.data() + r * qa);
-            for (bool reverse : {false, true}) {
-                std::vector<float> o(n_rows * n_heads * hd, 123.f);
-                AttentionArgs a{s, layer, qal.data(), qa, n_rows, n_heads, rows.data(), scale, o.data()};
-                a.window = cs.window;
-                g_decode_q_async = true;
-                const bool ran = run_decode(a, 1, reverse);
-                g_decode_q_async = false;
-                if (!ran) break;
-                CHECK(memcmp(o.data(), out.data(), out.size() * 4) == 0, "decode attention, early query copy hd=%d reverse=%d",
-                      hd, (int)reverse);
-                ++early_plans;
-            }
-        }
         // strata_attention_handoff: the same out, and the o projection's blocks the pre-pass would make of
         // it, for every split and block order (padding rows included: their zeros round to zeros).
         for (auto [S, reverse] : {std::pair{1, false}, std::pair{2, true}, std::pair{8, true}}) {
@@ -434,8 +410,7 @@ static void test_attention(bool decode_only = false) {
                cs.window, (int)cs.int8, fails);
     }
     printf("attention done (%d decode-kernel plans compared with the legacy bits, %d with the o projection's "
-           "blocks emitted, %d with the early query copy)\n", decode_plans, emit_plans, early_plans);
-    CHECK(early_plans > 0, "the early query copy was never run");
+           "blocks emitted)\n", decode_plans, emit_plans);
 }
 
 static void test_dense() {

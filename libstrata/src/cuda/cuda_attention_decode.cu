@@ -77,11 +77,6 @@ struct DecodePlan {
     int8_t* emit_xq;
     uint2* emit_meta;
     int32_t emit_nbp;
-    // Unsplit plans (split 1) whose query rows are 16-byte aligned (q and its row stride): the block's
-    // query vectors are copied with cp.async before the row's slot and index are read, and each warp
-    // asks L2 for its first tiles' K and V rows before the queries are waited for, so the query copy,
-    // the page lookup and the first K loads' DRAM trip overlap instead of following each other.
-    int32_t q_async;
 };
 
 namespace {
@@ -139,9 +134,6 @@ __device__ __forceinline__ void emit_out_blocks(const DecodePlan& P, int r, int6
     if ((threadIdx.x & (32 / kE - 1)) == 0) P.emit_meta[(int64_t)r * P.emit_nbp + (e >> 5)] = meta;
 }
 
-// The F16 pool's elements.
-__device__ __forceinline__ const __half* kvh16_of(const SlotsView& s) { return reinterpret_cast<const __half*>(s.kv); }
-
 // HD: head_dim (64 or 128); NQ: query vectors per block; INT8: int8 pool (STRATA_KV_INT8); FUSED: above.
 template <int HD, int NQ, bool INT8, int FUSED = 0>
 __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_kernel(const DecodePlan P) {
@@ -178,15 +170,6 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
     // before arriving; every block of the item decides the same.
     if (P.prompt_rows > 0 && prompt_block_single_slot(a, (int64_t)(r / P.prompt_rows) * P.prompt_rows, P.prompt_rows))
         return;
-    // P.q_async (FUSED never): the query vectors' copy starts now, before the row's slot and index are
-    // read (its address needs neither); zero past the block's heads, as the loop below writes them.
-    const bool q_early = !FUSED && P.q_async != 0;
-    if (q_early) {
-        const float* qsrc = a.q + (int64_t)r * a.q_row_stride + (int64_t)h0 * HD;
-        for (int e4 = tid; e4 < NQ * HD / 4; e4 += kThreads)
-            cp_async16z(&q4[e4], qsrc + 4 * e4, (4 * e4) / HD < nh ? 16 : 0);
-        cp_async_commit_group();
-    }
     const int32_t slot = a.rows[2 * r], ix = a.rows[2 * r + 1];
     const bool valid = a.layer >= 0 && a.layer < s.n_layers && nh > 0 && slot >= 0 && slot < s.n_slots && ix >= 0 &&
                        ix < s.n_ctx;
@@ -208,26 +191,7 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
     const bool local_fold = working == 1;
     if (!FUSED && rank >= working) return;
 
-    // q_early: this block's first tiles' K and V rows asked of L2 (lane c for cell c; the same tiles
-    // the loop below takes first) while the query copy is in flight. A hint only: no value depends on it.
-    if (q_early && n_rounds > 0) {
-        for (int half = 0; half < 2; ++half) {
-            const int t = rank * kChunkTiles + warp + kWorkers * half;
-            if (t >= n_tiles || t < t_first) continue;
-            const int cell0 = t * kTile;
-            if (lane < min(kTile, last + 1 - cell0)) {
-                for (int which = 0; which < 2; ++which) {
-                    const size_t at = kv_row(s, slot, a.layer, which, kvh, cell0) + (size_t)lane * HD;
-                    const char* row = INT8 ? reinterpret_cast<const char*>(s.kv8 + at)
-                                           : reinterpret_cast<const char*>(kvh16_of(s) + at);
-                    prefetch_l2(row);
-                    if (!INT8 && HD * 2 > 128) prefetch_l2(row + 128);
-                }
-            }
-        }
-    }
-    if (q_early) cp_async_wait_group<0>();  // this thread's pieces; the barrier below publishes them all
-    else if (n_rounds > 0 || FUSED) {
+    if (n_rounds > 0 || FUSED) {
         // The block's query vectors (zero past its heads).
         for (int e = tid; e < NQ * HD; e += kThreads) {
             const int v = e / HD, d = e - v * HD;
@@ -372,7 +336,7 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
         }
     };
 
-    const __half* kvh16 = kvh16_of(s);
+    const __half* kvh16 = reinterpret_cast<const __half*>(s.kv);
     float m[NQ], l[NQ], acc[NQ][DPL];
     for (int i = 0; i < n_rounds; ++i) {
         const int chunk = rank + i * S;
@@ -685,15 +649,6 @@ namespace {
 // before query heads were spread over blocks for launches with few items; for A/B, same bits.
 bool attention_wide_selected() { return attention_env() == AttentionEnv::kWide; }
 
-// STRATA_ATTENTION_EARLY_Q (strata/env.py; read at each call): 1 = unsplit plans copy the query vectors
-// before reading the row's slot and index, and ask L2 for the first tiles' K and V rows meanwhile
-// (DecodePlan::q_async); 0 = the copy after them, as before. The same bits either way.
-constexpr bool kEarlyQueryDefault = false;  // unset: off until a device A/B says otherwise
-bool early_query_enabled() {
-    return env_switch("STRATA_ATTENTION_EARLY_Q", kEarlyQueryDefault,
-                      "0 (the query copy after the row's slot and index) or 1 (before them)");
-}
-
 }  // namespace
 
 namespace {
@@ -778,8 +733,6 @@ bool decode_launch(const AttentionArgs& a, const RopeKvStoreArgs* rope, cudaStre
     if (state_bytes <= kMaxStateBytes && items <= (int64_t)(kCounterBytes / sizeof(int32_t)))
         while (split < kMaxSplit && items * split * 2 <= target && split * 2 <= P.max_chunks) split *= 2;
     P.split = split;
-    P.q_async = split == 1 && rope == nullptr && reinterpret_cast<uintptr_t>(a.q) % 16 == 0 && a.q_row_stride % 4 == 0 &&
-                early_query_enabled();
     if (items * split > (int64_t)INT32_MAX) fail(STRATA_ERR_INTERNAL, "cuda attention: too many rows for one launch");
     if (split > 1 || rope != nullptr) {
         // A fixed counter region at the buffer's start (states never overlap it, whatever the call).
