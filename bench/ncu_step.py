@@ -34,6 +34,8 @@ def short_name(full: str) -> str:
     s = full.strip()
     if s.startswith("void "):
         s = s[5:]
+    # anonymous namespaces: the demangler's spelling, and ncu's Kernel Name column's (`unnamed>::`)
+    s = re.sub(r"\(anonymous namespace\)::|<unnamed>::|unnamed>::", "", s)
     depth, cut = 0, len(s)
     for i, ch in enumerate(s):  # drop the parameter list: the first '(' outside template brackets
         if ch == "<":
@@ -44,7 +46,6 @@ def short_name(full: str) -> str:
             cut = i
             break
     s = s[:cut]
-    s = re.sub(r"\(anonymous namespace\)::", "", s)
     s = re.sub(r"^(\w+::)+", "", s)
     return s
 

@@ -2,9 +2,9 @@
 # On the GPU machine (the device tool): one decode step of each synthesized model, kernel by kernel, under
 # Nsight Compute — where a captured step's time goes (docs/gpu.md). Builds libstrata, synthesizes the Q4_0
 # files it needs into /tmp/strata-synth (in the background, beside the build), then for each SHAPE:ROWS
-#   - bench/gpu_profile.py under `ncu --profile-from-start off`: the captured graph's time and the
-#     synchronized per-call sums (outside the profiler's window), then the same step replayed once inside
-#     it (--ncu-window): durations, DRAM bytes read, grid sizes (clocks and caches left alone);
+#   - bench/gpu_profile.py: the captured graph's time and the synchronized per-call sums;
+#   - the same step replayed once inside the profiler's window (--ncu-window) under
+#     `ncu --profile-from-start off` (durations, DRAM bytes read, grid sizes; clocks and caches left alone);
 #   - bench/ncu_step.py: the per-layer table (mean duration, share, GB/s and % of the roofline a kernel),
 #     written to $OUT/step_SHAPE_ROWS.md;
 # then the warp states of the decode attention kernel at the first SHAPE (ATT_NCU=0 skips it).
@@ -30,11 +30,12 @@ MET=gpu__time_duration.sum,dram__bytes_read.sum,launch__grid_size
 for spec in "${specs[@]}"; do
   m=${spec%%:*} r=${spec##*:} tag=${spec/:/_}
   f=$SYN/synth-$m-Q4_0.gguf
+  # the captured graph's time from a run of its own (ncu slows graph launches even outside its window)
+  timeout 120 python3 bench/gpu_profile.py --model "$f" --rows "$r" > "$OUT/profile_$tag.log" 2>&1
+  g=$(grep -o "captured graph: [0-9.]*" "$OUT/profile_$tag.log" | awk '{print $3}')
   timeout 200 ncu --profile-from-start off --clock-control none --cache-control none --metrics $MET -f -o "/tmp/r_$tag" \
     python3 bench/gpu_profile.py --model "$f" --rows "$r" --repeat 1 --ncu-window > "$OUT/ncu_run_$tag.log" 2>&1 \
     || tail -5 "$OUT/ncu_run_$tag.log"
-  # the captured graph's time: measured by the same run, outside the profiler's window
-  g=$(grep -o "captured graph: [0-9.]*" "$OUT/ncu_run_$tag.log" | awk '{print $3}')
   ncu --import "/tmp/r_$tag.ncu-rep" --csv --page raw > "$OUT/ncu_$tag.csv" 2>/dev/null
   python3 bench/ncu_step.py "$OUT/ncu_$tag.csv" ${g:+--graph-ms "$g"} --roofline-tbs "${ROOFLINE_TBS:-4.27}" \
     > "$OUT/step_$tag.md" 2>&1

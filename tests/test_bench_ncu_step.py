@@ -34,6 +34,9 @@ def test_short_names(ncu_step):
     assert ncu_step.short_name(GEMV) == "int_gemv_kernel<2, 1>"
     assert ncu_step.short_name(ATT) == "attention_decode_kernel<128, 4, false, 0>"
     assert ncu_step.short_name(EMBED) == "embed_kernel"
+    # ncu's own spelling of an anonymous namespace (as an H100 run printed it)
+    assert ncu_step.short_name("void <unnamed>::int_dot_kernel<2, 1, 0>(<unnamed>::IntParams)") == "int_dot_kernel<2, 1, 0>"
+    assert ncu_step.short_name("unnamed>::int_dot_kernel<2, 1, 0>(unnamed>::IntParams)") == "int_dot_kernel<2, 1, 0>"
 
 
 def test_layer_table(ncu_step, tmp_path):
