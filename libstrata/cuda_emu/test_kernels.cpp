@@ -171,8 +171,9 @@ static void run_attention(const AttentionArgs& a, int R, int S, bool big) {
 // Runs the decode kernel (cuda_attention_decode.cu) with a forced split S, the blocks in launch
 // order or reversed (so that another block of each item arrives last and folds); checks that the
 // arrival counters are back at zero. Scratch states start as NaN: only written ones may be read.
+// hpc > 0: that many query heads per block (the launcher's spread plans), else as many as the slots hold.
 template <int HD, int NQ, bool I8>
-static void run_decode_plan(const AttentionArgs& a, int S, bool reverse, const HandoffView* emit) {
+static void run_decode_plan(const AttentionArgs& a, int S, bool reverse, const HandoffView* emit, int hpc = 0) {
     DecodePlan P{};
     P.a = a;
     if (emit != nullptr) {  // strata_attention_handoff's emission (launch_attention_decode's fields)
@@ -182,7 +183,7 @@ static void run_decode_plan(const AttentionArgs& a, int S, bool reverse, const H
         P.emit_nbp = (int32_t)((nb + 1) / 2 * 2);
     }
     P.group = a.n_heads / a.slots.n_kv_heads;
-    P.heads_per_cta = std::min(P.group, NQ);
+    P.heads_per_cta = std::min(P.group, hpc > 0 ? std::min(hpc, NQ) : NQ);
     P.n_hgroups = (P.group + P.heads_per_cta - 1) / P.heads_per_cta;
     P.split = S;
     P.max_chunks = (a.slots.n_ctx + 255) / 256;
@@ -205,6 +206,18 @@ static bool run_decode(const AttentionArgs& a, int S, bool reverse, const Handof
 #define DEC(HD, NQ) (i8 ? run_decode_plan<HD, NQ, true>(a, S, reverse, emit) : run_decode_plan<HD, NQ, false>(a, S, reverse, emit))
     if (hd == 64) { if (g <= 4) DEC(64, 4); else DEC(64, 8); return true; }
     if (hd == 128) { if (g <= 4) DEC(128, 4); else DEC(128, 8); return true; }
+#undef DEC
+    return false;
+}
+// The narrow instantiations decode_launch takes for blocks of one or two query heads
+// (STRATA_ATTENTION_NARROW): hpc heads a block on the kernel of the fewest slots that hold them and
+// give every fold thread an element (head_dim 128: 1 or 2 slots; 64: 2).
+static bool run_decode_narrow(const AttentionArgs& a, int S, bool reverse, int hpc, const HandoffView* emit = nullptr) {
+    const int hd = a.slots.head_dim;
+    const bool i8 = a.slots.kv_dtype == STRATA_KV_INT8;
+#define DEC(HD, NQ) (i8 ? run_decode_plan<HD, NQ, true>(a, S, reverse, emit, hpc) : run_decode_plan<HD, NQ, false>(a, S, reverse, emit, hpc))
+    if (hd == 64) { DEC(64, 2); return true; }
+    if (hd == 128) { if (hpc == 1) DEC(128, 1); else DEC(128, 2); return true; }
 #undef DEC
     return false;
 }
@@ -239,7 +252,7 @@ static int nq_of(int hd, bool big) { return hd <= 64 ? (big ? 16 : 4) : hd <= 12
 // decode_only: the legacy kernel's one reference plan and the decode kernel's plans, not the legacy
 // kernel's other plans (the short mode CI runs: tests/kernels/test_emulator_kernels.py).
 static void test_attention(bool decode_only = false) {
-    int decode_plans = 0, emit_plans = 0;
+    int decode_plans = 0, emit_plans = 0, narrow_plans = 0;
     // window > 0: sliding-window attention (Gemma); int8: an int8 pool (STRATA_KV_INT8)
     struct Case { int hd, n_kv, n_heads, window = 0; bool int8 = false; };
     for (Case cs : {Case{64, 3, 9}, Case{128, 2, 8}, Case{80, 1, 4}, Case{6, 2, 2}, Case{256, 1, 3}, Case{64, 1, 8},
@@ -374,9 +387,22 @@ static void test_attention(bool decode_only = false) {
             CHECK(memcmp(od.data(), out.data(), out.size() * 4) == 0, "decode attention hd=%d S=%d reverse=%d", hd, S, (int)reverse);
             ++decode_plans;
         }
+        // The narrow kernels (blocks of one or two query heads), every split shape and block order.
+        for (auto [S, reverse, hpc] : {std::tuple{1, false, 1}, std::tuple{2, true, 1}, std::tuple{1, true, 2},
+                                       std::tuple{3, false, 2}}) {
+            std::vector<float> o(n_rows * n_heads * hd, 123.f);
+            AttentionArgs a{s, layer, q.data(), qstride, n_rows, n_heads, rows.data(), scale, o.data()};
+            a.window = cs.window;
+            if (!run_decode_narrow(a, S, reverse, hpc)) break;
+            CHECK(memcmp(o.data(), out.data(), out.size() * 4) == 0, "decode attention, narrow hd=%d S=%d hpc=%d", hd, S, hpc);
+            ++narrow_plans;
+        }
         // strata_attention_handoff: the same out, and the o projection's blocks the pre-pass would make of
         // it, for every split and block order (padding rows included: their zeros round to zeros).
-        for (auto [S, reverse] : {std::pair{1, false}, std::pair{2, true}, std::pair{8, true}}) {
+        // (hpc > 0: the narrow kernel for blocks of that many heads; its one-element fold rounds blocks
+        // over 32 lanes.)
+        for (auto [S, reverse, hpc] : {std::tuple{1, false, 0}, std::tuple{2, true, 0}, std::tuple{8, true, 0},
+                                       std::tuple{1, false, 1}, std::tuple{2, true, 2}}) {
             const int64_t k = (int64_t)n_heads * hd, nbp = (k / 32 + 1) / 2 * 2;
             if (k % 32 != 0) break;
             std::vector<float> o(n_rows * k, 123.f);
@@ -387,8 +413,9 @@ static void test_attention(bool decode_only = false) {
             HandoffView ev{exq.data(), emeta.data(), nullptr};
             AttentionArgs a{s, layer, q.data(), qstride, n_rows, n_heads, rows.data(), scale, o.data()};
             a.window = cs.window;
-            if (!run_decode(a, S, reverse, &ev)) break;
-            CHECK(memcmp(o.data(), out.data(), out.size() * 4) == 0, "decode attention with emission hd=%d S=%d", hd, S);
+            if (!(hpc > 0 ? run_decode_narrow(a, S, reverse, hpc, &ev) : run_decode(a, S, reverse, &ev))) break;
+            CHECK(memcmp(o.data(), out.data(), out.size() * 4) == 0, "decode attention with emission hd=%d S=%d hpc=%d", hd, S,
+                  hpc);
             std::vector<int8_t> rq;
             std::vector<uint2> rm;
             prepass_reference(o.data(), n_rows, k, rq, rm);
@@ -410,7 +437,8 @@ static void test_attention(bool decode_only = false) {
                cs.window, (int)cs.int8, fails);
     }
     printf("attention done (%d decode-kernel plans compared with the legacy bits, %d with the o projection's "
-           "blocks emitted)\n", decode_plans, emit_plans);
+           "blocks emitted, %d on the narrow kernels)\n", decode_plans, emit_plans, narrow_plans);
+    CHECK(narrow_plans > 0, "no narrow decode kernel was run");
 }
 
 static void test_dense() {

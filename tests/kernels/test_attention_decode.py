@@ -1,6 +1,7 @@
 """The CUDA decode attention kernel (libstrata/src/cuda/cuda_attention_decode.cu) against the
 general kernel it replaces for decode-sized calls (STRATA_ATTENTION=legacy, read on every call; and
-its plan without query heads spread over blocks, STRATA_ATTENTION=wide)
+its plan without query heads spread over blocks, STRATA_ATTENTION=wide, and the spread plans' blocks of
+one or two heads on the kernel of as many query slots or on the 4-slot one, STRATA_ATTENTION_NARROW)
 and against float64: the same bits for 1 to 100 rows, contexts at every tile and chunk boundary
 up to 8192 (so the plans that split long rows over blocks run, with rows far shorter than the
 slots allow), GQA groups 1, 3, 4 and 8, head_dim 64 and 128, F16 and int8 pools, sliding
@@ -30,6 +31,10 @@ def run_both(monkeypatch, call):
     monkeypatch.setenv("STRATA_ATTENTION", "wide")
     wide = call()
     assert np.array_equal(bits(new), bits(wide)), "spreading query heads over blocks changed bits"
+    for narrow in ("0", "1"):  # blocks of one or two heads on the 4-slot kernel / on a kernel of their size
+        monkeypatch.setenv("STRATA_ATTENTION_NARROW", narrow)
+        assert np.array_equal(bits(new), bits(call())), f"STRATA_ATTENTION_NARROW={narrow} changed bits"
+    monkeypatch.delenv("STRATA_ATTENTION_NARROW", raising=False)
     monkeypatch.setenv("STRATA_ATTENTION", "legacy")
     old = call()
     monkeypatch.delenv("STRATA_ATTENTION", raising=False)

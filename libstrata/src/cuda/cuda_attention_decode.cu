@@ -141,8 +141,9 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
     pdl_launch_dependents();
     constexpr int DPL = HD / 32;            // PV: dims per lane (lane l owns DPL·l .. DPL·l + DPL − 1)
     constexpr int kWs = NQ * (2 + HD);      // one worker state: m[NQ], l[NQ], acc[NQ][HD]
-    constexpr int kElems = NQ * HD / kThreads;  // row-state elements per thread in the fold (2..8)
+    constexpr int kElems = NQ * HD / kThreads;  // row-state elements per thread in the fold (1..8)
     static_assert(HD == 64 || HD == 128, "head_dim 64 or 128");
+    static_assert(kElems >= 1 && (kElems == 1 || kElems % 2 == 0), "whole elements per thread, pairs above one");
     __shared__ float4 q4[NQ * HD / 4];
     __shared__ float p_all[kWorkers][NQ][kTile];
     __shared__ float4 ws4[2 * kWorkers * kWs / 4];  // S = 1: [parity][worker][kWs], float2-aligned parts
@@ -318,20 +319,28 @@ __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_ker
         if (global) {
             mx = __ldcg(x + ve);
             lx = __ldcg(x + NQ + ve);
+            if constexpr (kElems == 1) {
+                ax[0] = __ldcg(a0);
+            } else {
 #pragma unroll
-            for (int k = 0; k < kElems; k += 2) {
-                const float2 t2 = __ldcg(reinterpret_cast<const float2*>(a0 + k));
-                ax[k] = t2.x;
-                ax[k + 1] = t2.y;
+                for (int k = 0; k < kElems; k += 2) {
+                    const float2 t2 = __ldcg(reinterpret_cast<const float2*>(a0 + k));
+                    ax[k] = t2.x;
+                    ax[k + 1] = t2.y;
+                }
             }
         } else {
             mx = x[ve];
             lx = x[NQ + ve];
+            if constexpr (kElems == 1) {
+                ax[0] = a0[0];
+            } else {
 #pragma unroll
-            for (int k = 0; k < kElems; k += 2) {
-                const float2 t2 = *reinterpret_cast<const float2*>(a0 + k);
-                ax[k] = t2.x;
-                ax[k + 1] = t2.y;
+                for (int k = 0; k < kElems; k += 2) {
+                    const float2 t2 = *reinterpret_cast<const float2*>(a0 + k);
+                    ax[k] = t2.x;
+                    ax[k + 1] = t2.y;
+                }
             }
         }
     };
@@ -649,6 +658,15 @@ namespace {
 // before query heads were spread over blocks for launches with few items; for A/B, same bits.
 bool attention_wide_selected() { return attention_env() == AttentionEnv::kWide; }
 
+// STRATA_ATTENTION_NARROW (strata/env.py; read at each call): 1 = blocks of one or two query heads run
+// the kernel instantiated for that many (decode_launch's kq); 0 = the 4- or 8-slot kernel whatever the
+// block holds, as before (for A/B). The same bits either way.
+constexpr bool kNarrowDefault = false;  // unset: off until a device A/B says otherwise
+bool narrow_attention_enabled() {
+    return env_switch("STRATA_ATTENTION_NARROW", kNarrowDefault,
+                      "0 (the 4- or 8-slot kernel for every block) or 1 (slots for the block's heads)");
+}
+
 }  // namespace
 
 namespace {
@@ -722,12 +740,21 @@ bool decode_launch(const AttentionArgs& a, const RopeKvStoreArgs* rope, cudaStre
                a.n_rows * s.n_kv_heads * ((P.group + P.heads_per_cta - 1) / P.heads_per_cta) * 2 <= sms)
             P.heads_per_cta = (P.heads_per_cta + 1) / 2;
     P.n_hgroups = (P.group + P.heads_per_cta - 1) / P.heads_per_cta;
+    // The kernel's query-vector slots: the narrowest instantiation that holds the block's heads (at least
+    // 128 row-state elements: one per thread in the fold). With the heads spread one to a block (8B, 1B
+    // and 135M at one row) the 4-slot kernel ran three empty vectors' predicated work in every dot, PV
+    // step and fold. Which slots a vector takes never changes its arithmetic.
+    int kq = nq;
+    if (narrow_attention_enabled()) {
+        const int least = hd == 128 ? 1 : 2;
+        while (kq / 2 >= least && kq / 2 >= P.heads_per_cta) kq /= 2;
+    }
     P.max_chunks = (int32_t)(((int64_t)s.n_ctx + kTile * kChunkTiles - 1) / (kTile * kChunkTiles));
     const int64_t items = a.n_rows * s.n_kv_heads * P.n_hgroups;
 
     // Split long rows of few items over up to 16 blocks (a few blocks per SM in all).
     const int64_t target = 4 * sms;
-    const size_t ws_floats = (size_t)nq * (2 + hd);
+    const size_t ws_floats = (size_t)kq * (2 + hd);
     const size_t state_bytes = (size_t)items * P.max_chunks * kWorkers * ws_floats * sizeof(float);
     int split = 1;
     if (state_bytes <= kMaxStateBytes && items <= (int64_t)(kCounterBytes / sizeof(int32_t)))
@@ -746,10 +773,13 @@ bool decode_launch(const AttentionArgs& a, const RopeKvStoreArgs* rope, cudaStre
     const unsigned grid = (unsigned)(items * split);
     const bool fused = rope != nullptr;
     if (hd == 64) {
-        if (nq == 4) launch_variant<64, 4>(P, int8, fused, grid, stream);
+        if (kq == 2) launch_variant<64, 2>(P, int8, fused, grid, stream);
+        else if (kq == 4) launch_variant<64, 4>(P, int8, fused, grid, stream);
         else launch_variant<64, 8>(P, int8, fused, grid, stream);
     } else {
-        if (nq == 4) launch_variant<128, 4>(P, int8, fused, grid, stream);
+        if (kq == 1) launch_variant<128, 1>(P, int8, fused, grid, stream);
+        else if (kq == 2) launch_variant<128, 2>(P, int8, fused, grid, stream);
+        else if (kq == 4) launch_variant<128, 4>(P, int8, fused, grid, stream);
         else launch_variant<128, 8>(P, int8, fused, grid, stream);
     }
     check_launch(fused ? "rope_kv_store + attention (decode, fused)" : "attention (decode)");
