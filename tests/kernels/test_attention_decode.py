@@ -122,3 +122,20 @@ def test_decode_split_plan_replays_in_a_graph(ctx, backend, rng, monkeypatch, n_
             pairs = row_pairs(n_rows + 3 * step)[3 * step:]
             steps.append((rng.standard_normal((n_rows, width), dtype=np.float32), rows_array(pairs)))
         assert_graph_replays_legacy(ctx, slots, layer, monkeypatch, steps, n_heads, hd, scale)
+
+
+@pytest.mark.gpu
+def test_narrow_switch_refuses_other_values(ctx, backend, rng, monkeypatch):
+    """STRATA_ATTENTION_NARROW takes 0 or 1: anything else fails the call with an error naming the variable,
+    rather than silently timing one side of an A/B twice."""
+    cuda_only(backend)
+    n_heads, n_kv, hd, layer = 8, 2, 128, 0
+    keys = rng.standard_normal((3, LENGTHS[0], n_kv * hd), dtype=np.float32)
+    with S.Slots(ctx, 3, 1, N_CTX, n_kv, hd) as slots:
+        fill(ctx, slots, layer, keys, keys)
+        q = rng.standard_normal((1, n_heads * hd), dtype=np.float32)
+        monkeypatch.setenv("STRATA_ATTENTION_NARROW", "yes")
+        with pytest.raises(S.StrataError, match="STRATA_ATTENTION_NARROW"):
+            attend_window(ctx, slots, layer, q, n_heads, [(0, 40)], 0.088, 0)
+        monkeypatch.delenv("STRATA_ATTENTION_NARROW")
+        assert np.isfinite(attend_window(ctx, slots, layer, q, n_heads, [(0, 40)], 0.088, 0)).all()
