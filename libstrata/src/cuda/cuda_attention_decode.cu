@@ -743,9 +743,10 @@ bool decode_launch(const AttentionArgs& a, const RopeKvStoreArgs* rope, cudaStre
     // The kernel's query-vector slots: the narrowest instantiation that holds the block's heads (at least
     // 128 row-state elements: one per thread in the fold). With the heads spread one to a block (8B, 1B
     // and 135M at one row) the 4-slot kernel ran three empty vectors' predicated work in every dot, PV
-    // step and fold. Which slots a vector takes never changes its arithmetic.
+    // step and fold. Which slots a vector takes never changes its arithmetic. (Not the fused launch: its
+    // rope and store stages are checked on the 4- and 8-slot kernels only.)
     int kq = nq;
-    if (narrow_attention_enabled()) {
+    if (rope == nullptr && narrow_attention_enabled()) {
         const int least = hd == 128 ? 1 : 2;
         while (kq / 2 >= least && kq / 2 >= P.heads_per_cta) kq /= 2;
     }
