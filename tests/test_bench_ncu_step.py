@@ -55,6 +55,8 @@ def test_layer_table(ncu_step, tmp_path):
     # gemv at 8 us moving 14 MB: 1,750 GB/s, 44 % of 4 TB/s
     assert "| 0 | `int_gemv_kernel<2, 1>` | 396 | 8.00 | 21.8 % | 14.00 | 1,750 | 44 % |" in text
     assert "one layer: 26.00 us; outside the layers: 32.0 us over 2 kernels" in text
+    # kernels measured alone can add up to more than the graph, whose kernels overlap
+    assert "the kernels alone add up to 10.0 us more (10.0 %)" in ncu_step.report(rows, graph_ms=0.1, roofline_tbs=None)
 
 
 def test_units_are_converted(ncu_step, tmp_path):
