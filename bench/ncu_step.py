@@ -42,7 +42,7 @@ def short_name(full: str) -> str:
             depth += 1
         elif ch == ">":
             depth -= 1
-        elif ch == "(" and depth == 0 and not s.startswith("(anonymous", i):
+        elif ch == "(" and depth == 0:
             cut = i
             break
     s = s[:cut]
@@ -81,8 +81,8 @@ def read_rows(path: str) -> list[dict]:
     return out
 
 
-def layer_period(names: list[str], lo: int = 3, hi: int = 24) -> tuple[int, int]:
-    """(period, start) of the longest run of kernel names repeating with the shortest period."""
+def layer_period(names: list[str], lo: int = 3, hi: int = 24) -> tuple[int, int, int]:
+    """(period, start, repeats) of the longest run of kernel names repeating with the shortest period."""
     best = (0, 0, 0)  # (repeats, period, start)
     for p in range(lo, hi + 1):
         for start in range(0, min(p + 12, len(names))):
@@ -92,7 +92,7 @@ def layer_period(names: list[str], lo: int = 3, hi: int = 24) -> tuple[int, int]
                 n += 1
             if n + 1 > best[0] or (n + 1 == best[0] and p < best[1]):
                 best = (n + 1, p, start)
-    return best[1], best[2]
+    return best[1], best[2], best[0]
 
 
 def report(rows: list[dict], graph_ms: float | None, roofline_tbs: float | None) -> str:
@@ -107,12 +107,8 @@ def report(rows: list[dict], graph_ms: float | None, roofline_tbs: float | None)
             lines.append(f"captured graph: {g:,.1f} us; the kernels alone add up to {total - g:,.1f} us more "
                          f"({100 * (total / g - 1):.1f} %): in the graph each one's start overlaps the previous one's end")
     names = [r["name"] for r in rows]
-    period, start = layer_period(names)
+    period, start, n_layers = layer_period(names)
     if period:
-        n_layers = 0
-        while start + (n_layers + 1) * period <= len(names) and \
-                names[start + n_layers * period:start + (n_layers + 1) * period] == names[start:start + period]:
-            n_layers += 1
         lines.append(f"\nper layer: {period} kernels repeated {n_layers} times from kernel {start}")
         has_bytes = all("bytes" in rows[start + i] for i in range(period))
         head = "| # | kernel | grid | mean us | share of step |"

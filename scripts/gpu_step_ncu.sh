@@ -9,6 +9,7 @@
 #     written to $OUT/step_SHAPE_ROWS.md;
 # then the warp states of the decode attention kernel at the first SHAPE (ATT_NCU=0 skips it).
 #   bash scripts/gpu_step_ncu.sh [SHAPE:ROWS ...]     (default: 8b:1 1b:1 135m:1 8b:64; carry .whl, .carry-tok)
+# REBUILD=0 keeps a build/libstrata.so already there (a warm machine's earlier call).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1

@@ -200,24 +200,18 @@ static void run_decode_plan(const AttentionArgs& a, int S, bool reverse, const H
     for (int32_t c : arrivals) CHECK(c == 0, "decode attention: an arrival counter was left at %d", c);
 }
 // The decode variant the launcher takes (NQ 4 for groups up to 4, else 8); false when none covers hd.
-static bool run_decode(const AttentionArgs& a, int S, bool reverse, const HandoffView* emit = nullptr) {
+// hpc > 0: blocks of that many query heads on the narrow kernels decode_launch takes for them
+// (STRATA_ATTENTION_NARROW): the fewest slots that hold them and give every fold thread an element
+// (head_dim 128: 1 or 2 slots; 64: 2).
+static bool run_decode(const AttentionArgs& a, int S, bool reverse, const HandoffView* emit = nullptr, int hpc = 0) {
     const int hd = a.slots.head_dim, g = a.n_heads / a.slots.n_kv_heads;
     const bool i8 = a.slots.kv_dtype == STRATA_KV_INT8;
-#define DEC(HD, NQ) (i8 ? run_decode_plan<HD, NQ, true>(a, S, reverse, emit) : run_decode_plan<HD, NQ, false>(a, S, reverse, emit))
-    if (hd == 64) { if (g <= 4) DEC(64, 4); else DEC(64, 8); return true; }
-    if (hd == 128) { if (g <= 4) DEC(128, 4); else DEC(128, 8); return true; }
-#undef DEC
-    return false;
-}
-// The narrow instantiations decode_launch takes for blocks of one or two query heads
-// (STRATA_ATTENTION_NARROW): hpc heads a block on the kernel of the fewest slots that hold them and
-// give every fold thread an element (head_dim 128: 1 or 2 slots; 64: 2).
-static bool run_decode_narrow(const AttentionArgs& a, int S, bool reverse, int hpc, const HandoffView* emit = nullptr) {
-    const int hd = a.slots.head_dim;
-    const bool i8 = a.slots.kv_dtype == STRATA_KV_INT8;
+    int nq = g <= 4 ? 4 : 8;
+    if (hpc > 0)
+        while (nq / 2 >= (hd == 128 ? 1 : 2) && nq / 2 >= hpc) nq /= 2;
 #define DEC(HD, NQ) (i8 ? run_decode_plan<HD, NQ, true>(a, S, reverse, emit, hpc) : run_decode_plan<HD, NQ, false>(a, S, reverse, emit, hpc))
-    if (hd == 64) { DEC(64, 2); return true; }
-    if (hd == 128) { if (hpc == 1) DEC(128, 1); else DEC(128, 2); return true; }
+    if (hd == 64) { if (nq == 2) DEC(64, 2); else if (nq == 4) DEC(64, 4); else DEC(64, 8); return true; }
+    if (hd == 128) { if (nq == 1) DEC(128, 1); else if (nq == 2) DEC(128, 2); else if (nq == 4) DEC(128, 4); else DEC(128, 8); return true; }
 #undef DEC
     return false;
 }
@@ -393,7 +387,7 @@ static void test_attention(bool decode_only = false) {
             std::vector<float> o(n_rows * n_heads * hd, 123.f);
             AttentionArgs a{s, layer, q.data(), qstride, n_rows, n_heads, rows.data(), scale, o.data()};
             a.window = cs.window;
-            if (!run_decode_narrow(a, S, reverse, hpc)) break;
+            if (!run_decode(a, S, reverse, nullptr, hpc)) break;
             CHECK(memcmp(o.data(), out.data(), out.size() * 4) == 0, "decode attention, narrow hd=%d S=%d hpc=%d", hd, S, hpc);
             ++narrow_plans;
         }
@@ -413,7 +407,7 @@ static void test_attention(bool decode_only = false) {
             HandoffView ev{exq.data(), emeta.data(), nullptr};
             AttentionArgs a{s, layer, q.data(), qstride, n_rows, n_heads, rows.data(), scale, o.data()};
             a.window = cs.window;
-            if (!(hpc > 0 ? run_decode_narrow(a, S, reverse, hpc, &ev) : run_decode(a, S, reverse, &ev))) break;
+            if (!run_decode(a, S, reverse, &ev, hpc)) break;
             CHECK(memcmp(o.data(), out.data(), out.size() * 4) == 0, "decode attention with emission hd=%d S=%d hpc=%d", hd, S,
                   hpc);
             std::vector<int8_t> rq;
