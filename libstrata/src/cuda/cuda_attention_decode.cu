@@ -661,7 +661,7 @@ bool attention_wide_selected() { return attention_env() == AttentionEnv::kWide; 
 // STRATA_ATTENTION_NARROW (strata/env.py; read at each call): 1 = blocks of one or two query heads run
 // the kernel instantiated for that many (decode_launch's kq); 0 = the 4- or 8-slot kernel whatever the
 // block holds, as before (for A/B). The same bits either way.
-constexpr bool kNarrowDefault = false;  // unset: off until a device A/B says otherwise
+constexpr bool kNarrowDefault = true;  // unset: on since the H100 A/B (bench/RESULTS.md, 2026-12-07 fifth session)
 bool narrow_attention_enabled() {
     return env_switch("STRATA_ATTENTION_NARROW", kNarrowDefault,
                       "0 (the 4- or 8-slot kernel for every block) or 1 (slots for the block's heads)");
