@@ -3,8 +3,8 @@
 
 Against attention followed by a plain o matmul on the same backend, bit for bit: the attention output
 and o's y, for 1 to 300 rows (CUDA: the decode kernel rounds the int8 blocks of its own output for up
-to 255 rows of up to kHandoffAttentionMaxK = 2,048 values; wider rows and the prompt kernel's launches
-are followed by the pre-pass), GQA groups 1, 3, 4 and 8, head
+to 255 rows of up to STRATA_HANDOFF_ATTENTION_MAX_K = 4,096 values; wider rows and the prompt kernel's
+launches are followed by the pre-pass, and so is the 8B's row under a lower limit), GQA groups 1, 3, 4 and 8, head
 dims 64 and 128, F16 and int8 pools, a sliding window, padding rows, every integer weight type and F16
 (no integer path: nothing is prepared and o reads x), also in a recorded graph. The API checks its
 arguments (a bad handoff_dtype, a k that is not whole blocks) and what the consumer may read.
@@ -148,6 +148,43 @@ def test_negative_control_the_consumer_reads_the_prepared_blocks(ctx, backend, r
     assert np.array_equal(bits(y), bits(ref_y)), "o did not read the blocks prepared from the attention output"
     _, y_from_x = setup.run(False, tamper=overwrite)
     assert not np.array_equal(bits(y_from_x), bits(ref_y)), "overwriting out changed nothing: the control is void"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("max_k", ["0", "2048", "4096"])
+def test_width_limit_keeps_the_bits(ctx, backend, rng, monkeypatch, max_k):
+    """The 8B's 4,096-wide row rounded in the attention kernel (the default limit) or by the pre-pass
+    launch after it (a lower STRATA_HANDOFF_ATTENTION_MAX_K): o's y is the plain chain's either way."""
+    if not backend.startswith("cuda"):
+        pytest.skip("the limit is the CUDA decode kernel's")
+    setup = Setup(ctx, rng, (32, 8, 128), "f16", 1, S.DType.Q4_0)
+    ref = setup.run(False)
+    monkeypatch.setenv("STRATA_HANDOFF_ATTENTION_MAX_K", max_k)
+    assert_same(setup.run(True), ref, f"STRATA_HANDOFF_ATTENTION_MAX_K={max_k}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("value", ["4k", "-1", "2048.0"])
+def test_width_limit_refuses_what_it_does_not_take(ctx, backend, rng, monkeypatch, value):
+    """A typo in STRATA_HANDOFF_ATTENTION_MAX_K fails the call with an error naming the variable."""
+    if not backend.startswith("cuda"):
+        pytest.skip("read by the CUDA backend only")
+    setup = Setup(ctx, rng, (9, 3, 64), "f16", 1, S.DType.Q4_0)
+    with setup.slots() as slots:
+        q, rows = S.Buffer.from_array(ctx, setup.q), S.Buffer.from_array(ctx, rows_array(setup.pairs))
+        out = S.Buffer(ctx, setup.k * 4)
+        try:
+            monkeypatch.setenv("STRATA_HANDOFF_ATTENTION_MAX_K", value)
+            with pytest.raises(S.StrataError, match=f"STRATA_HANDOFF_ATTENTION_MAX_K={value}: expected a whole"):
+                S.attention_handoff(ctx, slots, LAYER, q, 0, setup.k, 1, 9, rows, 0, setup.scale, 0,
+                                    int(S.DType.Q4_0), out, 0)
+            monkeypatch.delenv("STRATA_HANDOFF_ATTENTION_MAX_K")
+            S.attention_handoff(ctx, slots, LAYER, q, 0, setup.k, 1, 9, rows, 0, setup.scale, 0,
+                                int(S.DType.Q4_0), out, 0)
+            ctx.synchronize()
+        finally:
+            for b in (q, rows, out):
+                b.close()
 
 
 def test_api_checks(ctx, rng):

@@ -6,7 +6,8 @@ programmatically that touched memory before its wait could read what the previou
 written yet, so this is checked on the CPU, in CI, without a GPU.
 
 The one exception: calls to `early_*` functions may precede the wait (they stage weights, which no
-kernel writes, into the CTA's own shared memory). Those functions, and every function of the same
+kernel writes, into the CTA's own shared memory, or return a value formed from the launch's
+parameters into a local). Those functions, and every function of the same
 file they call, must not touch activation-like members (`.xq`, `.meta`, `.ssq`, `.x`, `.y`, ...).
 The checker itself is tried on snippets that break each rule (negative controls)."""
 
@@ -109,11 +110,16 @@ def device_functions(code: str) -> dict[str, str]:
 ACTIVATION_MEMBER = re.compile(r"(?<!Idx)(?<!Dim)\.(xq|meta|ssq|x|y|bias|norm|out|logits|act\w*)\b")
 
 
+# A statement allowed before the wait: a call of an early_* function, or a local initialized from one
+# (its result lives in the thread's registers).
+EARLY_CALL = r"(?:(?:const\s+)?[\w:]+\s+\w+\s*=\s*)?early_\w+\s*(<[^;]*>)?\s*\(.*\)"
+
+
 def early_problems(code: str, calls: list[str]) -> list[str]:
     """Activation-like member accesses reachable from the early_* calls (functions of this file)."""
     funcs = device_functions(code)
     out, seen = [], set()
-    todo = [re.match(r"(\w+)", c).group(1) for c in calls]
+    todo = [re.search(r"\b(early_\w+)", c).group(1) for c in calls]
     while todo:
         name = todo.pop()
         if name in seen or name not in funcs:
@@ -145,7 +151,7 @@ def problems(name: str, src: str) -> list[str]:
     for kernel, body in kernel_bodies(src):
         first = statements(body, 12)
         early = []
-        while first and re.fullmatch(r"early_\w+\s*(<[^;]*>)?\s*\(.*\)", first[0]):
+        while first and re.fullmatch(EARLY_CALL, first[0]):
             early.append(first.pop(0))
         if not first or first[0] != "pdl_wait()":
             out.append(f"{name}: kernel {kernel} does not start with pdl_wait(); (first statement: {first[:1]})")
@@ -205,6 +211,13 @@ __global__ void early_kernel(const P p) {
     pdl_launch_dependents();
     p.y[0] = p.x[0];
 }
+__device__ __forceinline__ B early_bases(const P& p) { return B{p.theta}; }
+__global__ void early_value_kernel(const P p) {
+    const B b = early_bases(p);
+    pdl_wait();
+    pdl_launch_dependents();
+    p.y[0] = b.v;
+}
 template <int K>
 __global__ void __launch_bounds__(128, (Layout<K, 2>::kMin)) good_kernel(const Args a) {
     pdl_wait();   // a comment { with a brace
@@ -237,6 +250,11 @@ void launch(cudaStream_t s) {
      "__device__ void read_x(const P& p) { smem()[0] = p.xq[threadIdx.x]; }\n"
      "__global__ void k(const P p) {\n    early_acts(p);\n    pdl_wait();\n    pdl_launch_dependents();\n}\n",
      "touches '.xq'"),
+    ("__global__ void k(const P p) {\n    const float v = read_x(p);\n    pdl_wait();\n    pdl_launch_dependents();\n}\n",
+     "does not start with pdl_wait"),
+    ("__device__ float early_v(const P& p) { return p.x[0]; }\n"
+     "__global__ void k(const P p) {\n    const float v = early_v(p);\n    pdl_wait();\n    pdl_launch_dependents();\n}\n",
+     "touches '.x'"),
     ("void f() {\n    cudaLaunchConfig_t cfg = {};\n    cfg.numAttrs = 1;\n    cudaLaunchKernelEx(&cfg, fn, P);\n}\n",
      "without pdl_add_attr"),
 ])
@@ -245,4 +263,4 @@ def test_checker_catches_each_breach(snippet, expected):
     found = problems("snippet.cu", GOOD + snippet)
     assert len(found) == 1 and expected in found[0], found
     assert problems("snippet.cu", GOOD) == []
-    assert [name for name, _ in kernel_bodies(GOOD)] == ["early_kernel", "good_kernel"]
+    assert [name for name, _ in kernel_bodies(GOOD)] == ["early_kernel", "early_value_kernel", "good_kernel"]

@@ -227,12 +227,13 @@ public:
         use_device();
         // strata_attention_handoff: out's rows also prepared for the o projection (cuda_handoff.cuh), only
         // for a next call on the integer path; the decode kernel rounds them itself up to
-        // kHandoffAttentionMaxK values a row, other launches are followed by the pre-pass.
+        // kHandoffAttentionMaxK values a row (STRATA_HANDOFF_ATTENTION_MAX_K), other launches are followed
+        // by the pre-pass.
         const bool emit = a.emit_dtype >= 0 && cuda::int_matmul_supports(a.emit_dtype);
         const int64_t k = (int64_t)a.n_heads * a.slots.head_dim;
         cuda::HandoffView ev;
         if (emit) ev = handoff_.next(a.n_rows, k);
-        const bool in_kernel = emit && k <= cuda::kHandoffAttentionMaxK;
+        const bool in_kernel = emit && k <= cuda::handoff_attention_max_k();
         const bool emitted = cuda::launch_attention(a, stream_, attn_scratch_, in_kernel ? &ev : nullptr);
         if (emit && !emitted) cuda::launch_prepass_rows(a.out, a.n_rows, k, ev, stream_);
         if (a.emit_dtype >= 0) handoff_.publish(ev, emit);

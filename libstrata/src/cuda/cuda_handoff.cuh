@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/env_switch.h"
 #include "cuda_common.cuh"
 
 namespace strata {
@@ -46,12 +47,19 @@ constexpr int kHandoffLocalParts = 2;
 
 // strata_attention_handoff: the decode attention kernel rounds o's input itself only up to this k (the
 // attention width); wider rows take the pre-pass launch after it (the launch count of o's own pre-pass).
-// Why: without a kernel in between, o's CTAs become resident as soon as every attention block is, and
-// their early weights (cuda_pdl.cuh) stream while attention's latency-bound loads run. On the H200
-// (bench/RESULTS.md, 2026-12-03 night) that cost the 8B (k 4,096: 4.7 MB of o's first part) 2.5 %
-// (tg128 447 -> 436) while the 1B (k 2,048) gained 3 % and the 135M (576) 5 %; a late dependent
-// trigger in the attention kernel recovered the 8B only to its figure without the emission.
-constexpr int64_t kHandoffAttentionMaxK = 2048;
+// Why a limit: without a kernel in between, o's CTAs become resident as soon as every attention block
+// is, and their early weights (cuda_pdl.cuh) stream while attention's latency-bound loads run. On the
+// H200 (bench/RESULTS.md, 2026-12-03 night) that cost the 8B (k 4,096) 2.5 % at first, so the limit
+// was 2,048. Once the narrow attention blocks halved that kernel the trade turned: on an H100
+// (bench/RESULTS.md, 2026-12-07 fifth session) 4,096 took the 8B's tg128 from 435-436 to 441-442 tok/s.
+// Wider rows (8,192 and up) were never measured, so they keep the launch.
+constexpr int64_t kHandoffAttentionMaxK = 4096;
+
+// STRATA_HANDOFF_ATTENTION_MAX_K (strata/env.py; read at each call): that limit, for A/B.
+inline int64_t handoff_attention_max_k() {
+    return env_whole("STRATA_HANDOFF_ATTENTION_MAX_K", kHandoffAttentionMaxK, 0, (int64_t)1 << 30,
+                     "a whole number of values (0: attention never rounds o's input itself)");
+}
 
 // Chunks (of 256 values: 8 blocks, the pre-pass's CTA) one emitting dot kernel may count.
 constexpr int kHandoffMaxChunks = 4096;

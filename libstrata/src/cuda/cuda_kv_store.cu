@@ -114,8 +114,9 @@ __global__ void __launch_bounds__(kStoreThreads) kv_store_kernel(const KvStoreAr
 // writes before its reads). A block of kUnitWarps warps serves units y·kUnitWarps + w,
 // + gridDim.y·kUnitWarps, ... of its rows; decode-sized launches spread one row's units over
 // several blocks (blockIdx.y), so a row is not one block's serial loop. Every block computes the
-// inverse frequencies and its rows' cos/sin itself (the same expressions: cuda_rope.cuh). Each lane
-// loads all its pairs of a head before rotating any, so their latencies overlap.
+// inverse frequencies and its rows' cos/sin itself (the same expressions: cuda_rope.cuh), q's and k's
+// in parallel, the powers before pdl_wait. Each lane loads all its pairs of a head before rotating
+// any, so their latencies overlap.
 constexpr int kUnitWarps = 4;
 constexpr int kUnitThreads = 32 * kUnitWarps;
 
@@ -193,23 +194,50 @@ __device__ __forceinline__ void store_head(const SlotsView& s, int32_t layer, in
     }
 }
 
+// The block's pair list is [q's rot_dim / 2 pairs | k's rot_dim / 2 pairs]: entry i is q's pair i, or k's
+// pair i - half_q. Thread t forms the entries t, t + kUnitThreads, ... in parallel (the two parts at
+// once, not one after the other).
+__device__ __forceinline__ float pair_base(const RopeKvStoreArgs& a, int i) {
+    const int half_q = a.q_params.rot_dim / 2;
+    return i < half_q ? rope_inverse_base(a.q_params, i) : rope_inverse_base(a.k_params, i - half_q);
+}
+
+// Thread t's first two entries' bases (rope_inverse_base: the power evaluated in double, the longest
+// part of the angle arithmetic). They read the launch's parameters alone, no memory, so they are formed
+// before pdl_wait, while the qkv matmul before this kernel drains (cuda_pdl.cuh, early_*). Entries
+// beyond those two (lists longer than 2 x kUnitThreads) are formed after the wait.
+struct RopeBases {
+    float b0, b1;
+};
+__device__ __forceinline__ RopeBases early_rope_bases(const RopeKvStoreArgs& a) {
+    const int n = a.q_params.rot_dim / 2 + a.k_params.rot_dim / 2;
+    const int i = (int)threadIdx.x;
+    RopeBases r{0.0f, 0.0f};
+    if (i < n) r.b0 = pair_base(a, i);
+    if (i + kUnitThreads < n) r.b1 = pair_base(a, i + kUnitThreads);
+    return r;
+}
+
 // VEC: the k and v parts of every row are 8-byte aligned.
 template <bool VEC>
 __global__ void __launch_bounds__(kUnitThreads) rope_kv_store_kernel(const RopeKvStoreArgs a) {
+    const RopeBases bases = early_rope_bases(a);  // the launch's parameters only, before the wait
     pdl_wait();  // first: see cuda_pdl.cuh
     pdl_launch_dependents();
-    __shared__ float inv_q[kRopeMaxHalf], cos_q[kRopeMaxHalf], sin_q[kRopeMaxHalf];
-    __shared__ float inv_k[kRopeMaxHalf], cos_k[kRopeMaxHalf], sin_k[kRopeMaxHalf];
+    // inv_j, then each row's cos / sin, of the pair list (q's entries first, k's from half_q).
+    __shared__ float inv[2 * kRopeMaxHalf], cos_s[2 * kRopeMaxHalf], sin_s[2 * kRopeMaxHalf];
     const strata_rope_params& pq = a.q_params;
     const strata_rope_params& pk = a.k_params;
-    const int half_q = pq.rot_dim / 2, half_k = pk.rot_dim / 2;
+    const int half_q = pq.rot_dim / 2, n_pairs = half_q + pk.rot_dim / 2;
     const int64_t q_width = (int64_t)pq.n_heads * pq.head_dim;
     const int64_t k_width = (int64_t)pk.n_heads * pk.head_dim;
     const int n_units = pq.n_heads + pk.n_heads;
     const int lane = threadIdx.x & 31, u0 = blockIdx.y * kUnitWarps + (threadIdx.x >> 5);
     const int u_step = gridDim.y * kUnitWarps;
-    for (int j = threadIdx.x; j < half_q; j += kUnitThreads) inv_q[j] = rope_inverse_frequency(pq, j, a.freq_factors);
-    for (int j = threadIdx.x; j < half_k; j += kUnitThreads) inv_k[j] = rope_inverse_frequency(pk, j, a.freq_factors);
+    for (int i = threadIdx.x, m = 0; i < n_pairs; i += kUnitThreads, ++m) {
+        const float base = m == 0 ? bases.b0 : m == 1 ? bases.b1 : pair_base(a, i);
+        inv[i] = rope_apply_factor(base, i < half_q ? i : i - half_q, a.freq_factors);
+    }
     for (int64_t r = blockIdx.x; r < a.n_rows; r += gridDim.x) {
         const int32_t slot = a.rows[2 * r], index = a.rows[2 * r + 1];
         // Padding for rope (no table cell) and for the store (no cache cell) as the separate calls
@@ -219,15 +247,15 @@ __global__ void __launch_bounds__(kUnitThreads) rope_kv_store_kernel(const RopeK
         float* q = a.qkv + r * a.row_stride;
         float* k = q + q_width;
         if (cell != nullptr) {
-            __syncthreads();  // inv_* written; cos/sin of the previous row no longer read
-            for (int j = threadIdx.x; j < half_q; j += kUnitThreads)
-                rope_cos_sin(pq, j, inv_q[j], cell, &cos_q[j], &sin_q[j]);
-            for (int j = threadIdx.x; j < half_k; j += kUnitThreads)
-                rope_cos_sin(pk, j, inv_k[j], cell, &cos_k[j], &sin_k[j]);
+            __syncthreads();  // inv written; cos/sin of the previous row no longer read
+            for (int i = threadIdx.x; i < n_pairs; i += kUnitThreads) {
+                if (i < half_q) rope_cos_sin(pq, i, inv[i], cell, &cos_s[i], &sin_s[i]);
+                else rope_cos_sin(pk, i - half_q, inv[i], cell, &cos_s[i], &sin_s[i]);
+            }
             __syncthreads();
             for (int u = u0; u < n_units; u += u_step) {
-                if (u < pq.n_heads) rope_rotate_head(pq, q, u, cos_q, sin_q, lane);
-                else rope_rotate_head(pk, k, u - pq.n_heads, cos_k, sin_k, lane);
+                if (u < pq.n_heads) rope_rotate_head(pq, q, u, cos_s, sin_s, lane);
+                else rope_rotate_head(pk, k, u - pq.n_heads, cos_s + half_q, sin_s + half_q, lane);
             }
         }
         if (!store) continue;

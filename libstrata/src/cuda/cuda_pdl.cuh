@@ -16,9 +16,11 @@
 // earlier kernel writes or writes memory an earlier kernel may read. The one
 // exception: calls to functions named early_* may precede the wait; they may
 // read only what no kernel ever writes (a matmul's weights: uploaded by copies,
-// never by kernels) and write only the CTA's own shared memory. The integer
+// never by kernels; or the launch's parameters) and write only the CTA's own
+// shared memory, or return a value that initializes a local. The integer
 // matmul kernels use it to start streaming their first weights while the
-// previous kernel drains (cuda_int_matmul.cu, early_weights).
+// previous kernel drains (cuda_int_matmul.cu, early_weights); rope_kv_store
+// forms its rope powers there (cuda_kv_store.cu, early_rope_bases).
 //
 // Why waiting on the one previous kernel is enough (transitivity). The launch
 // attribute makes kernel N+1 depend programmatically on kernel N only; its

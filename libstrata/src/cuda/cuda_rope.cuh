@@ -38,8 +38,9 @@ __device__ __forceinline__ int rope_component(const strata_rope_params& p, int j
     return 3;
 }
 
-// inv_j of pair j (freq_factors may be null).
-__device__ __forceinline__ float rope_inverse_frequency(const strata_rope_params& p, int j, const float* freq_factors) {
+// 1 / base^(2j'/D) of pair j: inv_j before freq_factors. Reads the parameters alone (no memory), so a
+// kernel may form it before its pdl_wait (cuda_pdl.cuh).
+__device__ __forceinline__ float rope_inverse_base(const strata_rope_params& p, int j) {
     int start = 0;
     const int c = rope_component(p, j, &start);
     int jj = j;
@@ -49,9 +50,17 @@ __device__ __forceinline__ float rope_inverse_frequency(const strata_rope_params
         denom = 2 * (p.sections[c] > 0 ? p.sections[c] : 1);
     }
     const float expo = __fdiv_rn((float)(2 * jj), (float)denom);
-    float inv = __fdiv_rn(1.0f, (float)pow((double)p.theta_base, (double)expo));
-    if (freq_factors) inv = __fdiv_rn(inv, freq_factors[j]);
-    return inv;
+    return __fdiv_rn(1.0f, (float)pow((double)p.theta_base, (double)expo));
+}
+
+// inv_j from its base: divided by freq_factors[j] when there are factors (freq_factors may be null).
+__device__ __forceinline__ float rope_apply_factor(float base, int j, const float* freq_factors) {
+    return freq_factors ? __fdiv_rn(base, freq_factors[j]) : base;
+}
+
+// inv_j of pair j (freq_factors may be null).
+__device__ __forceinline__ float rope_inverse_frequency(const strata_rope_params& p, int j, const float* freq_factors) {
+    return rope_apply_factor(rope_inverse_base(p, j), j, freq_factors);
 }
 
 // cos/sin of pair j at a table cell (4 position components).
