@@ -251,7 +251,8 @@ static void test_attention(bool decode_only = false) {
     struct Case { int hd, n_kv, n_heads, window = 0; bool int8 = false; };
     for (Case cs : {Case{64, 3, 9}, Case{128, 2, 8}, Case{80, 1, 4}, Case{6, 2, 2}, Case{256, 1, 3}, Case{64, 1, 8},
                     Case{256, 1, 4, 100}, Case{64, 3, 9, 37}, Case{64, 3, 9, 0, true}, Case{128, 2, 8, 0, true},
-                    Case{6, 2, 2, 0, true}, Case{80, 1, 4, 45, true}, Case{64, 2, 2}, Case{128, 1, 8, 45, true}}) {
+                    Case{6, 2, 2, 0, true}, Case{80, 1, 4, 45, true}, Case{64, 2, 2}, Case{128, 1, 8, 45, true},
+                    Case{128, 8, 32}}) {  // the 8B's heads: o's 4,096-wide input emitted in the kernel
         const int hd = cs.hd;
         SlotsView s; s.n_slots = 3; s.n_layers = 2; s.n_ctx = 600; s.n_kv_heads = cs.n_kv; s.head_dim = hd;
         // A paged pool read through a scrambled page table: 37 pages for 3 slots x 10 entries, a
