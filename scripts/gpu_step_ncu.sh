@@ -5,8 +5,9 @@
 #   - bench/gpu_profile.py: the captured graph's time and the synchronized per-call sums;
 #   - the same step replayed once inside the profiler's window (--ncu-window) under
 #     `ncu --profile-from-start off` (durations, DRAM bytes read, grid sizes; clocks and caches left alone);
-#   - bench/ncu_step.py: the per-layer table (mean duration, share, GB/s and % of the roofline a kernel),
-#     written to $OUT/step_SHAPE_ROWS.md;
+#   - bench/ncu_step.py: the per-layer table (mean duration, share, GB/s and % of the roofline a kernel: the
+#     card's device-to-device copy rate as gpu_profile.py measured it, or ROOFLINE_TBS), written to
+#     $OUT/step_SHAPE_ROWS.md;
 # then the warp states of the decode attention kernel at the first SHAPE (ATT_NCU=0 skips it).
 #   bash scripts/gpu_step_ncu.sh [SHAPE:ROWS ...]     (default: 8b:1 1b:1 135m:1 8b:64; carry .whl, .carry-tok)
 # REBUILD=0 keeps a build/libstrata.so already there (a warm machine's earlier call).
@@ -34,11 +35,13 @@ for spec in "${specs[@]}"; do
   # the captured graph's time from a run of its own (ncu slows graph launches even outside its window)
   timeout 120 python3 bench/gpu_profile.py --model "$f" --rows "$r" > "$OUT/profile_$tag.log" 2>&1
   g=$(grep -o "captured graph: [0-9.]*" "$OUT/profile_$tag.log" | awk '{print $3}')
+  # the card's own copy rate, as gpu_profile.py measured it ("weights at X TB/s"; ROOFLINE_TBS overrides)
+  tbs=${ROOFLINE_TBS:-$(grep -o "weights at [0-9.]* TB/s" "$OUT/profile_$tag.log" | awk '{print $3}' | head -1)}
   timeout 200 ncu --profile-from-start off --clock-control none --cache-control none --metrics $MET -f -o "/tmp/r_$tag" \
     python3 bench/gpu_profile.py --model "$f" --rows "$r" --repeat 1 --ncu-window > "$OUT/ncu_run_$tag.log" 2>&1 \
     || tail -5 "$OUT/ncu_run_$tag.log"
   ncu --import "/tmp/r_$tag.ncu-rep" --csv --page raw > "$OUT/ncu_$tag.csv" 2>/dev/null
-  python3 bench/ncu_step.py "$OUT/ncu_$tag.csv" ${g:+--graph-ms "$g"} --roofline-tbs "${ROOFLINE_TBS:-4.27}" \
+  python3 bench/ncu_step.py "$OUT/ncu_$tag.csv" ${g:+--graph-ms "$g"} --roofline-tbs "${tbs:-4.27}" \
     > "$OUT/step_$tag.md" 2>&1
   echo "== $spec: captured graph ${g:-?} ms"; sed -n 1,30p "$OUT/step_$tag.md"
 done
