@@ -200,15 +200,13 @@ static void run_decode_plan(const AttentionArgs& a, int S, bool reverse, const H
     for (int32_t c : arrivals) CHECK(c == 0, "decode attention: an arrival counter was left at %d", c);
 }
 // The decode variant the launcher takes (NQ 4 for groups up to 4, else 8); false when none covers hd.
-// hpc > 0: blocks of that many query heads on the narrow kernels decode_launch takes for them
-// (STRATA_ATTENTION_NARROW): the fewest slots that hold them and give every fold thread an element
-// (head_dim 128: 1 or 2 slots; 64: 2).
+// hpc > 0: blocks of that many query heads on the narrow kernel decode_launch takes for them
+// (STRATA_ATTENTION_NARROW: its narrow_query_slots).
 static bool run_decode(const AttentionArgs& a, int S, bool reverse, const HandoffView* emit = nullptr, int hpc = 0) {
     const int hd = a.slots.head_dim, g = a.n_heads / a.slots.n_kv_heads;
     const bool i8 = a.slots.kv_dtype == STRATA_KV_INT8;
     int nq = g <= 4 ? 4 : 8;
-    if (hpc > 0)
-        while (nq / 2 >= (hd == 128 ? 1 : 2) && nq / 2 >= hpc) nq /= 2;
+    if (hpc > 0) nq = T_cuda_attention_decode::narrow_query_slots(nq, hpc, hd);
 #define DEC(HD, NQ) (i8 ? run_decode_plan<HD, NQ, true>(a, S, reverse, emit, hpc) : run_decode_plan<HD, NQ, false>(a, S, reverse, emit, hpc))
     if (hd == 64) { if (nq == 2) DEC(64, 2); else if (nq == 4) DEC(64, 4); else DEC(64, 8); return true; }
     if (hd == 128) { if (nq == 1) DEC(128, 1); else if (nq == 2) DEC(128, 2); else if (nq == 4) DEC(128, 4); else DEC(128, 8); return true; }

@@ -95,6 +95,17 @@ __device__ __forceinline__ float dec_i8(uint32_t word, int byte, float scale) {
     return __fmul_rn((float)(int8_t)((word >> (8 * byte)) & 0xffu), scale);
 }
 
+// The narrow instantiation for blocks of heads_per_cta query heads (STRATA_ATTENTION_NARROW): the fewest
+// query-vector slots, halving from nq (4 or 8), that still hold the block's heads and give each of the
+// fold's 128 threads a whole row-state element (head_dim 128: at least 1 slot; 64: at least 2). Which
+// slots a vector takes never changes its arithmetic. Host code (decode_launch), here
+// so that the emulator's test_kernels decode, which keeps only this part of the file, calls it too.
+int narrow_query_slots(int nq, int heads_per_cta, int hd) {
+    const int least = hd == 128 ? 1 : 2;
+    while (nq / 2 >= least && nq / 2 >= heads_per_cta) nq /= 2;
+    return nq;
+}
+
 // The fused launch (FUSED != 0): strata_rope_kv_store followed by this attention, in one kernel,
 // for launches whose rows read no cell another row of the launch writes (decode rows of distinct
 // slots). Every block of (row r, KV head kvh, head group) first does rope_kv_store's work for what
@@ -740,16 +751,11 @@ bool decode_launch(const AttentionArgs& a, const RopeKvStoreArgs* rope, cudaStre
                a.n_rows * s.n_kv_heads * ((P.group + P.heads_per_cta - 1) / P.heads_per_cta) * 2 <= sms)
             P.heads_per_cta = (P.heads_per_cta + 1) / 2;
     P.n_hgroups = (P.group + P.heads_per_cta - 1) / P.heads_per_cta;
-    // The kernel's query-vector slots: the narrowest instantiation that holds the block's heads (at least
-    // 128 row-state elements: one per thread in the fold). With the heads spread one to a block (8B, 1B
-    // and 135M at one row) the 4-slot kernel ran three empty vectors' predicated work in every dot, PV
-    // step and fold. Which slots a vector takes never changes its arithmetic. (Not the fused launch: its
-    // rope and store stages are checked on the 4- and 8-slot kernels only.)
-    int kq = nq;
-    if (rope == nullptr && narrow_attention_enabled()) {
-        const int least = hd == 128 ? 1 : 2;
-        while (kq / 2 >= least && kq / 2 >= P.heads_per_cta) kq /= 2;
-    }
+    // The kernel's query-vector slots: with the heads spread one to a block (8B, 1B and 135M at one row)
+    // the 4-slot kernel ran three empty vectors' predicated work in every dot, PV step and fold, so
+    // narrow_query_slots. (Not the fused launch: its rope and store stages are checked on the 4- and
+    // 8-slot kernels only.)
+    const int kq = rope == nullptr && narrow_attention_enabled() ? narrow_query_slots(nq, P.heads_per_cta, hd) : nq;
     P.max_chunks = (int32_t)(((int64_t)s.n_ctx + kTile * kChunkTiles - 1) / (kTile * kChunkTiles));
     const int64_t items = a.n_rows * s.n_kv_heads * P.n_hgroups;
 
