@@ -23,7 +23,10 @@
 // (handoff: the counted and local emissions, the paired SILU_MUL one included.)
 // The one-row chain kernel (o -> gate_up -> down in one grid with grid barriers) must equal the three
 // one-row kernels run one by one (chain).
-// Usage: test_int [quick | smoke | handoff | rope | chain | fused [DTYPE] | dtype DTYPE] (fused: only the kernel
+// early [smoke]: the dot kernels with every stage buffer's first-tile part staged before the wait (the
+// STRATA_INT_EARLY_STAGES launch), the hand-off and chain cases too, and its negative control (smoke:
+// RMSNORM only, no chain cases).
+// Usage: test_int [quick | smoke | handoff | rope | chain | early [smoke] | fused [DTYPE] | dtype DTYPE] (fused: only the kernel
 // that rounds its own rows, optionally one dtype: the strata_dtype value, e.g. 2 for Q4_0, 12 for Q4_K;
 // dtype: every configuration of one dtype; rope: the rope epilogue only)
 #define STRATA_CUDA_EMU 1
@@ -244,6 +247,12 @@ static float ref_out(int dt, int pro, const Act& a, const uint8_t* wrow, int64_t
 // The y row stride the few-row, tile and gemv harnesses (test_int_rows/tiles/gemv.cpp) give their
 // kernels (0: n_out); their one_* functions set it around a case (StrideScope).
 static int64_t g_y_stride = 0;
+// `early` mode (STRATA_INT_EARLY_STAGES): the dot kernels get every stage buffer's part of their first
+// tile before the wait (IntParams::early_parts), as the launcher sets it; the bits must not move.
+static bool g_early = false;
+static void apply_early(I::IntParams& p) {
+    if (g_early) p.early_parts = I::dot_nbuf(p);
+}
 struct StrideScope {
     explicit StrideScope(int64_t s) { g_y_stride = s; }
     ~StrideScope() { g_y_stride = 0; }
@@ -283,6 +292,7 @@ static void run_int(int dt, int pro, const float* x, int64_t x_stride, int64_t n
     p.n_row_tiles = (int)((n_rows + kr - 1) / kr);
     p.n_tiles = p.n_row_tiles * (int)((n_out + p.no - 1) / p.no);
     if (kind == 3) I::dot_fuse(p, kr);
+    if (kind == 0 || kind == 3) apply_early(p);
     const int smem = kind == 3 ? (int)I::dot_fused_smem(p) : (kind ? I::mma_smem_bytes(p, kr) : I::dot_smem(p, kr));
     CHECK(smem <= (int)sizeof(g_emu_smem), "smem %d", smem);
     memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));
@@ -395,7 +405,9 @@ static void run_prepass1(const I::PreParams& q, int pro, unsigned chunks) {
         else I::int_prepass_kernel<STRATA_PROLOGUE_NONE>(q);
     });
 }
-static void run_dot1(int dt, unsigned gx, const I::IntParams& q) {
+static void run_dot1(int dt, unsigned gx, const I::IntParams& q0) {
+    I::IntParams q = q0;
+    apply_early(q);
     auto go = [&](auto dtc) {
         constexpr int D = decltype(dtc)::value;
         run_grid(gx, 1, (unsigned)q.threads, [q] { I::int_dot_kernel<D, 1, false>(q); });
@@ -789,7 +801,7 @@ static void chain_case(int dt, int64_t q, int64_t h, int64_t f, unsigned grid, i
     I::ChainParams c{};
     int smem = 0, threads = 0;
     for (int i = 0; i < n; ++i) smem = std::max(smem, I::dot_smem(pc[i], 1)), threads = std::max(threads, pc[i].threads);
-    for (int i = 0; i < n; ++i) c.p[i] = pc[i], c.p[i].threads = threads;  // as dot_chain_flush launches them
+    for (int i = 0; i < n; ++i) c.p[i] = pc[i], c.p[i].threads = threads, apply_early(c.p[i]);  // as dot_chain_flush launches them
     if (pre) {  // as chain_smem lays them out
         for (int i = 0; i < n; ++i) c.pre[i] = prepass(got, i);
         c.red_off = (smem + 15) / 16 * 16;
@@ -952,8 +964,69 @@ static void rope_cases() {
     printf("rope epilogue: %d checks, %d failures so far\n", checks, fails);
 }
 
+// The early stages' negative control: a kernel whose tiles take parts [0, 2) of the first tile as staged
+// before the wait while only part 0's weights were (early_weights, the one-part form) must give wrong
+// bits: part 1's buffer then holds whatever was there (0xFF, or another CTA's rows).
+static void early_negative_control() {
+    const int dt = STRATA_Q4_0;
+    const int64_t k = 32 * 8 * 40, n_out = 64;  // 5 parts of 8 slices at 32 outputs: two stage buffers
+    std::vector<float> x(k), y(n_out, 0.0f), y2(n_out, 0.0f);
+    for (auto& v : x) v = randn();
+    auto w = random_weights(dt, n_out, k, 0);
+    const int64_t nb = k / 32, nbp = (nb + 1) / 2 * 2;
+    std::vector<uint8_t> xq(k + 16);
+    std::vector<uint2> meta(nbp + 2);
+    std::vector<float> ssq((nb + 7) / 8);
+    int8_t* xq16 = reinterpret_cast<int8_t*>(xq.data() + (16 - reinterpret_cast<uintptr_t>(xq.data()) % 16) % 16);
+    uint2* meta16 = reinterpret_cast<uintptr_t>(meta.data()) % 16 ? meta.data() + 1 : meta.data();
+    I::PreParams pp{x.data(), k, k, (int)nb, (int)nbp, (int)((nb + 7) / 8), 0, nullptr, xq16, meta16, ssq.data()};
+    run_prepass1(pp, 0, (unsigned)pp.nchunks);
+    I::IntParams p = producer_params(dt, 0, k, k, n_out, x.data(), nullptr, w.data(), y.data(), false, xq16, meta16,
+                                     ssq.data());
+    setenv("STRATA_INT_DOT_SHAPE", "32:8", 1);
+    I::dot_shape(p, slicebytes(dt), 1000, 233472, 1);
+    unsetenv("STRATA_INT_DOT_SHAPE");
+    p.n_row_tiles = 1;
+    p.n_tiles = (int)((n_out + p.no - 1) / p.no);
+    CHECK(I::dot_nbuf(p) == 2 && p.n_parts == 5, "negative control shape: %d buffers, %d parts", I::dot_nbuf(p), p.n_parts);
+    memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));
+    run_dot1(STRATA_Q4_0, (unsigned)p.n_tiles, p);  // the real kernel (g_early: both parts early)
+    I::IntParams b = p;
+    b.y = y2.data();
+    b.early_parts = 2;
+    memset(g_emu_smem, 0xFF, sizeof(g_emu_smem));
+    run_grid((unsigned)b.n_tiles, 1, (unsigned)b.threads, [b] {
+        I::early_weights<STRATA_Q4_0>(b, b.no);  // part 0 alone
+        pdl_wait();
+        I::int_dot_tiles<STRATA_Q4_0, 1, false, false>(b);
+    });
+    int differ = 0;
+    for (int64_t o = 0; o < n_out; ++o) differ += bits(y[o]) != bits(y2[o]);
+    CHECK(differ > 0, "early stages negative control: part 1 never staged, yet no output changed");
+    printf("early stages negative control: %d of %ld outputs differ\n", differ, (long)n_out);
+}
+
 int main(int argc, char** argv) {
     setvbuf(stdout, nullptr, _IOLBF, 0);  // progress and failures as they happen
+    if (argc > 1 && std::string(argv[1]) == "early") {  // STRATA_INT_EARLY_STAGES: the dot kernels, hand-off, chain
+        g_early = true;
+        early_negative_control();
+        const bool small = argc > 2 && std::string(argv[2]) == "smoke";  // CI: RMSNORM only, chain cases left out
+        for (int dt : {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1, STRATA_Q4_K, STRATA_Q6_K})
+            for (int pro = small ? 1 : 0; pro < (small ? 2 : 3); ++pro)
+                for (int64_t rows : {1, 3, 9}) {
+                    const bool kq = dt == STRATA_Q4_K || dt == STRATA_Q6_K;
+                    const int64_t k = kq ? 32 * 8 * 40 : 32 * (8 * 40 + 3);
+                    one(dt, pro, k, 19, rows, 2, rows == 3 ? 1 : 1000, rows == 9, pro == 1, 0);
+                    if (dt != STRATA_Q6_K || rows == 1)  // the kernel that rounds its own rows: 2 parts at one row
+                        one(dt, pro, 32 * 8 * 36, 23, rows, 4, 1000, false, true, 3);
+                }
+        printf("early: the dot kernels done, %d failures so far\n", fails);
+        emit_cases(true);
+        if (!small) chain_cases();
+        printf("test_int early: %d checks, %d failures\n", checks, fails);
+        return fails ? 1 : 0;
+    }
     if (argc > 1 && std::string(argv[1]) == "rope") {  // the rope epilogue only
         rope_cases();
         printf("test_int rope: %d checks, %d failures\n", checks, fails);

@@ -15,7 +15,9 @@
 // Also: rows_pick's choices at 8B shapes on 132 SMs (every SM busy) at both
 // warp counts, and a negative control (one block's scale changed must change
 // some output) at both.
-// Usage: test_int_rows [smoke | sweep] (sweep: only the rows 1..64 part)
+// early [smoke]: the same checks with the first tile's first parts' weights requested before the wait
+// (STRATA_INT_EARLY_STAGES), and its negative control (smoke: one prologue per dtype).
+// Usage: test_int_rows [smoke | sweep | early [smoke]] (sweep: only the rows 1..64 part)
 #define main test_int_main
 #include "test_int.cpp"
 #undef main
@@ -51,6 +53,9 @@ static void run_rows_dt(const TR::RowsParams& p, int kr, int warps) {
 // The pre-pass (as launch_int_matmul runs it), then the few-row kernel with kr rows per CTA, mg
 // output groups (0: rows_pick's choice for `sms` SMs), `budget` bytes of shared memory and `warps`
 // warps per CTA.
+// RowsParams::early for every run (the `early` mode: 1; its negative control: 2).
+static int g_rows_early = 0;
+
 static void run_rows(int dt, int pro, const float* x, int64_t x_stride, int64_t n_rows, int64_t k, const uint8_t* w,
                      int64_t n_out, const float* g, float eps, const float* bias, float* y, bool accumulate, int kr,
                      int mg, int64_t budget, int sms, int warps) {
@@ -75,6 +80,7 @@ static void run_rows(int dt, int pro, const float* x, int64_t x_stride, int64_t 
     p.bias = bias; p.y = y; p.y_stride = g_y_stride > 0 ? g_y_stride : n_out; p.accumulate = accumulate; p.prologue = pro; p.eps = eps;
     const int got = TR::rows_pick(p, kr, bbytes(dt), sms, budget, budget, mg, warps);
     CHECK(got > 0 && (mg == 0 || got == mg), "rows_pick gave %d (asked %d)", got, mg);
+    p.early = g_rows_early;
     const int64_t smem = p.rsq_off + kr * 4;
     CHECK(smem <= budget && smem <= (int64_t)sizeof(g_emu_smem), "smem %ld over budget %ld", (long)smem, (long)budget);
     if (got <= 0 || smem > (int64_t)sizeof(g_emu_smem)) return;
@@ -165,8 +171,59 @@ static void one_rows(int dt, int pro, int64_t k, int64_t n_out, int64_t n_rows, 
 
 static int kr_for(int64_t rows) { return rows <= 8 ? 8 : (rows <= 16 ? 16 : 32); }
 
+// STRATA_INT_EARLY_STAGES (RowsParams::early = 1): the first tile's first parts' weights requested before
+// the wait must give every bit of the reference, over parts of 1 to several slices, 8/16/32-row CTAs,
+// every dtype and prologue; the negative control (early = 2: the tiles take those weights as requested
+// though none were) must change outputs.
+static void early_cases(bool small) {
+    const int64_t big = 227 * 1024;
+    const int dts[3] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1};
+    g_rows_early = 1;
+    int cfg = 0;
+    for (int dt : dts)
+        for (int pro = 0; pro < 3; ++pro) {
+            ++cfg;
+            if (small && pro != (cfg - 1) / 3) continue;  // smoke: one prologue per dtype
+            const int64_t k = cfg % 2 ? 32 * 8 * 10 : 32 * 8 * 5 + 64, nr = cfg % 3 == 0 ? 5 : (cfg % 3 == 1 ? 13 : 31);
+            const int mg = 1 << (cfg % 3);
+            TR::RowsParams q{};
+            q.nb = (int)(k / 32); q.n_slices = (q.nb + 7) / 8;
+            const int64_t min_b = TR::rows_layout(q, kr_for(nr), mg, bbytes(dt), 0);  // one slice a part
+            one_rows(dt, pro, k, mg == 1 ? 45 : 77, nr, 2 * (cfg % 3), cfg % 2 == 0, pro == 1, kr_for(nr), mg,
+                     cfg % 2 ? min_b : big, true);
+            printf("early config %d (dt %d pro %d mg %d k %ld rows %ld): %d checks, %d failures so far\n", cfg, dt, pro,
+                   mg, (long)k, (long)nr, checks, fails);
+        }
+    // The negative control: the same inputs with early = 0 and early = 2.
+    const int64_t k = 32 * 8 * 10, n_out = 45, nr = 6;
+    std::vector<float> x(nr * k), g(k), y0(nr * n_out, 0.0f), y2(nr * n_out, 0.0f);
+    for (auto& v : x) v = randn();
+    for (auto& v : g) v = 1.0f;
+    auto w = random_weights(STRATA_Q4_0, n_out, k, 0);
+    TR::RowsParams q{};
+    q.nb = (int)(k / 32); q.n_slices = (q.nb + 7) / 8;
+    const int64_t min_b = TR::rows_layout(q, 8, 1, bbytes(STRATA_Q4_0), 0);
+    const StrideScope stride_scope(n_out);
+    g_rows_early = 0;
+    run_rows(STRATA_Q4_0, 0, x.data(), k, nr, k, w.data(), n_out, g.data(), 1e-5f, nullptr, y0.data(), false, 8, 1, min_b,
+             132, 8);
+    g_rows_early = 2;
+    run_rows(STRATA_Q4_0, 0, x.data(), k, nr, k, w.data(), n_out, g.data(), 1e-5f, nullptr, y2.data(), false, 8, 1, min_b,
+             132, 8);
+    g_rows_early = 0;
+    int differ = 0;
+    for (size_t i = 0; i < y0.size(); ++i) differ += bits(y0[i]) != bits(y2[i]);
+    CHECK(differ > 0, "early stages negative control: the tiles skipped weights nobody requested, yet no output changed");
+    printf("early stages negative control: %d of %zu outputs differ\n", differ, y0.size());
+}
+
 int main(int argc, char** argv) {
     setvbuf(stdout, nullptr, _IOLBF, 0);
+    if (argc > 1 && std::string(argv[1]) == "early") {
+        early_cases(argc > 2 && std::string(argv[2]) == "smoke");
+        printf("test_int_rows early: %d checks, %d failures\n", checks, fails);
+        return fails ? 1 : 0;
+    }
     const bool smoke = argc > 1 && std::string(argv[1]) == "smoke";
     const bool sweep = argc > 1 && std::string(argv[1]) == "sweep";  // only rows 1..64
     const int dts[3] = {STRATA_Q4_0, STRATA_Q8_0, STRATA_Q4_1};

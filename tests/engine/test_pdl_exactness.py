@@ -3,7 +3,13 @@ engine's recorded decode graphs with STRATA_PDL=1 (the default on Hopper) and ST
 every request the same tokens and the same logprobs, bit for bit, and both equal the request's solo
 run. Tiny `strata synth --pure` models: Q4_0 (the integer matmul kernels) and Q4_K (the tensor-core
 matmul); four requests admitted at staggered steps, greedy and seeded, so steps mix prefill chunks
-and decode rows. CUDA only: the CPU backend has no kernel launches to make programmatic."""
+and decode rows. CUDA only: the CPU backend has no kernel launches to make programmatic.
+
+The same holds with STRATA_INT_EARLY_STAGES=1 (the dot kernels request every stage buffer's part of their
+first tile before the wait): under STRATA_INT_DOT_SHAPE=8:1 (one slice a part) with
+STRATA_HANDOFF_LOCAL_PARTS=0 (so no producer takes the hand-off's own CTA shape), the tiny model's
+512-wide down has two parts, and every request still equals its solo run and the default's tokens and
+logprobs."""
 
 import pytest
 
@@ -51,15 +57,22 @@ async def test_pdl_on_and_off_equal_solo_runs(loaded, make_engine, monkeypatch):
                tok("1, 2, 3, 4, 5, 6, 7, 8, 9, 10, " * 3), tok("Hello there! How are you doing today?")]
     jobs = [Job(prompts[0], GREEDY, at_step=0, name="A"), Job(prompts[1], seeded(3), at_step=1, name="B"),
             Job(prompts[2], GREEDY, at_step=2, name="C"), Job(prompts[3], seeded(11), at_step=4, name="D")]
+    settings = {"PDL on": {"STRATA_PDL": "1"}, "PDL off": {"STRATA_PDL": "0"},
+                "early stages": {"STRATA_PDL": "1", "STRATA_INT_DOT_SHAPE": "8:1", "STRATA_HANDOFF_LOCAL_PARTS": "0",
+                                 "STRATA_INT_EARLY_STAGES": "1"}}
     runs = {}
-    for pdl in ("1", "0"):
-        monkeypatch.setenv("STRATA_PDL", pdl)
+    for name, env in settings.items():
+        for var in ("STRATA_INT_DOT_SHAPE", "STRATA_HANDOFF_LOCAL_PARTS", "STRATA_INT_EARLY_STAGES"):
+            monkeypatch.delenv(var, raising=False)
+        for var, value in env.items():
+            monkeypatch.setenv(var, value)
         solos = [fingerprint(await solo(make_engine(batch=1, chunk=64), job.prompt, job.params)) for job in jobs]
         results, steps = await run_script(make_engine(batch=4, chunk=16), jobs)
         assert any(s.prefill and s.decode for s in steps), "no step mixed prefill and decode"
         for job, result, want in zip(jobs, results, solos):
-            assert fingerprint(result) == want, f"STRATA_PDL={pdl}: request {job.name} diverged from its solo run"
-        runs[pdl] = solos
+            assert fingerprint(result) == want, f"{name} ({env}): request {job.name} diverged from its solo run"
+        runs[name] = solos
     # Greedy streams of a random model may repeat one token; their logprobs still differ.
-    assert len(set(runs["1"])) == len(jobs), f"streams are degenerate: {runs['1']}"
-    assert runs["1"] == runs["0"], "STRATA_PDL=1 and STRATA_PDL=0 give different tokens or logprobs"
+    assert len(set(runs["PDL on"])) == len(jobs), f"streams are degenerate: {runs['PDL on']}"
+    for name in settings:
+        assert runs[name] == runs["PDL on"], f"{name} and PDL on give different tokens or logprobs"

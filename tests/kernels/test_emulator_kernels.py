@@ -37,6 +37,10 @@ GPU"). Each binary's short mode, about 16 minutes in all on two cores:
   source, runs that must fail (the negative controls);
 - test_int_rows smoke: the few-row integer kernel (2-32 rows);
 - test_int_gemv smoke: the gemv integer kernel (1-8 rows);
+- test_int early smoke and test_int_rows early smoke: the dot kernels (one row, 8-row tiles, the fused form, the
+  hand-off emissions) and the few-row kernel with their first tile's weights requested before the wait
+  (STRATA_INT_EARLY_STAGES), each with its negative control (tiles that take weights as requested early
+  when they were not must change bits);
 - test_mma quick: the f16 tensor-core matmul (decode and wide tiles) against its reference, with the
   negative controls that a permuted order or a too-early cp.async wait are caught;
 - test_sample --quick: the seeded sampler (cluster and single-CTA routes) draw for draw against the
@@ -77,6 +81,8 @@ CASES = [  # (binary, its short mode's arguments, the summary line its passing r
     ("test_int_tiles", ["smoke"], r"^test_int_tiles: \d+ checks, 0 failures$"),
     ("test_int_wgmma", ["smoke"], r"^test_int_wgmma: \d+ checks, 0 failures$"),
     ("test_int_rows", ["smoke"], r"^test_int_rows: \d+ checks, 0 failures$"),
+    ("test_int", ["early", "smoke"], r"^test_int early: \d+ checks, 0 failures$"),
+    ("test_int_rows", ["early", "smoke"], r"^test_int_rows early: \d+ checks, 0 failures$"),
     ("test_int_gemv", ["smoke"], r"^test_int_gemv: \d+ checks, 0 failures$"),
     ("test_mma", ["quick"], r"^mma matmul: \d+ problems x 5 kernel configurations, 0 failures$"),
     ("test_sample", ["--quick"], r"^top-k rows .*; top-p rows "),

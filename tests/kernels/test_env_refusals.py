@@ -1,5 +1,5 @@
 """libstrata's CUDA switches refuse values they do not take (libstrata/src/core/env_switch.h): a matmul that
-reads STRATA_INT_Q4_1, STRATA_INT_FUSE_ROUNDS or STRATA_INT_FUSE_CTAS with a typo in it fails with an
+reads STRATA_INT_Q4_1, STRATA_INT_FUSE_ROUNDS, STRATA_INT_FUSE_CTAS or STRATA_INT_EARLY_STAGES with a typo in it fails with an
 error naming the variable and what it takes, and leaves y as it was. Before 2026-12-06 the first read any
 value but "0" as on and the second took atoi's reading ("abc" was 0), so a typo silently timed the other
 route of an A/B. The tile kernel's switches, STRATA_PDL, STRATA_INT_GEMV_FUSE and STRATA_MATMUL_ROPE have
@@ -59,3 +59,10 @@ def test_fuse_ctas_takes_a_whole_number_up_to_64(cuda_ctx, rng, monkeypatch, val
     refused(cuda_ctx, rng, monkeypatch, S.DType.Q4_0, 1,
             {"STRATA_INT_MATMUL": "legacy", "STRATA_INT_FUSE_ROUNDS": "8", "STRATA_INT_FUSE_CTAS": value},
             rf"STRATA_INT_FUSE_CTAS={value}: expected a whole number of CTAs per SM")
+
+
+@pytest.mark.parametrize("value", ["2", "yes", "01", " 1"])
+def test_early_stages_takes_0_or_1(cuda_ctx, rng, monkeypatch, value):
+    # Read where a dot kernel launches: one row on the legacy kernels.
+    refused(cuda_ctx, rng, monkeypatch, S.DType.Q4_0, 1, {"STRATA_INT_MATMUL": "legacy", "STRATA_INT_EARLY_STAGES": value},
+            rf"STRATA_INT_EARLY_STAGES={value}: expected 0 or 1")

@@ -1,7 +1,9 @@
 """The one-row integer dot kernel's CTA shape switch (STRATA_INT_DOT_SHAPE=auto|legacy|NO:PS,
 libstrata/src/cuda/cuda_int_matmul.cu dot_shape) on the device: the earlier choice (legacy) and any
 outputs-per-CTA / slices-per-part choice give the same bits as the default shape, and a malformed
-value is an error that leaves y as it was.
+value is an error that leaves y as it was. STRATA_INT_EARLY_STAGES (how many of
+the first tile's parts a CTA requests before it waits for the previous kernel) keeps the bits too; its
+refusals are in test_env_refusals.py.
 
 Every output adds its slices' sums in slice order whatever NO and PS are, so the switch moves only
 the launch (how many CTAs, how many bytes each has in flight, how many parts it waits for): these
@@ -93,3 +95,35 @@ def test_malformed_dot_shape_is_refused(cuda_ctx, rng, monkeypatch, value):
     assert np.array_equal(by.to_numpy(np.float32, (1, n_out)).view(np.uint32), y0.view(np.uint32))
     for b in (bx, bw, by):
         b.close()
+
+
+EARLY_CASES = [  # (n_out, k, rows, STRATA_INT_DOT_SHAPE, STRATA_INT_MATMUL): one part, two, many
+    (4096, 4096, 1, "auto", "auto"), (4096, 14336, 1, "auto", "auto"), (77, 2304, 1, "32:8", "auto"),
+    (77, 2304, 1, "8:4", "auto"), (40, 14336, 1, "16:16", "auto"),
+    # several rows: the dot kernel's 8-row tiles (legacy keeps the few-row and tile kernels out) ...
+    (40, 4096, 5, "auto", "legacy"), (77, 2304, 8, "auto", "legacy"), (9, 14336, 3, "auto", "legacy"),
+    # ... and the few-row kernel (2-32 rows), whose parts in flight come before the wait too
+    (4096, 14336, 4, "auto", "rows"), (1024, 4096, 13, "auto", "rows"), (77, 2304, 32, "auto", "rows:16")]
+
+
+@pytest.mark.exactness
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_early_stages_bit_identical(cuda_ctx, rng, monkeypatch, dtype):
+    """STRATA_INT_EARLY_STAGES=1 (the dot kernels request every stage buffer's part of their first tile before
+    the wait, not part 0 alone; the few-row kernel the parts it stages ahead, not none) gives the default's
+    bits: the same bytes land in the same places."""
+    for n_out, k, rows, shape, route in EARLY_CASES:
+        if route.startswith("rows") and dtype not in (S.DType.Q4_0, S.DType.Q8_0):
+            continue  # the few-row kernel takes Q4_0, Q8_0 and Q4_1 only
+        raw = random_blocks(rng, dtype, n_out, k)
+        x = rng.standard_normal((rows, k), dtype=np.float32)
+        norm = (1 + 0.1 * rng.standard_normal(k)).astype(np.float32)
+        y0 = rng.standard_normal((rows, n_out)).astype(np.float32)
+        monkeypatch.setenv("STRATA_INT_DOT_SHAPE", shape)
+        monkeypatch.setenv("STRATA_INT_MATMUL", route)
+        outs = []
+        for early in ("0", "1"):
+            monkeypatch.setenv("STRATA_INT_EARLY_STAGES", early)
+            outs.append(run_ex(cuda_ctx, x, k, raw, dtype, n_out, P.RMSNORM, norm, None, y0, True))
+        n = differ(outs[0], outs[1])
+        assert n == 0, f"{dtype.name} {rows}x{k}->{n_out} {route} shape {shape}: {n} outputs differ with early stages"

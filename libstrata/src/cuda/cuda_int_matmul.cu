@@ -77,6 +77,13 @@ constexpr int kDotRows = 8;          // rows per tile (one accumulator each per 
 inline int int_fuse_rounds() {
     return (int)env_whole("STRATA_INT_FUSE_ROUNDS", 0, 0, 1 << 30, "a whole number of rounds (0: never)");
 }
+
+// STRATA_INT_EARLY_STAGES (read at each call, strata/env.py), strictly "0" or "1" (unset or empty: 0): 1 =
+// the dot kernels request the weights of as many parts of their first tile as they have stage buffers
+// before pdl_wait (early_dot_weights), not part 0 alone, and the few-row kernel those of the parts it
+// stages ahead (early_rows_weights, cuda_int_rows.cu), not none; the same bytes in the same places.
+inline bool int_early_stages() { return env_switch("STRATA_INT_EARLY_STAGES", false); }
+
 // The fused dot kernel's CTAs per SM (STRATA_INT_FUSE_CTAS, read at each call; 0, the default: as many as
 // fit). Every CTA rounds its rows again, so the rounding's instructions grow with the grid; with 1 or 2
 // a CTA rounds once and then walks many tiles (the same bits: which CTA computes a tile changes nothing).
@@ -113,6 +120,10 @@ struct IntParams {
     // is computed) or 3 (two parts in flight: the local emission's 32-output CTAs, one per SM, which
     // otherwise have half the bytes in flight of two 16-output CTAs). 0: 2 where n_parts > 1.
     int nbuf;
+    // The dot kernels' weights staged before pdl_wait (early_dot_weights): 0 or 1 = part 0 of the CTA's
+    // first tile; N > 1 = its parts [0, N), at most one a stage buffer (dot_early_parts;
+    // STRATA_INT_EARLY_STAGES).
+    int early_parts;
     // The fused dot kernel (no pre-pass): it quantizes its rows of x itself into shared memory at
     // act_off (act_rows rows: int8 values at row stride xbytes, meta at mbytes, then RMSNORM's ssq
     // per chunk and the per-block sums of squares it is folded from).
@@ -161,6 +172,12 @@ struct IntParams {
 // The dot kernel's stage buffers (IntParams::nbuf; 0 = the layout before it existed: 2 where several parts).
 __host__ __device__ __forceinline__ int dot_nbuf(const IntParams& p) {
     return p.nbuf > 0 ? p.nbuf : (p.n_parts > 1 ? 2 : 1);
+}
+
+// The parts of a CTA's first tile whose weights the dot kernels stage before pdl_wait, each into its
+// own stage buffer (part j into buffer j, where the part loop puts it too): 1 to min(buffers, parts).
+__host__ __device__ __forceinline__ int dot_early_parts(const IntParams& p) {
+    return max(1, min(p.early_parts, min(dot_nbuf(p), p.n_parts)));
 }
 
 // ---------------------------------------------------------------- activation quantization
@@ -281,6 +298,18 @@ __device__ __forceinline__ void early_weights(const IntParams& p, int tile_no) {
     if (tile >= p.n_tiles) return;
     const int64_t o0 = (int64_t)(tile / p.n_row_tiles) * tile_no;
     stage_weights<kDtype>(p, mma_smem(), 0, o0, (int)min((int64_t)tile_no, p.n_out - o0));
+}
+
+// The dot kernels' form (int_dot_tiles knows which parts came before the wait): the weights of parts
+// [0, dot_early_parts) of the first tile, part j into stage buffer j. Weights only, as above: staging
+// more of them before the wait moves where a byte is requested, never which byte lands where.
+template <int kDtype>
+__device__ __forceinline__ void early_dot_weights(const IntParams& p) {
+    const int tile = (int)blockIdx.x;
+    if (tile >= p.n_tiles) return;
+    const int64_t o0 = (int64_t)(tile / p.n_row_tiles) * p.no;
+    const int no = (int)min((int64_t)p.no, p.n_out - o0), ne = dot_early_parts(p);
+    for (int j = 0; j < ne; ++j) stage_weights<kDtype>(p, mma_smem() + j * p.stage_bytes, j, o0, no);
 }
 
 // Block j of the slice for every row of the tile: xs/ms point at the slice's
@@ -526,11 +555,18 @@ __device__ __forceinline__ void int_dot_tiles(const IntParams& p) {
         const int64_t r0 = (int64_t)rt * kR;
         const int nr = (int)min((int64_t)kR, p.n_rows - r0);
         float total = 0.0f;
-        if (tile != (int)blockIdx.x) stage_part<kDtype, kR, kFused>(p, smem, 0, o0, no, r0, nr);
-        else if (!kFused) stage_acts<kR>(p, smem, 0, r0, nr);  // the first tile: weights went before the wait
+        // Part j into stage buffer j % nbuf: its weights and activations, or, where its weights went before
+        // the wait (the first tile's first `early` parts: early_dot_weights), the activations alone.
+        const int early = tile == (int)blockIdx.x ? dot_early_parts(p) : 0;
+        auto stage = [&](int j) {
+            uint8_t* st = smem + (j % nbuf) * p.stage_bytes;
+            if (j >= early) stage_part<kDtype, kR, kFused>(p, st, j, o0, no, r0, nr);
+            else if (!kFused) stage_acts<kR>(p, st, j, r0, nr);
+        };
+        stage(0);
         cp_async_commit_group();
         if (ahead == 2 && p.n_parts > 1) {  // three buffers: part 1 in flight beside part 0 (uniform)
-            stage_part<kDtype, kR, kFused>(p, smem + p.stage_bytes, 1, o0, no, r0, nr);
+            stage(1);
             cp_async_commit_group();
         }
         if (kFused && rt != act_rt) {  // CTA-uniform; the previous tile ended with a barrier
@@ -566,7 +602,7 @@ __device__ __forceinline__ void int_dot_tiles(const IntParams& p) {
             // Part q + ahead into the buffer part q - 1 left (every thread is past it: the barrier
             // after its compute), then wait until part q's group is done, `newer` groups after it.
             if (q + ahead < p.n_parts) {
-                stage_part<kDtype, kR, kFused>(p, smem + ((q + ahead) % nbuf) * p.stage_bytes, q + ahead, o0, no, r0, nr);
+                stage(q + ahead);
                 cp_async_commit_group();
             }
             const int newer = min(ahead, p.n_parts - 1 - q);
@@ -649,7 +685,7 @@ __device__ __forceinline__ void int_dot_tiles(const IntParams& p) {
 
 template <int kDtype, int kR, bool kFused>
 __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p) {
-    early_weights<kDtype>(p, p.no);  // weights only, before the wait
+    early_dot_weights<kDtype>(p);  // weights only, before the wait
     pdl_wait();
     pdl_launch_dependents();
     int_dot_tiles<kDtype, kR, kFused, false>(p);
@@ -661,7 +697,7 @@ __global__ void __launch_bounds__(kDotThreads) int_dot_kernel(const IntParams p)
 constexpr int kRopeEpiSmem = kDotThreads * (int)sizeof(RopeEpi);  // its static shared memory (rope_epi_slots)
 template <int kDtype>
 __global__ void __launch_bounds__(kDotThreads, 4) int_dot_rope_kernel(const IntParams p) {
-    early_weights<kDtype>(p, p.no);  // weights only, before the wait
+    early_dot_weights<kDtype>(p);  // weights only, before the wait
     pdl_wait();
     pdl_launch_dependents();
     int_dot_tiles<kDtype, 1, false, true>(p);
@@ -780,7 +816,7 @@ template <int kDtype, int I>
 __device__ __forceinline__ void chain_call(const ChainParams& c) {
     if (c.n <= I) return;
     if constexpr (I > 0) {
-        early_weights<kDtype>(c.p[I], c.p[I].no);
+        early_dot_weights<kDtype>(c.p[I]);
         if (c.pre[I - 1].nchunks > 0) {
             chain_barrier(c.barrier);
             chain_prepass(c.pre[I - 1], c.red_off);
@@ -799,7 +835,7 @@ __device__ __forceinline__ void chain_tail(const ChainParams& c, const PreParams
 
 template <int kDtype>
 __global__ void __launch_bounds__(kDotThreads, 4) int_dot_chain_kernel(const ChainParams c) {
-    early_weights<kDtype>(c.p[0], c.p[0].no);  // weights only, before the wait
+    early_dot_weights<kDtype>(c.p[0]);  // weights only, before the wait
     pdl_wait();
     pdl_launch_dependents();
     static_assert(kDotChainMax == 4, "the calls below are unrolled (constant indices keep p in the parameter space)");
@@ -1672,7 +1708,7 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
             flush();
             launch_int_rows(IntTilesArgs{v.xq, v.meta, v.ssq, a.n_rows, k, a.n_out, (int)nbp, a.w_dtype, a.w,
                                          a.bias, a.y, a.accumulate, a.prologue, a.eps, a.y_row_stride},
-                            rows_kr, dev, stream);
+                            rows_kr, dev, stream, int_early_stages());
             return false;
         }
         p.xq = v.xq;
@@ -1719,6 +1755,8 @@ bool launch_int_matmul(const MatmulArgs& a, cudaStream_t stream, Scratch& scratc
             if (const int cap = int_fuse_ctas(); cap > 0 && (per_sm <= 0 || cap < per_sm)) per_sm = cap;
             grid = dot_fused_grid(p, (int64_t)per_sm * lim.sms);
         }
+        // STRATA_INT_EARLY_STAGES: every stage buffer's part of the first tile requested before the wait.
+        p.early_parts = int_early_stages() ? dot_nbuf(p) : 1;
         if (a.prefetch != nullptr && a.prefetch_bytes > 0) {  // whole 128-byte lines, within the allocation
             const uintptr_t lo = reinterpret_cast<uintptr_t>(a.prefetch) & ~uintptr_t(127);
             const uintptr_t hi = reinterpret_cast<uintptr_t>(a.prefetch) + a.prefetch_bytes;

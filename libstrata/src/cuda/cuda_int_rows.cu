@@ -100,6 +100,10 @@ struct RowsParams {
     // The shape (rows_layout): mg groups of 16 outputs, ps slices per part, row strides of a
     // stage's weights / activations / meta, its bytes, where the partials and RMSNORM factors live.
     int mg, ps, n_parts, wstride, xstride, mstride, stage_bytes, part_off, rsq_off, n_row_tiles, n_tiles;
+    // 1: the first tile's weights of parts [0, kRowsStages - 1) are requested before pdl_wait
+    // (early_rows_weights; STRATA_INT_EARLY_STAGES); 0: every copy after it. 2: the emulator's negative
+    // control (test_int_rows.cpp early): the tiles take those weights as requested, but none were.
+    int early;
 };
 
 // 32 bits from a 2-byte aligned shared-memory address: the two aligned words around it, shifted.
@@ -145,9 +149,10 @@ __device__ __forceinline__ void rows_mma(int (&d)[4], const uint32_t (&a)[4], ui
 // of the row's window; nothing at or past w_end is read), then the int8 activations and block meta
 // of the live rows [r0, r0 + nr) (16-byte aligned in the pre-pass scratch). The tile's other rows
 // are not staged: an mma column depends on its own row only, and those columns are dropped.
-template <int kDtype, int kR, int kWarps>
-__device__ __forceinline__ void rows_stage(const RowsParams& p, uint8_t* slot, int part, int64_t o0, int no,
-                                           int64_t r0, int nr) {
+// The weights and the activations are two functions so that a CTA's first weights can be requested
+// before pdl_wait() (early_rows_weights); the commit after the activations covers both.
+template <int kDtype, int kWarps>
+__device__ __forceinline__ void rows_stage_weights(const RowsParams& p, uint8_t* slot, int part, int64_t o0, int no) {
     constexpr int B = IntW<kDtype>::kBytes;
     const int64_t b0 = (int64_t)part * p.ps * kIntSliceBlocks;
     const int nblk = (int)min((int64_t)p.ps * kIntSliceBlocks, p.nb - b0);
@@ -164,6 +169,13 @@ __device__ __forceinline__ void rows_stage(const RowsParams& p, uint8_t* slot, i
             cp_async16z(slot + row * p.wstride + 16 * pc, src, left >= 16 ? 16 : (left > 0 ? (int)left : 0));
         }
     }
+}
+
+template <int kDtype, int kR, int kWarps>
+__device__ __forceinline__ void rows_stage_acts(const RowsParams& p, uint8_t* slot, int part, int64_t r0, int nr) {
+    const int64_t b0 = (int64_t)part * p.ps * kIntSliceBlocks;
+    const int nblk = (int)min((int64_t)p.ps * kIntSliceBlocks, p.nb - b0);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     uint8_t* xs = slot + 16 * p.mg * p.wstride;
     uint8_t* ms = xs + kR * p.xstride;
     const int xp = 2 * nblk, mp = (nblk + 1) / 2;  // 16-byte pieces per row
@@ -175,6 +187,27 @@ __device__ __forceinline__ void rows_stage(const RowsParams& p, uint8_t* slot, i
             else cp_async16z(ms + r * p.mstride + 16 * (pc - xp), mg + 16 * (pc - xp), 16);
         }
     }
+}
+
+template <int kDtype, int kR, int kWarps>
+__device__ __forceinline__ void rows_stage(const RowsParams& p, uint8_t* slot, int part, int64_t o0, int no,
+                                           int64_t r0, int nr) {
+    rows_stage_weights<kDtype, kWarps>(p, slot, part, o0, no);
+    rows_stage_acts<kDtype, kR, kWarps>(p, slot, part, r0, nr);
+}
+
+// Before pdl_wait() (cuda_pdl.cuh), where p.early: the weights of parts [0, kRowsStages - 1) of the
+// CTA's first tile into the slots the kernel stages them into, so they stream while the previous kernel
+// drains. Reads only the weights, which no kernel writes, into this CTA's shared memory; the kernel
+// stages those parts' activations after the wait.
+template <int kDtype, int kWarps>
+__device__ __forceinline__ void early_rows_weights(const RowsParams& p) {
+    const int tile = (int)blockIdx.x;
+    if (p.early != 1 || tile >= p.n_tiles) return;
+    const int64_t o0 = (int64_t)(tile / p.n_row_tiles) * (16 * p.mg);
+    const int no = (int)min((int64_t)(16 * p.mg), p.n_out - o0);
+    for (int s = 0; s < kRowsStages - 1 && s < p.n_parts; ++s)
+        rows_stage_weights<kDtype, kWarps>(p, mma_smem() + s * p.stage_bytes, s, o0, no);
 }
 
 // One warp unit: outputs [16·og, 16·og + 16) of the CTA x rows [8·n0, 8·n0 + 8·kNTU) of its kR =
@@ -268,7 +301,8 @@ __device__ __forceinline__ void rows_unit(const RowsParams& p, const uint8_t* st
 // kWarps 8: two CTAs per SM fit by registers (<= 128 each); 16: one CTA of 512 threads (<= 128 each).
 template <int kDtype, int kNT, int kWarps>
 __global__ void __launch_bounds__(32 * kWarps, kWarps == kRowsWarps16 ? 1 : 2) int_rows_kernel(const RowsParams p) {
-    pdl_wait();  // first: see cuda_pdl.cuh
+    early_rows_weights<kDtype, kWarps>(p);  // weights only, before the wait (p.early)
+    pdl_wait();
     pdl_launch_dependents();
     constexpr int kR = 8 * kNT, kThreads = 32 * kWarps;
     // N-tiles (8 rows each) per warp unit: all kNT at 8 warps; at 16 warps half of them (rows_split), so
@@ -287,9 +321,14 @@ __global__ void __launch_bounds__(32 * kWarps, kWarps == kRowsWarps16 ? 1 : 2) i
         const int no = (int)min((int64_t)NO, p.n_out - o0);
         const int64_t r0 = (int64_t)rt * kR;
         const int nr = (int)min((int64_t)kR, p.n_rows - r0);
+        // The first tile's first parts: their weights went before the wait where p.early.
+        const bool early = p.early != 0 && tile == (int)blockIdx.x;
 #pragma unroll
         for (int s = 0; s < kRowsStages - 1; ++s) {
-            if (s < p.n_parts) rows_stage<kDtype, kR, kWarps>(p, smem + s * p.stage_bytes, s, o0, no, r0, nr);
+            if (s < p.n_parts) {
+                if (early) rows_stage_acts<kDtype, kR, kWarps>(p, smem + s * p.stage_bytes, s, r0, nr);
+                else rows_stage<kDtype, kR, kWarps>(p, smem + s * p.stage_bytes, s, o0, no, r0, nr);
+            }
             cp_async_commit_group();
         }
         if (p.prologue == STRATA_PROLOGUE_RMSNORM && t < nr)  // the row's factor, as every kernel computes it
@@ -539,7 +578,7 @@ int int_rows_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype) {
     return rows_for(n_rows);
 }
 
-void launch_int_rows(const IntTilesArgs& a, int kr, int dev, cudaStream_t stream) {
+void launch_int_rows(const IntTilesArgs& a, int kr, int dev, cudaStream_t stream, bool early_stages) {
     if (dev < 0 || dev >= kRowsMaxDevices) fail(STRATA_ERR_INTERNAL, "cuda matmul: device index out of range");
     const RowsLimits& lim = rows_init(dev);
     RowsParams p{};
@@ -573,6 +612,7 @@ void launch_int_rows(const IntTilesArgs& a, int kr, int dev, cudaStream_t stream
     if (rows_pick(p, kr, bb, lim.sms, lim.smem_optin, lim.smem_sm, m.mg, warps) == 0)
         fail(STRATA_ERR_INTERNAL, "cuda matmul: integer few-row tile exceeds shared memory");
     const int smem = (int)(p.rsq_off + kr * (int)sizeof(float));
+    p.early = early_stages ? 1 : 0;
     switch (a.w_dtype) {
     case STRATA_Q4_0: launch_rows_dtype<STRATA_Q4_0>(p, kr, smem, stream, warps); break;
     case STRATA_Q8_0: launch_rows_dtype<STRATA_Q8_0>(p, kr, smem, stream, warps); break;

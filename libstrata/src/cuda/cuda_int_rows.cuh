@@ -28,7 +28,9 @@ int int_rows_choice(int64_t n_rows, int64_t n_out, int64_t k, int32_t w_dtype);
 
 // Runs y = the canonical integer matmul of `a` with `kr` rows per CTA
 // (int_rows_choice's answer), the same bits as every other integer kernel.
-void launch_int_rows(const IntTilesArgs& a, int kr, int dev, cudaStream_t stream);
+// `early_stages` (STRATA_INT_EARLY_STAGES, read by the caller): each CTA requests
+// the weights of its first tile's first parts before pdl_wait (early_rows_weights).
+void launch_int_rows(const IntTilesArgs& a, int kr, int dev, cudaStream_t stream, bool early_stages = false);
 
 }  // namespace cuda
 }  // namespace strata
