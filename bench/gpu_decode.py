@@ -101,7 +101,7 @@ def decode_rate(result: dict) -> float:
 
 
 def bench_model(path: str, device: str, concurrency: list[int], devices: tuple[str, ...] | None = None,
-                layer_split: tuple[int, ...] | None = None, batch_groups: int = 1) -> dict:
+                layer_split: tuple[int, ...] | None = None, batch_groups: int = 1, depths: tuple[int, ...] = ()) -> dict:
     from strata.models.loader import load_model
 
     if devices:
@@ -116,11 +116,11 @@ def bench_model(path: str, device: str, concurrency: list[int], devices: tuple[s
     spec = model.spec
     weight_bytes = model.weights.nbytes
     results = {"weight_bytes": weight_bytes}
-    rng_ids = [(i * 7919 + 13) % 30000 + 100 for i in range(4096)]
+    rng_ids = [(i * 7919 + 13) % 30000 + 100 for i in range(max([4096, *depths]))]
 
-    def engine(batch, chunk):
+    def engine(batch, chunk, ctx=1024):
         # No prefix cache: the warm-up sends the same prompt, and a cache hit would time no prefill at all.
-        cfg = EngineConfig(model=path, device=device, batch=batch, chunk=chunk, ctx=1024, devices=devices,
+        cfg = EngineConfig(model=path, device=device, batch=batch, chunk=chunk, ctx=ctx, devices=devices,
                            layer_split=layer_split, batch_groups=min(batch_groups, batch),
                            prefix_cache=False).resolve("cuda", spec.ctx_train)
         return Engine(ctx, model, cfg)
@@ -133,6 +133,15 @@ def bench_model(path: str, device: str, concurrency: list[int], devices: tuple[s
     t = r["times"][0]
     results["tg128"] = 128 / (t[-1] - t[0])
     e.runner.close()
+    # tg128 after a context of d tokens (llama-bench -n 128 -d d): one d-token prompt, then 128 tokens timed.
+    results["depth"] = {}
+    for d in depths:
+        e = engine(1, 512, ctx=d + 256)
+        anyio.run(timed_requests, e, [rng_ids[:d]], 4)       # warm-up: graphs at this context
+        r = anyio.run(timed_requests, e, [rng_ids[:d]], 129)
+        t = r["times"][0]
+        results["depth"][d] = 128 / (t[-1] - t[0])
+        e.runner.close()
     results["concurrent"] = {}
     for n in concurrency:
         e = engine(n, 512)
@@ -173,6 +182,9 @@ def main(argv=None) -> int:
     ap.add_argument("--llama-batched", action="append", default=[], metavar="GGUF=FILE",
                     help="llama-batched-bench's output (markdown or jsonl; -npp 128 -ntg 128) for that GGUF: its "
                          "S_TG per number of sequences replaces the anchors (repeatable)")
+    ap.add_argument("--depth", nargs="*", type=int, default=[], metavar="N",
+                    help="also batch-1 decode of 128 tokens after an N-token context (tg128 @ dN, llama-bench -d N), "
+                         "in a table of its own")
     ap.add_argument("--json", default=None, help="write the raw figures here")
     ap.add_argument("--devices", default=None, help="split the model by layers over these, e.g. cuda:0,cuda:1")
     ap.add_argument("--layer-split", default=None, help="with --devices: first layer of each later device, e.g. 16")
@@ -182,6 +194,8 @@ def main(argv=None) -> int:
                     help=f"the memory roofline in TB/s for the %% column (default: measured on the device; "
                          f"{H200_COPY_TBS} reproduces the tables before 2026-12-05's fourth session)")
     args = ap.parse_args(argv)
+    if any(d < 1 for d in args.depth):
+        ap.error("--depth: contexts of at least 1 token")
     try:
         peers = load_peers(args.llama_bench, args.llama_batched)
     except PeerError as exc:
@@ -208,7 +222,8 @@ def main(argv=None) -> int:
     for shape, dtype, path in todo:
         path = path or str(ensure_synth(shape, dtype, Path(args.synth_dir)))
         t0 = time.time()
-        res = bench_model(path, args.device, args.concurrency, devices, layer_split, args.batch_groups)
+        res = bench_model(path, args.device, args.concurrency, devices, layer_split, args.batch_groups,
+                          tuple(args.depth))
         where = args.devices or args.device
         res.update(shape=shape, dtype=dtype, seconds=time.time() - t0, path=str(Path(path).resolve()),
                    devices=f"{where} x{args.batch_groups} groups" if devices and args.batch_groups > 1 else where)
@@ -222,6 +237,8 @@ def main(argv=None) -> int:
         if peer:
             r["llama"] = {"tests": peer.tests, "s_tg": peer.s_tg}
     print_table(rows, args.concurrency, peers, roofline)
+    if args.depth:
+        print_depth_table(rows, args.depth, peers)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
@@ -263,6 +280,23 @@ def print_table(rows, concurrency, peers: dict[str, Peer] | None = None, rooflin
             conc += f" {v:,.0f}" + _ratio(v, conc_a.get(n), bool(peer)) + " |"
         print(f"| {r['shape']} | {r['devices']} | {r['dtype']} | {r['weight_bytes'] / 2**20:,.0f} | {pp} | {tg} |{conc}"
               f" {source} |")
+
+
+def print_depth_table(rows, depths, peers: dict[str, Peer] | None = None) -> None:
+    """Batch-1 decode tok/s after each context of `depths` tokens, with llama.cpp's tg128 @ dN from this run
+    where given (no anchors: none were measured)."""
+    peers = peers or {}
+    print()
+    print("| model | devices | type |" + "".join(f" tg128 @ d{d} tok/s (x llama.cpp) |" for d in depths))
+    print("|" + " --- |" * (3 + len(depths)))
+    for r in rows:
+        peer = peers.get(r.get("path", ""))
+        cells = ""
+        for d in depths:
+            v = r.get("depth", {}).get(d, float("nan"))
+            ref = peer.tests.get(f"tg128@d{d}", (None,))[0] if peer else None
+            cells += f" {v:,.0f}" + _ratio(v, ref, bool(peer)) + " |"
+        print(f"| {r['shape']} | {r['devices']} | {r['dtype']} |{cells}")
 
 
 if __name__ == "__main__":

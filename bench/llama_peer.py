@@ -4,7 +4,8 @@ bench/RESULTS.md quotes ratios against llama.cpp run on the same GGUF in the sam
 benchmark scripts take those figures from the files llama.cpp's tools wrote, one file per model:
 
 - `llama-bench -m GGUF -p 512 -n 128 ...`, in its markdown table (the default) or `-o json` / `-o jsonl`:
-  pp512 and tg128, tokens/s and their spread;
+  pp512 and tg128, tokens/s and their spread; with `-d N` (a context of N tokens first) the same tests
+  are named "tg128@dN" ("tg128 @ dN" in its table);
 - `llama-batched-bench -m GGUF -npp 128 -ntg 128 -npl 1,4,16,64 ...`, markdown or `--output-format jsonl`:
   S_TG (generated tokens/s across all sequences) per number of parallel sequences, the rows of 128 prompt and
   128 generated tokens only (what bench/gpu_decode.py runs).
@@ -19,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-_TEST = re.compile(r"^(pp|tg)(\d+)$")
+_TEST = re.compile(r"^(pp|tg)(\d+)(?: @ d(\d+))?$")
 _TS = re.compile(r"^([0-9.]+)\s*±\s*([0-9.]+)$")
 _BATCHED_TOKENS = 128  # gpu_decode.py's concurrent sequences: 128 prompt + 128 generated tokens each
 
@@ -30,8 +31,8 @@ class PeerError(ValueError):
 
 @dataclass
 class Peer:
-    """llama.cpp's figures for one GGUF: test name ("pp512", "tg128") -> (tokens/s, spread), and S_TG per
-    number of parallel sequences."""
+    """llama.cpp's figures for one GGUF: test name ("pp512", "tg128", "tg128@d4096" after a 4,096-token
+    context) -> (tokens/s, spread), and S_TG per number of parallel sequences."""
 
     tests: dict[str, tuple[float, float]] = field(default_factory=dict)
     s_tg: dict[int, float] = field(default_factory=dict)
@@ -74,28 +75,30 @@ def _put(figures: dict, key, value, what: str) -> None:
 
 
 def read_llama_bench(text: str) -> dict[str, tuple[float, float]]:
-    """llama-bench's output (markdown, json or jsonl) -> {"pp512": (t/s, spread), "tg128": ...}."""
+    """llama-bench's output (markdown, json or jsonl) -> {"pp512": (t/s, spread), "tg128": ..., "tg128@d4096": ...}."""
     tests: dict[str, tuple[float, float]] = {}
     if text.lstrip().startswith(("[", "{")):
         for rec in json_records(text):
             try:
                 n_prompt, n_gen = int(rec["n_prompt"]), int(rec["n_gen"])
+                depth = int(rec.get("n_depth", 0) or 0)
                 value = (float(rec["avg_ts"]), float(rec.get("stddev_ts", 0.0)))
             except (KeyError, TypeError, ValueError):
                 raise PeerError("a JSON record lacks n_prompt / n_gen / avg_ts: not llama-bench's output") from None
             if (n_prompt > 0) == (n_gen > 0):
                 continue  # a pp+tg combination (-pg): not a figure the tables quote
-            name = f"pp{n_prompt}" if n_prompt else f"tg{n_gen}"
+            name = (f"pp{n_prompt}" if n_prompt else f"tg{n_gen}") + (f"@d{depth}" if depth > 0 else "")
             _put(tests, name, value, name)
     else:
         for line in text.splitlines():
             cells = _md_cells(line)
             if not cells or len(cells) < 2:
                 continue
-            test = next((c for c in cells if _TEST.match(c)), None)
+            test = next((m for m in map(_TEST.match, cells) if m), None)
             ts = _TS.match(cells[-1])
             if test and ts:
-                _put(tests, test, (float(ts.group(1)), float(ts.group(2))), test)
+                name = test.group(1) + test.group(2) + (f"@d{test.group(3)}" if test.group(3) else "")
+                _put(tests, name, (float(ts.group(1)), float(ts.group(2))), name)
     if not tests:
         raise PeerError("no pp / tg figures in it: expected llama-bench's markdown, json or jsonl output")
     return tests

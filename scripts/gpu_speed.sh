@@ -8,7 +8,8 @@
 #       installs the wheels, builds libstrata, runs the gpu-marked kernel tests and the matmul table.
 #   bash scripts/gpu_speed.sh bench
 #       llama-bench and llama-batched-bench, bench/gpu_decode.py and bench/gpu_profile.py, once the build
-#       and the models exist.
+#       and the models exist; the 8B also at tg128 after a DEPTH-token context (default 4096; -d in
+#       llama-bench, --depth in bench/gpu_decode.py).
 #   bash scripts/gpu_speed.sh serve
 #       bench/serve_load.py (64 clients) and bench/prefix_cache.py (multi-turn chats, cache on/off)
 #       against `strata serve` and llama-server on the 8B Q4_0 (SERVE_PREFIX=0: serve_load only).
@@ -54,13 +55,17 @@ bench)
   for m in $MODELS; do
     f=$SYN/synth-${m%%:*}-${m##*:}.gguf; n=$(basename "$f" .gguf)
     "$LL/llama-bench" -m "$f" -ngl 99 -fa 1 -p 512 -n 128 -r 3 -o md 2>/dev/null > "$OUT/llama_bench_$n.md"
+    # The 8B Q4_0 also after a context of DEPTH tokens (tg128 @ dDEPTH; bench/gpu_decode.py --depth).
+    [ "$m" = 8b:Q4_0 ] && "$LL/llama-bench" -m "$f" -ngl 99 -fa 1 -p 0 -n 128 -d "${DEPTH:-4096}" -r 3 -o md \
+      2>/dev/null >> "$OUT/llama_bench_$n.md"
     grep -E "pp512|tg128" "$OUT/llama_bench_$n.md"; peers+=(--llama-bench "$f=$OUT/llama_bench_$n.md")
   done
   "$LL/llama-batched-bench" -m "$SYN/synth-8b-Q4_0.gguf" -ngl 99 -fa on -c 40000 -b 2048 -ub 512 -npp 128 -ntg 128 \
     -npl 1,4,16,64 > "$OUT/llama_batched.log" 2>&1
   grep -E "^\|" "$OUT/llama_batched.log" | tail -5
   peers+=(--llama-batched "$SYN/synth-8b-Q4_0.gguf=$OUT/llama_batched.log")
-  python3 bench/gpu_decode.py --shapes 8b --types Q4_0 Q4_K_M "${peers[@]}" --json "$OUT/gpu_decode_8b.json" 2>&1 \
+  python3 bench/gpu_decode.py --shapes 8b --types Q4_0 Q4_K_M --depth "${DEPTH:-4096}" "${peers[@]}" \
+    --json "$OUT/gpu_decode_8b.json" 2>&1 \
     | grep -v "^loading\|match no model" | tee "$OUT/gpu_decode.log"
   python3 bench/gpu_decode.py --shapes 1b 135m --types Q4_0 --concurrency 1 "${peers[@]}" --json "$OUT/gpu_decode_small.json" 2>&1 \
     | grep -v "^loading\|match no model" | tee -a "$OUT/gpu_decode.log"

@@ -132,3 +132,35 @@ def test_gpu_decode_table_uses_the_same_run_figures(peer, capsys, monkeypatch):
     # no figures of this run for the 1B: its ratios come from the anchors, and the row says so
     anchor_pp = bench.ANCHORS[("1b", "Q4_0")][0]
     assert f"44,508 ({44508.0 / anchor_pp:.2f}x)" in lines[3] and lines[3].endswith("| anchors |")
+
+
+LLAMA_BENCH_DEPTH_MD = """\
+| model                          |       size |     params | backend    | ngl |  fa |            test |                  t/s |
+| ------------------------------ | ---------: | ---------: | ---------- | --: | --: | --------------: | -------------------: |
+| llama 8B Q4_0                  |   4.33 GiB |     8.03 B | CUDA       |  99 |   1 |           tg128 |        351.66 ± 2.47 |
+| llama 8B Q4_0                  |   4.33 GiB |     8.03 B | CUDA       |  99 |   1 |   tg128 @ d4096 |        301.20 ± 1.05 |
+"""
+
+
+def test_llama_bench_depth_tests_in_markdown_and_json(peer):
+    """llama-bench -d N names its tests "tg128 @ dN" (markdown) or gives n_depth (JSON): read as tg128@dN,
+    beside the plain tg128 of the same file."""
+    want = {"tg128": (351.66, 2.47), "tg128@d4096": (301.20, 1.05)}
+    assert peer.read_llama_bench(LLAMA_BENCH_DEPTH_MD) == want
+    deep = _bench_record(0, 128, 301.20, 1.05)
+    deep["n_depth"] = 4096
+    assert peer.read_llama_bench(json.dumps([_bench_record(0, 128, 351.66, 2.47), deep])) == want
+
+
+def test_gpu_decode_depth_table(peer, capsys):
+    """--depth's table: Strata's tg128 after each context, against llama.cpp's tg128 @ dN of this run where given."""
+    pytest.importorskip("anyio")
+    bench = load_script("bench/gpu_decode.py", "gpu_decode_bench")
+    same_run = bench.Peer(tests={"tg128@d4096": (301.20, 1.05)})
+    rows = [{"shape": "8b", "dtype": "Q4_0", "path": "/m/8b.gguf", "devices": "cuda:0", "depth": {4096: 390.4}},
+            {"shape": "1b", "dtype": "Q4_0", "path": "/m/1b.gguf", "devices": "cuda:0", "depth": {4096: 1200.0}}]
+    bench.print_depth_table(rows, [4096], {"/m/8b.gguf": same_run})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "| model | devices | type | tg128 @ d4096 tok/s (x llama.cpp) |"
+    assert lines[3] == "| 8b | cuda:0 | Q4_0 | 390 (301, 1.30x) |"
+    assert lines[4] == "| 1b | cuda:0 | Q4_0 | 1,200 |"  # no figure of this run: no ratio (no anchors at depth)

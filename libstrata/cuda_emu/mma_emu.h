@@ -110,7 +110,17 @@ inline void emu_cp_async(void* smem, const void* gmem, int size, int src_bytes) 
     t_emu_open.push_back(std::move(c));
 }
 inline void cp_async16z(void* smem, const void* gmem, int src_bytes) { emu_cp_async(smem, gmem, 16, src_bytes); }
-inline void prefetch_l2(const void*) {}  // a cache hint: nothing to model
+// A cache hint: no value to model. Tests may name the range every hinted address must fall in
+// (test_kernels decode: the KV pool, for the attention kernel's hints made before its wait); the
+// calls and the ones outside it are counted.
+inline std::atomic<const char*> emu_prefetch_lo{nullptr}, emu_prefetch_hi{nullptr};
+inline std::atomic<long> emu_prefetch_calls{0}, emu_prefetch_outside{0};
+inline void prefetch_l2(const void* p) {
+    emu_prefetch_calls++;
+    const char* c = static_cast<const char*>(p);
+    const char* lo = emu_prefetch_lo.load();
+    if (lo != nullptr && (c < lo || c >= emu_prefetch_hi.load())) emu_prefetch_outside++;
+}
 inline void gpu_fence_acq_rel() { std::atomic_thread_fence(std::memory_order_acq_rel); }
 inline void cp_async4z(void* smem, const void* gmem, int src_bytes) { emu_cp_async(smem, gmem, 4, src_bytes); }
 inline void cp_async8z(void* smem, const void* gmem, int src_bytes) { emu_cp_async(smem, gmem, 8, src_bytes); }

@@ -172,10 +172,13 @@ static void run_attention(const AttentionArgs& a, int R, int S, bool big) {
 // order or reversed (so that another block of each item arrives last and folds); checks that the
 // arrival counters are back at zero. Scratch states start as NaN: only written ones may be read.
 // hpc > 0: that many query heads per block (the launcher's spread plans), else as many as the slots hold.
+// DecodePlan::early_kv for every decode run (STRATA_ATTENTION_EARLY_KV: the L2 hints before the wait).
+static int g_early_kv = 0;
 template <int HD, int NQ, bool I8>
 static void run_decode_plan(const AttentionArgs& a, int S, bool reverse, const HandoffView* emit, int hpc = 0) {
     DecodePlan P{};
     P.a = a;
+    P.early_kv = g_early_kv;
     if (emit != nullptr) {  // strata_attention_handoff's emission (launch_attention_decode's fields)
         const int64_t nb = (int64_t)a.n_heads * HD / 32;
         P.emit_xq = emit->xq;
@@ -244,7 +247,7 @@ static int nq_of(int hd, bool big) { return hd <= 64 ? (big ? 16 : 4) : hd <= 12
 // decode_only: the legacy kernel's one reference plan and the decode kernel's plans, not the legacy
 // kernel's other plans (the short mode CI runs: tests/kernels/test_emulator_kernels.py).
 static void test_attention(bool decode_only = false) {
-    int decode_plans = 0, emit_plans = 0, narrow_plans = 0;
+    int decode_plans = 0, emit_plans = 0, narrow_plans = 0, early_kv_plans = 0;
     // window > 0: sliding-window attention (Gemma); int8: an int8 pool (STRATA_KV_INT8)
     struct Case { int hd, n_kv, n_heads, window = 0; bool int8 = false; };
     for (Case cs : {Case{64, 3, 9}, Case{128, 2, 8}, Case{80, 1, 4}, Case{6, 2, 2}, Case{256, 1, 3}, Case{64, 1, 8},
@@ -421,6 +424,44 @@ static void test_attention(bool decode_only = false) {
             prepass_reference(o2.data(), n_rows, k, rq, rm);
             CHECK(rq != exq || !same_meta(rm, emeta), "attention emission: the comparison missed a changed value");
         }
+        // STRATA_ATTENTION_EARLY_KV: the L2 hints before the wait change no bit, are made (more hints than
+        // the same plan makes without them) and name only addresses inside the pool (rows with no slot, past
+        // the context, through unmapped pages, in windows). Negative control: with the range cut to the
+        // pool's first page, the same run's hints fall outside it.
+        {
+            const char* lo = cs.int8 ? reinterpret_cast<const char*>(kv8.data()) : reinterpret_cast<const char*>(kv.data());
+            const size_t bytes = cs.int8 ? kv8.size() : kv.size() * 2, page = s.page_elems() * (cs.int8 ? 1 : 2);
+            for (auto [S, hpc] : {std::pair{1, 0}, std::pair{3, 1}}) {
+                auto run = [&](bool early, const char* hi, long& calls, long& outside) {
+                    std::vector<float> o(n_rows * n_heads * hd, 123.f);
+                    AttentionArgs a{s, layer, q.data(), qstride, n_rows, n_heads, rows.data(), scale, o.data()};
+                    a.window = cs.window;
+                    emu_prefetch_lo = lo;
+                    emu_prefetch_hi = hi;
+                    emu_prefetch_outside = 0;
+                    g_early_kv = early ? 1 : 0;
+                    const long c0 = emu_prefetch_calls.load();
+                    const bool ran = run_decode(a, S, false, nullptr, hpc);
+                    calls = emu_prefetch_calls.load() - c0;
+                    outside = emu_prefetch_outside.load();
+                    g_early_kv = 0;
+                    emu_prefetch_lo = nullptr;
+                    return ran ? o : std::vector<float>();
+                };
+                long off_calls = 0, on_calls = 0, cut_calls = 0, off_outside = 0, outside = 0, outside_cut = 0;
+                if (run(false, lo + bytes, off_calls, off_outside).empty()) break;  // head_dim not covered: no hints
+                const std::vector<float> o = run(true, lo + bytes, on_calls, outside);
+                run(true, lo + page, cut_calls, outside_cut);
+                CHECK(memcmp(o.data(), out.data(), out.size() * 4) == 0, "decode attention, early KV hints hd=%d S=%d hpc=%d",
+                      hd, S, hpc);
+                CHECK(on_calls > off_calls, "early KV hints: none made (%ld hints with them, %ld without; hd=%d S=%d)",
+                      on_calls, off_calls, hd, S);
+                CHECK(outside == 0 && off_outside == 0, "early KV hints: %ld addresses outside the pool (hd=%d S=%d)",
+                      outside, hd, S);
+                CHECK(outside_cut > 0, "early KV hints' negative control: no address outside the pool's first page");
+                ++early_kv_plans;
+            }
+        }
         for (int64_t r0 : {4, 13}) {
             const std::vector<float> o1 = decode(rows.data() + 2 * r0, q.data() + r0 * qstride, 1, 2, true);
             if (o1.empty()) break;
@@ -430,8 +471,10 @@ static void test_attention(bool decode_only = false) {
                cs.window, (int)cs.int8, fails);
     }
     printf("attention done (%d decode-kernel plans compared with the legacy bits, %d with the o projection's "
-           "blocks emitted, %d on the narrow kernels)\n", decode_plans, emit_plans, narrow_plans);
+           "blocks emitted, %d on the narrow kernels, %d with early KV hints)\n", decode_plans, emit_plans, narrow_plans,
+           early_kv_plans);
     CHECK(narrow_plans > 0, "no narrow decode kernel was run");
+    CHECK(early_kv_plans > 0, "no decode kernel ran with early KV hints");
 }
 
 static void test_dense() {

@@ -6,7 +6,8 @@ matmul); four requests admitted at staggered steps, greedy and seeded, so steps 
 and decode rows. CUDA only: the CPU backend has no kernel launches to make programmatic.
 
 The same holds with STRATA_INT_EARLY_STAGES=1 (the dot kernels request every stage buffer's part of their
-first tile before the wait): under STRATA_INT_DOT_SHAPE=8:1 (one slice a part) with
+first tile before the wait) and STRATA_ATTENTION_EARLY_KV=1 (decode attention asks L2 for its first K and V
+rows before the wait): under STRATA_INT_DOT_SHAPE=8:1 (one slice a part) with
 STRATA_HANDOFF_LOCAL_PARTS=0 (so no producer takes the hand-off's own CTA shape), the tiny model's
 512-wide down has two parts, and every request still equals its solo run and the default's tokens and
 logprobs."""
@@ -59,10 +60,11 @@ async def test_pdl_on_and_off_equal_solo_runs(loaded, make_engine, monkeypatch):
             Job(prompts[2], GREEDY, at_step=2, name="C"), Job(prompts[3], seeded(11), at_step=4, name="D")]
     settings = {"PDL on": {"STRATA_PDL": "1"}, "PDL off": {"STRATA_PDL": "0"},
                 "early stages": {"STRATA_PDL": "1", "STRATA_INT_DOT_SHAPE": "8:1", "STRATA_HANDOFF_LOCAL_PARTS": "0",
-                                 "STRATA_INT_EARLY_STAGES": "1"}}
+                                 "STRATA_INT_EARLY_STAGES": "1", "STRATA_ATTENTION_EARLY_KV": "1"}}
     runs = {}
     for name, env in settings.items():
-        for var in ("STRATA_INT_DOT_SHAPE", "STRATA_HANDOFF_LOCAL_PARTS", "STRATA_INT_EARLY_STAGES"):
+        for var in ("STRATA_INT_DOT_SHAPE", "STRATA_HANDOFF_LOCAL_PARTS", "STRATA_INT_EARLY_STAGES",
+                    "STRATA_ATTENTION_EARLY_KV"):
             monkeypatch.delenv(var, raising=False)
         for var, value in env.items():
             monkeypatch.setenv(var, value)

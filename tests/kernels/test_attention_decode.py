@@ -1,7 +1,8 @@
 """The CUDA decode attention kernel (libstrata/src/cuda/cuda_attention_decode.cu) against the
 general kernel it replaces for decode-sized calls (STRATA_ATTENTION=legacy, read on every call; and
 its plan without query heads spread over blocks, STRATA_ATTENTION=wide, and the spread plans' blocks of
-one or two heads on the kernel of as many query slots or on the 4-slot one, STRATA_ATTENTION_NARROW)
+one or two heads on the kernel of as many query slots or on the 4-slot one, STRATA_ATTENTION_NARROW;
+the K and V rows asked of L2 before the kernel's wait, STRATA_ATTENTION_EARLY_KV)
 and against float64: the same bits for 1 to 100 rows, contexts at every tile and chunk boundary
 up to 8192 (so the plans that split long rows over blocks run, with rows far shorter than the
 slots allow), GQA groups 1, 3, 4 and 8, head_dim 64 and 128, F16 and int8 pools, sliding
@@ -35,6 +36,9 @@ def run_both(monkeypatch, call):
         monkeypatch.setenv("STRATA_ATTENTION_NARROW", narrow)
         assert np.array_equal(bits(new), bits(call())), f"STRATA_ATTENTION_NARROW={narrow} changed bits"
     monkeypatch.delenv("STRATA_ATTENTION_NARROW", raising=False)
+    monkeypatch.setenv("STRATA_ATTENTION_EARLY_KV", "1")  # L2 hints before the wait: a hint, the same bits
+    assert np.array_equal(bits(new), bits(call())), "STRATA_ATTENTION_EARLY_KV=1 changed bits"
+    monkeypatch.delenv("STRATA_ATTENTION_EARLY_KV")
     monkeypatch.setenv("STRATA_ATTENTION", "legacy")
     old = call()
     monkeypatch.delenv("STRATA_ATTENTION", raising=False)
@@ -125,17 +129,18 @@ def test_decode_split_plan_replays_in_a_graph(ctx, backend, rng, monkeypatch, n_
 
 
 @pytest.mark.gpu
-def test_narrow_switch_refuses_other_values(ctx, backend, rng, monkeypatch):
-    """STRATA_ATTENTION_NARROW takes 0 or 1: anything else fails the call with an error naming the variable,
-    rather than silently timing one side of an A/B twice."""
+@pytest.mark.parametrize("var", ["STRATA_ATTENTION_NARROW", "STRATA_ATTENTION_EARLY_KV"])
+def test_narrow_switch_refuses_other_values(ctx, backend, rng, monkeypatch, var):
+    """STRATA_ATTENTION_NARROW and STRATA_ATTENTION_EARLY_KV take 0 or 1: anything else fails the call with an
+    error naming the variable, rather than silently timing one side of an A/B twice."""
     cuda_only(backend)
     n_heads, n_kv, hd, layer = 8, 2, 128, 0
     keys = rng.standard_normal((3, LENGTHS[0], n_kv * hd), dtype=np.float32)
     with S.Slots(ctx, 3, 1, N_CTX, n_kv, hd) as slots:
         fill(ctx, slots, layer, keys, keys)
         q = rng.standard_normal((1, n_heads * hd), dtype=np.float32)
-        monkeypatch.setenv("STRATA_ATTENTION_NARROW", "yes")
-        with pytest.raises(S.StrataError, match="STRATA_ATTENTION_NARROW"):
+        monkeypatch.setenv(var, "yes")
+        with pytest.raises(S.StrataError, match=var):
             attend_window(ctx, slots, layer, q, n_heads, [(0, 40)], 0.088, 0)
-        monkeypatch.delenv("STRATA_ATTENTION_NARROW")
+        monkeypatch.delenv(var)
         assert np.isfinite(attend_window(ctx, slots, layer, q, n_heads, [(0, 40)], 0.088, 0)).all()

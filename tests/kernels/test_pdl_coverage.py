@@ -6,8 +6,8 @@ programmatically that touched memory before its wait could read what the previou
 written yet, so this is checked on the CPU, in CI, without a GPU.
 
 The one exception: calls to `early_*` functions may precede the wait (they stage weights, which no
-kernel writes, into the CTA's own shared memory, or return a value formed from the launch's
-parameters into a local). Those functions, and every function of the same
+kernel writes, into the CTA's own shared memory, return a value formed from the launch's
+parameters into a local, or ask L2 for lines: a hint, nothing read into registers). Those functions, and every function of the same
 file they call, must not touch activation-like members (`.xq`, `.meta`, `.ssq`, `.x`, `.y`, ...).
 The checker itself is tried on snippets that break each rule (negative controls)."""
 

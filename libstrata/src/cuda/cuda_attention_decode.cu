@@ -77,6 +77,9 @@ struct DecodePlan {
     int8_t* emit_xq;
     uint2* emit_meta;
     int32_t emit_nbp;
+    // STRATA_ATTENTION_EARLY_KV (unfused launches without prompt rows): 1 = each block asks L2 for the K
+    // and V rows of its first chunk before pdl_wait (early_kv_prefetch); 0 = not.
+    int32_t early_kv;
 };
 
 namespace {
@@ -145,10 +148,44 @@ __device__ __forceinline__ void emit_out_blocks(const DecodePlan& P, int r, int6
     if ((threadIdx.x & (32 / kE - 1)) == 0) P.emit_meta[(int64_t)r * P.emit_nbp + (e >> 5)] = meta;
 }
 
+// Before pdl_wait() (cuda_pdl.cuh), where P.early_kv: the K and V rows of the block's first chunk asked of
+// L2 (prefetch.global.L2: a hint, nothing comes back into registers), so the tiles the block reads first
+// after the wait meet L2 instead of DRAM while the kernel before it (rope_kv_store) still runs. The
+// addresses come from the row's slot and index (the step's rows table) and the slot's page table,
+// which that kernel never writes; kv_row keeps every address inside the pool whatever the values
+// (an unmapped page reads the null page), and the cell that kernel is storing may be asked for
+// before or after its store: L2 is the point of coherence, so no later load can see a stale value.
+// The blocks of one KV head (head groups) take every n_hgroups-th line each, so no line is asked twice.
+template <int HD, bool INT8>
+__device__ __forceinline__ void early_kv_prefetch(const DecodePlan& P) {
+    if (!P.early_kv) return;
+    const AttentionArgs& a = P.a;
+    const SlotsView& s = a.slots;
+    const int S = P.split;
+    const int item = (int)(blockIdx.x / (unsigned)S), rank = (int)(blockIdx.x % (unsigned)S);
+    const int hg = item % P.n_hgroups, rest = item / P.n_hgroups;
+    const int kvh = rest % s.n_kv_heads, r = rest / s.n_kv_heads;
+    if (r >= a.n_rows) return;
+    const int32_t slot = __ldcg(a.rows + 2 * r), ix = __ldcg(a.rows + 2 * r + 1);
+    if (a.layer < 0 || a.layer >= s.n_layers || slot < 0 || slot >= s.n_slots || ix < 0 || ix >= s.n_ctx) return;
+    const int first = a.window > 0 ? max(0, (int)ix - a.window + 1) : 0;
+    // The block's first chunk (rank), from the window's first tile to the row's last cell.
+    const int c_lo = max(rank * kChunkTiles, first / kTile) * kTile, c_hi = min((rank + 1) * kChunkTiles * kTile, (int)ix + 1);
+    constexpr int kRowBytes = INT8 ? HD : 2 * HD, kLines = (kRowBytes + 127) / 128;
+    const char* base = INT8 ? reinterpret_cast<const char*>(s.kv8) : reinterpret_cast<const char*>(s.kv);
+    const int n = (c_hi - c_lo) * 2 * kLines;  // (cell, K or V, line)
+    for (int e = (int)threadIdx.x * P.n_hgroups + hg; e < n; e += kThreads * P.n_hgroups) {
+        const int line = e % kLines, which = (e / kLines) & 1, cell = c_lo + e / (2 * kLines);
+        const size_t at = kv_row(s, slot, a.layer, which, kvh, cell) * (INT8 ? 1 : 2);
+        prefetch_l2(base + at + 128 * line);
+    }
+}
+
 // HD: head_dim (64 or 128); NQ: query vectors per block; INT8: int8 pool (STRATA_KV_INT8); FUSED: above.
 template <int HD, int NQ, bool INT8, int FUSED = 0>
 __global__ void __launch_bounds__(kThreads, NQ > 4 ? 3 : 4) attention_decode_kernel(const DecodePlan P) {
-    pdl_wait();  // first: see cuda_pdl.cuh
+    early_kv_prefetch<HD, INT8>(P);  // L2 hints only, before the wait (P.early_kv)
+    pdl_wait();
     pdl_launch_dependents();
     constexpr int DPL = HD / 32;            // PV: dims per lane (lane l owns DPL·l .. DPL·l + DPL − 1)
     constexpr int kWs = NQ * (2 + HD);      // one worker state: m[NQ], l[NQ], acc[NQ][HD]
@@ -678,6 +715,11 @@ bool narrow_attention_enabled() {
                       "0 (the 4- or 8-slot kernel for every block) or 1 (slots for the block's heads)");
 }
 
+// STRATA_ATTENTION_EARLY_KV (strata/env.py; read at each call): 1 = unfused launches without prompt rows ask
+// L2 for each block's first chunk of K and V rows before the wait (early_kv_prefetch); 0 (default until
+// timed on a device) = not. A hint: the same bits either way.
+bool early_kv_enabled() { return env_switch("STRATA_ATTENTION_EARLY_KV", false); }
+
 }  // namespace
 
 namespace {
@@ -729,6 +771,7 @@ bool decode_launch(const AttentionArgs& a, const RopeKvStoreArgs* rope, cudaStre
     P.a = a;
     if (rope != nullptr) P.rope = *rope;
     P.prompt_rows = prompt_rows;
+    P.early_kv = rope == nullptr && prompt_rows <= 0 && early_kv_enabled() ? 1 : 0;
     if (emit != nullptr) {  // every row's output is written by this launch (no prompt rows, not fused)
         const int64_t nb = (int64_t)a.n_heads * hd / 32;
         P.emit_xq = emit->xq;

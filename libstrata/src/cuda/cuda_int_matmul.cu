@@ -176,7 +176,12 @@ __host__ __device__ __forceinline__ int dot_nbuf(const IntParams& p) {
 
 // The parts of a CTA's first tile whose weights the dot kernels stage before pdl_wait, each into its
 // own stage buffer (part j into buffer j, where the part loop puts it too): 1 to min(buffers, parts).
+// Q6_K: part 0 alone, whatever early_parts says. Its one-row shapes take all of k in one part (dot_shape),
+// so there is nothing more to move, and the form that could move more cost its one-row kernel 34
+// registers (80 -> 114: three CTAs per SM -> two).
+template <int kDtype>
 __host__ __device__ __forceinline__ int dot_early_parts(const IntParams& p) {
+    if constexpr (kDtype == STRATA_Q6_K) return 1;
     return max(1, min(p.early_parts, min(dot_nbuf(p), p.n_parts)));
 }
 
@@ -308,7 +313,7 @@ __device__ __forceinline__ void early_dot_weights(const IntParams& p) {
     const int tile = (int)blockIdx.x;
     if (tile >= p.n_tiles) return;
     const int64_t o0 = (int64_t)(tile / p.n_row_tiles) * p.no;
-    const int no = (int)min((int64_t)p.no, p.n_out - o0), ne = dot_early_parts(p);
+    const int no = (int)min((int64_t)p.no, p.n_out - o0), ne = dot_early_parts<kDtype>(p);
     for (int j = 0; j < ne; ++j) stage_weights<kDtype>(p, mma_smem() + j * p.stage_bytes, j, o0, no);
 }
 
@@ -555,18 +560,16 @@ __device__ __forceinline__ void int_dot_tiles(const IntParams& p) {
         const int64_t r0 = (int64_t)rt * kR;
         const int nr = (int)min((int64_t)kR, p.n_rows - r0);
         float total = 0.0f;
-        // Part j into stage buffer j % nbuf: its weights and activations, or, where its weights went before
-        // the wait (the first tile's first `early` parts: early_dot_weights), the activations alone.
-        const int early = tile == (int)blockIdx.x ? dot_early_parts(p) : 0;
-        auto stage = [&](int j) {
-            uint8_t* st = smem + (j % nbuf) * p.stage_bytes;
-            if (j >= early) stage_part<kDtype, kR, kFused>(p, st, j, o0, no, r0, nr);
-            else if (!kFused) stage_acts<kR>(p, st, j, r0, nr);
-        };
-        stage(0);
+        // The first tile's first `early` parts had their weights staged before the wait (early_dot_weights):
+        // those parts stage their activations alone (part 0 always did; parts 1 and 2 where
+        // STRATA_INT_EARLY_STAGES asked for them).
+        const int early = tile == (int)blockIdx.x ? dot_early_parts<kDtype>(p) : 0;
+        if (tile != (int)blockIdx.x) stage_part<kDtype, kR, kFused>(p, smem, 0, o0, no, r0, nr);
+        else if (!kFused) stage_acts<kR>(p, smem, 0, r0, nr);  // the first tile: weights went before the wait
         cp_async_commit_group();
         if (ahead == 2 && p.n_parts > 1) {  // three buffers: part 1 in flight beside part 0 (uniform)
-            stage(1);
+            if (kDtype == STRATA_Q6_K || early < 2) stage_part<kDtype, kR, kFused>(p, smem + p.stage_bytes, 1, o0, no, r0, nr);
+            else if (!kFused) stage_acts<kR>(p, smem + p.stage_bytes, 1, r0, nr);
             cp_async_commit_group();
         }
         if (kFused && rt != act_rt) {  // CTA-uniform; the previous tile ended with a barrier
@@ -602,7 +605,9 @@ __device__ __forceinline__ void int_dot_tiles(const IntParams& p) {
             // Part q + ahead into the buffer part q - 1 left (every thread is past it: the barrier
             // after its compute), then wait until part q's group is done, `newer` groups after it.
             if (q + ahead < p.n_parts) {
-                stage(q + ahead);
+                uint8_t* st = smem + ((q + ahead) % nbuf) * p.stage_bytes;
+                if (kDtype == STRATA_Q6_K || q + ahead >= early) stage_part<kDtype, kR, kFused>(p, st, q + ahead, o0, no, r0, nr);
+                else if (!kFused) stage_acts<kR>(p, st, q + ahead, r0, nr);
                 cp_async_commit_group();
             }
             const int newer = min(ahead, p.n_parts - 1 - q);
