@@ -49,7 +49,9 @@ GPU"). Each binary's short mode, about 16 minutes in all on two cores:
   bits and float64, every split (1, 2, 3, 8) in both block orders, rows of one chunk (folded in the block)
   and of several (folded by the last working block), F16 and int8 pools, windows, padding rows; and
   strata_attention_handoff's emission (the o projection's int8 blocks the kernel rounds from its own
-  output) against the pre-pass's blocks of that output, with a negative control;
+  output) against the pre-pass's blocks of that output, with a negative control; and the L2 hints made
+  before the wait (STRATA_ATTENTION_EARLY_KV): the same bits, hints made, every one inside the pool, with a
+  negative control;
 - test_kernels fused: strata_rope_kv_store_attention's one kernel (rope, the KV store and decode attention)
   against rope_kv_store + attention, bit for bit (out, the rotated q and k, every pool element), its 36
   plans (splits, block orders, head spreading), with a negative control (the new cell taken before rounding);
