@@ -156,13 +156,18 @@ def _write_q4_1(rng: np.random.Generator, blocks: np.ndarray, std: float) -> Non
     _set_f16(blocks, 2, d.astype(np.float32) * -7.5)
 
 
-def _write_q4_k(rng: np.random.Generator, blocks: np.ndarray, std: float) -> None:
-    d = block_scales(rng, len(blocks), QT.Q4_K, std, signed=False)
+def _write_k_mins(rng: np.random.Generator, blocks: np.ndarray, std: float, qt: QT, mid: float) -> None:
+    """Q4_K / Q5_K heads: d, dmin = d · mid (the quant range's middle) and the packed 6-bit sub-block pairs."""
+    d = block_scales(rng, len(blocks), qt, std, signed=False)
     scales = rng.integers(Q4_K_SCALES[0], Q4_K_SCALES[1] + 1, size=(len(blocks), 8), dtype=np.uint8)
     deltas = rng.integers(-Q4_K_MIN_DELTA, Q4_K_MIN_DELTA + 1, size=(len(blocks), 8), dtype=np.int8)
     _set_f16(blocks, 0, d)
-    _set_f16(blocks, 2, d.astype(np.float32) * 7.5)
+    _set_f16(blocks, 2, d.astype(np.float32) * mid)
     blocks[:, 4:16] = pack_q4_k_scales(scales, (scales + deltas).astype(np.uint8))
+
+
+def _write_q4_k(rng: np.random.Generator, blocks: np.ndarray, std: float) -> None:
+    _write_k_mins(rng, blocks, std, QT.Q4_K, 7.5)
 
 
 def _write_q6_k(rng: np.random.Generator, blocks: np.ndarray, std: float) -> None:
@@ -184,12 +189,7 @@ def _write_q5_1(rng: np.random.Generator, blocks: np.ndarray, std: float) -> Non
 
 
 def _write_q5_k(rng: np.random.Generator, blocks: np.ndarray, std: float) -> None:
-    d = block_scales(rng, len(blocks), QT.Q5_K, std, signed=False)
-    scales = rng.integers(Q4_K_SCALES[0], Q4_K_SCALES[1] + 1, size=(len(blocks), 8), dtype=np.uint8)
-    deltas = rng.integers(-Q4_K_MIN_DELTA, Q4_K_MIN_DELTA + 1, size=(len(blocks), 8), dtype=np.int8)
-    _set_f16(blocks, 0, d)
-    _set_f16(blocks, 2, d.astype(np.float32) * 15.5)
-    blocks[:, 4:16] = pack_q4_k_scales(scales, (scales + deltas).astype(np.uint8))
+    _write_k_mins(rng, blocks, std, QT.Q5_K, 15.5)
 
 
 def _write_iq4_nl(rng: np.random.Generator, blocks: np.ndarray, std: float) -> None:
