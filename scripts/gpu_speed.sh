@@ -13,6 +13,10 @@
 #   bash scripts/gpu_speed.sh serve
 #       bench/serve_load.py (64 clients) and bench/prefix_cache.py (multi-turn chats, cache on/off)
 #       against `strata serve` and llama-server on the 8B Q4_0 (SERVE_PREFIX=0: serve_load only).
+#   DEADLINE=570 [GPU_TESTS="tests/..."] bash scripts/gpu_speed.sh once WHEELS_DIR LLAMA_DIR TOKENIZER_GGUF
+#       for a short device budget, one call: llama.cpp's build and the synthesized models start at once
+#       beside `make lib`; then the gpu-marked tests in GPU_TESTS (if any) while they finish, leaving
+#       BENCH_S seconds (default 150); then `bench`, all within DEADLINE seconds of the call's start.
 #
 # Logs go under $OUT; a short summary prints last. See docs/gpu.md.
 set -uo pipefail
@@ -22,21 +26,48 @@ SYN=/tmp/strata-synth
 MODELS="8b:Q4_0 1b:Q4_0 135m:Q4_0 8b:Q4_K_M"
 LL=/tmp/llama.cpp/build/bin
 
+# The synthesized GGUFs, in the background (strata synth needs the wheels, not the library); TOK's tokenizer.
+start_synth() {
+  mkdir -p "$SYN" /tmp/models && cp "$1" /tmp/tok.gguf
+  setsid nohup bash -c "for m in $MODELS; do s=\${m%%:*} t=\${m##*:}; f=$SYN/synth-\$s-\$t.gguf;
+      python3 -m strata.cli synth --shape \$s --dtype \$t --out \$f.part --tokenizer-from /tmp/tok.gguf --quiet \
+      && mv \$f.part \$f; done; echo synth-done" > /tmp/synth.txt 2>&1 < /dev/null &
+}
+# make lib; the library is also kept in /tmp, because a later call that carries the checkout again replaces build/.
+build_lib() {
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
+  ( time make -j"$(nproc)" lib ) > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+  tail -4 "$OUT/build.log"
+  mkdir -p /tmp/strata-build && cp build/libstrata.so /tmp/strata-build/
+}
+
 case "${1:-}" in
+once)
+  whl=$2 llama=$3 tok=$4 D=${DEADLINE:-570}
+  setsid nohup bash "$llama/llamacpp.sh" build > /tmp/llama-build.txt 2>&1 < /dev/null &
+  bash scripts/gpu_wheels.sh "$whl" > "$OUT/pip.log" 2>&1 || tail -5 "$OUT/pip.log"
+  start_synth "$tok"
+  build_lib
+  t=$((D - SECONDS - ${BENCH_S:-150}))
+  if [ -n "${GPU_TESTS:-}" ] && [ $t -gt 20 ]; then
+    # The engine tests' tiny synthesized models take their tokenizer from here (docs/gpu.md).
+    export STRATA_SYNTH_TOKENIZER=${STRATA_SYNTH_TOKENIZER:-/tmp/tok.gguf}
+    # shellcheck disable=SC2086  # GPU_TESTS is a list of paths and pytest options
+    timeout $t python3 -m pytest -m gpu -q -p no:cacheprovider $GPU_TESTS > "$OUT/gpu_tests.log" 2>&1
+    echo "GPU_TESTS rc=$? at ${SECONDS}s: $(tail -1 "$OUT/gpu_tests.log")"
+    grep -E "^(FAILED|ERROR)" "$OUT/gpu_tests.log" | head -10
+  fi
+  t=$((D - SECONDS))
+  [ $t -gt 30 ] && timeout $t bash "$0" bench
+  echo "once: done at ${SECONDS}s of ${D}s"
+  ;;
 prepare)
   whl=$2 llama=$3 tok=$4
   setsid nohup bash "$llama/llamacpp.sh" build > /tmp/llama-build.txt 2>&1 < /dev/null &
   bash scripts/gpu_wheels.sh "$whl" \
     > "$OUT/pip.log" 2>&1 || tail -5 "$OUT/pip.log"
-  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
-  ( time make -j"$(nproc)" lib ) > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-  tail -4 "$OUT/build.log"
-  # The bench call may carry the checkout again, which replaces its build/: keep the library in /tmp.
-  mkdir -p /tmp/strata-build && cp build/libstrata.so /tmp/strata-build/
-  mkdir -p "$SYN" /tmp/models && cp "$tok" /tmp/tok.gguf
-  setsid nohup bash -c "for m in $MODELS; do s=\${m%%:*} t=\${m##*:}; f=$SYN/synth-\$s-\$t.gguf;
-      python3 -m strata.cli synth --shape \$s --dtype \$t --out \$f.part --tokenizer-from /tmp/tok.gguf --quiet \
-      && mv \$f.part \$f; done; echo synth-done" > /tmp/synth.txt 2>&1 < /dev/null &
+  build_lib
+  start_synth "$tok"
   # PREPARE_TESTS=0 leaves the kernel tests to a later scripts/gpu_check.sh call; MATMUL_MODELS narrows the table.
   [ "${PREPARE_TESTS:-1}" = 0 ] || \
     python3 -m pytest -m gpu -q -p no:cacheprovider tests/kernels 2>&1 | tee "$OUT/gpu_kernel_tests.log" | tail -4
@@ -103,5 +134,5 @@ PY
   fi
   ;;
 *)
-  sed -n 2,13p "$0"; exit 2 ;;
+  sed -n 2,21p "$0"; exit 2 ;;
 esac
